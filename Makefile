@@ -1,0 +1,113 @@
+# cinfer — plain Makefile, out-of-tree build in build/.
+#   make            build/cinfer and build/libcinfer.a
+#   make test       unit + end-to-end tests (sanitized runner), ends "N passed, N failed"
+#   make help       all targets
+# Quiet unless V=1.
+
+BUILD    ?= build
+CC       ?= cc
+PREFIX   ?= /usr/local
+V        ?= 0
+Q        := $(if $(filter 1,$(V)),,@)
+
+# Debian packages the project builds against (DESIGN.md §5).
+DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-openssl-dev \
+            libmicrohttpd-dev libxxhash-dev pkg-config
+
+WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
+CSTD     := -std=c11 -D_GNU_SOURCE
+DEPFLAGS  = -MMD -MP
+INCLUDES := -Iinclude -Iruntime -Icompiler -Itemplates -I/usr/include/lua5.4 -I/usr/include/cjson
+OPT      ?= -O2 -g
+CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(INCLUDES) -fPIC $(CFLAGS)
+LIBS     := -llua5.4 -ltcc -lcjson -lxxhash -ldl -lpthread -lm
+SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+RUNTIME_SRC  := $(wildcard runtime/*.c)
+COMPILER_SRC := $(wildcard compiler/*.c)
+CLI_SRC      := $(wildcard cli/*.c)
+TEST_SRC     := $(wildcard tests/*.c)
+LIB_SRC      := $(RUNTIME_SRC) $(COMPILER_SRC)
+
+# SIMD kernels get their ISA flags per file; the rest stays portable and the
+# runtime picks the kernel table from CPU features at start-up.
+AVX2_FLAGS := -mavx2 -mfma -mf16c
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(filter-out $(BUILD)/san/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/san/%.o)) $(TEST_SRC:%.c=$(BUILD)/san/%.o)
+
+.PHONY: all test check demo deps deb-pkgs golden fuzz bench clean help install
+all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
+
+# ---- dependency check -----------------------------------------------------
+# Fails with the install line instead of a compiler error when a header is missing.
+HEADERS := lua5.4/lua.h libtcc.h cjson/cJSON.h xxhash.h
+$(BUILD)/.deps-ok:
+	@missing=""; for h in $(HEADERS); do \
+	  printf '#include <%s>\n' $$h | $(CC) -E -x c - >/dev/null 2>&1 || missing="$$missing $$h"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "cinfer: missing headers:$$missing"; \
+	  echo "  run 'make deps' (as root), or: sudo apt-get install -y $(DEB_PKGS)"; exit 1; fi
+	@mkdir -p $(BUILD) && touch $@
+
+deb-pkgs:
+	@echo $(DEB_PKGS)
+
+deps:
+	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PKGS); \
+	else echo "run as root, or: sudo apt-get install -y $(DEB_PKGS)"; fi
+
+# ---- objects ----------------------------------------------------------------
+$(BUILD)/%.o: %.c | $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS_ALL) $(if $(findstring _avx2,$<),$(AVX2_FLAGS)) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/san/%.o: %.c | $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC san  $<")
+	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fPIC $(SAN) $(CFLAGS) $(if $(findstring _avx2,$<),$(AVX2_FLAGS)) \
+	  -DCINFER_TEST_BUILD $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/libcinfer.a: $(LIB_OBJ)
+	$(if $(Q),@echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/cinfer: $(CLI_OBJ) $(BUILD)/libcinfer.a
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) -rdynamic -o $@ $(CLI_OBJ) $(BUILD)/libcinfer.a $(LIBS)
+
+# The test runner links the sanitized library, the CLI commands (not main) and the tests.
+$(BUILD)/test_runner: $(SAN_OBJ)
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) $(SAN) -rdynamic -o $@ $^ $(LIBS)
+
+# ---- targets ---------------------------------------------------------------
+test: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/libcinfer.a
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(BUILD)/test_runner $(T)
+
+check: test
+
+MODEL_DEFAULT := ../shared/models/stories260K/stories260K.gguf
+demo: $(BUILD)/cinfer
+	@m="$${CINFER_MODEL:-}"; [ -f "$(MODEL_DEFAULT)" ] && m="$(MODEL_DEFAULT)"; \
+	if [ -z "$$m" ]; then echo "make demo: no model. Put one at $(MODEL_DEFAULT) or set CINFER_MODEL=/path/to/model.gguf"; exit 1; fi; \
+	$(BUILD)/cinfer inspect "$$m" | head -30
+
+clean:
+	rm -rf $(BUILD)
+
+help:
+	@echo "make            build build/cinfer and build/libcinfer.a"
+	@echo "make deps       install the Debian packages (root), or print the apt-get line"
+	@echo "make test       run all tests (T=name-prefix selects tests); ends 'N passed, N failed'"
+	@echo "make demo       run the default model (\$$CINFER_MODEL overrides when shared/ is absent)"
+	@echo "make golden     regenerate generated/ golden sources"
+	@echo "make fuzz       build and run the libFuzzer targets (FUZZ_SECONDS=600)"
+	@echo "make bench      benchmarks (not part of make test)"
+	@echo "make clean      remove build/"
+	@echo "V=1             show full commands"
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

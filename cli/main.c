@@ -1,0 +1,43 @@
+/*
+ * main.c — `cinfer` entry point: dispatches to the subcommands in cli/.
+ */
+#include "cli.h"
+#include "cinfer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *usage;
+} command;
+
+static const command commands[] = {
+    {"inspect", cli_inspect, "inspect MODEL [--json]           metadata and tensors"},
+    {"run", cli_run, "run MODEL [-p TEXT] [-n N] ...     generate text (see `cinfer run --help`)"},
+    {"compile", cli_compile, "compile MODEL [--aot] [--emit-c FILE] [-o OUT]"},
+    {"tokenize", cli_tokenize, "tokenize MODEL TEXT [--no-bos]     print token ids"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "cinfer %s — a model compiler for local LLM inference\n\nusage:\n", CINFER_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  cinfer %s\n", commands[i].usage);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("cinfer %s\n", CINFER_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "cinfer: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,2 @@
+/* gguf.c — placeholder; see gguf.h. */
+#include "gguf.h"

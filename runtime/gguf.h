@@ -1,0 +1,163 @@
+/*
+ * gguf.h — read-only, zero-copy GGUF loader.
+ *
+ * Owns: mapping a GGUF file (v2/v3) into memory, validating every byte of the
+ * header, metadata and tensor table, and handing out typed views into the
+ * mapping.  Nothing is copied except the small index structures; tensor data
+ * pointers point straight into the mmap and stay valid until gguf_close().
+ *
+ * Format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md
+ * Tensor type ids, block sizes and byte sizes: ggml.h / ggml.c (ggml_type,
+ * type_traits) — mirrored in the table in gguf.c with static_assert checks.
+ *
+ * Errors: every function that can fail returns 0 on success or a negative
+ * GGUF_E* code and writes a one-line message into the caller's err buffer
+ * (what, where — byte offset, key or tensor name — and expected vs actual).
+ * The library never exits and never prints.
+ */
+#ifndef CINFER_GGUF_H
+#define CINFER_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    GGUF_OK = 0,
+    GGUF_EIO = -1,       /* open/stat/mmap failed */
+    GGUF_EFORMAT = -2,   /* malformed or hostile file */
+    GGUF_ENOTFOUND = -3, /* key or tensor absent */
+    GGUF_ETYPE = -4,     /* key present but of another type */
+    GGUF_ENOMEM = -5,
+};
+
+/* Metadata value types (gguf.md "gguf_metadata_value_type"). */
+enum gguf_vtype {
+    GGUF_VT_UINT8 = 0, GGUF_VT_INT8 = 1, GGUF_VT_UINT16 = 2, GGUF_VT_INT16 = 3,
+    GGUF_VT_UINT32 = 4, GGUF_VT_INT32 = 5, GGUF_VT_FLOAT32 = 6, GGUF_VT_BOOL = 7,
+    GGUF_VT_STRING = 8, GGUF_VT_ARRAY = 9, GGUF_VT_UINT64 = 10, GGUF_VT_INT64 = 11,
+    GGUF_VT_FLOAT64 = 12,
+    GGUF_VT_COUNT = 13,
+};
+
+/* ggml tensor type ids (ggml.h enum ggml_type).  Gaps are ids ggml removed. */
+enum ggml_type {
+    GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, GGML_TYPE_Q4_0 = 2, GGML_TYPE_Q4_1 = 3,
+    GGML_TYPE_Q5_0 = 6, GGML_TYPE_Q5_1 = 7, GGML_TYPE_Q8_0 = 8, GGML_TYPE_Q8_1 = 9,
+    GGML_TYPE_Q2_K = 10, GGML_TYPE_Q3_K = 11, GGML_TYPE_Q4_K = 12, GGML_TYPE_Q5_K = 13,
+    GGML_TYPE_Q6_K = 14, GGML_TYPE_Q8_K = 15, GGML_TYPE_IQ2_XXS = 16,
+    GGML_TYPE_IQ2_XS = 17, GGML_TYPE_IQ3_XXS = 18, GGML_TYPE_IQ1_S = 19,
+    GGML_TYPE_IQ4_NL = 20, GGML_TYPE_IQ3_S = 21, GGML_TYPE_IQ2_S = 22,
+    GGML_TYPE_IQ4_XS = 23, GGML_TYPE_I8 = 24, GGML_TYPE_I16 = 25, GGML_TYPE_I32 = 26,
+    GGML_TYPE_I64 = 27, GGML_TYPE_F64 = 28, GGML_TYPE_IQ1_M = 29, GGML_TYPE_BF16 = 30,
+    GGML_TYPE_TQ1_0 = 34, GGML_TYPE_TQ2_0 = 35, GGML_TYPE_MXFP4 = 39,
+    GGML_TYPE_COUNT = 40,
+};
+
+#define GGUF_MAX_DIMS 4
+#define GGUF_DEFAULT_ALIGNMENT 32
+
+typedef struct {
+    const char *name;   /* "Q4_K"; NULL for ids ggml removed */
+    uint32_t blck_size; /* elements per block (1 for plain types) */
+    uint32_t type_size; /* bytes per block */
+} ggml_type_info;
+
+/* Type table entry for id t, or NULL when t is unknown/removed. */
+const ggml_type_info *ggml_type_get(uint32_t t);
+/* "Q4_K", or "unknown" */
+const char *ggml_type_name(uint32_t t);
+/* Bytes of one row of n elements of type t; 0 when t is unknown or n is not a
+ * multiple of the block size. */
+uint64_t ggml_row_bytes(uint32_t t, uint64_t n);
+
+/* A string inside the mapping: NOT NUL-terminated. */
+typedef struct {
+    uint64_t len;
+    const char *ptr;
+} gguf_str;
+
+typedef struct gguf_value gguf_value;
+struct gguf_value {
+    uint32_t type; /* enum gguf_vtype */
+    union {
+        uint64_t u64;   /* UINT8/16/32/64 */
+        int64_t i64;    /* INT8/16/32/64 */
+        double f64;     /* FLOAT32/64 */
+        bool b;         /* BOOL */
+        gguf_str str;   /* STRING */
+        struct {
+            uint32_t type;        /* element type (may be ARRAY: nested) */
+            uint64_t n;           /* element count */
+            const void *data;     /* raw little-endian elements, fixed-size element types */
+            const gguf_str *strs; /* (n) when type == STRING */
+            const gguf_value *elems; /* (n) when type == ARRAY */
+        } arr;
+    } v;
+};
+
+typedef struct {
+    gguf_str key;
+    uint64_t offset; /* byte offset of the key in the file (for messages) */
+    gguf_value value;
+} gguf_kv;
+
+typedef struct {
+    const char *name;  /* NUL-terminated copy owned by the gguf_file */
+    uint32_t type;     /* enum ggml_type, known (validated) */
+    uint32_t n_dims;   /* 1..GGUF_MAX_DIMS */
+    int64_t ne[GGUF_MAX_DIMS]; /* elements per dim, ne[0] contiguous; unused dims = 1 */
+    uint64_t n_elems;
+    uint64_t offset;   /* relative to the start of the data section */
+    uint64_t n_bytes;
+    const void *data;  /* into the mapping; aligned to general.alignment */
+} gguf_tensor;
+
+typedef struct gguf_file gguf_file;
+
+/* Map and validate path.  On success *out owns the mapping. */
+int gguf_open(const char *path, gguf_file **out, char *err, size_t err_len);
+/* Validate an in-memory image (not copied: must outlive the handle). */
+int gguf_open_mem(const void *data, size_t size, gguf_file **out, char *err, size_t err_len);
+void gguf_close(gguf_file *g); /* NULL is a no-op */
+
+uint32_t gguf_version(const gguf_file *g);
+uint32_t gguf_alignment(const gguf_file *g);
+const void *gguf_base(const gguf_file *g); /* start of the mapping */
+uint64_t gguf_size(const gguf_file *g);    /* file size in bytes */
+uint64_t gguf_data_offset(const gguf_file *g); /* start of the tensor data section */
+
+uint64_t gguf_n_kv(const gguf_file *g);
+const gguf_kv *gguf_kv_at(const gguf_file *g, uint64_t i);
+/* Index of key, or -1. */
+int64_t gguf_find_key(const gguf_file *g, const char *key);
+const gguf_value *gguf_get(const gguf_file *g, const char *key); /* NULL if absent */
+
+/* Typed accessors.  Integer accessors accept any integer value type whose
+ * value fits the destination; the float accessor accepts FLOAT32/FLOAT64.
+ * Missing key → GGUF_ENOTFOUND, wrong type or out of range → GGUF_ETYPE,
+ * each with a message naming the key and the expected vs actual type. */
+int gguf_get_u32(const gguf_file *g, const char *key, uint32_t *out, char *err, size_t err_len);
+int gguf_get_u64(const gguf_file *g, const char *key, uint64_t *out, char *err, size_t err_len);
+int gguf_get_i64(const gguf_file *g, const char *key, int64_t *out, char *err, size_t err_len);
+int gguf_get_f32(const gguf_file *g, const char *key, float *out, char *err, size_t err_len);
+int gguf_get_bool(const gguf_file *g, const char *key, bool *out, char *err, size_t err_len);
+int gguf_get_str(const gguf_file *g, const char *key, gguf_str *out, char *err, size_t err_len);
+/* Array of elem_type (GGUF_VT_COUNT = any). */
+int gguf_get_arr(const gguf_file *g, const char *key, uint32_t elem_type,
+                 const gguf_value **out, char *err, size_t err_len);
+
+const char *gguf_vtype_name(uint32_t t);
+/* True when s equals the NUL-terminated c. */
+bool gguf_str_eq(gguf_str s, const char *c);
+
+uint64_t gguf_n_tensors(const gguf_file *g);
+const gguf_tensor *gguf_tensor_at(const gguf_file *g, uint64_t i);
+const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name); /* NULL if absent */
+
+/* 64-bit fingerprint of everything that shapes generated code: the header,
+ * metadata and tensor table bytes (not the tensor data) plus the file size.
+ * Stable across runs; used as the compile-cache key.  Hex form: 16 chars. */
+uint64_t gguf_fingerprint(const gguf_file *g);
+
+#endif

@@ -1,0 +1,102 @@
+/*
+ * prelude.h — the ABI between the cinfer runtime and every generated forward
+ * pass.  The emitter pastes this file verbatim at the top of each generated
+ * translation unit, and the runtime includes it, so both sides agree on one
+ * definition.
+ *
+ * Rules (DESIGN.md §1): no libc or system headers here — libtcc compiles the
+ * generated code without include paths — and no arithmetic loops: generated
+ * code only orchestrates calls into runtime kernels (gcc -O3, SIMD), passing
+ * every dimension as a compile-time constant.  Anything added here must build
+ * under tcc and under gcc/clang with -Wall -Wextra -Werror.
+ */
+#ifndef CINFER_PRELUDE_H
+#define CINFER_PRELUDE_H
+
+#define CF_ABI_VERSION 1
+
+/* ggml type ids as used in calls (same values as enum ggml_type in gguf.h). */
+#define CF_F32 0
+#define CF_F16 1
+#define CF_Q4_0 2
+#define CF_Q8_0 8
+#define CF_IQ4_NL 20
+
+/* RoPE layouts: "norm" rotates adjacent pairs (x[2i], x[2i+1]) — llama;
+ * "neox" rotates (x[i], x[i + n_rot/2]) — GPT-NeoX, qwen2, phi3, gemma. */
+#define CF_ROPE_NORM 0
+#define CF_ROPE_NEOX 2
+
+typedef struct cf_env cf_env;
+
+/* Kernel table.  Shapes are row-major with the token index outermost:
+ * an activation "(n_tokens, n)" is n_tokens rows of n floats; n_tokens is an
+ * explicit argument (the last-token logits path passes 1).  Token t sits at
+ * position E->pos + t.  Kernels may use E->pool for threads and never
+ * allocate. */
+typedef struct cf_kernels {
+    /* y (n_tokens, n_out) = x (n_tokens, n_in) · Wᵀ; w holds n_out rows of
+     * n_in elements of ggml type `type`. */
+    void (*matmul)(cf_env *E, float *y, const float *x, const void *w, int type,
+                   int n_out, int n_in, int n_tokens);
+    /* y (n_tokens, n) = rows ids[t] of w (rows of n elements of `type`), as f32. */
+    void (*get_rows)(cf_env *E, float *y, const void *w, int type, int n, const int *ids,
+                     int n_tokens);
+    /* y (n_tokens, n) = x / sqrt(mean(x²) + eps) * w; w (n) f32. */
+    void (*rms_norm)(cf_env *E, float *y, const float *x, const float *w, int n, float eps,
+                     int n_tokens);
+    /* In place on x (n_tokens, n_head * head_dim): rotate the first n_rot dims
+     * of each head by angle pos * freq_base^(-2i/n_rot), layout `mode`. */
+    void (*rope)(cf_env *E, float *x, int n_head, int head_dim, int n_rot, float freq_base,
+                 int mode, int n_tokens);
+    /* Causal multi-head attention with GQA over the KV cache of `layer`:
+     * store k, v (n_tokens, n_head_kv * head_dim) at positions pos..pos+n_tokens-1,
+     * then out (n_tokens, n_head * head_dim) = softmax(q kᵀ * scale) v over
+     * positions 0..pos+t.  Query head h reads kv head h / (n_head / n_head_kv). */
+    void (*attention)(cf_env *E, float *out, const float *q, const float *k, const float *v,
+                      int layer, int n_head, int n_head_kv, int head_dim, float scale,
+                      int n_tokens);
+    /* y (n_tokens, n) = silu(gate) * up. */
+    void (*swiglu)(cf_env *E, float *y, const float *gate, const float *up, int n,
+                   int n_tokens);
+    /* y = a + b, all (n_tokens, n); y may alias a or b. */
+    void (*add)(cf_env *E, float *y, const float *a, const float *b, int n, int n_tokens);
+    /* y (n) = row n_tokens - 1 of x (n_tokens, n). */
+    void (*last_row)(cf_env *E, float *y, const float *x, int n, int n_tokens);
+} cf_kernels;
+
+/* Everything one forward call sees.  Filled by the runtime. */
+struct cf_env {
+    const cf_kernels *K;
+    const void *const *W; /* (n_weights) tensor data, by weight slot */
+    float *arena;         /* activations; cf_model_desc.arena_floats floats */
+    float *const *kv_k;   /* (n_layer) each (n_ctx, kv_dim(layer)) */
+    float *const *kv_v;   /* (n_layer) each (n_ctx, kv_dim(layer)) */
+    const int *tokens;    /* (n_tokens) input ids */
+    float *logits;        /* (n_logits, n_vocab): last token, or all when logits_all */
+    void *pool;           /* runtime thread pool; opaque here */
+    int n_ctx;            /* KV cache capacity in positions */
+    int pos;              /* position of tokens[0] */
+    int n_tokens;         /* 1..n_batch */
+    int logits_all;       /* 0: logits of the last token only */
+};
+
+/* What a generated module tells the runtime about itself. */
+typedef struct cf_model_desc {
+    int abi_version;      /* CF_ABI_VERSION it was generated against */
+    const char *arch;     /* "llama" */
+    const char *fingerprint; /* gguf_fingerprint of the model, 16 hex chars */
+    int n_vocab;
+    int n_embd;
+    int n_layer;
+    int n_ctx_train;
+    int n_batch;          /* max tokens per cf_forward call */
+    long arena_floats;    /* activation arena size for n_batch tokens */
+    const int *kv_dim;    /* (n_layer) floats per position in each layer's K and V cache */
+    int n_weights;
+    const char *const *weight_names; /* (n_weights) GGUF tensor names */
+    const int *weight_types;         /* (n_weights) ggml type ids */
+    const long *weight_shapes;       /* (n_weights * 4) ne[0..3] */
+} cf_model_desc;
+
+#endif
