@@ -27,15 +27,17 @@ RUNTIME_SRC  := $(wildcard runtime/*.c)
 COMPILER_SRC := $(wildcard compiler/*.c)
 CLI_SRC      := $(wildcard cli/*.c)
 TEST_SRC     := $(wildcard tests/*.c)
-LIB_SRC      := $(RUNTIME_SRC) $(COMPILER_SRC)
+LIB_SRC      := $(RUNTIME_SRC) $(COMPILER_SRC) $(filter-out cli/main.c,$(CLI_SRC))
+# Archspecs and templates are embedded in the binary (single-file deploy).
+EMBED_SRC    := $(wildcard archspecs/*.lua) $(wildcard templates/*.h) $(wildcard templates/*.in)
 
 # SIMD kernels get their ISA flags per file; the rest stays portable and the
 # runtime picks the kernel table from CPU features at start-up.
 AVX2_FLAGS := -mavx2 -mfma -mf16c
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
-CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
-SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(filter-out $(BUILD)/san/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/san/%.o)) $(TEST_SRC:%.c=$(BUILD)/san/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
+CLI_OBJ  := $(BUILD)/cli/main.o
+SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_SRC:%.c=$(BUILD)/san/%.o)
 
 .PHONY: all test check demo deps deb-pkgs golden fuzz bench clean help install
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
@@ -70,6 +72,22 @@ $(BUILD)/san/%.o: %.c | $(BUILD)/.deps-ok
 	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fPIC $(SAN) $(CFLAGS) $(if $(findstring _avx2,$<),$(AVX2_FLAGS)) \
 	  -DCINFER_TEST_BUILD $(DEPFLAGS) -c $< -o $@
 
+$(BUILD)/tools/embed: tools/embed.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -O2 -o $@ $<
+
+$(BUILD)/gen/embedded.c: $(EMBED_SRC) $(BUILD)/tools/embed
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  EMBED   $@")
+	$(Q)$(BUILD)/tools/embed $@ $(foreach f,$(EMBED_SRC),$(f)=$(f))
+
+$(BUILD)/gen/%.o: $(BUILD)/gen/%.c
+	$(Q)$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/san/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS_ALL) -c $< -o $@
+
 $(BUILD)/libcinfer.a: $(LIB_OBJ)
 	$(if $(Q),@echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -85,7 +103,7 @@ $(BUILD)/test_runner: $(SAN_OBJ)
 
 # ---- targets ---------------------------------------------------------------
 test: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/libcinfer.a
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	@CINFER_BIN=$(BUILD)/cinfer ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(BUILD)/test_runner $(T)
 
 check: test
@@ -94,7 +112,17 @@ MODEL_DEFAULT := ../shared/models/stories260K/stories260K.gguf
 demo: $(BUILD)/cinfer
 	@m="$${CINFER_MODEL:-}"; [ -f "$(MODEL_DEFAULT)" ] && m="$(MODEL_DEFAULT)"; \
 	if [ -z "$$m" ]; then echo "make demo: no model. Put one at $(MODEL_DEFAULT) or set CINFER_MODEL=/path/to/model.gguf"; exit 1; fi; \
-	$(BUILD)/cinfer inspect "$$m" | head -30
+	$(BUILD)/cinfer run "$$m" -p "Once upon a time" -n 200 --temp 0.8 --seed 42
+
+# Golden emitted sources (tests diff fresh output against them).
+SHARED ?= ../shared
+GOLDEN := stories260K=$(SHARED)/models/stories260K/stories260K.gguf \
+          TinyStories-656K-Q8_0=$(SHARED)/models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf
+golden: $(BUILD)/cinfer
+	@mkdir -p generated
+	@for g in $(GOLDEN); do n=$${g%%=*}; m=$${g#*=}; \
+	  if [ -f "$$m" ]; then $(BUILD)/cinfer compile "$$m" --emit-c generated/$$n.c && echo "  GOLDEN  generated/$$n.c"; \
+	  else echo "  skip $$n: $$m absent"; fi; done
 
 clean:
 	rm -rf $(BUILD)

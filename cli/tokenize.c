@@ -1,11 +1,76 @@
-/* cli/tokenize.c — `cinfer tokenize` (placeholder until its issue lands). */
+/*
+ * cli/tokenize.c — `cinfer tokenize MODEL TEXT [--no-bos] [--parse-special]`:
+ * prints the ids of TEXT, space-separated on one line, as llama.cpp's
+ * llama_tokenize gives them (add_special unless --no-bos; control tokens in
+ * TEXT parsed only with --parse-special).  MODEL may be a vocab-only GGUF.
+ */
 #include "cli.h"
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "tok.h"
+
+static int usage(void) {
+    fprintf(stderr, "usage: cinfer tokenize MODEL TEXT [--no-bos] [--parse-special]\n");
+    return 2;
+}
 
 int cli_tokenize(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "cinfer tokenize: not built yet\n");
-    return 1;
+    const char *model = NULL, *text = NULL;
+    bool add_special = true, parse_special = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--no-bos")) add_special = false;
+        else if (!strcmp(argv[i], "--parse-special")) parse_special = true;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage();
+            return 0;
+        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
+            fprintf(stderr, "cinfer tokenize: unknown option '%s'\n", argv[i]);
+            return usage();
+        } else if (!model) model = argv[i];
+        else if (!text) text = argv[i];
+        else {
+            fprintf(stderr, "cinfer tokenize: unexpected argument '%s'\n", argv[i]);
+            return usage();
+        }
+    }
+    if (!model || !text) return usage();
+
+    char err[512];
+    gguf_file *g = NULL;
+    tok_vocab *v = NULL;
+    int32_t *ids = NULL;
+    int status = 1;
+    if (gguf_open(model, &g, err, sizeof err) != 0) {
+        fprintf(stderr, "cinfer tokenize: %s\n", err);
+        goto done;
+    }
+    if (tok_load_gguf(g, &v, err, sizeof err) != 0) {
+        fprintf(stderr, "cinfer tokenize: %s: %s\n", model, err);
+        goto done;
+    }
+    size_t len = strlen(text), n_ids = 0;
+    ids = malloc(tok_encode_max(len) * sizeof *ids);
+    if (!ids) {
+        fprintf(stderr, "cinfer tokenize: out of memory\n");
+        goto done;
+    }
+    int rc = tok_encode(v, text, len, add_special, parse_special, ids, tok_encode_max(len), &n_ids);
+    if (rc != 0) {
+        fprintf(stderr, "cinfer tokenize: encoding failed (%d)\n", rc);
+        goto done;
+    }
+    for (size_t i = 0; i < n_ids; i++) printf(i ? " %d" : "%d", (int)ids[i]);
+    printf("\n");
+    fflush(stdout);
+    status = 0;
+done:
+    free(ids);
+    tok_free(v);
+    gguf_close(g);
+    return status;
 }

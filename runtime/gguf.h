@@ -148,6 +148,16 @@ int gguf_get_arr(const gguf_file *g, const char *key, uint32_t elem_type,
                  const gguf_value **out, char *err, size_t err_len);
 
 const char *gguf_vtype_name(uint32_t t);
+/* Bytes of one fixed-size value of type t; 0 for STRING, ARRAY and invalid t. */
+uint32_t gguf_vtype_size(uint32_t t);
+/* Element i of array value arr as a standalone value: a decoded scalar for
+ * fixed-size element types, the string for STRING, the sub-array for ARRAY.
+ * GGUF_ENOTFOUND when arr is not an array or i >= n.  Pointers inside *out
+ * point into the file, valid until gguf_close(). */
+int gguf_arr_elem(const gguf_value *arr, uint64_t i, gguf_value *out);
+/* llama.cpp's name for a general.file_type value (enum llama_ftype), e.g.
+ * 15 → "MOSTLY_Q4_K_M"; "unknown" for ids llama.cpp does not define. */
+const char *gguf_file_type_name(uint32_t ftype);
 /* True when s equals the NUL-terminated c. */
 bool gguf_str_eq(gguf_str s, const char *c);
 

@@ -21,6 +21,10 @@
 #define CF_Q4_0 2
 #define CF_Q8_0 8
 #define CF_IQ4_NL 20
+#define CF_Q4_1 3
+#define CF_Q5_0 6
+#define CF_Q5_1 7
+#define CF_BF16 30
 
 /* RoPE layouts: "norm" rotates adjacent pairs (x[2i], x[2i+1]) — llama;
  * "neox" rotates (x[i], x[i + n_rot/2]) — GPT-NeoX, qwen2, phi3, gemma. */

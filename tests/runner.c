@@ -84,6 +84,11 @@ int run_cmd(const char *cmd, bool merge_stderr, char **out) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+const char *cinfer_bin(void) {
+    const char *b = getenv("CINFER_BIN");
+    return b && *b ? b : "build/cinfer";
+}
+
 char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;

@@ -64,6 +64,9 @@ const char *shared_path(const char *rel);
  * malloc'd NUL-terminated buffer (*out, may be NULL), return the exit status
  * (or -1).  Commands run from the repository root. */
 int run_cmd(const char *cmd, bool merge_stderr, char **out);
+/* The cinfer binary under test: $CINFER_BIN (make test sets it to
+ * $(BUILD)/cinfer), default build/cinfer. */
+const char *cinfer_bin(void);
 /* Read a whole file into a malloc'd NUL-terminated buffer; NULL on error. */
 char *read_file(const char *path, size_t *len);
 /* A fresh temporary directory for this test (removed at exit). */

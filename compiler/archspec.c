@@ -1,0 +1,465 @@
+/*
+ * archspec.c — runs an architecture descriptor (archspecs/<arch>.lua) in an
+ * embedded Lua 5.4 state and records what it asks for as IR.
+ *
+ * The Lua side sees a small, fixed vocabulary (documented in
+ * docs/architecture.md):
+ *   gguf(key [, default])        raw metadata value (number, string, boolean)
+ *   hparam(suffix [, default])   gguf("<arch>." .. suffix)
+ *   gguf_len(key)                length of an array key (nil if absent)
+ *   model{n_vocab=, n_embd=, n_layer=, n_ctx_train=}
+ *   weight(name, {ne0, ne1, ...} [, {optional=true}])  → weight or nil
+ *   embed(w)  rms_norm(x, w, eps)  matmul(w, x)  rope(x, {...})
+ *   attention(q, k, v, {...})  swiglu(g, u)  add(a, b)  logits(w, x)
+ * Activation values are tables {n = width} carrying a hidden id.  Every error
+ * goes through luaL_error, so it names the archspec file and line; the state
+ * is sandboxed (no io/os/require).
+ */
+#include "archspec.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kern.h"
+
+typedef struct {
+    const gguf_file *g;
+    ir_program *p;
+} spec_ctx;
+
+static spec_ctx *ctx_of(lua_State *L) {
+    return (spec_ctx *)lua_touserdata(L, lua_upvalueindex(1));
+}
+
+static int caller_line(lua_State *L) {
+    lua_Debug ar;
+    if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "l", &ar)) return ar.currentline;
+    return 0;
+}
+
+/* ---- metadata access ------------------------------------------------------ */
+
+/* Push the scalar value of a GGUF kv; arrays are not scalars. */
+static void push_gguf_value(lua_State *L, const char *key, const gguf_value *v) {
+    switch (v->type) {
+    case GGUF_VT_UINT8: case GGUF_VT_UINT16: case GGUF_VT_UINT32: case GGUF_VT_UINT64:
+        lua_pushinteger(L, (lua_Integer)v->v.u64);
+        break;
+    case GGUF_VT_INT8: case GGUF_VT_INT16: case GGUF_VT_INT32: case GGUF_VT_INT64:
+        lua_pushinteger(L, (lua_Integer)v->v.i64);
+        break;
+    case GGUF_VT_FLOAT32: case GGUF_VT_FLOAT64:
+        lua_pushnumber(L, v->v.f64);
+        break;
+    case GGUF_VT_BOOL:
+        lua_pushboolean(L, v->v.b);
+        break;
+    case GGUF_VT_STRING:
+        lua_pushlstring(L, v->v.str.ptr, (size_t)v->v.str.len);
+        break;
+    default:
+        luaL_error(L, "GGUF key '%s' is an array; use gguf_len()", key);
+    }
+}
+
+static int l_gguf_key(lua_State *L, const char *key) {
+    const gguf_value *v = gguf_get(ctx_of(L)->g, key);
+    if (v) {
+        push_gguf_value(L, key, v);
+        return 1;
+    }
+    if (lua_gettop(L) >= 2) { /* default given */
+        lua_pushvalue(L, 2);
+        return 1;
+    }
+    return luaL_error(L, "missing GGUF key '%s' (required, no default)", key);
+}
+
+static int l_gguf(lua_State *L) { return l_gguf_key(L, luaL_checkstring(L, 1)); }
+
+static int l_hparam(lua_State *L) {
+    spec_ctx *c = ctx_of(L);
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", c->p->arch, luaL_checkstring(L, 1));
+    return l_gguf_key(L, key);
+}
+
+static int l_gguf_len(lua_State *L) {
+    const gguf_value *v = gguf_get(ctx_of(L)->g, luaL_checkstring(L, 1));
+    if (!v || v->type != GGUF_VT_ARRAY) lua_pushnil(L);
+    else lua_pushinteger(L, (lua_Integer)v->v.arr.n);
+    return 1;
+}
+
+static int field_int(lua_State *L, int t, const char *k, int required, lua_Integer def) {
+    lua_getfield(L, t, k);
+    int isnum;
+    lua_Integer v = lua_tointegerx(L, -1, &isnum);
+    int isnil = lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (isnil) {
+        if (required) return luaL_error(L, "missing field '%s'", k);
+        return (int)def;
+    }
+    if (!isnum) return luaL_error(L, "field '%s' must be an integer", k);
+    if (v < 0 || v > 0x7fffffff) return luaL_error(L, "field '%s' out of range: %I", k, v);
+    return (int)v;
+}
+
+static double field_num(lua_State *L, int t, const char *k, int required, double def) {
+    lua_getfield(L, t, k);
+    int isnum;
+    lua_Number v = lua_tonumberx(L, -1, &isnum);
+    int isnil = lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (isnil) {
+        if (required) return luaL_error(L, "missing field '%s'", k);
+        return def;
+    }
+    if (!isnum) return luaL_error(L, "field '%s' must be a number", k);
+    return v;
+}
+
+static int l_model(lua_State *L) {
+    spec_ctx *c = ctx_of(L);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    c->p->n_vocab = field_int(L, 1, "n_vocab", 1, 0);
+    c->p->n_embd = field_int(L, 1, "n_embd", 1, 0);
+    c->p->n_layer = field_int(L, 1, "n_layer", 1, 0);
+    c->p->n_ctx_train = field_int(L, 1, "n_ctx_train", 0, 2048);
+    if (c->p->n_layer < 1 || c->p->n_embd < 1 || c->p->n_vocab < 1)
+        return luaL_error(L, "model{}: n_vocab, n_embd and n_layer must be >= 1");
+    free(c->p->kv_dim);
+    c->p->kv_dim = calloc((size_t)c->p->n_layer, sizeof(int));
+    if (!c->p->kv_dim) return luaL_error(L, "out of memory");
+    return 0;
+}
+
+/* ---- weights ------------------------------------------------------------- */
+
+#define WEIGHT_MT "cinfer.weight"
+#define VALUE_MT "cinfer.value"
+
+static int l_weight(lua_State *L) {
+    spec_ctx *c = ctx_of(L);
+    const char *name = luaL_checkstring(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int optional = 0;
+    if (lua_istable(L, 3)) {
+        lua_getfield(L, 3, "optional");
+        optional = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    const gguf_tensor *t = gguf_find_tensor(c->g, name);
+    if (!t) {
+        if (optional) {
+            lua_pushnil(L);
+            return 1;
+        }
+        return luaL_error(L, "tensor '%s' not found in the model file (required)", name);
+    }
+    int n_dims = (int)luaL_len(L, 2);
+    if (n_dims < 1 || n_dims > GGUF_MAX_DIMS)
+        return luaL_error(L, "tensor '%s': expected shape needs 1..4 dims", name);
+    int64_t ne[GGUF_MAX_DIMS] = {1, 1, 1, 1};
+    for (int d = 0; d < n_dims; d++) {
+        lua_geti(L, 2, d + 1);
+        ne[d] = (int64_t)luaL_checkinteger(L, -1);
+        lua_pop(L, 1);
+    }
+    for (int d = 0; d < GGUF_MAX_DIMS; d++)
+        if (ne[d] != t->ne[d])
+            return luaL_error(L,
+                              "tensor '%s': shape [%I, %I, %I, %I] in the file, archspec expects "
+                              "[%I, %I, %I, %I] (dim %d differs)",
+                              name, (lua_Integer)t->ne[0], (lua_Integer)t->ne[1],
+                              (lua_Integer)t->ne[2], (lua_Integer)t->ne[3], (lua_Integer)ne[0],
+                              (lua_Integer)ne[1], (lua_Integer)ne[2], (lua_Integer)ne[3], d);
+    int id = ir_add_weight(c->p, name, t);
+    if (id < 0) return luaL_error(L, "out of memory");
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, id);
+    lua_setfield(L, -2, "_w");
+    lua_pushstring(L, name);
+    lua_setfield(L, -2, "name");
+    lua_pushinteger(L, (lua_Integer)t->ne[0]);
+    lua_setfield(L, -2, "ne0");
+    luaL_setmetatable(L, WEIGHT_MT);
+    return 1;
+}
+
+static int check_weight(lua_State *L, int idx, int need_type_f32) {
+    spec_ctx *c = ctx_of(L);
+    if (!lua_istable(L, idx) || !lua_getmetatable(L, idx))
+        return luaL_error(L, "argument #%d: expected a weight (from weight())", idx);
+    luaL_getmetatable(L, WEIGHT_MT);
+    int ok = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    if (!ok) return luaL_error(L, "argument #%d: expected a weight (from weight())", idx);
+    lua_getfield(L, idx, "_w");
+    int id = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    const gguf_tensor *t = c->p->weights[id].t;
+    if (need_type_f32 && t->type != GGML_TYPE_F32)
+        return luaL_error(L, "tensor '%s': type %s, this op needs F32", t->name,
+                          ggml_type_name(t->type));
+    if (!need_type_f32 && !kern_type_supported((int)t->type))
+        return luaL_error(L, "tensor '%s': type %s has no CPU kernel yet", t->name,
+                          ggml_type_name(t->type));
+    return id;
+}
+
+/* ---- values and ops ------------------------------------------------------ */
+
+static int check_value(lua_State *L, int idx) {
+    if (!lua_istable(L, idx) || !lua_getmetatable(L, idx))
+        return luaL_error(L, "argument #%d: expected an activation value", idx);
+    luaL_getmetatable(L, VALUE_MT);
+    int ok = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    if (!ok) return luaL_error(L, "argument #%d: expected an activation value", idx);
+    lua_getfield(L, idx, "_v");
+    int id = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    return id;
+}
+
+static int value_n(lua_State *L, int v) { return ctx_of(L)->p->values[v].n; }
+
+/* Append op (out width n_out, or no output when n_out == 0); push the value. */
+static int emit_op(lua_State *L, ir_op *op, int n_out) {
+    spec_ctx *c = ctx_of(L);
+    op->line = caller_line(L);
+    op->out = -1;
+    int o = ir_add_op(c->p, op);
+    if (o < 0) return luaL_error(L, "out of memory");
+    if (n_out <= 0) return 0;
+    int v = ir_add_value(c->p, n_out, o);
+    if (v < 0) return luaL_error(L, "out of memory");
+    c->p->ops[o].out = v;
+    lua_createtable(L, 0, 2);
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, "_v");
+    lua_pushinteger(L, n_out);
+    lua_setfield(L, -2, "n");
+    luaL_setmetatable(L, VALUE_MT);
+    return 1;
+}
+
+static ir_op new_op(ir_opcode code) {
+    ir_op op = {.code = code, .out = -1, .in = {-1, -1, -1}, .w = -1};
+    return op;
+}
+
+static const gguf_tensor *wt(lua_State *L, int w) { return ctx_of(L)->p->weights[w].t; }
+
+static int l_embed(lua_State *L) {
+    ir_op op = new_op(IR_EMBED);
+    op.w = check_weight(L, 1, 0);
+    return emit_op(L, &op, (int)wt(L, op.w)->ne[0]);
+}
+
+static int l_rms_norm(lua_State *L) {
+    ir_op op = new_op(IR_RMS_NORM);
+    op.in[0] = check_value(L, 1);
+    op.w = check_weight(L, 2, 1);
+    op.f[0] = (float)luaL_checknumber(L, 3);
+    int n = value_n(L, op.in[0]);
+    if (wt(L, op.w)->ne[0] != n)
+        return luaL_error(L, "rms_norm: weight '%s' has %I elements, input width is %d",
+                          wt(L, op.w)->name, (lua_Integer)wt(L, op.w)->ne[0], n);
+    return emit_op(L, &op, n);
+}
+
+static int l_matmul(lua_State *L) {
+    ir_op op = new_op(IR_MATMUL);
+    op.w = check_weight(L, 1, 0);
+    op.in[0] = check_value(L, 2);
+    const gguf_tensor *t = wt(L, op.w);
+    int n_in = value_n(L, op.in[0]);
+    if (t->ne[0] != n_in || t->n_dims > 2)
+        return luaL_error(L, "matmul: weight '%s' is [%I, %I], input width is %d", t->name,
+                          (lua_Integer)t->ne[0], (lua_Integer)t->ne[1], n_in);
+    op.i[0] = t->ne[1];
+    op.i[1] = n_in;
+    return emit_op(L, &op, (int)t->ne[1]);
+}
+
+static int l_rope(lua_State *L) {
+    ir_op op = new_op(IR_ROPE);
+    op.in[0] = check_value(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    op.i[0] = field_int(L, 2, "n_head", 1, 0);
+    op.i[1] = field_int(L, 2, "head_dim", 1, 0);
+    op.i[2] = field_int(L, 2, "n_rot", 0, op.i[1]);
+    lua_getfield(L, 2, "mode");
+    const char *mode = lua_isnil(L, -1) ? "norm" : lua_tostring(L, -1);
+    if (!mode || (strcmp(mode, "norm") && strcmp(mode, "neox")))
+        return luaL_error(L, "rope: mode must be \"norm\" or \"neox\"");
+    op.i[3] = strcmp(mode, "neox") == 0 ? 2 : 0;
+    lua_pop(L, 1);
+    op.f[0] = (float)field_num(L, 2, "freq_base", 0, 10000.0);
+    int n = value_n(L, op.in[0]);
+    if (op.i[0] * op.i[1] != n)
+        return luaL_error(L, "rope: n_head %I x head_dim %I != input width %d", (lua_Integer)op.i[0],
+                          (lua_Integer)op.i[1], n);
+    if (op.i[2] > op.i[1] || op.i[2] % 2)
+        return luaL_error(L, "rope: n_rot %I must be even and <= head_dim %I", (lua_Integer)op.i[2],
+                          (lua_Integer)op.i[1]);
+    return emit_op(L, &op, n);
+}
+
+static int l_attention(lua_State *L) {
+    spec_ctx *c = ctx_of(L);
+    ir_op op = new_op(IR_ATTENTION);
+    for (int k = 0; k < 3; k++) op.in[k] = check_value(L, k + 1);
+    luaL_checktype(L, 4, LUA_TTABLE);
+    op.i[0] = field_int(L, 4, "layer", 1, 0);
+    op.i[1] = field_int(L, 4, "n_head", 1, 0);
+    op.i[2] = field_int(L, 4, "n_head_kv", 0, op.i[1]);
+    op.i[3] = field_int(L, 4, "head_dim", 1, 0);
+    op.f[0] = (float)field_num(L, 4, "scale", 0, 1.0 / sqrt((double)op.i[3]));
+    if (!c->p->kv_dim) return luaL_error(L, "attention: call model{} first");
+    if (op.i[0] >= c->p->n_layer)
+        return luaL_error(L, "attention: layer %I out of range (n_layer %d)", (lua_Integer)op.i[0],
+                          c->p->n_layer);
+    if (op.i[2] < 1 || op.i[1] % op.i[2])
+        return luaL_error(L, "attention: n_head %I is not a multiple of n_head_kv %I",
+                          (lua_Integer)op.i[1], (lua_Integer)op.i[2]);
+    int kv = (int)(op.i[2] * op.i[3]);
+    if (value_n(L, op.in[0]) != op.i[1] * op.i[3] || value_n(L, op.in[1]) != kv ||
+        value_n(L, op.in[2]) != kv)
+        return luaL_error(L, "attention: widths q %d, k %d, v %d do not match n_head %I, "
+                          "n_head_kv %I, head_dim %I", value_n(L, op.in[0]), value_n(L, op.in[1]),
+                          value_n(L, op.in[2]), (lua_Integer)op.i[1], (lua_Integer)op.i[2],
+                          (lua_Integer)op.i[3]);
+    if (c->p->kv_dim[op.i[0]])
+        return luaL_error(L, "attention: layer %I already has an attention op", (lua_Integer)op.i[0]);
+    c->p->kv_dim[op.i[0]] = kv;
+    return emit_op(L, &op, (int)(op.i[1] * op.i[3]));
+}
+
+static int binary(lua_State *L, ir_opcode code) {
+    ir_op op = new_op(code);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value(L, 2);
+    int n = value_n(L, op.in[0]);
+    if (value_n(L, op.in[1]) != n)
+        return luaL_error(L, "%s: widths differ (%d vs %d)", ir_info(code)->name, n,
+                          value_n(L, op.in[1]));
+    return emit_op(L, &op, n);
+}
+
+static int l_swiglu(lua_State *L) { return binary(L, IR_SWIGLU); }
+static int l_add(lua_State *L) { return binary(L, IR_ADD); }
+
+static int l_logits(lua_State *L) {
+    spec_ctx *c = ctx_of(L);
+    ir_op op = new_op(IR_LOGITS);
+    op.w = check_weight(L, 1, 0);
+    op.in[0] = check_value(L, 2);
+    const gguf_tensor *t = wt(L, op.w);
+    if (c->p->logits_op >= 0) return luaL_error(L, "logits: called twice");
+    if (t->ne[0] != value_n(L, op.in[0]) || t->ne[1] != c->p->n_vocab)
+        return luaL_error(L, "logits: weight '%s' is [%I, %I], expected [%d, n_vocab %d]", t->name,
+                          (lua_Integer)t->ne[0], (lua_Integer)t->ne[1], value_n(L, op.in[0]),
+                          c->p->n_vocab);
+    op.i[0] = t->ne[1];
+    op.i[1] = t->ne[0];
+    /* The output value is the scratch row for the last token's hidden state. */
+    emit_op(L, &op, (int)t->ne[0]);
+    c->p->logits_op = c->p->n_ops - 1;
+    return 0;
+}
+
+/* ---- driver -------------------------------------------------------------- */
+
+static int msgh(lua_State *L) {
+    const char *m = lua_tostring(L, 1);
+    lua_pushstring(L, m ? m : "(error object is not a string)");
+    return 1;
+}
+
+int archspec_build(const gguf_file *g, const char *src, size_t src_len, const char *spec_name,
+                   ir_program **out, char *err, size_t err_len) {
+    *out = NULL;
+    ir_program *p = ir_new();
+    if (!p) return snprintf(err, err_len, "archspec: out of memory"), -1;
+    gguf_str arch;
+    if (gguf_get_str(g, "general.architecture", &arch, err, err_len)) {
+        ir_free(p);
+        return -1;
+    }
+    p->arch = strndup(arch.ptr, (size_t)arch.len);
+    p->archspec_path = strdup(spec_name);
+    p->fingerprint = gguf_fingerprint(g);
+    if (!p->arch || !p->archspec_path) {
+        ir_free(p);
+        return snprintf(err, err_len, "archspec: out of memory"), -1;
+    }
+
+    lua_State *L = luaL_newstate();
+    if (!L) {
+        ir_free(p);
+        return snprintf(err, err_len, "archspec: cannot create Lua state"), -1;
+    }
+    /* Sandbox: only pure libraries. */
+    luaL_requiref(L, "_G", luaopen_base, 1);
+    luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
+    luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
+    luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
+    lua_pop(L, 4);
+    static const char *const unsafe[] = {"dofile", "loadfile", "load", "require", "collectgarbage"};
+    for (size_t i = 0; i < sizeof unsafe / sizeof *unsafe; i++) {
+        lua_pushnil(L);
+        lua_setglobal(L, unsafe[i]);
+    }
+    luaL_newmetatable(L, WEIGHT_MT);
+    luaL_newmetatable(L, VALUE_MT);
+    lua_pop(L, 2);
+
+    spec_ctx c = {g, p};
+    static const luaL_Reg fns[] = {
+        {"gguf", l_gguf}, {"hparam", l_hparam}, {"gguf_len", l_gguf_len}, {"model", l_model},
+        {"weight", l_weight}, {"embed", l_embed}, {"rms_norm", l_rms_norm}, {"matmul", l_matmul},
+        {"rope", l_rope}, {"attention", l_attention}, {"swiglu", l_swiglu}, {"add", l_add},
+        {"logits", l_logits}, {NULL, NULL}};
+    lua_pushglobaltable(L);
+    lua_pushlightuserdata(L, &c);
+    luaL_setfuncs(L, fns, 1);
+    lua_pushstring(L, p->arch);
+    lua_setfield(L, -2, "ARCH");
+    lua_pop(L, 1);
+
+    char chunk[512];
+    snprintf(chunk, sizeof chunk, "@%s", spec_name);
+    lua_pushcfunction(L, msgh);
+    int rc = luaL_loadbufferx(L, src, src_len, chunk, "t");
+    if (rc == LUA_OK) rc = lua_pcall(L, 0, 0, -2);
+    if (rc != LUA_OK) {
+        snprintf(err, err_len, "archspec %s", lua_tostring(L, -1));
+        lua_close(L);
+        ir_free(p);
+        return -1;
+    }
+    lua_close(L);
+
+    if (!p->kv_dim) {
+        snprintf(err, err_len, "archspec %s: never called model{}", spec_name);
+        ir_free(p);
+        return -1;
+    }
+    if (p->logits_op < 0) {
+        snprintf(err, err_len, "archspec %s: never called logits()", spec_name);
+        ir_free(p);
+        return -1;
+    }
+    ir_liveness(p);
+    *out = p;
+    return 0;
+}

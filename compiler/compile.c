@@ -1,0 +1,435 @@
+/*
+ * compile.c — drives archspec → IR → C, then compiles the C:
+ *   JIT  libtcc in memory (milliseconds; the default for run/chat/serve),
+ *   AOT  the system C compiler at -O3 -march=native into a shared object that
+ *        is cached and dlopen'ed, or into a standalone executable.
+ * Generated code only orchestrates runtime kernels, so JIT and AOT compute
+ * bit-identical results; AOT saves the (small) call overhead and start-up.
+ *
+ * Cache: $XDG_CACHE_HOME/cinfer/<fingerprint>-<key>.so where key hashes the
+ * generated source, CINFER_VERSION and the CPU model/ISA (the object is built
+ * with -march=native).  Writes go to a temporary name and are renamed into
+ * place, so a crash never leaves a truncated object under the final name.
+ */
+#include "compile.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <libtcc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "archspec.h"
+#include "cinfer.h"
+#include "embedded.h"
+#include "emit.h"
+#include "kern.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* ---- project files ---------------------------------------------------------- */
+
+int cc_spec_file(const char *name, char **data, size_t *len, char *err, size_t err_len) {
+    const char *dir = getenv("CINFER_SPEC_DIR");
+    if (dir && *dir) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        FILE *f = fopen(path, "rb");
+        if (!f) return snprintf(err, err_len, "%s: %s", path, strerror(errno)), -1;
+        char *buf = NULL;
+        size_t n = 0, cap = 0, r;
+        do {
+            if (cap - n < 4096) {
+                char *nb = realloc(buf, cap = cap ? cap * 2 : 65536);
+                if (!nb) {
+                    free(buf);
+                    fclose(f);
+                    return snprintf(err, err_len, "%s: out of memory", path), -1;
+                }
+                buf = nb;
+            }
+            r = fread(buf + n, 1, cap - n - 1, f);
+            n += r;
+        } while (r > 0);
+        int bad = ferror(f);
+        fclose(f);
+        if (bad) {
+            free(buf);
+            return snprintf(err, err_len, "%s: read error", path), -1;
+        }
+        buf[n] = 0;
+        *data = buf;
+        *len = n;
+        return 0;
+    }
+    for (const embedded_file *e = embedded_files; e->name; e++)
+        if (!strcmp(e->name, name)) {
+            *data = malloc(e->len + 1);
+            if (!*data) return snprintf(err, err_len, "out of memory"), -1;
+            memcpy(*data, e->data, e->len + 1);
+            *len = e->len;
+            return 0;
+        }
+    return snprintf(err, err_len, "no %s in this build (set CINFER_SPEC_DIR to a source tree)",
+                    name), -1;
+}
+
+/* ---- generation ------------------------------------------------------------- */
+
+int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src_len, char *err,
+                size_t err_len) {
+    *src = NULL;
+    char *spec = NULL, *prelude = NULL, *fwd = NULL, *ops = NULL;
+    size_t spec_len = 0, n;
+    char spec_name[512];
+    ir_program *p = NULL;
+    int rc = -1;
+
+    if (o->archspec_path) {
+        snprintf(spec_name, sizeof spec_name, "%s", o->archspec_path);
+        FILE *f = fopen(o->archspec_path, "rb");
+        if (!f) {
+            snprintf(err, err_len, "archspec %s: %s", o->archspec_path, strerror(errno));
+            goto done;
+        }
+        fseek(f, 0, SEEK_END);
+        long sz = ftell(f);
+        rewind(f);
+        spec = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
+        if (!spec || fread(spec, 1, (size_t)sz, f) != (size_t)sz) {
+            fclose(f);
+            snprintf(err, err_len, "archspec %s: read error", o->archspec_path);
+            goto done;
+        }
+        fclose(f);
+        spec[sz] = 0;
+        spec_len = (size_t)sz;
+    } else {
+        gguf_str arch;
+        if (gguf_get_str(g, "general.architecture", &arch, err, err_len)) goto done;
+        if (arch.len == 0 || arch.len > 64 || memchr(arch.ptr, '/', arch.len) ||
+            memchr(arch.ptr, '.', arch.len)) {
+            snprintf(err, err_len, "general.architecture '%.*s' is not a valid architecture name",
+                     (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+            goto done;
+        }
+        snprintf(spec_name, sizeof spec_name, "archspecs/%.*s.lua", (int)arch.len, arch.ptr);
+        char e2[256];
+        if (cc_spec_file(spec_name, &spec, &spec_len, e2, sizeof e2)) {
+            snprintf(err, err_len, "architecture '%.*s' is not supported yet (no %s)",
+                     (int)arch.len, arch.ptr, spec_name);
+            goto done;
+        }
+    }
+    if (cc_spec_file("templates/prelude.h", &prelude, &n, err, err_len) ||
+        cc_spec_file("templates/forward.c.in", &fwd, &n, err, err_len) ||
+        cc_spec_file("templates/ops.c.in", &ops, &n, err, err_len))
+        goto done;
+    if (archspec_build(g, spec, spec_len, spec_name, &p, err, err_len)) goto done;
+    emit_options eo = {
+        .generator_version = CINFER_VERSION,
+        .prelude = prelude,
+        .forward_template = fwd,
+        .forward_template_name = "templates/forward.c.in",
+        .ops_template = ops,
+        .n_batch = o->n_batch > 0 ? o->n_batch : 512,
+    };
+    rc = emit_c(p, &eo, src, src_len, err, err_len);
+done:
+    ir_free(p);
+    free(spec);
+    free(prelude);
+    free(fwd);
+    free(ops);
+    return rc;
+}
+
+/* ---- JIT (libtcc) ----------------------------------------------------------- */
+
+typedef struct {
+    char *err;
+    size_t err_len;
+} tcc_err;
+
+static void on_tcc_error(void *opaque, const char *msg) {
+    tcc_err *e = opaque;
+    if (!e->err[0]) snprintf(e->err, e->err_len, "tcc: %s", msg);
+}
+
+static int jit(cc_module *m, const char *src, char *err, size_t err_len) {
+    TCCState *s = tcc_new();
+    if (!s) return snprintf(err, err_len, "tcc: cannot create state"), -1;
+    err[0] = 0;
+    tcc_err te = {err, err_len};
+    tcc_set_error_func(s, &te, on_tcc_error);
+    /* The generated unit includes no headers and needs no libc or libtcc1. */
+    tcc_set_options(s, "-nostdlib -nostdinc");
+    if (tcc_set_output_type(s, TCC_OUTPUT_MEMORY) < 0 || tcc_compile_string(s, src) < 0 ||
+        tcc_relocate(s, TCC_RELOCATE_AUTO) < 0) {
+        if (!err[0]) snprintf(err, err_len, "tcc: compilation failed");
+        tcc_delete(s);
+        return -1;
+    }
+    const cf_model_desc *(*describe)(void) = (const cf_model_desc *(*)(void))tcc_get_symbol(s, "cf_describe");
+    m->forward = (void (*)(cf_env *))tcc_get_symbol(s, "cf_forward");
+    if (!describe || !m->forward) {
+        tcc_delete(s);
+        return snprintf(err, err_len, "tcc: generated code lacks cf_describe/cf_forward"), -1;
+    }
+    m->desc = describe();
+    m->handle = s;
+    return 0;
+}
+
+/* ---- AOT (system C compiler) ------------------------------------------------ */
+
+int cc_cache_dir(char *buf, size_t cap, char *err, size_t err_len) {
+    const char *x = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    if (x && *x) snprintf(buf, cap, "%s/cinfer", x);
+    else if (home && *home) snprintf(buf, cap, "%s/.cache/cinfer", home);
+    else return snprintf(err, err_len, "no cache directory: set XDG_CACHE_HOME or HOME"), -1;
+    /* mkdir -p */
+    for (char *q = buf + 1; *q; q++)
+        if (*q == '/') {
+            *q = 0;
+            mkdir(buf, 0755);
+            *q = '/';
+        }
+    if (mkdir(buf, 0755) && errno != EEXIST)
+        return snprintf(err, err_len, "cannot create cache dir %s: %s", buf, strerror(errno)), -1;
+    return 0;
+}
+
+/* CPU identity for the cache key: objects are built with -march=native. */
+static void cpu_id(char *buf, size_t cap) {
+    snprintf(buf, cap, "%s", kern_isa_name(kern_best_isa()));
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10)) {
+            size_t l = strlen(buf);
+            snprintf(buf + l, cap - l, "|%s", line);
+            break;
+        }
+    fclose(f);
+}
+
+static const char *c_compiler(void) {
+    const char *cc = getenv("CC");
+    return cc && *cc ? cc : "cc";
+}
+
+/* Run argv; capture stderr into err on failure. */
+static int run_compiler(char *const argv[], const char *log_path, char *err, size_t err_len) {
+    pid_t pid = fork();
+    if (pid < 0) return snprintf(err, err_len, "fork: %s", strerror(errno)), -1;
+    if (pid == 0) {
+        FILE *lf = freopen(log_path, "w", stderr);
+        (void)lf;
+        execvp(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return snprintf(err, err_len, "waitpid: %s", strerror(errno)), -1;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+        unlink(log_path);
+        return 0;
+    }
+    char first[400] = "";
+    FILE *lf = fopen(log_path, "r");
+    if (lf) {
+        char line[400];
+        while (fgets(line, sizeof line, lf))
+            if (strstr(line, "error") || !first[0]) {
+                snprintf(first, sizeof first, "%s", line);
+                if (strstr(line, "error")) break;
+            }
+        fclose(lf);
+    }
+    first[strcspn(first, "\n")] = 0;
+    snprintf(err, err_len, "%s failed (log: %s): %s", argv[0], log_path, first);
+    return -1;
+}
+
+static int write_file_atomic(const char *path, const char *data, size_t len, char *err,
+                             size_t err_len) {
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return snprintf(err, err_len, "%s: %s", tmp, strerror(errno)), -1;
+    int bad = fwrite(data, 1, len, f) != len;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path)) {
+        unlink(tmp);
+        return snprintf(err, err_len, "cannot write %s", path), -1;
+    }
+    return 0;
+}
+
+static int aot(cc_module *m, const gguf_file *g, const char *src, size_t src_len,
+               const cc_options *o, char *err, size_t err_len) {
+    char dir[900], cpu[600], base[1000], c_path[1100], tmp_so[1100], log_path[1100];
+    if (cc_cache_dir(dir, sizeof dir, err, err_len)) return -1;
+    cpu_id(cpu, sizeof cpu);
+    XXH3_state_t *h = XXH3_createState();
+    if (!h) return snprintf(err, err_len, "out of memory"), -1;
+    XXH3_64bits_reset(h);
+    XXH3_64bits_update(h, src, src_len);
+    XXH3_64bits_update(h, CINFER_VERSION, strlen(CINFER_VERSION));
+    XXH3_64bits_update(h, cpu, strlen(cpu));
+    XXH3_64bits_update(h, c_compiler(), strlen(c_compiler()));
+    uint64_t key = XXH3_64bits_digest(h);
+    XXH3_freeState(h);
+    snprintf(base, sizeof base, "%s/%016llx-%016llx", dir, (unsigned long long)gguf_fingerprint(g),
+             (unsigned long long)key);
+    snprintf(m->so_path, sizeof m->so_path, "%s.so", base);
+
+    if (access(m->so_path, R_OK) == 0) {
+        m->cache_hit = 1;
+        if (o->verbose) fprintf(stderr, "cinfer: AOT cache hit: %s\n", m->so_path);
+    } else {
+        if (o->verbose) fprintf(stderr, "cinfer: AOT cache miss: compiling %s\n", m->so_path);
+        snprintf(c_path, sizeof c_path, "%s.c", base);
+        snprintf(tmp_so, sizeof tmp_so, "%s.so.tmp.%d", base, (int)getpid());
+        snprintf(log_path, sizeof log_path, "%s.log", base);
+        if (write_file_atomic(c_path, src, src_len, err, err_len)) return -1;
+        double t0 = now_ms();
+        char *argv[] = {(char *)c_compiler(), "-O3", "-march=native", "-fPIC", "-shared",
+                        "-o", tmp_so, c_path, NULL};
+        if (run_compiler(argv, log_path, err, err_len)) {
+            unlink(tmp_so);
+            return -1;
+        }
+        if (rename(tmp_so, m->so_path)) {
+            unlink(tmp_so);
+            return snprintf(err, err_len, "rename %s: %s", m->so_path, strerror(errno)), -1;
+        }
+        m->compile_ms = now_ms() - t0;
+    }
+    void *dl = dlopen(m->so_path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) return snprintf(err, err_len, "dlopen %s: %s", m->so_path, dlerror()), -1;
+    const cf_model_desc *(*describe)(void) = (const cf_model_desc *(*)(void))dlsym(dl, "cf_describe");
+    m->forward = (void (*)(cf_env *))dlsym(dl, "cf_forward");
+    if (!describe || !m->forward) {
+        dlclose(dl);
+        return snprintf(err, err_len, "%s lacks cf_describe/cf_forward", m->so_path), -1;
+    }
+    m->desc = describe();
+    m->handle = dl;
+    return 0;
+}
+
+int cc_build(const gguf_file *g, const cc_options *o, cc_module **out, char *err, size_t err_len) {
+    *out = NULL;
+    cc_module *m = calloc(1, sizeof *m);
+    if (!m) return snprintf(err, err_len, "out of memory"), -1;
+    m->mode = o->mode;
+    char *src = NULL;
+    size_t src_len = 0;
+    double t0 = now_ms();
+    if (cc_generate(g, o, &src, &src_len, err, err_len)) {
+        free(m);
+        return -1;
+    }
+    m->emit_ms = now_ms() - t0;
+    t0 = now_ms();
+    int rc = o->mode == CC_AOT ? aot(m, g, src, src_len, o, err, err_len) : jit(m, src, err, err_len);
+    if (o->mode == CC_JIT) m->compile_ms = now_ms() - t0;
+    free(src);
+    if (!rc && m->desc->abi_version != CF_ABI_VERSION) {
+        snprintf(err, err_len, "generated code has ABI %d, runtime expects %d",
+                 m->desc->abi_version, CF_ABI_VERSION);
+        rc = -1;
+    }
+    if (rc) {
+        cc_module_free(m);
+        return -1;
+    }
+    if (o->verbose)
+        fprintf(stderr, "cinfer: %s: emit %.2f ms, compile %.2f ms%s\n",
+                o->mode == CC_AOT ? "AOT" : "JIT", m->emit_ms, m->compile_ms,
+                m->cache_hit ? " (cached)" : "");
+    *out = m;
+    return 0;
+}
+
+void cc_module_free(cc_module *m) {
+    if (!m) return;
+    if (m->handle) {
+        if (m->mode == CC_JIT) tcc_delete((TCCState *)m->handle);
+        else dlclose(m->handle);
+    }
+    free(m);
+}
+
+/* ---- standalone executable ------------------------------------------------- */
+
+/* Directory of the running cinfer binary (for libcinfer.a). */
+static int self_dir(char *buf, size_t cap) {
+    ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    char *s = strrchr(buf, '/');
+    if (!s) return -1;
+    *s = 0;
+    return 0;
+}
+
+int cc_build_executable(const gguf_file *g, const cc_options *o, const char *out_path, char *err,
+                        size_t err_len) {
+    char libdir[1024], lib[1100], lib2[1100], c_path[1200], main_path[1200], log_path[1200],
+        tmp_out[1200];
+    const char *env = getenv("CINFER_LIBDIR");
+    if (env && *env) snprintf(libdir, sizeof libdir, "%s", env);
+    else if (self_dir(libdir, sizeof libdir)) return snprintf(err, err_len, "cannot find libcinfer.a"), -1;
+    snprintf(lib, sizeof lib, "%s/libcinfer.a", libdir);
+    snprintf(lib2, sizeof lib2, "%s/../lib/libcinfer.a", libdir);
+    const char *libpath = access(lib, R_OK) == 0 ? lib : access(lib2, R_OK) == 0 ? lib2 : NULL;
+    if (!libpath)
+        return snprintf(err, err_len, "cannot find libcinfer.a in %s or %s/../lib (set CINFER_LIBDIR)",
+                        libdir, libdir), -1;
+
+    char *src = NULL, *main_src = NULL;
+    size_t src_len, main_len;
+    if (cc_generate(g, o, &src, &src_len, err, err_len)) return -1;
+    if (cc_spec_file("templates/main.c.in", &main_src, &main_len, err, err_len)) {
+        free(src);
+        return -1;
+    }
+    snprintf(c_path, sizeof c_path, "%s.model.c", out_path);
+    snprintf(main_path, sizeof main_path, "%s.main.c", out_path);
+    snprintf(log_path, sizeof log_path, "%s.log", out_path);
+    snprintf(tmp_out, sizeof tmp_out, "%s.tmp.%d", out_path, (int)getpid());
+    int rc = write_file_atomic(c_path, src, src_len, err, err_len);
+    if (!rc) rc = write_file_atomic(main_path, main_src, main_len, err, err_len);
+    free(src);
+    free(main_src);
+    if (!rc) {
+        char *argv[] = {(char *)c_compiler(), "-O3", "-march=native", "-o", tmp_out, main_path,
+                        c_path, (char *)libpath, "-llua5.4", "-ltcc", "-lcjson", "-lxxhash",
+                        "-ldl", "-lpthread", "-lm", NULL};
+        rc = run_compiler(argv, log_path, err, err_len);
+        if (!rc && rename(tmp_out, out_path)) {
+            snprintf(err, err_len, "rename %s: %s", out_path, strerror(errno));
+            rc = -1;
+        }
+        unlink(tmp_out);
+    }
+    unlink(c_path);
+    unlink(main_path);
+    return rc;
+}

@@ -1,0 +1,59 @@
+/*
+ * compile.h — the model compiler driver: GGUF + archspec → IR → C → machine
+ * code, in memory with libtcc (JIT) or with the system C compiler (AOT: a
+ * cached shared object, or a standalone executable).
+ */
+#ifndef CINFER_COMPILE_H
+#define CINFER_COMPILE_H
+
+#include <stddef.h>
+
+#include "gguf.h"
+#include "prelude.h"
+
+typedef enum { CC_JIT = 0, CC_AOT = 1 } cc_mode;
+
+typedef struct {
+    cc_mode mode;
+    const char *archspec_path; /* NULL: archspecs/<general.architecture>.lua (embedded) */
+    int n_batch;               /* max tokens per forward call; 0 → 512 */
+    int verbose;               /* log cache hits/misses and timings to stderr */
+} cc_options;
+
+typedef struct cc_module {
+    const cf_model_desc *desc;
+    void (*forward)(cf_env *E);
+    cc_mode mode;
+    double emit_ms;    /* archspec + IR + emission */
+    double compile_ms; /* tcc or cc (0 on an AOT cache hit) */
+    int cache_hit;     /* AOT: loaded an existing shared object */
+    char so_path[1024];/* AOT: the cached shared object */
+    void *handle;      /* TCCState* or dlopen handle */
+} cc_module;
+
+/* Emit the C source for g.  *src is malloc'd (caller frees).  Errors: -1
+ * with a message from the archspec (file:line), binding or emitter. */
+int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src_len, char *err,
+                size_t err_len);
+
+/* Generate and compile; *out stays valid until cc_module_free.  AOT results
+ * are cached under $XDG_CACHE_HOME/cinfer (default ~/.cache/cinfer) keyed by
+ * the model fingerprint, a hash of the generated source, the compiler version
+ * and the CPU; a second run loads the cached object without compiling. */
+int cc_build(const gguf_file *g, const cc_options *o, cc_module **out, char *err, size_t err_len);
+void cc_module_free(cc_module *m);
+
+/* Build a standalone executable at out_path: the generated forward pass for
+ * g linked with the runtime (libcinfer.a next to the cinfer binary, or
+ * $CINFER_LIBDIR).  The program needs only the GGUF file at run time. */
+int cc_build_executable(const gguf_file *g, const cc_options *o, const char *out_path, char *err,
+                        size_t err_len);
+
+/* Read a project file (archspecs/…, templates/…): from $CINFER_SPEC_DIR when
+ * set, else the copy embedded in the binary.  *data is malloc'd, NUL-terminated. */
+int cc_spec_file(const char *name, char **data, size_t *len, char *err, size_t err_len);
+
+/* The cache directory (created if missing). */
+int cc_cache_dir(char *buf, size_t cap, char *err, size_t err_len);
+
+#endif

@@ -1,0 +1,313 @@
+/*
+ * emit.c — IR → one C translation unit, by filling templates.
+ *
+ * templates/forward.c.in is a compilable C file whose "begin NAME ... end"
+ * regions are replaced here; templates/ops.c.in holds one kernel-call line per
+ * op with $placeholders.  This file never spells C syntax of its own beyond
+ * list punctuation: what a forward pass looks like lives in the templates.
+ *
+ * Activation buffers: each IR value needs CF_N_BATCH rows of its width.  A
+ * linear scan over the ops assigns arena offsets, reusing the buffers of dead
+ * values (first fit) and letting in-place ops (rope, add) take over their
+ * first input's buffer when that input dies there.  The result is
+ * deterministic: the same IR always gives the same text.
+ */
+#include "emit.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a growable string ---------------------------------------------------- */
+
+typedef struct {
+    char *s;
+    size_t len, cap;
+    int oom;
+} sbuf;
+
+static void sb_putn(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 4096;
+        while (nc < b->len + n + 1) nc *= 2;
+        char *ns = realloc(b->s, nc);
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
+        b->s = ns;
+        b->cap = nc;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+
+static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    char tmp[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof tmp) {
+        sb_putn(b, tmp, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb_putn(b, big, (size_t)n);
+    free(big);
+}
+
+/* A float literal that round-trips exactly (9 significant digits). */
+static void sb_float(sbuf *b, float f) {
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%.9g", (double)f);
+    sb_puts(b, tmp);
+    if (!strpbrk(tmp, ".eEn")) sb_puts(b, ".0");
+    sb_puts(b, "f");
+}
+
+/* ---- buffer allocation ---------------------------------------------------- */
+
+typedef struct {
+    long off, size; /* floats */
+    int owner;      /* value id using it, -1 when free */
+} block;
+
+static int assign_buffers(const ir_program *p, int n_batch, long *val_off, long *arena_floats) {
+    int cap = p->n_values + 1, n = 0;
+    block *blk = calloc((size_t)cap, sizeof *blk);
+    if (!blk) return -1;
+    long top = 0;
+    for (int o = 0; o < p->n_ops; o++) {
+        const ir_op *op = &p->ops[o];
+        int v = op->out;
+        if (v >= 0) {
+            long need = (long)p->values[v].n * n_batch;
+            int got = -1;
+            if (ir_info(op->code)->inplace && op->in[0] >= 0 &&
+                p->values[op->in[0]].last_use == o) {
+                for (int k = 0; k < n; k++)
+                    if (blk[k].owner == op->in[0]) got = k;
+            }
+            for (int k = 0; got < 0 && k < n; k++)
+                if (blk[k].owner < 0 && blk[k].size >= need) got = k;
+            if (got < 0) {
+                blk[n] = (block){top, need, -1};
+                top += need;
+                got = n++;
+            }
+            blk[got].owner = v;
+            val_off[v] = blk[got].off;
+        }
+        /* Free what dies here (after the output is placed: no kernel sees its
+         * output overlap an input unless the op is in place). */
+        for (int k = 0; k < n; k++) {
+            int w = blk[k].owner;
+            if (w >= 0 && w != v && p->values[w].last_use <= o) blk[k].owner = -1;
+        }
+        if (v >= 0 && p->values[v].last_use <= o) /* never read: free now */
+            for (int k = 0; k < n; k++)
+                if (blk[k].owner == v) blk[k].owner = -1;
+    }
+    free(blk);
+    *arena_floats = top > 0 ? top : 1;
+    return 0;
+}
+
+/* ---- templates ------------------------------------------------------------ */
+
+/* Find the op line for `name` in ops.c.in: returns start and length of the
+ * text after the marker, up to the end of the line. */
+static int op_template(const char *ops, const char *name, const char **s, size_t *n) {
+    char marker[64];
+    snprintf(marker, sizeof marker, "/*@op %s*/", name);
+    const char *m = strstr(ops, marker);
+    if (!m) return -1;
+    m += strlen(marker);
+    while (*m == ' ') m++;
+    const char *e = strchr(m, '\n');
+    *s = m;
+    *n = e ? (size_t)(e - m) : strlen(m);
+    return 0;
+}
+
+static void put_buf(sbuf *b, const long *val_off, int v) {
+    sb_printf(b, "A + %ld", val_off[v]);
+}
+
+static int expand_op(sbuf *b, const ir_program *p, const ir_op *op, const long *val_off,
+                     const char *tpl, size_t tpl_len, char *err, size_t err_len) {
+    const char *s = tpl, *end = tpl + tpl_len;
+    while (s < end) {
+        const char *d = memchr(s, '$', (size_t)(end - s));
+        if (!d) {
+            sb_putn(b, s, (size_t)(end - s));
+            break;
+        }
+        sb_putn(b, s, (size_t)(d - s));
+        const char *q = d + 1;
+        while (q < end && ((*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '_')) q++;
+        size_t kl = (size_t)(q - d - 1);
+        const char *k = d + 1;
+#define IS(lit) (kl == sizeof(lit) - 1 && memcmp(k, lit, kl) == 0)
+        if (IS("out") && op->out >= 0) put_buf(b, val_off, op->out);
+        else if (kl == 3 && !memcmp(k, "in", 2) && k[2] >= '0' && k[2] < '0' + IR_MAX_IN && op->in[k[2] - '0'] >= 0)
+            put_buf(b, val_off, op->in[k[2] - '0']);
+        else if (IS("w") && op->w >= 0) sb_printf(b, "W[%d]", op->w);
+        else if (IS("wname") && op->w >= 0) sb_puts(b, p->weights[op->w].name);
+        else if (IS("wtype") && op->w >= 0) sb_printf(b, "%u", p->weights[op->w].t->type);
+        else if (IS("n") && op->out >= 0) sb_printf(b, "%d", p->values[op->out].n);
+        else if (kl == 2 && k[0] == 'i' && k[1] >= '0' && k[1] < '0' + IR_MAX_I)
+            sb_printf(b, "%lld", (long long)op->i[k[1] - '0']);
+        else if (kl == 2 && k[0] == 'f' && k[1] >= '0' && k[1] < '0' + IR_MAX_F)
+            sb_float(b, op->f[k[1] - '0']);
+        else {
+            snprintf(err, err_len, "emit: templates/ops.c.in: op '%s' uses unknown or unbound $%.*s",
+                     ir_info(op->code)->name, (int)kl, k);
+            return -1;
+        }
+#undef IS
+        s = q;
+    }
+    return 0;
+}
+
+static void emit_region(sbuf *b, const char *name, const ir_program *p, const emit_options *o,
+                        const long *val_off, long arena_floats, const char *ops, int *rc,
+                        char *err, size_t err_len) {
+    if (!strcmp(name, "banner")) {
+        sb_printf(b,
+                  "/* Generated by cinfer %s from %s for model fingerprint %016llx (%s).\n"
+                  " * Do not edit: regenerate with `cinfer compile MODEL --emit-c FILE`. */\n",
+                  o->generator_version, p->archspec_path, (unsigned long long)p->fingerprint,
+                  p->arch);
+    } else if (!strcmp(name, "prelude")) {
+        sb_puts(b, o->prelude);
+        if (b->len && b->s[b->len - 1] != '\n') sb_puts(b, "\n");
+    } else if (!strcmp(name, "constants")) {
+        sb_printf(b, "#define CF_ARCH \"%s\"\n", p->arch);
+        sb_printf(b, "#define CF_FINGERPRINT \"%016llx\"\n", (unsigned long long)p->fingerprint);
+        sb_printf(b, "#define CF_N_VOCAB %d\n#define CF_N_EMBD %d\n#define CF_N_LAYER %d\n",
+                  p->n_vocab, p->n_embd, p->n_layer);
+        sb_printf(b, "#define CF_N_CTX_TRAIN %d\n#define CF_N_BATCH %d\n", p->n_ctx_train,
+                  o->n_batch);
+        sb_printf(b, "#define CF_ARENA_FLOATS %ldL\n#define CF_N_WEIGHTS %d\n", arena_floats,
+                  p->n_weights);
+    } else if (!strcmp(name, "kv_dim")) {
+        for (int l = 0; l < p->n_layer; l++) sb_printf(b, "    %d,\n", p->kv_dim[l]);
+    } else if (!strcmp(name, "weight_names")) {
+        for (int w = 0; w < p->n_weights; w++) sb_printf(b, "    \"%s\",\n", p->weights[w].name);
+    } else if (!strcmp(name, "weight_types")) {
+        for (int w = 0; w < p->n_weights; w++)
+            sb_printf(b, "    %u, /* %s */\n", p->weights[w].t->type,
+                      ggml_type_name(p->weights[w].t->type));
+    } else if (!strcmp(name, "weight_shapes")) {
+        for (int w = 0; w < p->n_weights; w++) {
+            const int64_t *ne = p->weights[w].t->ne;
+            sb_printf(b, "    %lld, %lld, %lld, %lld,\n", (long long)ne[0], (long long)ne[1],
+                      (long long)ne[2], (long long)ne[3]);
+        }
+    } else if (!strcmp(name, "body")) {
+        for (int i = 0; i < p->n_ops && !*rc; i++) {
+            const ir_op *op = &p->ops[i];
+            const char *tpl;
+            size_t tl;
+            if (op_template(ops, ir_info(op->code)->name, &tpl, &tl)) {
+                snprintf(err, err_len, "emit: templates/ops.c.in has no line for op '%s'",
+                         ir_info(op->code)->name);
+                *rc = -1;
+                return;
+            }
+            sb_printf(b, "#line %d \"%s\"\n    ", op->line, p->archspec_path);
+            if (expand_op(b, p, op, val_off, tpl, tl, err, err_len)) {
+                *rc = -1;
+                return;
+            }
+            if (op->w >= 0) sb_printf(b, " /* %s */", p->weights[op->w].name);
+            sb_puts(b, "\n");
+        }
+    } else {
+        snprintf(err, err_len, "emit: templates/forward.c.in: unknown region '%s'", name);
+        *rc = -1;
+    }
+}
+
+int emit_c(const ir_program *p, const emit_options *o, char **out, size_t *out_len, char *err,
+           size_t err_len) {
+    *out = NULL;
+    long *val_off = calloc((size_t)p->n_values + 1, sizeof *val_off);
+    long arena_floats = 0;
+    if (!val_off || assign_buffers(p, o->n_batch, val_off, &arena_floats)) {
+        free(val_off);
+        return snprintf(err, err_len, "emit: out of memory"), -1;
+    }
+    sbuf b = {0};
+    int rc = 0, line = 1;
+    const char *s = o->forward_template;
+    static const char begin_mark[] = "/*@begin ", end_mark[] = "/*@end*/";
+    while (*s && !rc) {
+        const char *nl = strchr(s, '\n');
+        size_t ll = nl ? (size_t)(nl - s + 1) : strlen(s);
+        if (!strncmp(s, begin_mark, sizeof begin_mark - 1)) {
+            char name[64];
+            const char *ns = s + sizeof begin_mark - 1, *ne = strstr(ns, "*/");
+            if (!ne || ne - ns >= (long)sizeof name || ne > s + ll) {
+                snprintf(err, err_len, "emit: %s:%d: malformed region marker",
+                         o->forward_template_name, line);
+                rc = -1;
+                break;
+            }
+            memcpy(name, ns, (size_t)(ne - ns));
+            name[ne - ns] = 0;
+            /* skip to the end marker */
+            const char *e = s + ll;
+            int l2 = line + 1;
+            while (*e && strncmp(e, end_mark, sizeof end_mark - 1)) {
+                const char *n2 = strchr(e, '\n');
+                e = n2 ? n2 + 1 : e + strlen(e);
+                l2++;
+            }
+            if (!*e) {
+                snprintf(err, err_len, "emit: %s:%d: region '%s' has no end marker",
+                         o->forward_template_name, line, name);
+                rc = -1;
+                break;
+            }
+            emit_region(&b, name, p, o, val_off, arena_floats, o->ops_template, &rc, err, err_len);
+            const char *n2 = strchr(e, '\n');
+            s = n2 ? n2 + 1 : e + strlen(e);
+            line = l2 + 1;
+            sb_printf(&b, "#line %d \"%s\"\n", line, o->forward_template_name);
+            continue;
+        }
+        sb_putn(&b, s, ll);
+        s += ll;
+        line++;
+    }
+    free(val_off);
+    if (!rc && b.oom) {
+        snprintf(err, err_len, "emit: out of memory");
+        rc = -1;
+    }
+    if (rc) {
+        free(b.s);
+        return -1;
+    }
+    *out = b.s;
+    *out_len = b.len;
+    return 0;
+}

@@ -1,0 +1,26 @@
+/*
+ * emit.h — turn an IR program into one self-contained C translation unit.
+ */
+#ifndef CINFER_EMIT_H
+#define CINFER_EMIT_H
+
+#include <stddef.h>
+
+#include "ir.h"
+
+typedef struct {
+    const char *generator_version;     /* banner: "cinfer 0.1.0" */
+    const char *prelude;               /* text of templates/prelude.h, pasted verbatim */
+    const char *forward_template;      /* text of templates/forward.c.in */
+    const char *forward_template_name; /* for #line: "templates/forward.c.in" */
+    const char *ops_template;          /* text of templates/ops.c.in */
+    int n_batch;                       /* max tokens per forward call */
+} emit_options;
+
+/* Emit p as C.  *out is malloc'd (caller frees), NUL-terminated, *out_len
+ * bytes.  Deterministic: same IR and options → same bytes.  Errors: -1 with a
+ * message naming the template and what is wrong. */
+int emit_c(const ir_program *p, const emit_options *o, char **out, size_t *out_len, char *err,
+           size_t err_len);
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * ir.c — storage for the IR (see ir.h): growable op/value/weight arrays and
+ * the liveness pass the emitter's buffer allocator relies on.
+ */
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const ir_op_info op_info[IR_OP_COUNT] = {
+    [IR_EMBED] = {"embed", 0, 1, 0},
+    [IR_RMS_NORM] = {"rms_norm", 1, 1, 0},
+    [IR_MATMUL] = {"matmul", 1, 1, 0},
+    [IR_ROPE] = {"rope", 1, 0, 1},
+    [IR_ATTENTION] = {"attention", 3, 0, 0},
+    [IR_SWIGLU] = {"swiglu", 2, 0, 0},
+    [IR_ADD] = {"add", 2, 0, 1},
+    [IR_LOGITS] = {"logits", 1, 1, 0},
+};
+
+const ir_op_info *ir_info(ir_opcode c) { return (unsigned)c < IR_OP_COUNT ? &op_info[c] : NULL; }
+
+ir_program *ir_new(void) {
+    ir_program *p = calloc(1, sizeof *p);
+    if (p) p->logits_op = -1;
+    return p;
+}
+
+void ir_free(ir_program *p) {
+    if (!p) return;
+    for (int i = 0; i < p->n_weights; i++) free(p->weights[i].name);
+    free(p->weights);
+    free(p->values);
+    free(p->ops);
+    free(p->kv_dim);
+    free(p->arch);
+    free(p->archspec_path);
+    free(p);
+}
+
+/* Grow *arr (elements of size sz) so that it holds at least need elements. */
+static int grow(void **arr, int *cap, int need, size_t sz) {
+    if (need <= *cap) return 0;
+    int nc = *cap ? *cap * 2 : 64;
+    while (nc < need) nc *= 2;
+    void *na = realloc(*arr, (size_t)nc * sz);
+    if (!na) return -1;
+    *arr = na;
+    *cap = nc;
+    return 0;
+}
+
+int ir_add_value(ir_program *p, int n, int def) {
+    if (grow((void **)&p->values, &p->cap_values, p->n_values + 1, sizeof *p->values)) return -1;
+    p->values[p->n_values] = (ir_value){.n = n, .def = def, .last_use = def, .alias = -1};
+    return p->n_values++;
+}
+
+int ir_add_op(ir_program *p, const ir_op *op) {
+    if (grow((void **)&p->ops, &p->cap_ops, p->n_ops + 1, sizeof *p->ops)) return -1;
+    p->ops[p->n_ops] = *op;
+    return p->n_ops++;
+}
+
+int ir_add_weight(ir_program *p, const char *name, const gguf_tensor *t) {
+    for (int i = 0; i < p->n_weights; i++)
+        if (strcmp(p->weights[i].name, name) == 0) return i; /* bound once, shared */
+    if (grow((void **)&p->weights, &p->cap_weights, p->n_weights + 1, sizeof *p->weights)) return -1;
+    char *dup = strdup(name);
+    if (!dup) return -1;
+    p->weights[p->n_weights] = (ir_weight){.name = dup, .t = t};
+    return p->n_weights++;
+}
+
+void ir_liveness(ir_program *p) {
+    for (int v = 0; v < p->n_values; v++) p->values[v].last_use = p->values[v].def;
+    for (int o = 0; o < p->n_ops; o++)
+        for (int k = 0; k < IR_MAX_IN; k++) {
+            int v = p->ops[o].in[k];
+            if (v >= 0 && o > p->values[v].last_use) p->values[v].last_use = o;
+        }
+}

@@ -1,0 +1,92 @@
+/*
+ * ir.h — the compiler's intermediate representation.
+ *
+ * An archspec (Lua) describes a model as calls to a fixed op vocabulary; each
+ * call appends one op to an ir_program.  The IR is deliberately flat: an
+ * ordered list of ops over activation values (each value is a (n_tokens, n)
+ * f32 matrix living in the arena) and bound weights (GGUF tensors with their
+ * type and shape checked at bind time).  The emitter turns each op into one
+ * kernel call with every dimension as a literal; it never needs to know what
+ * model family it is compiling.
+ */
+#ifndef CINFER_IR_H
+#define CINFER_IR_H
+
+#include <stdint.h>
+
+#include "gguf.h"
+
+/* Op vocabulary.  Keep ir_op_info in ir.c in the same order. */
+typedef enum {
+    IR_EMBED,    /* out(n) = get_rows(w0, tokens) */
+    IR_RMS_NORM, /* out(n) = rms_norm(in0, w0, f[0]=eps) */
+    IR_MATMUL,   /* out(i[0]=n_out) = in0(i[1]=n_in) · w0ᵀ */
+    IR_ROPE,     /* out = rope(in0; i[0]=n_head, i[1]=head_dim, i[2]=n_rot, i[3]=mode, f[0]=freq_base); in place */
+    IR_ATTENTION,/* out(n_head*head_dim) = attn(in0=q, in1=k, in2=v; i[0]=layer, i[1]=n_head, i[2]=n_head_kv, i[3]=head_dim, f[0]=scale) */
+    IR_SWIGLU,   /* out(n) = silu(in0) * in1 */
+    IR_ADD,      /* out(n) = in0 + in1; in place */
+    IR_LOGITS,   /* E->logits = last or all rows of in0(i[1]=n_in) · w0ᵀ (i[0]=n_vocab) */
+    IR_OP_COUNT
+} ir_opcode;
+
+#define IR_MAX_IN 3
+#define IR_MAX_I 6
+#define IR_MAX_F 2
+
+typedef struct {
+    ir_opcode code;
+    int out;               /* value id, -1 for none */
+    int in[IR_MAX_IN];     /* value ids, -1 unused */
+    int w;                 /* weight id, -1 for none */
+    int64_t i[IR_MAX_I];   /* integer params */
+    float f[IR_MAX_F];     /* float params */
+    int line;              /* archspec line that created the op */
+} ir_op;
+
+typedef struct {
+    int n;        /* floats per token row */
+    int def;      /* op index that defines it */
+    int last_use; /* op index of the last reader (filled by ir_liveness) */
+    int alias;    /* value whose buffer this one shares (in-place ops), or -1 */
+} ir_value;
+
+typedef struct {
+    char *name;              /* GGUF tensor name */
+    const gguf_tensor *t;    /* bound tensor */
+} ir_weight;
+
+typedef struct {
+    char *arch;              /* general.architecture */
+    char *archspec_path;     /* for #line and messages, e.g. "archspecs/llama.lua" */
+    uint64_t fingerprint;    /* gguf_fingerprint */
+    /* hyperparameters the runtime needs (set by the archspec) */
+    int n_vocab, n_embd, n_layer, n_ctx_train;
+    int *kv_dim;             /* (n_layer) K/V floats per position, from attention ops */
+    ir_op *ops;
+    int n_ops, cap_ops;
+    ir_value *values;
+    int n_values, cap_values;
+    ir_weight *weights;
+    int n_weights, cap_weights;
+    int logits_op;           /* index of the IR_LOGITS op, -1 until set */
+} ir_program;
+
+typedef struct {
+    const char *name;   /* "rms_norm" */
+    int n_in;           /* activation inputs */
+    int has_w;          /* takes a weight */
+    int inplace;        /* output may share in0's buffer */
+} ir_op_info;
+
+const ir_op_info *ir_info(ir_opcode c);
+
+ir_program *ir_new(void);
+void ir_free(ir_program *p);
+/* Append; returns the index or -1 on allocation failure. */
+int ir_add_value(ir_program *p, int n, int def);
+int ir_add_op(ir_program *p, const ir_op *op);
+int ir_add_weight(ir_program *p, const char *name, const gguf_tensor *t);
+/* Fill last_use of every value. */
+void ir_liveness(ir_program *p);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * engine.h — runs a compiled forward pass: binds GGUF tensors to the weight
+ * slots a generated module declares, owns the activation arena, the KV cache
+ * and the thread pool, and feeds token batches through cf_forward.
+ *
+ * An eng_model (bound weights) is read-only after eng_model_bind and can be
+ * shared by several eng_ctx; each eng_ctx (one sequence: KV cache, arena,
+ * logits, pool) is used by one thread at a time.
+ */
+#ifndef CINFER_ENGINE_H
+#define CINFER_ENGINE_H
+
+#include <stddef.h>
+
+#include "gguf.h"
+#include "pool.h"
+#include "prelude.h"
+
+typedef struct {
+    const gguf_file *g;        /* borrowed: must outlive the model */
+    const cf_model_desc *desc; /* from the generated module */
+    void (*forward)(cf_env *E);
+    const void **W;            /* (desc->n_weights) tensor data in the mapping */
+} eng_model;
+
+typedef struct {
+    const eng_model *m;
+    pool *pool;
+    float *arena;   /* (desc->arena_floats) */
+    float **kv_k;   /* (n_layer) each (n_ctx, kv_dim[l]) */
+    float **kv_v;
+    float *logits;  /* (n_logits_cap, n_vocab) */
+    int n_ctx;      /* positions the KV cache holds */
+    int n_past;     /* positions already evaluated */
+    int logits_all; /* keep logits of every token of the last eval batch */
+    int n_logits;   /* rows valid in logits after the last eval */
+    cf_env env;
+} eng_ctx;
+
+/* Bind every weight slot of desc to the tensor of the same name in g, checking
+ * type and shape.  Errors: -1, "tensor 'X': type Q8_0 in the file, compiled for F32". */
+int eng_model_bind(eng_model *m, const gguf_file *g, const cf_model_desc *desc,
+                   void (*forward)(cf_env *), char *err, size_t err_len);
+void eng_model_release(eng_model *m);
+
+/* n_ctx <= 0: min(desc->n_ctx_train, 4096).  n_threads <= 0: physical cores.
+ * logits_all: eng_eval keeps logits for every token (up to one batch) instead
+ * of only the last.  All buffers are allocated here, none later. */
+int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, eng_ctx **out,
+                char *err, size_t err_len);
+void eng_ctx_free(eng_ctx *c);
+
+/* Evaluate n tokens at position c->n_past (in batches of desc->n_batch) and
+ * advance n_past.  Afterwards eng_logits() holds the last token's logits
+ * (n_vocab floats).  Errors: -1 when the context would overflow (nothing is
+ * evaluated) or a token id is out of range. */
+int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len);
+/* Logits of the last evaluated token: (n_vocab). Valid until the next eval. */
+const float *eng_logits(const eng_ctx *c);
+/* Forget positions >= n_past (KV reuse: keep a shared prefix). */
+void eng_truncate(eng_ctx *c, int n_past);
+
+#endif

@@ -1,0 +1,665 @@
+/*
+ * kern.c — the kernels behind cf_kernels: the per-type table, the scalar
+ * reference leaves, and the drivers (threading, tiling, scratch) shared by
+ * every ISA.
+ *
+ * Split of work.  An ISA supplies leaves: per weight type a dequant_row and a
+ * dot_row (kern_type_ops), plus a few f32 row primitives (kern_isa_ops:
+ * the matmul tile, attention dot/axpy/softmax, rms_norm, swiglu).  The
+ * drivers here own everything else — partitioning over the pool, the matmul
+ * tiling, the KV-cache writes, RoPE — so the scalar and AVX2 tables differ
+ * only in their leaves and the reference path exercises the same drivers.
+ *
+ * matmul.  n_tokens == 1 (decode) is a mat-vec: each thread takes a
+ * contiguous range of output rows and runs the type's fused dot_row straight
+ * on the quantized blocks (memory bound; one pass over the weights).
+ * n_tokens > 1 is a mat-mat: each thread takes ranges of KERN_MM_ROWS-row
+ * tiles; per tile and per KERN_MM_KC-wide slice of the input dimension it
+ * dequantizes the rows once into its scratch tile (L1-resident) and the
+ * ISA's tile_mm multiplies that tile with every token row, accumulating into
+ * y.  Weights are read once per call whatever n_tokens is.  The partition
+ * never changes the arithmetic, so results do not depend on the thread count.
+ *
+ * The code here is compiled without ISA flags; AVX2 code lives only behind
+ * the function pointers of kern_avx2.c.
+ */
+#include "kern.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "f16.h"
+#include "pool.h"
+
+static_assert(sizeof(kern_block_q4_0) == 18, "block_q4_0 is 18 bytes in ggml");
+static_assert(sizeof(kern_block_q4_1) == 20, "block_q4_1 is 20 bytes in ggml");
+static_assert(sizeof(kern_block_q5_0) == 22, "block_q5_0 is 22 bytes in ggml");
+static_assert(sizeof(kern_block_q5_1) == 24, "block_q5_1 is 24 bytes in ggml");
+static_assert(sizeof(kern_block_q8_0) == 34, "block_q8_0 is 34 bytes in ggml");
+static_assert(sizeof(kern_block_iq4_nl) == 18, "block_iq4_nl is 18 bytes in ggml");
+static_assert(KERN_MM_KC % 256 == 0, "KC must hold whole blocks of every type (K-quants: 256)");
+static_assert(CF_F32 == 0 && CF_F16 == 1 && CF_Q4_0 == 2 && CF_Q4_1 == 3 && CF_Q5_0 == 6 &&
+              CF_Q5_1 == 7 && CF_Q8_0 == 8 && CF_IQ4_NL == 20 && CF_BF16 == 30,
+              "prelude type ids are ggml's");
+
+#define KERN_TYPE_COUNT 40 /* GGML_TYPE_COUNT */
+
+const int8_t kern_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                      1,    13,   25,  38,  53,  69,  89,  113};
+
+/* ==== scalar leaves: dequantization (ggml-quants.c dequantize_row_*) ====== */
+
+static void deq_f32(const void *src, float *dst, int n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+
+static void deq_f16(const void *src, float *dst, int n) {
+    const uint16_t *s = src;
+    for (int i = 0; i < n; i++) dst[i] = f16_to_f32(s[i]);
+}
+
+static void deq_bf16(const void *src, float *dst, int n) {
+    const uint16_t *s = src;
+    for (int i = 0; i < n; i++) dst[i] = bf16_to_f32(s[i]);
+}
+
+static void deq_q4_0(const void *src, float *dst, int n) {
+    const kern_block_q4_0 *b = src;
+    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
+        float d = f16_to_f32(b->d);
+        for (int j = 0; j < KERN_QK / 2; j++) {
+            dst[j] = (float)((b->qs[j] & 0x0f) - 8) * d;
+            dst[j + KERN_QK / 2] = (float)((b->qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+static void deq_q4_1(const void *src, float *dst, int n) {
+    const kern_block_q4_1 *b = src;
+    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
+        float d = f16_to_f32(b->d), m = f16_to_f32(b->m);
+        for (int j = 0; j < KERN_QK / 2; j++) {
+            dst[j] = (float)(b->qs[j] & 0x0f) * d + m;
+            dst[j + KERN_QK / 2] = (float)(b->qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+static void deq_q5_0(const void *src, float *dst, int n) {
+    const kern_block_q5_0 *b = src;
+    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
+        float d = f16_to_f32(b->d);
+        uint32_t qh;
+        memcpy(&qh, b->qh, sizeof qh);
+        for (int j = 0; j < KERN_QK / 2; j++) {
+            int h0 = (qh >> j) & 1, h1 = (qh >> (j + 16)) & 1;
+            dst[j] = (float)(((b->qs[j] & 0x0f) | h0 << 4) - 16) * d;
+            dst[j + KERN_QK / 2] = (float)(((b->qs[j] >> 4) | h1 << 4) - 16) * d;
+        }
+    }
+}
+
+static void deq_q5_1(const void *src, float *dst, int n) {
+    const kern_block_q5_1 *b = src;
+    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
+        float d = f16_to_f32(b->d), m = f16_to_f32(b->m);
+        uint32_t qh;
+        memcpy(&qh, b->qh, sizeof qh);
+        for (int j = 0; j < KERN_QK / 2; j++) {
+            int h0 = (qh >> j) & 1, h1 = (qh >> (j + 16)) & 1;
+            dst[j] = (float)((b->qs[j] & 0x0f) | h0 << 4) * d + m;
+            dst[j + KERN_QK / 2] = (float)((b->qs[j] >> 4) | h1 << 4) * d + m;
+        }
+    }
+}
+
+static void deq_q8_0(const void *src, float *dst, int n) {
+    const kern_block_q8_0 *b = src;
+    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
+        float d = f16_to_f32(b->d);
+        for (int j = 0; j < KERN_QK; j++) dst[j] = (float)b->qs[j] * d;
+    }
+}
+
+static void deq_iq4_nl(const void *src, float *dst, int n) {
+    const kern_block_iq4_nl *b = src;
+    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
+        float d = f16_to_f32(b->d);
+        for (int j = 0; j < KERN_QK / 2; j++) {
+            dst[j] = (float)kern_iq4nl_values[b->qs[j] & 0x0f] * d;
+            dst[j + KERN_QK / 2] = (float)kern_iq4nl_values[b->qs[j] >> 4] * d;
+        }
+    }
+}
+
+/* ==== scalar leaves: dot = Σ dequant(w)[i] * x[i], sequential f32 sum ===== */
+
+#define DOT_CHUNK 256
+
+static float dot_via_dequant(kern_dequant_fn deq, int blck, int type_size, const void *w,
+                             const float *x, int n) {
+    float buf[DOT_CHUNK], sum = 0.0f;
+    const uint8_t *wb = w;
+    for (int k0 = 0; k0 < n; k0 += DOT_CHUNK) {
+        int kc = n - k0 < DOT_CHUNK ? n - k0 : DOT_CHUNK;
+        deq(wb + (size_t)(k0 / blck) * (size_t)type_size, buf, kc);
+        for (int k = 0; k < kc; k++) sum += buf[k] * x[k0 + k];
+    }
+    return sum;
+}
+
+#define SCALAR_DOT(tname, blck, tsize)                                                   \
+    static float dot_##tname(const void *w, const float *x, int n) {                     \
+        return dot_via_dequant(deq_##tname, blck, tsize, w, x, n);                        \
+    }
+SCALAR_DOT(f16, 1, 2)
+SCALAR_DOT(bf16, 1, 2)
+SCALAR_DOT(q4_0, 32, 18)
+SCALAR_DOT(q4_1, 32, 20)
+SCALAR_DOT(q5_0, 32, 22)
+SCALAR_DOT(q5_1, 32, 24)
+SCALAR_DOT(q8_0, 32, 34)
+SCALAR_DOT(iq4_nl, 32, 18)
+
+static float dot_f32(const void *w, const float *x, int n) {
+    const float *a = w;
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) sum += a[i] * x[i];
+    return sum;
+}
+
+/* ==== the type table ======================================================= */
+
+static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
+    [CF_F32] = {"F32", 1, 4, {deq_f32, deq_f32}, {dot_f32, kern_avx2_dot_f32}},
+    [CF_F16] = {"F16", 1, 2, {deq_f16, kern_avx2_dequant_f16}, {dot_f16, kern_avx2_dot_f16}},
+    [CF_BF16] = {"BF16", 1, 2, {deq_bf16, kern_avx2_dequant_bf16}, {dot_bf16, kern_avx2_dot_bf16}},
+    [CF_Q4_0] = {"Q4_0", 32, 18, {deq_q4_0, kern_avx2_dequant_q4_0}, {dot_q4_0, kern_avx2_dot_q4_0}},
+    [CF_Q4_1] = {"Q4_1", 32, 20, {deq_q4_1, kern_avx2_dequant_q4_1}, {dot_q4_1, kern_avx2_dot_q4_1}},
+    [CF_Q5_0] = {"Q5_0", 32, 22, {deq_q5_0, kern_avx2_dequant_q5_0}, {dot_q5_0, kern_avx2_dot_q5_0}},
+    [CF_Q5_1] = {"Q5_1", 32, 24, {deq_q5_1, kern_avx2_dequant_q5_1}, {dot_q5_1, kern_avx2_dot_q5_1}},
+    [CF_Q8_0] = {"Q8_0", 32, 34, {deq_q8_0, kern_avx2_dequant_q8_0}, {dot_q8_0, kern_avx2_dot_q8_0}},
+    [CF_IQ4_NL] = {"IQ4_NL", 32, 18, {deq_iq4_nl, kern_avx2_dequant_iq4_nl},
+                   {dot_iq4_nl, kern_avx2_dot_iq4_nl}},
+};
+
+const kern_type_ops *kern_type_ops_get(int type) {
+    if (type < 0 || type >= KERN_TYPE_COUNT || !g_types[type].name) return NULL;
+    return &g_types[type];
+}
+
+int kern_type_supported(int type) { return kern_type_ops_get(type) != NULL; }
+
+int kern_type_block(int type) {
+    const kern_type_ops *t = kern_type_ops_get(type);
+    return t ? t->blck : 0;
+}
+
+size_t kern_row_bytes(int type, int n) {
+    const kern_type_ops *t = kern_type_ops_get(type);
+    if (!t || n < 0 || n % t->blck) return 0;
+    return (size_t)(n / t->blck) * (size_t)t->type_size;
+}
+
+/* ==== scalar leaves: f32 row primitives ==================================== */
+
+static void sc_tile_mm(const float *w, size_t ws, int n_rows, const float *x, size_t xs, int n_tok,
+                       int kc, float *y, size_t ys, int accumulate) {
+    for (int t = 0; t < n_tok; t++)
+        for (int r = 0; r < n_rows; r++) {
+            float s = dot_f32(w + r * ws, x + t * xs, kc);
+            if (accumulate) y[t * ys + r] += s;
+            else y[t * ys + r] = s;
+        }
+}
+
+static float sc_dot_f32(const float *a, const float *b, int n) { return dot_f32(a, b, n); }
+
+static void sc_axpy(float *y, float a, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+/* ggml_vec_soft_max_f32 */
+static double sc_softmax_exp(float *s, int n, float max) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        float e = expf(s[i] - max);
+        sum += (double)e;
+        s[i] = e;
+    }
+    return sum;
+}
+
+/* ggml_compute_forward_rms_norm_f32 followed by ggml_mul with the weight:
+ * sum of squares in double, scale = 1/sqrtf(mean + eps) in float,
+ * y = (x * scale) * w with two roundings. */
+static void sc_rms_norm_row(float *y, const float *x, const float *w, int n, float eps) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    float mean = (float)(sum / n);
+    float scale = 1.0f / sqrtf(mean + eps);
+    for (int i = 0; i < n; i++) {
+        float v = x[i] * scale;
+        y[i] = v * w[i];
+    }
+}
+
+/* ggml_silu_f32(g) * u */
+static void sc_swiglu_row(float *y, const float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++) {
+        float s = g[i] / (1.0f + expf(-g[i]));
+        y[i] = s * u[i];
+    }
+}
+
+static void sc_f16_to_f32_row(const uint16_t *src, float *dst, int n) {
+    for (int i = 0; i < n; i++) dst[i] = f16_to_f32(src[i]);
+}
+
+static void sc_f32_to_f16_row(const float *src, uint16_t *dst, int n) {
+    for (int i = 0; i < n; i++) dst[i] = f32_to_f16(src[i]);
+}
+
+static const kern_isa_ops g_scalar_ops = {
+    .tile_mm = sc_tile_mm,
+    .dot_f32 = sc_dot_f32,
+    .axpy = sc_axpy,
+    .softmax_exp = sc_softmax_exp,
+    .rms_norm_row = sc_rms_norm_row,
+    .swiglu_row = sc_swiglu_row,
+    .f16_to_f32_row = sc_f16_to_f32_row,
+    .f32_to_f16_row = sc_f32_to_f16_row,
+};
+
+static const kern_isa_ops *isa_ops(int isa) {
+    switch (isa) {
+    case KERN_ISA_SCALAR: return &g_scalar_ops;
+    case KERN_ISA_AVX2: return &kern_avx2_ops;
+    default: return NULL;
+    }
+}
+
+/* ==== drivers =============================================================== */
+
+/* [*lo, *hi) = part ith of nth of [0, n), contiguous and balanced. */
+static void split(long n, int ith, int nth, long *lo, long *hi) {
+    *lo = n * ith / nth;
+    *hi = n * (ith + 1) / nth;
+}
+
+/* Per-thread scratch of at least `need` bytes from the pool, or NULL when the
+ * caller must use its stack buffer (no pool).  See kern.h "Scratch". */
+static void *scratch_get(cf_env *E, int ith, size_t need) {
+    size_t have = 0;
+    void *p = pool_scratch((pool *)E->pool, ith, &have);
+    if (p && have >= need) return p;
+#ifdef CINFER_TEST_BUILD
+    if (E->pool) {
+        fprintf(stderr, "kern: pool scratch %zu bytes < %zu needed; call pool_reserve(pool, "
+                        "kern_scratch_bytes(n_ctx))\n", have, need);
+        abort();
+    }
+#endif
+    return NULL;
+}
+
+size_t kern_scratch_bytes(int n_ctx) {
+    size_t att = (size_t)(n_ctx > 0 ? n_ctx : 0) * sizeof(float);
+    return att > KERN_MM_TILE_BYTES ? att : KERN_MM_TILE_BYTES;
+}
+
+/* Below this many multiply-adds a call runs on the calling thread only: the
+ * fork-join costs more than it saves. */
+#define PAR_MIN_WORK 32768L
+
+static void run(cf_env *E, long work, void (*fn)(void *, int, int), void *arg) {
+    if (work < PAR_MIN_WORK) fn(arg, 0, 1);
+    else pool_run((pool *)E->pool, fn, arg);
+}
+
+static void fill_nan(float *y, long n) {
+    for (long i = 0; i < n; i++) y[i] = NAN;
+}
+
+/* ---- matmul ---------------------------------------------------------------- */
+
+typedef struct {
+    cf_env *E;
+    const kern_isa_ops *ops;
+    const kern_type_ops *ty;
+    int isa;
+    float *y;
+    const float *x;
+    const uint8_t *w;
+    int type, n_out, n_in, n_tok;
+    size_t row_bytes;
+} mm_job;
+
+static void mm_vec_worker(void *arg, int ith, int nth) {
+    const mm_job *j = arg;
+    kern_dot_fn dot = j->ty->dot[j->isa];
+    long r0, r1;
+    split(j->n_out, ith, nth, &r0, &r1);
+    for (long r = r0; r < r1; r++) j->y[r] = dot(j->w + (size_t)r * j->row_bytes, j->x, j->n_in);
+}
+
+static void mm_mat_tiles(const mm_job *j, float *tile, long tile0, long tile1) {
+    kern_dequant_fn deq = j->ty->dequant[j->isa];
+    int blck = j->ty->blck, tsz = j->ty->type_size;
+    for (long tl = tile0; tl < tile1; tl++) {
+        long r0 = tl * KERN_MM_ROWS;
+        int nr = j->n_out - r0 < KERN_MM_ROWS ? (int)(j->n_out - r0) : KERN_MM_ROWS;
+        for (int k0 = 0; k0 < j->n_in; k0 += KERN_MM_KC) {
+            int kc = j->n_in - k0 < KERN_MM_KC ? j->n_in - k0 : KERN_MM_KC;
+            const float *wt;
+            size_t ws;
+            if (j->type == CF_F32) { /* already f32: multiply in place */
+                wt = (const float *)j->w + (size_t)r0 * j->n_in + k0;
+                ws = (size_t)j->n_in;
+            } else {
+                for (int r = 0; r < nr; r++)
+                    deq(j->w + (size_t)(r0 + r) * j->row_bytes + (size_t)(k0 / blck) * tsz,
+                        tile + (size_t)r * KERN_MM_KC, kc);
+                wt = tile;
+                ws = KERN_MM_KC;
+            }
+            j->ops->tile_mm(wt, ws, nr, j->x + k0, (size_t)j->n_in, j->n_tok, kc, j->y + r0,
+                            (size_t)j->n_out, k0 > 0);
+        }
+    }
+}
+
+static void mm_mat_worker(void *arg, int ith, int nth) {
+    const mm_job *j = arg;
+    long n_tiles = (j->n_out + KERN_MM_ROWS - 1) / KERN_MM_ROWS, t0, t1;
+    split(n_tiles, ith, nth, &t0, &t1);
+    if (t0 == t1) return;
+    float *tile = scratch_get(j->E, ith, KERN_MM_TILE_BYTES);
+    if (tile) {
+        mm_mat_tiles(j, tile, t0, t1);
+    } else {
+        _Alignas(64) float stack_tile[KERN_MM_ROWS * KERN_MM_KC];
+        mm_mat_tiles(j, stack_tile, t0, t1);
+    }
+}
+
+static void matmul_drv(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
+                       int n_out, int n_in, int n_tok) {
+    const kern_type_ops *ty = kern_type_ops_get(type);
+    if (!ty || n_in % ty->blck) { /* the compiler checks types; never crash here */
+        fill_nan(y, (long)n_out * n_tok);
+        return;
+    }
+    mm_job j = {E, isa_ops(isa), ty, isa, y, x, w, type, n_out, n_in, n_tok,
+                kern_row_bytes(type, n_in)};
+    long work = (long)n_out * n_in * n_tok;
+    run(E, work, n_tok == 1 ? mm_vec_worker : mm_mat_worker, &j);
+}
+
+/* ---- get_rows ---------------------------------------------------------------- */
+
+static void get_rows_drv(int isa, cf_env *E, float *y, const void *w, int type, int n,
+                         const int *ids, int n_tok) {
+    const kern_type_ops *ty = kern_type_ops_get(type);
+    if (!ty || n % ty->blck) {
+        fill_nan(y, (long)n * n_tok);
+        return;
+    }
+    size_t rb = kern_row_bytes(type, n);
+    for (int t = 0; t < n_tok; t++)
+        ty->dequant[isa]((const uint8_t *)w + (size_t)ids[t] * rb, y + (size_t)t * n, n);
+}
+
+/* ---- row-wise ops: rms_norm, swiglu --------------------------------------- */
+
+typedef struct {
+    const kern_isa_ops *ops;
+    float *y;
+    const float *a, *b;
+    float eps;
+    int n, n_tok;
+} rows_job;
+
+static void rms_norm_worker(void *arg, int ith, int nth) {
+    const rows_job *j = arg;
+    long t0, t1;
+    split(j->n_tok, ith, nth, &t0, &t1);
+    for (long t = t0; t < t1; t++)
+        j->ops->rms_norm_row(j->y + t * j->n, j->a + t * j->n, j->b, j->n, j->eps);
+}
+
+static void rms_norm_drv(int isa, cf_env *E, float *y, const float *x, const float *w, int n,
+                         float eps, int n_tok) {
+    rows_job j = {isa_ops(isa), y, x, w, eps, n, n_tok};
+    run(E, n_tok > 1 ? (long)n * n_tok : 0, rms_norm_worker, &j);
+}
+
+static void swiglu_worker(void *arg, int ith, int nth) {
+    const rows_job *j = arg;
+    long total = (long)j->n * j->n_tok, i0, i1;
+    split(total / 8, ith, nth, &i0, &i1); /* whole vectors per thread */
+    i0 *= 8;
+    i1 = ith == nth - 1 ? total : i1 * 8;
+    if (i1 > i0) j->ops->swiglu_row(j->y + i0, j->a + i0, j->b + i0, (int)(i1 - i0));
+}
+
+static void swiglu_drv(int isa, cf_env *E, float *y, const float *g, const float *u, int n,
+                       int n_tok) {
+    rows_job j = {isa_ops(isa), y, g, u, 0, n, n_tok};
+    run(E, (long)n * n_tok * 8, swiglu_worker, &j); /* an expf is worth ~8 multiply-adds */
+}
+
+/* ---- rope ------------------------------------------------------------------- */
+
+/* ggml_compute_forward_rope_f32 with freq_scale 1, ext_factor 0, attn_factor 1:
+ * theta starts at the position (float) and is multiplied by
+ * theta_scale = powf(freq_base, -2/n_rot) once per pair, in float. */
+static void rope_drv(cf_env *E, float *x, int n_head, int head_dim, int n_rot, float freq_base,
+                     int mode, int n_tok) {
+    const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
+    const int half = n_rot / 2;
+    for (int t = 0; t < n_tok; t++) {
+        float *row = x + (size_t)t * n_head * head_dim;
+        float theta = (float)(E->pos + t);
+        for (int i = 0; i < half; i++) {
+            const float c = cosf(theta), s = sinf(theta);
+            theta *= theta_scale;
+            for (int h = 0; h < n_head; h++) {
+                float *hx = row + (size_t)h * head_dim;
+                int i0 = mode == CF_ROPE_NEOX ? i : 2 * i;
+                int i1 = mode == CF_ROPE_NEOX ? i + half : 2 * i + 1;
+                const float x0 = hx[i0], x1 = hx[i1];
+                hx[i0] = x0 * c - x1 * s;
+                hx[i1] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+/* ---- attention ---------------------------------------------------------------- */
+
+typedef struct {
+    cf_env *E;
+    const kern_isa_ops *ops;
+    float *out;
+    const float *q;
+    const float *kc, *vc; /* this layer's caches (n_ctx, kv_dim) */
+    int n_head, n_head_kv, head_dim, n_tok, pos;
+    float scale;
+} att_job;
+
+/* One query head of one token: scores, softmax like ggml_soft_max_ext (scale,
+ * max-subtract, exp, sum in double, multiply by (float)(1/sum)), then the
+ * probability-weighted sum of value rows. */
+static void att_head(const att_job *j, float *s, int t, int h) {
+    const int kv_dim = j->n_head_kv * j->head_dim, hd = j->head_dim;
+    const int kvh = h / (j->n_head / j->n_head_kv);
+    const int n_kv = j->pos + t + 1;
+    const float *qh = j->q + ((size_t)t * j->n_head + h) * hd;
+    const float *kh = j->kc + (size_t)kvh * hd, *vh = j->vc + (size_t)kvh * hd;
+    float max = -INFINITY;
+    for (int p = 0; p < n_kv; p++) {
+        s[p] = j->ops->dot_f32(qh, kh + (size_t)p * kv_dim, hd) * j->scale;
+        if (s[p] > max) max = s[p];
+    }
+    const float inv = (float)(1.0 / j->ops->softmax_exp(s, n_kv, max));
+    float *o = j->out + ((size_t)t * j->n_head + h) * hd;
+    memset(o, 0, (size_t)hd * sizeof *o);
+    for (int p = 0; p < n_kv; p++) j->ops->axpy(o, s[p] * inv, vh + (size_t)p * kv_dim, hd);
+}
+
+static void att_units(const att_job *j, float *s, long u0, long u1) {
+    for (long u = u0; u < u1; u++) att_head(j, s, (int)(u / j->n_head), (int)(u % j->n_head));
+}
+
+/* Units are (token, head) pairs in token-major, head-minor order, so one
+ * thread's consecutive heads share a KV head and reuse its rows from cache. */
+static void att_worker(void *arg, int ith, int nth) {
+    const att_job *j = arg;
+    long u0, u1;
+    split((long)j->n_tok * j->n_head, ith, nth, &u0, &u1);
+    if (u0 == u1) return;
+    float *s = scratch_get(j->E, ith, (size_t)j->E->n_ctx * sizeof(float));
+    if (s) {
+        att_units(j, s, u0, u1);
+    } else {
+        float stack_s[j->pos + j->n_tok];
+        att_units(j, stack_s, u0, u1);
+    }
+}
+
+static void attention_drv(int isa, cf_env *E, float *out, const float *q, const float *k,
+                          const float *v, int layer, int n_head, int n_head_kv, int head_dim,
+                          float scale, int n_tok) {
+    const size_t kv_dim = (size_t)n_head_kv * head_dim;
+    float *kc = E->kv_k[layer], *vc = E->kv_v[layer];
+    if (E->pos + n_tok > E->n_ctx || n_head % n_head_kv) {
+        fill_nan(out, (long)n_tok * n_head * head_dim);
+        return;
+    }
+    /* Store first (all threads read every stored row afterwards). */
+    memcpy(kc + (size_t)E->pos * kv_dim, k, (size_t)n_tok * kv_dim * sizeof(float));
+    memcpy(vc + (size_t)E->pos * kv_dim, v, (size_t)n_tok * kv_dim * sizeof(float));
+    att_job j = {E, isa_ops(isa), out, q, kc, vc, n_head, n_head_kv, head_dim, n_tok, E->pos, scale};
+    long work = (long)n_tok * n_head * head_dim * (E->pos + n_tok) * 2;
+    run(E, work, att_worker, &j);
+}
+
+/* ---- add, last_row ------------------------------------------------------------ */
+
+static void add_drv(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok) {
+    (void)E;
+    long total = (long)n * n_tok;
+    for (long i = 0; i < total; i++) y[i] = a[i] + b[i];
+}
+
+static void last_row_drv(cf_env *E, float *y, const float *x, int n, int n_tok) {
+    (void)E;
+    memmove(y, x + (size_t)(n_tok - 1) * n, (size_t)n * sizeof *y);
+}
+
+/* ==== the cf_kernels tables ==================================================== */
+
+#define KERN_TABLE(sfx, ISA)                                                                \
+    static void matmul_##sfx(cf_env *E, float *y, const float *x, const void *w, int type,   \
+                             int n_out, int n_in, int n_tok) {                              \
+        matmul_drv(ISA, E, y, x, w, type, n_out, n_in, n_tok);                              \
+    }                                                                                       \
+    static void get_rows_##sfx(cf_env *E, float *y, const void *w, int type, int n,         \
+                               const int *ids, int n_tok) {                                 \
+        get_rows_drv(ISA, E, y, w, type, n, ids, n_tok);                                    \
+    }                                                                                       \
+    static void rms_norm_##sfx(cf_env *E, float *y, const float *x, const float *w, int n,  \
+                               float eps, int n_tok) {                                      \
+        rms_norm_drv(ISA, E, y, x, w, n, eps, n_tok);                                       \
+    }                                                                                       \
+    static void attention_##sfx(cf_env *E, float *out, const float *q, const float *k,      \
+                                const float *v, int layer, int n_head, int n_head_kv,       \
+                                int head_dim, float scale, int n_tok) {                     \
+        attention_drv(ISA, E, out, q, k, v, layer, n_head, n_head_kv, head_dim, scale,      \
+                      n_tok);                                                               \
+    }                                                                                       \
+    static void swiglu_##sfx(cf_env *E, float *y, const float *g, const float *u, int n,    \
+                             int n_tok) {                                                   \
+        swiglu_drv(ISA, E, y, g, u, n, n_tok);                                              \
+    }                                                                                       \
+    static const cf_kernels g_table_##sfx = {                                               \
+        .matmul = matmul_##sfx,                                                             \
+        .get_rows = get_rows_##sfx,                                                         \
+        .rms_norm = rms_norm_##sfx,                                                         \
+        .rope = rope_drv,                                                                   \
+        .attention = attention_##sfx,                                                       \
+        .swiglu = swiglu_##sfx,                                                             \
+        .add = add_drv,                                                                     \
+        .last_row = last_row_drv,                                                           \
+    };
+
+KERN_TABLE(scalar, KERN_ISA_SCALAR)
+KERN_TABLE(avx2, KERN_ISA_AVX2)
+
+/* ==== ISA selection and public row helpers ===================================== */
+
+int kern_isa_available(int isa) {
+    switch (isa) {
+    case KERN_ISA_SCALAR: return 1;
+    case KERN_ISA_AVX2:
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+#else
+        return 0;
+#endif
+    default: return 0;
+    }
+}
+
+int kern_best_isa(void) {
+    return kern_isa_available(KERN_ISA_AVX2) ? KERN_ISA_AVX2 : KERN_ISA_SCALAR;
+}
+
+const char *kern_isa_name(int isa) {
+    switch (isa) {
+    case KERN_ISA_SCALAR: return "scalar";
+    case KERN_ISA_AVX2: return "avx2";
+    default: return "unknown";
+    }
+}
+
+const cf_kernels *kern_table(int isa) {
+    if (!kern_isa_available(isa)) return NULL;
+    return isa == KERN_ISA_AVX2 ? &g_table_avx2 : &g_table_scalar;
+}
+
+void kern_dequant_row(int type, const void *src, float *dst, int n) {
+    kern_dequant_row_isa(KERN_ISA_SCALAR, type, src, dst, n);
+}
+
+void kern_dequant_row_isa(int isa, int type, const void *src, float *dst, int n) {
+    const kern_type_ops *t = kern_type_ops_get(type);
+    if (!t || !kern_isa_available(isa) || n % t->blck) {
+        fill_nan(dst, n);
+        return;
+    }
+    t->dequant[isa](src, dst, n);
+}
+
+float kern_dot_row(int isa, int type, const void *w_row, const float *x, int n) {
+    const kern_type_ops *t = kern_type_ops_get(type);
+    if (!t || !kern_isa_available(isa) || n % t->blck) return NAN;
+    return t->dot[isa](w_row, x, n);
+}
+
+float kern_f16_to_f32(uint16_t h) { return f16_to_f32(h); }
+uint16_t kern_f32_to_f16(float f) { return f32_to_f16(f); }
+
+void kern_f16_to_f32_row(int isa, const uint16_t *src, float *dst, int n) {
+    if (!kern_isa_available(isa)) isa = KERN_ISA_SCALAR;
+    isa_ops(isa)->f16_to_f32_row(src, dst, n);
+}
+
+void kern_f32_to_f16_row(int isa, const float *src, uint16_t *dst, int n) {
+    if (!kern_isa_available(isa)) isa = KERN_ISA_SCALAR;
+    isa_ops(isa)->f32_to_f16_row(src, dst, n);
+}

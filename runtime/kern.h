@@ -1,0 +1,146 @@
+/*
+ * kern.h — CPU compute kernels behind the cf_kernels table (templates/prelude.h).
+ *
+ * Two instruction sets: KERN_ISA_SCALAR (portable C, the reference every
+ * other path is tested against) and KERN_ISA_AVX2 (AVX2 + FMA + F16C, in
+ * kern_avx2.c, the only file built with those flags).  kern_best_isa() picks
+ * one from CPUID once at start-up; nothing here executes an AVX2 instruction
+ * unless the caller chose KERN_ISA_AVX2.
+ *
+ * Numerics (the parity target is llama.cpp run on the exact F32
+ * dequantization of the weights): activations and accumulators are f32;
+ * matmul is dot(dequant(W row), x).  Where ggml uses double (the sum of
+ * squares in rms_norm, the sum of exponentials in softmax) so do we; RoPE
+ * angles are built like ggml's rope cache (theta *= powf(base, -2/n_rot) in
+ * float, cosf/sinf).
+ *
+ * Weight types: ggml block layouts (ggml-common.h), see kern_type_supported.
+ * Per-type code is one row of a table indexed by type id (kern.c): block
+ * size, bytes, and per-ISA dequant_row / dot_row.  Adding a type is adding
+ * that row and its leaf functions.
+ *
+ * Scratch.  Kernels never allocate.  matmul (n_tokens > 1) and attention use
+ * per-thread scratch owned by the pool in E->pool: size it once, outside the
+ * token loop, with pool_reserve(pool, kern_scratch_bytes(n_ctx)).  With
+ * E->pool == NULL kernels run single-threaded on stack buffers
+ * (KERN_MM_TILE_BYTES + 4*n_ctx bytes of stack; meant for tests and tools).
+ * A test build (CINFER_TEST_BUILD) aborts when a non-NULL pool has too
+ * little scratch; other builds fall back to the stack.
+ */
+#ifndef CINFER_KERN_H
+#define CINFER_KERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "prelude.h"
+
+enum { KERN_ISA_SCALAR = 0, KERN_ISA_AVX2 = 1, KERN_ISA_COUNT = 2 };
+
+/* Best ISA this CPU runs: KERN_ISA_AVX2 when it has avx2, fma and f16c. */
+int kern_best_isa(void);
+/* 1 when this CPU can run isa. */
+int kern_isa_available(int isa);
+/* "scalar", "avx2"; "unknown" otherwise. */
+const char *kern_isa_name(int isa);
+/* Kernel table for isa (static storage), or NULL when isa is unknown or this
+ * CPU cannot run it. */
+const cf_kernels *kern_table(int isa);
+
+/* Bytes of per-thread scratch the kernels need for a KV cache of n_ctx
+ * positions (pool_reserve argument). */
+size_t kern_scratch_bytes(int n_ctx);
+/* The matmul weight tile: KERN_MM_ROWS rows of KERN_MM_KC floats. */
+#define KERN_MM_ROWS 16
+#define KERN_MM_KC 512
+#define KERN_MM_TILE_BYTES ((size_t)KERN_MM_ROWS * KERN_MM_KC * sizeof(float))
+
+/* ---- weight types ---------------------------------------------------------
+ * Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL (ids as in
+ * prelude.h CF_* / gguf.h enum ggml_type).  Rows of n elements need n to be a
+ * multiple of the block size (32 for the quantized types, 1 otherwise). */
+int kern_type_supported(int type);
+/* Elements per block; 0 when unsupported. */
+int kern_type_block(int type);
+/* Bytes of one row of n elements; 0 when unsupported or n not a multiple of
+ * the block size. */
+size_t kern_row_bytes(int type, int n);
+
+/* dst (n) = exact f32 value of the n elements at src (scalar reference). */
+void kern_dequant_row(int type, const void *src, float *dst, int n);
+/* The same through isa's implementation (bit-identical to the scalar one). */
+void kern_dequant_row_isa(int isa, int type, const void *src, float *dst, int n);
+/* Σ dequant(w_row)[i] * x[i], f32 accumulation, through isa's kernel.
+ * Returns NaN for an unsupported type or isa. */
+float kern_dot_row(int isa, int type, const void *w_row, const float *x, int n);
+
+/* IEEE half <-> float: f16 -> f32 exact; f32 -> f16 round to nearest even. */
+float kern_f16_to_f32(uint16_t h);
+uint16_t kern_f32_to_f16(float f);
+void kern_f16_to_f32_row(int isa, const uint16_t *src, float *dst, int n);
+void kern_f32_to_f16_row(int isa, const float *src, uint16_t *dst, int n);
+
+/* ---- internal: shared between kern.c and kern_avx2.c ----------------------
+ * Not for other modules. */
+
+typedef void (*kern_dequant_fn)(const void *src, float *dst, int n);
+typedef float (*kern_dot_fn)(const void *w, const float *x, int n);
+
+typedef struct {
+    const char *name;
+    int blck;                              /* elements per block */
+    int type_size;                         /* bytes per block */
+    kern_dequant_fn dequant[KERN_ISA_COUNT];
+    kern_dot_fn dot[KERN_ISA_COUNT];
+} kern_type_ops;
+
+/* The leaves an ISA supplies to the shared drivers in kern.c. */
+typedef struct {
+    /* y[t*ys + r] (=, or += when accumulate) Σ_k w[r*ws + k] * x[t*xs + k]
+     * for r < n_rows, t < n_tok, k < kc. */
+    void (*tile_mm)(const float *w, size_t ws, int n_rows, const float *x, size_t xs, int n_tok,
+                    int kc, float *y, size_t ys, int accumulate);
+    float (*dot_f32)(const float *a, const float *b, int n);
+    /* y += a * x */
+    void (*axpy)(float *y, float a, const float *x, int n);
+    /* s[i] = expf(s[i] - max); returns Σ s[i] accumulated in double. */
+    double (*softmax_exp)(float *s, int n, float max);
+    void (*rms_norm_row)(float *y, const float *x, const float *w, int n, float eps);
+    void (*swiglu_row)(float *y, const float *g, const float *u, int n);
+    void (*f16_to_f32_row)(const uint16_t *src, float *dst, int n);
+    void (*f32_to_f16_row)(const float *src, uint16_t *dst, int n);
+} kern_isa_ops;
+
+const kern_type_ops *kern_type_ops_get(int type); /* NULL when unsupported */
+
+/* kern_avx2.c */
+extern const kern_isa_ops kern_avx2_ops;
+void kern_avx2_dequant_f16(const void *src, float *dst, int n);
+void kern_avx2_dequant_bf16(const void *src, float *dst, int n);
+void kern_avx2_dequant_q4_0(const void *src, float *dst, int n);
+void kern_avx2_dequant_q4_1(const void *src, float *dst, int n);
+void kern_avx2_dequant_q5_0(const void *src, float *dst, int n);
+void kern_avx2_dequant_q5_1(const void *src, float *dst, int n);
+void kern_avx2_dequant_q8_0(const void *src, float *dst, int n);
+void kern_avx2_dequant_iq4_nl(const void *src, float *dst, int n);
+float kern_avx2_dot_f32(const void *w, const float *x, int n);
+float kern_avx2_dot_f16(const void *w, const float *x, int n);
+float kern_avx2_dot_bf16(const void *w, const float *x, int n);
+float kern_avx2_dot_q4_0(const void *w, const float *x, int n);
+float kern_avx2_dot_q4_1(const void *w, const float *x, int n);
+float kern_avx2_dot_q5_0(const void *w, const float *x, int n);
+float kern_avx2_dot_q5_1(const void *w, const float *x, int n);
+float kern_avx2_dot_q8_0(const void *w, const float *x, int n);
+float kern_avx2_dot_iq4_nl(const void *w, const float *x, int n);
+
+/* ggml block layouts (ggml-common.h); kern.c static_asserts their sizes. */
+#define KERN_QK 32
+typedef struct { uint16_t d; uint8_t qs[KERN_QK / 2]; } kern_block_q4_0;
+typedef struct { uint16_t d, m; uint8_t qs[KERN_QK / 2]; } kern_block_q4_1;
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[KERN_QK / 2]; } kern_block_q5_0;
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[KERN_QK / 2]; } kern_block_q5_1;
+typedef struct { uint16_t d; int8_t qs[KERN_QK]; } kern_block_q8_0;
+typedef struct { uint16_t d; uint8_t qs[KERN_QK / 2]; } kern_block_iq4_nl;
+extern const int8_t kern_iq4nl_values[16];
+
+#endif

@@ -1,0 +1,474 @@
+/*
+ * kern_avx2.c — AVX2 + FMA + F16C leaves for the kernels in kern.c.
+ *
+ * The only file built with -mavx2 -mfma -mf16c (Makefile rule on "_avx2"), so
+ * nothing in it may run before kern_best_isa() said yes: no constructors, no
+ * code reachable from the scalar table.
+ *
+ * Weight dots work on the quantized blocks directly: each block's 32 codes
+ * are widened to f32 in registers (vpmovsxbd + vcvtdq2ps), multiplied with
+ * the activations, and the block sum is scaled by d with one FMA.  Dequant
+ * leaves produce exactly the scalar reference values (q * d is exact in f32;
+ * q * d + m is one rounding either way), so the mat-mat path multiplies the
+ * same numbers as llama.cpp on an F32-dequantized model.
+ *
+ * tile_mm is a register-blocked dot-product GEMM: 4 weight rows x 3 tokens =
+ * 12 ymm accumulators, 3 activation vectors and 1 weight vector live per
+ * step (16 registers), i.e. 12 FMAs per 7 loads.
+ *
+ * exp: Cephes-style expf (range reduction by ln2 in two parts, degree-6
+ * polynomial), within ~1-2 ulp of libm over [-87.3, 88.3]; above it returns
+ * +inf, below it 0.  Used by softmax and SiLU only.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kern.h"
+
+/* ==== helpers =============================================================== */
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* 8 signed bytes at p -> 8 floats */
+static inline __m256 i8x8_load(const void *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+/* low / high 8 signed bytes of v -> 8 floats */
+static inline __m256 i8x8_lo(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+static inline __m256 i8x8_hi(__m128i v) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(v, v)));
+}
+
+/* Byte i (0..15) of the result is 0xff when bit i of bits is set. */
+static inline __m128i bits16_to_mask(uint32_t bits) {
+    const __m128i sel = _mm_set_epi8(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m128i bm = _mm_set1_epi64x((long long)0x8040201008040201ULL);
+    __m128i v = _mm_shuffle_epi8(_mm_cvtsi32_si128((int)bits), sel);
+    return _mm_cmpeq_epi8(_mm_and_si128(v, bm), bm);
+}
+
+/* Codes of one 4-bit block: *lo = elements 0..15 (low nibbles), *hi = 16..31. */
+static inline void nibbles(const uint8_t *qs, __m128i *lo, __m128i *hi) {
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m128i raw = _mm_loadu_si128((const __m128i *)qs);
+    *lo = _mm_and_si128(raw, m4);
+    *hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
+}
+
+/* Signed codes (as int8) of one block of each 32-element type. */
+static inline void codes_q4_0(const kern_block_q4_0 *b, __m128i *lo, __m128i *hi) {
+    const __m128i m8 = _mm_set1_epi8(8);
+    nibbles(b->qs, lo, hi);
+    *lo = _mm_sub_epi8(*lo, m8);
+    *hi = _mm_sub_epi8(*hi, m8);
+}
+
+static inline void codes_iq4_nl(const kern_block_iq4_nl *b, __m128i *lo, __m128i *hi) {
+    const __m128i tbl = _mm_loadu_si128((const __m128i *)kern_iq4nl_values);
+    nibbles(b->qs, lo, hi);
+    *lo = _mm_shuffle_epi8(tbl, *lo);
+    *hi = _mm_shuffle_epi8(tbl, *hi);
+}
+
+/* q5_0: code = (nibble | bit << 4) - 16; as int8 that is nibble | (bit ? 0 : 0xf0). */
+static inline void codes_q5_0(const kern_block_q5_0 *b, __m128i *lo, __m128i *hi) {
+    const __m128i f0 = _mm_set1_epi8((char)0xf0);
+    uint32_t qh;
+    memcpy(&qh, b->qh, sizeof qh);
+    nibbles(b->qs, lo, hi);
+    *lo = _mm_or_si128(*lo, _mm_andnot_si128(bits16_to_mask(qh & 0xffff), f0));
+    *hi = _mm_or_si128(*hi, _mm_andnot_si128(bits16_to_mask(qh >> 16), f0));
+}
+
+/* q5_1: code = nibble | bit << 4, 0..31 */
+static inline void codes_q5_1(const kern_block_q5_1 *b, __m128i *lo, __m128i *hi) {
+    const __m128i x10 = _mm_set1_epi8(0x10);
+    uint32_t qh;
+    memcpy(&qh, b->qh, sizeof qh);
+    nibbles(b->qs, lo, hi);
+    *lo = _mm_or_si128(*lo, _mm_and_si128(bits16_to_mask(qh & 0xffff), x10));
+    *hi = _mm_or_si128(*hi, _mm_and_si128(bits16_to_mask(qh >> 16), x10));
+}
+
+/* Σ codes * x over one block of 32 */
+static inline __m256 block_sum(__m128i lo, __m128i hi, const float *x) {
+    __m256 s = _mm256_mul_ps(i8x8_lo(lo), _mm256_loadu_ps(x));
+    s = _mm256_fmadd_ps(i8x8_hi(lo), _mm256_loadu_ps(x + 8), s);
+    s = _mm256_fmadd_ps(i8x8_lo(hi), _mm256_loadu_ps(x + 16), s);
+    return _mm256_fmadd_ps(i8x8_hi(hi), _mm256_loadu_ps(x + 24), s);
+}
+
+static inline void block_store(__m128i lo, __m128i hi, __m256 d, float *dst) {
+    _mm256_storeu_ps(dst, _mm256_mul_ps(i8x8_lo(lo), d));
+    _mm256_storeu_ps(dst + 8, _mm256_mul_ps(i8x8_hi(lo), d));
+    _mm256_storeu_ps(dst + 16, _mm256_mul_ps(i8x8_lo(hi), d));
+    _mm256_storeu_ps(dst + 24, _mm256_mul_ps(i8x8_hi(hi), d));
+}
+
+static inline void block_store_dm(__m128i lo, __m128i hi, __m256 d, __m256 m, float *dst) {
+    _mm256_storeu_ps(dst, _mm256_fmadd_ps(i8x8_lo(lo), d, m));
+    _mm256_storeu_ps(dst + 8, _mm256_fmadd_ps(i8x8_hi(lo), d, m));
+    _mm256_storeu_ps(dst + 16, _mm256_fmadd_ps(i8x8_lo(hi), d, m));
+    _mm256_storeu_ps(dst + 24, _mm256_fmadd_ps(i8x8_hi(hi), d, m));
+}
+
+/* ==== dequant leaves ========================================================= */
+
+void kern_avx2_dequant_f16(const void *src, float *dst, int n) {
+    const uint16_t *s = src;
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+    for (; i < n; i++) dst[i] = h2f(s[i]);
+}
+
+static inline __m256 bf16x8_load(const uint16_t *p) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+void kern_avx2_dequant_bf16(const void *src, float *dst, int n) {
+    const uint16_t *s = src;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, bf16x8_load(s + i));
+    for (; i < n; i++) {
+        uint32_t u = (uint32_t)s[i] << 16;
+        memcpy(dst + i, &u, 4);
+    }
+}
+
+#define DEQUANT_D(tname)                                                              \
+    void kern_avx2_dequant_##tname(const void *src, float *dst, int n) {             \
+        const kern_block_##tname *b = src;                                            \
+        for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {                  \
+            __m128i lo, hi;                                                           \
+            codes_##tname(b, &lo, &hi);                                               \
+            block_store(lo, hi, _mm256_set1_ps(h2f(b->d)), dst);                      \
+        }                                                                             \
+    }
+DEQUANT_D(q4_0)
+DEQUANT_D(q5_0)
+DEQUANT_D(iq4_nl)
+
+void kern_avx2_dequant_q4_1(const void *src, float *dst, int n) {
+    const kern_block_q4_1 *b = src;
+    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
+        __m128i lo, hi;
+        nibbles(b->qs, &lo, &hi);
+        block_store_dm(lo, hi, _mm256_set1_ps(h2f(b->d)), _mm256_set1_ps(h2f(b->m)), dst);
+    }
+}
+
+void kern_avx2_dequant_q5_1(const void *src, float *dst, int n) {
+    const kern_block_q5_1 *b = src;
+    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
+        __m128i lo, hi;
+        codes_q5_1(b, &lo, &hi);
+        block_store_dm(lo, hi, _mm256_set1_ps(h2f(b->d)), _mm256_set1_ps(h2f(b->m)), dst);
+    }
+}
+
+void kern_avx2_dequant_q8_0(const void *src, float *dst, int n) {
+    const kern_block_q8_0 *b = src;
+    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
+        __m256 d = _mm256_set1_ps(h2f(b->d));
+        for (int j = 0; j < KERN_QK; j += 8)
+            _mm256_storeu_ps(dst + j, _mm256_mul_ps(i8x8_load(b->qs + j), d));
+    }
+}
+
+/* ==== dot leaves ============================================================== */
+
+float kern_avx2_dot_f32(const void *w, const float *x, int n) {
+    const float *a = w;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(x + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(x + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(x + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(x + i), s0);
+    float s = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++) s += a[i] * x[i];
+    return s;
+}
+
+float kern_avx2_dot_f16(const void *w, const float *x, int n) {
+    const uint16_t *a = w;
+#define F16X8(o) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i + (o))))
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(F16X8(0), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(F16X8(8), _mm256_loadu_ps(x + i + 8), s1);
+        s2 = _mm256_fmadd_ps(F16X8(16), _mm256_loadu_ps(x + i + 16), s2);
+        s3 = _mm256_fmadd_ps(F16X8(24), _mm256_loadu_ps(x + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(F16X8(0), _mm256_loadu_ps(x + i), s0);
+#undef F16X8
+    float s = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++) s += h2f(a[i]) * x[i];
+    return s;
+}
+
+float kern_avx2_dot_bf16(const void *w, const float *x, int n) {
+    const uint16_t *a = w;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(bf16x8_load(a + i), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(bf16x8_load(a + i + 8), _mm256_loadu_ps(x + i + 8), s1);
+        s2 = _mm256_fmadd_ps(bf16x8_load(a + i + 16), _mm256_loadu_ps(x + i + 16), s2);
+        s3 = _mm256_fmadd_ps(bf16x8_load(a + i + 24), _mm256_loadu_ps(x + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(bf16x8_load(a + i), _mm256_loadu_ps(x + i), s0);
+    float s = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++) {
+        uint32_t u = (uint32_t)a[i] << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        s += f * x[i];
+    }
+    return s;
+}
+
+/* Types with value = code * d: acc += d * Σ code * x, two blocks per step so
+ * the two accumulator chains overlap. */
+#define DOT_D(tname)                                                                  \
+    float kern_avx2_dot_##tname(const void *w, const float *x, int n) {              \
+        const kern_block_##tname *b = w;                                              \
+        const int nb = n / KERN_QK;                                                   \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;                               \
+        __m128i lo, hi;                                                               \
+        int i = 0;                                                                    \
+        for (; i + 2 <= nb; i += 2, b += 2, x += 2 * KERN_QK) {                       \
+            codes_##tname(b, &lo, &hi);                                               \
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[0].d)), block_sum(lo, hi, x), acc0); \
+            codes_##tname(b + 1, &lo, &hi);                                           \
+            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[1].d)),                       \
+                                   block_sum(lo, hi, x + KERN_QK), acc1);             \
+        }                                                                             \
+        if (i < nb) {                                                                 \
+            codes_##tname(b, &lo, &hi);                                               \
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b->d)), block_sum(lo, hi, x), acc0); \
+        }                                                                             \
+        return hsum(_mm256_add_ps(acc0, acc1));                                       \
+    }
+DOT_D(q4_0)
+DOT_D(q5_0)
+DOT_D(iq4_nl)
+
+static inline void codes_q8_0(const kern_block_q8_0 *b, __m128i *lo, __m128i *hi) {
+    *lo = _mm_loadu_si128((const __m128i *)b->qs);
+    *hi = _mm_loadu_si128((const __m128i *)(b->qs + 16));
+}
+DOT_D(q8_0)
+
+/* Types with value = code * d + m: acc += d * Σ code * x + m * Σ x. */
+#define DOT_DM(tname, CODES)                                                          \
+    float kern_avx2_dot_##tname(const void *w, const float *x, int n) {              \
+        const kern_block_##tname *b = w;                                              \
+        const int nb = n / KERN_QK;                                                   \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;                               \
+        for (int i = 0; i < nb; i++, b++, x += KERN_QK) {                             \
+            __m128i lo, hi;                                                           \
+            CODES;                                                                    \
+            __m256 sx = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)), \
+                                      _mm256_add_ps(_mm256_loadu_ps(x + 16),          \
+                                                    _mm256_loadu_ps(x + 24)));        \
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b->d)), block_sum(lo, hi, x), acc0); \
+            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b->m)), sx, acc1);              \
+        }                                                                             \
+        return hsum(_mm256_add_ps(acc0, acc1));                                       \
+    }
+DOT_DM(q4_1, nibbles(b->qs, &lo, &hi))
+DOT_DM(q5_1, codes_q5_1(b, &lo, &hi))
+
+/* ==== tile_mm: register-blocked y = W·Xᵀ on an f32 tile ======================= */
+
+static inline __attribute__((always_inline)) void mk(const int R, const int T, const float *w,
+                                                     size_t ws, const float *x, size_t xs,
+                                                     int kc, float *y, size_t ys,
+                                                     int accumulate) {
+    __m256 acc[4][3];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    int k = 0;
+    for (; k + 8 <= kc; k += 8) {
+        __m256 xv[3];
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(x + t * xs + k);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m256 wv = _mm256_loadu_ps(w + r * ws + k);
+#pragma GCC unroll 3
+            for (int t = 0; t < T; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++) {
+            float s = hsum(acc[r][t]);
+            for (int kk = k; kk < kc; kk++) s += w[r * ws + kk] * x[t * xs + kk];
+            float *yp = y + t * ys + r;
+            *yp = accumulate ? *yp + s : s;
+        }
+}
+
+#define MK(R, T)                                                                             \
+    static void mk_##R##x##T(const float *w, size_t ws, const float *x, size_t xs, int kc,  \
+                             float *y, size_t ys, int accumulate) {                         \
+        mk(R, T, w, ws, x, xs, kc, y, ys, accumulate);                                      \
+    }
+MK(4, 3)
+MK(4, 2)
+MK(4, 1)
+MK(1, 3)
+MK(1, 2)
+MK(1, 1)
+
+typedef void (*mk_fn)(const float *, size_t, const float *, size_t, int, float *, size_t, int);
+
+static void avx2_tile_mm(const float *w, size_t ws, int n_rows, const float *x, size_t xs,
+                         int n_tok, int kc, float *y, size_t ys, int accumulate) {
+    static const mk_fn mk4[4] = {NULL, mk_4x1, mk_4x2, mk_4x3};
+    static const mk_fn mk1[4] = {NULL, mk_1x1, mk_1x2, mk_1x3};
+    for (int t = 0; t < n_tok; t += 3) {
+        int nt = n_tok - t < 3 ? n_tok - t : 3;
+        const float *xt = x + t * xs;
+        float *yt = y + t * ys;
+        int r = 0;
+        for (; r + 4 <= n_rows; r += 4) mk4[nt](w + r * ws, ws, xt, xs, kc, yt + r, ys, accumulate);
+        for (; r < n_rows; r++) mk1[nt](w + r * ws, ws, xt, xs, kc, yt + r, ys, accumulate);
+    }
+}
+
+/* ==== f32 row primitives ======================================================== */
+
+static float avx2_dot_f32(const float *a, const float *b, int n) { return kern_avx2_dot_f32(a, b, n); }
+
+static void avx2_axpy(float *y, float a, const float *x, int n) {
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+static inline __m256 exp8(__m256 x) {
+    const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365447504f);
+    __m256 over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ), under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    res = _mm256_blendv_ps(res, _mm256_set1_ps(INFINITY), over);
+    return _mm256_andnot_ps(under, res);
+}
+
+static double avx2_softmax_exp(float *s, int n, float max) {
+    const __m256 vmax = _mm256_set1_ps(max);
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = acc0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + i), vmax));
+        _mm256_storeu_ps(s + i, e);
+        acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    __m256d a = _mm256_add_pd(acc0, acc1);
+    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+    double sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+    for (; i < n; i++) {
+        float e = expf(s[i] - max);
+        s[i] = e;
+        sum += (double)e;
+    }
+    return sum;
+}
+
+/* See sc_rms_norm_row in kern.c: same roundings, the double sum in 8 lanes. */
+static void avx2_rms_norm_row(float *y, const float *x, const float *w, int n, float eps) {
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = acc0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 sq = _mm256_mul_ps(v, v);
+        acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(sq)));
+        acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(sq, 1)));
+    }
+    __m256d a = _mm256_add_pd(acc0, acc1);
+    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+    double sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+    for (; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    const __m256 vs = _mm256_set1_ps(scale);
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs),
+                                              _mm256_loadu_ps(w + i)));
+    for (; i < n; i++) {
+        float v = x[i] * scale;
+        y[i] = v * w[i];
+    }
+}
+
+static void avx2_swiglu_row(float *y, const float *g, const float *u, int n) {
+    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 vg = _mm256_loadu_ps(g + i);
+        __m256 silu = _mm256_div_ps(vg, _mm256_add_ps(one, exp8(_mm256_xor_ps(vg, sign))));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) {
+        float s = g[i] / (1.0f + expf(-g[i]));
+        y[i] = s * u[i];
+    }
+}
+
+static void avx2_f16_to_f32_row(const uint16_t *src, float *dst, int n) {
+    kern_avx2_dequant_f16(src, dst, n);
+}
+
+static void avx2_f32_to_f16_row(const float *src, uint16_t *dst, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[i] = _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+const kern_isa_ops kern_avx2_ops = {
+    .tile_mm = avx2_tile_mm,
+    .dot_f32 = avx2_dot_f32,
+    .axpy = avx2_axpy,
+    .softmax_exp = avx2_softmax_exp,
+    .rms_norm_row = avx2_rms_norm_row,
+    .swiglu_row = avx2_swiglu_row,
+    .f16_to_f32_row = avx2_f16_to_f32_row,
+    .f32_to_f16_row = avx2_f32_to_f16_row,
+};

@@ -1,0 +1,248 @@
+/*
+ * pool.c — fork-join thread pool (see pool.h).
+ *
+ * Protocol.  The owner publishes (fn, arg), sets `pending` to the number of
+ * workers and bumps the generation counter `gen` (release).  A worker that
+ * sees a new generation (acquire) runs fn, then decrements `pending`
+ * (release); the owner, after running ith 0 itself, waits until `pending` is
+ * 0 (acquire).  Both waits spin for POOL_SPIN_NS and then sleep on a futex:
+ * kernel calls of one forward pass follow each other within microseconds, so
+ * spinning keeps the fork latency low, and the futex keeps an idle pool (the
+ * user reading the output, a server waiting for requests) off the CPU.
+ *
+ * Lost wake-ups are excluded Dekker-style with sequentially consistent
+ * atomics: a sleeper increments its `*_sleepers` count before futex_wait
+ * re-checks the word in the kernel; a waker changes the word before reading
+ * the count.  One of the two sees the other.
+ */
+#include "pool.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define POOL_SPIN_NS 200000L /* 0.2 ms of spinning before a futex sleep */
+#define POOL_ALIGN 64
+
+typedef struct {
+    pool *p;
+    int ith;
+} pool_worker;
+
+struct pool {
+    int n_threads;
+    pthread_t *threads;     /* (n_threads - 1) workers 1..n-1 */
+    pool_worker *workers;   /* (n_threads - 1) */
+    int n_started;
+
+    void (*fn)(void *arg, int ith, int nth);
+    void *arg;
+
+    _Alignas(64) atomic_uint gen;   /* job generation; futex word for workers */
+    atomic_int gen_sleepers;
+    atomic_int stop;
+    _Alignas(64) atomic_uint pending; /* workers still running; futex word for the owner */
+    atomic_int pending_sleeper;
+
+    void **scratch;         /* (n_threads) POOL_ALIGN-aligned */
+    size_t scratch_bytes;
+};
+
+static long futex(atomic_uint *word, int op, unsigned val) {
+    return syscall(SYS_futex, (unsigned *)word, op, val, NULL, NULL, 0);
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* Spin until *word != old or the spin budget is spent; true if it changed. */
+static int spin_while_equal(atomic_uint *word, unsigned old) {
+    long t0 = 0;
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(word, memory_order_acquire) != old) return 1;
+        cpu_relax();
+        if ((i & 255) == 0) {
+            long t = now_ns();
+            if (!t0) t0 = t;
+            else if (t - t0 > POOL_SPIN_NS) return 0;
+        }
+    }
+}
+
+static void *worker_main(void *v) {
+    pool_worker *w = v;
+    pool *p = w->p;
+    unsigned seen = 0;
+    for (;;) {
+        if (!spin_while_equal(&p->gen, seen)) {
+            atomic_fetch_add(&p->gen_sleepers, 1);
+            while (atomic_load(&p->gen) == seen) futex(&p->gen, FUTEX_WAIT_PRIVATE, seen);
+            atomic_fetch_sub(&p->gen_sleepers, 1);
+        }
+        seen = atomic_load_explicit(&p->gen, memory_order_acquire);
+        if (atomic_load_explicit(&p->stop, memory_order_relaxed)) break;
+        p->fn(p->arg, w->ith, p->n_threads);
+        if (atomic_fetch_sub(&p->pending, 1) == 1) { /* seq_cst: pairs with pending_sleeper */
+            if (atomic_load(&p->pending_sleeper)) futex(&p->pending, FUTEX_WAKE_PRIVATE, 1);
+        }
+    }
+    return NULL;
+}
+
+/* Publish the current (fn, arg) or stop flag to every worker and wake sleepers. */
+static void pool_kick(pool *p) {
+    atomic_store(&p->pending, (unsigned)(p->n_started));
+    atomic_fetch_add(&p->gen, 1); /* seq_cst: release for fn/arg, ordered before the load below */
+    if (atomic_load(&p->gen_sleepers) > 0) futex(&p->gen, FUTEX_WAKE_PRIVATE, INT_MAX);
+}
+
+static void pool_wait(pool *p) {
+    for (;;) {
+        unsigned left = atomic_load_explicit(&p->pending, memory_order_acquire);
+        if (left == 0) return;
+        if (spin_while_equal(&p->pending, left)) continue;
+        atomic_store(&p->pending_sleeper, 1);
+        while ((left = atomic_load(&p->pending)) != 0) futex(&p->pending, FUTEX_WAIT_PRIVATE, left);
+        atomic_store(&p->pending_sleeper, 0);
+        return;
+    }
+}
+
+int pool_new(int n_threads, pool **out) {
+    *out = NULL;
+    if (n_threads <= 0) n_threads = pool_default_threads();
+    if (n_threads > 1024) return POOL_EINVAL;
+    pool *p = calloc(1, sizeof *p);
+    if (!p) return POOL_ENOMEM;
+    p->n_threads = n_threads;
+    p->scratch = calloc((size_t)n_threads, sizeof *p->scratch);
+    if (n_threads > 1) {
+        p->threads = calloc((size_t)n_threads - 1, sizeof *p->threads);
+        p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers);
+    }
+    if (!p->scratch || (n_threads > 1 && (!p->threads || !p->workers))) {
+        pool_free(p);
+        return POOL_ENOMEM;
+    }
+    for (int i = 1; i < n_threads; i++) {
+        p->workers[i - 1] = (pool_worker){p, i};
+        if (pthread_create(&p->threads[i - 1], NULL, worker_main, &p->workers[i - 1]) != 0) {
+            pool_free(p); /* joins the ones started */
+            return POOL_ETHREAD;
+        }
+        p->n_started++;
+    }
+    *out = p;
+    return POOL_OK;
+}
+
+void pool_free(pool *p) {
+    if (!p) return;
+    if (p->n_started) {
+        atomic_store(&p->stop, 1);
+        pool_kick(p);
+        for (int i = 0; i < p->n_started; i++) pthread_join(p->threads[i], NULL);
+    }
+    if (p->scratch)
+        for (int i = 0; i < p->n_threads; i++) free(p->scratch[i]);
+    free(p->scratch);
+    free(p->threads);
+    free(p->workers);
+    free(p);
+}
+
+int pool_n_threads(const pool *p) { return p ? p->n_threads : 1; }
+
+void pool_run(pool *p, void (*fn)(void *arg, int ith, int nth), void *arg) {
+    if (!p || p->n_threads == 1) {
+        fn(arg, 0, 1);
+        return;
+    }
+    p->fn = fn;
+    p->arg = arg;
+    pool_kick(p);
+    fn(arg, 0, p->n_threads);
+    pool_wait(p);
+}
+
+int pool_reserve(pool *p, size_t bytes) {
+    if (!p) return POOL_EINVAL;
+    if (bytes <= p->scratch_bytes) return POOL_OK;
+    bytes = (bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+    for (int i = 0; i < p->n_threads; i++) {
+        void *b = aligned_alloc(POOL_ALIGN, bytes);
+        if (!b) return POOL_ENOMEM; /* threads < i already grew: harmless, size stays old */
+        free(p->scratch[i]);
+        p->scratch[i] = b;
+    }
+    p->scratch_bytes = bytes;
+    return POOL_OK;
+}
+
+void *pool_scratch(pool *p, int ith, size_t *bytes) {
+    if (!p || ith < 0 || ith >= p->n_threads || !p->scratch_bytes) {
+        if (bytes) *bytes = 0;
+        return NULL;
+    }
+    if (bytes) *bytes = p->scratch_bytes;
+    return p->scratch[ith];
+}
+
+/* ---- core count --------------------------------------------------------- */
+
+static int read_int_file(const char *path, int *v) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int ok = fscanf(f, "%d", v) == 1;
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
+int pool_default_threads(void) {
+    cpu_set_t set;
+    int n_aff = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n_aff = CPU_COUNT(&set);
+    if (n_aff > 0) {
+        /* distinct (package, core) pairs among the CPUs we may run on */
+        long seen[CPU_SETSIZE];
+        int n_seen = 0, ok = 1;
+        for (int c = 0; c < CPU_SETSIZE && ok; c++) {
+            if (!CPU_ISSET(c, &set)) continue;
+            char path[128];
+            int pkg, core;
+            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", c);
+            if (read_int_file(path, &pkg)) { ok = 0; break; }
+            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/core_id", c);
+            if (read_int_file(path, &core)) { ok = 0; break; }
+            long key = (long)pkg << 32 | (unsigned)core;
+            int dup = 0;
+            for (int i = 0; i < n_seen && !dup; i++) dup = seen[i] == key;
+            if (!dup) seen[n_seen++] = key;
+        }
+        if (ok && n_seen > 0) return n_seen;
+        return n_aff;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}

@@ -1,0 +1,258 @@
+/*
+ * test_compile.c — the model compiler: golden emitted sources, that they
+ * build with -Werror under gcc and under libtcc, that templates compile on
+ * their own, archspec error reporting, and `cinfer run`/`compile` end to end
+ * (greedy text equal to the documented stories260K output, JIT, AOT and a
+ * standalone executable).
+ */
+#include <cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "compile.h"
+#include "gguf.h"
+#include "test.h"
+
+typedef struct {
+    const char *model; /* under ../shared */
+    const char *golden;
+} golden_case;
+
+static const golden_case goldens[] = {
+    {"models/stories260K/stories260K.gguf", "generated/stories260K.c"},
+    {"models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf", "generated/TinyStories-656K-Q8_0.c"},
+};
+
+static char *generate(const char *model_path) {
+    char err[1024];
+    gguf_file *g = NULL;
+    char *src = NULL;
+    size_t len;
+    cc_options o = {0};
+    if (gguf_open(model_path, &g, err, sizeof err) || cc_generate(g, &o, &src, &len, err, sizeof err))
+        test_fail(__FILE__, __LINE__, "%s: %s", model_path, err);
+    gguf_close(g);
+    return src;
+}
+
+TEST(compile, golden_sources_match) {
+    for (size_t i = 0; i < sizeof goldens / sizeof *goldens; i++) {
+        const char *m = shared_path(goldens[i].model);
+        if (!m) SKIP("../shared/%s absent", goldens[i].model);
+        char *src = generate(m);
+        char *want = read_file(goldens[i].golden, NULL);
+        EXPECT_MSG(want, "%s missing (run make golden)", goldens[i].golden);
+        if (src && want && strcmp(src, want)) {
+            size_t k = 0;
+            while (src[k] && src[k] == want[k]) k++;
+            int line = 1;
+            for (size_t q = 0; q < k; q++) line += src[q] == '\n';
+            test_fail(__FILE__, __LINE__, "%s differs from fresh output at line %d (run make golden "
+                      "if the change is intended)", goldens[i].golden, line);
+        }
+        free(src);
+        free(want);
+    }
+}
+
+TEST(compile, emission_is_deterministic) {
+    NEED_SHARED(m, "models/stories260K/stories260K.gguf");
+    char *a = generate(m), *b = generate(m);
+    EXPECT(a && b && strcmp(a, b) == 0);
+    free(a);
+    free(b);
+}
+
+TEST(compile, goldens_build_with_werror) {
+    char cmd[1024], *out = NULL;
+    for (size_t i = 0; i < sizeof goldens / sizeof *goldens; i++) {
+        snprintf(cmd, sizeof cmd, "cc -std=c11 -Wall -Wextra -Werror -O1 -c %s -o %s/golden%zu.o",
+                 goldens[i].golden, test_tmpdir(), i);
+        int st = run_cmd(cmd, true, &out);
+        EXPECT_MSG(st == 0, "%s: %s", cmd, out ? out : "");
+        free(out);
+    }
+}
+
+TEST(compile, template_compiles_alone) {
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "cc -std=c11 -Wall -Wextra -Werror -Itemplates -x c -fsyntax-only templates/forward.c.in");
+    int st = run_cmd(cmd, true, &out);
+    EXPECT_MSG(st == 0, "%s", out ? out : "");
+    free(out);
+}
+
+/* Write src to a temp archspec and compile the model with it; return err. */
+static int spec_error(const char *model, const char *src, char *err, size_t err_len) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/bad.lua", test_tmpdir());
+    FILE *f = fopen(path, "w");
+    fputs(src, f);
+    fclose(f);
+    gguf_file *g = NULL;
+    char *out = NULL;
+    size_t len;
+    cc_options o = {.archspec_path = path};
+    int rc = gguf_open(model, &g, err, err_len);
+    if (!rc) rc = cc_generate(g, &o, &out, &len, err, err_len);
+    free(out);
+    gguf_close(g);
+    return rc;
+}
+
+TEST(compile, archspec_errors_name_file_and_line) {
+    NEED_SHARED(m, "models/stories260K/stories260K.gguf");
+    char model[1024], err[1024];
+    snprintf(model, sizeof model, "%s", m);
+    /* wrong shape: expected vs actual */
+    EXPECT(spec_error(model, "local n = hparam('embedding_length')\n"
+                             "model{n_vocab=512, n_embd=n, n_layer=5}\n"
+                             "local w = weight('token_embd.weight', {n + 1, 512})\n",
+                      err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "bad.lua:3:") && strstr(err, "token_embd.weight") && strstr(err, "[64, 512"),
+               "message: %s", err);
+    /* missing key */
+    EXPECT(spec_error(model, "\n\nlocal n = hparam('no_such_key')\n", err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "bad.lua:3:") && strstr(err, "llama.no_such_key"), "message: %s", err);
+    /* missing tensor */
+    EXPECT(spec_error(model, "model{n_vocab=512, n_embd=64, n_layer=5}\nweight('blk.9.x', {64})\n",
+                      err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "bad.lua:2:") && strstr(err, "blk.9.x"), "message: %s", err);
+    /* Lua syntax error */
+    EXPECT(spec_error(model, "model{\n", err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "bad.lua:"), "message: %s", err);
+    /* no logits */
+    EXPECT(spec_error(model, "model{n_vocab=512, n_embd=64, n_layer=5}\n", err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "logits"), "message: %s", err);
+    /* sandbox */
+    EXPECT(spec_error(model, "os.execute('true')\n", err, sizeof err) != 0);
+    EXPECT(spec_error(model, "io.open('/etc/passwd')\n", err, sizeof err) != 0);
+}
+
+TEST(compile, unsupported_architecture_is_clear) {
+    NEED_SHARED(m, "models/arch/mamba.gguf");
+    char model[1024], err[1024];
+    snprintf(model, sizeof model, "%s", m);
+    gguf_file *g = NULL;
+    char *src = NULL;
+    size_t len;
+    cc_options o = {0};
+    EXPECT(gguf_open(model, &g, err, sizeof err) == 0);
+    EXPECT(cc_generate(g, &o, &src, &len, err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "mamba") && strstr(err, "not supported"), "message: %s", err);
+    free(src);
+    gguf_close(g);
+}
+
+/* ---- the CLI end to end -------------------------------------------------- */
+
+static char *stories_bos_text(void) {
+    const char *ref = shared_path("models/reference/stories260K.bos.json");
+    if (!ref) return NULL;
+    char *txt = read_file(ref, NULL);
+    cJSON *j = cJSON_Parse(txt);
+    free(txt);
+    char *s = j ? strdup(cJSON_GetObjectItem(j, "generated_text")->valuestring) : NULL;
+    cJSON_Delete(j);
+    return s;
+}
+
+static void check_greedy_run(const char *extra) {
+    NEED_SHARED(m, "models/stories260K/stories260K.gguf");
+    char *want = stories_bos_text();
+    if (!want) SKIP("reference absent");
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "XDG_CACHE_HOME=%s/cache %s run %s %s --temp 0 -n 100",
+             test_tmpdir(), cinfer_bin(), m, extra);
+    int st = run_cmd(cmd, false, &out);
+    EXPECT_EQ_I(st, 0);
+    size_t wl = strlen(want);
+    EXPECT_MSG(out && strncmp(out, want, wl) == 0 && out[wl] == '\n',
+               "%s:\n got: %s\nwant: %s", cmd, out ? out : "", want);
+    free(out);
+    free(want);
+}
+
+TEST(cli, run_greedy_jit) { check_greedy_run("--jit"); }
+TEST(cli, run_greedy_aot) { check_greedy_run("--aot"); }
+
+TEST(cli, aot_second_run_hits_cache) {
+    NEED_SHARED(m, "models/stories260K/stories260K.gguf");
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "XDG_CACHE_HOME=%s/cache2 %s run %s --aot -v -n 4 --temp 0",
+             test_tmpdir(), cinfer_bin(), m);
+    run_cmd(cmd, true, &out);
+    EXPECT_MSG(out && strstr(out, "cache miss"), "%s", out ? out : "");
+    free(out);
+    run_cmd(cmd, true, &out);
+    EXPECT_MSG(out && strstr(out, "cache hit") && !strstr(out, "cache miss"), "%s", out ? out : "");
+    free(out);
+}
+
+TEST(cli, standalone_executable) {
+    NEED_SHARED(m, "models/stories260K/stories260K.gguf");
+    char *want = stories_bos_text();
+    if (!want) SKIP("reference absent");
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s compile %s --aot -o %s/stories", cinfer_bin(), m, test_tmpdir());
+    int st = run_cmd(cmd, true, &out);
+    EXPECT_MSG(st == 0, "%s", out ? out : "");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/stories %s --temp 0 -n 100", test_tmpdir(), m);
+    st = run_cmd(cmd, false, &out);
+    EXPECT_EQ_I(st, 0);
+    EXPECT_MSG(out && strncmp(out, want, strlen(want)) == 0, "got: %s", out ? out : "");
+    free(out);
+    /* the wrong model is refused */
+    const char *other = shared_path("models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf");
+    if (other) {
+        snprintf(cmd, sizeof cmd, "%s/stories %s -n 1", test_tmpdir(), other);
+        st = run_cmd(cmd, true, &out);
+        EXPECT(st != 0 && out && strstr(out, "fingerprint"));
+        free(out);
+    }
+    free(want);
+}
+
+TEST(cli, dump_logits_and_prompt_ids) {
+    NEED_SHARED(m, "models/stories260K/stories260K.gguf");
+    char cmd[2048], path[512], *out = NULL;
+    snprintf(path, sizeof path, "%s/logits.json", test_tmpdir());
+    snprintf(cmd, sizeof cmd, "%s run %s --prompt-ids '1 403 407 261 378' -n 0 --dump-logits %s",
+             cinfer_bin(), m, path);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 0);
+    free(out);
+    char *txt = read_file(path, NULL);
+    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+    EXPECT(j != NULL);
+    if (j) {
+        EXPECT_EQ_I(cJSON_GetArraySize(cJSON_GetObjectItem(j, "prompt_ids")), 5);
+        cJSON *lg = cJSON_GetObjectItem(j, "logits");
+        EXPECT_EQ_I(cJSON_GetArraySize(lg), 512);
+        /* reference: argmax after "Once upon a time" is 432 */
+        int best = 0;
+        for (int i = 1; i < cJSON_GetArraySize(lg); i++)
+            if (cJSON_GetArrayItem(lg, i)->valuedouble > cJSON_GetArrayItem(lg, best)->valuedouble)
+                best = i;
+        EXPECT_EQ_I(best, 432);
+    }
+    cJSON_Delete(j);
+    free(txt);
+}
+
+TEST(cli, bad_arguments_fail_cleanly) {
+    NEED_SHARED(m, "models/stories260K/stories260K.gguf");
+    char cmd[2048], *out = NULL;
+    const char *cases[] = {"--temp abc", "-n -5", "--prompt-ids '1 x'", "--quant int3",
+                           "--bogus", "--prompt-ids '1 99999'", "-c 4 -p 'Once upon a time there was'"};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(cmd, sizeof cmd, "%s run %s %s", cinfer_bin(), m, cases[i]);
+        int st = run_cmd(cmd, true, &out);
+        EXPECT_MSG(st != 0 && st < 128 && out && strstr(out, "cinfer"), "%s -> %d: %s", cmd, st,
+                   out ? out : "");
+        free(out);
+    }
+}
