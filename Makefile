@@ -12,15 +12,16 @@ Q        := $(if $(filter 1,$(V)),,@)
 
 # Debian packages the project builds against (DESIGN.md §5).
 DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-openssl-dev \
-            libmicrohttpd-dev libxxhash-dev pkg-config
+            libmicrohttpd-dev libxxhash-dev libssl-dev pkg-config
 
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CSTD     := -std=c11 -D_GNU_SOURCE
 DEPFLAGS  = -MMD -MP
-INCLUDES := -Iinclude -Iruntime -Icompiler -Itemplates -I/usr/include/lua5.4 -I/usr/include/cjson
+INCLUDES := -Iinclude -Iruntime -Icompiler -Icli -Itemplates -I/usr/include/lua5.4 -I/usr/include/cjson
 OPT      ?= -O2 -g
-CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(INCLUDES) -fPIC $(CFLAGS)
-LIBS     := -llua5.4 -ltcc -lcjson -lxxhash -ldl -lpthread -lm
+# compile.c links standalone executables with the same libraries.
+CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(INCLUDES) -fPIC -DCINFER_LINK_LIBS='"$(LIBS)"' $(CFLAGS)
+LIBS     := -llua5.4 -ltcc -lcjson -lxxhash -lcurl -lcrypto -lmicrohttpd -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 RUNTIME_SRC  := $(wildcard runtime/*.c)
@@ -69,7 +70,7 @@ $(BUILD)/%.o: %.c | $(BUILD)/.deps-ok
 $(BUILD)/san/%.o: %.c | $(BUILD)/.deps-ok
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC san  $<")
-	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fPIC $(SAN) $(CFLAGS) $(if $(findstring _avx2,$<),$(AVX2_FLAGS)) \
+	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fPIC -DCINFER_LINK_LIBS='"$(LIBS)"' $(SAN) $(CFLAGS) $(if $(findstring _avx2,$<),$(AVX2_FLAGS)) \
 	  -DCINFER_TEST_BUILD $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/tools/embed: tools/embed.c
@@ -101,9 +102,24 @@ $(BUILD)/test_runner: $(SAN_OBJ)
 	$(if $(Q),@echo "  LD      $@")
 	$(Q)$(CC) $(SAN) -rdynamic -o $@ $^ $(LIBS)
 
+# The 40-line embedding example, built against the library like a user would.
+$(BUILD)/examples/embed: examples/embed/main.c include/cinfer.h $(BUILD)/libcinfer.a
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) $(CSTD) -O2 -Wall -Wextra -Werror -Iinclude -o $@ $< $(BUILD)/libcinfer.a $(LIBS)
+
+VERSION := $(shell sed -n 's/^#define CINFER_VERSION "\(.*\)"/\1/p' include/cinfer.h)
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(BUILD)/cinfer $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(BUILD)/libcinfer.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/cinfer.h $(DESTDIR)$(PREFIX)/include/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' \
+	  cinfer.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cinfer.pc
+
 # ---- targets ---------------------------------------------------------------
-test: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/libcinfer.a
-	@CINFER_BIN=$(BUILD)/cinfer ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+test: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/libcinfer.a $(BUILD)/examples/embed
+	@CINFER_BIN=$(BUILD)/cinfer CINFER_BUILD=$(BUILD) ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(BUILD)/test_runner $(T)
 
 check: test
@@ -124,6 +140,35 @@ golden: $(BUILD)/cinfer
 	  if [ -f "$$m" ]; then $(BUILD)/cinfer compile "$$m" --emit-c generated/$$n.c && echo "  GOLDEN  generated/$$n.c"; \
 	  else echo "  skip $$n: $$m absent"; fi; done
 
+# ---- fuzz --------------------------------------------------------------------
+# libFuzzer (clang) on the model-file parsers: $(BUILD)/fuzz/fuzz_gguf, run for
+# FUZZ_SECONDS on a seed corpus built under $(BUILD)/fuzz/corpus (never
+# committed): tiny mkmodel models of several architectures and types, and the
+# first 64 KiB (header, metadata, tensor table) of every ../shared .gguf and
+# .safetensors.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 600
+FUZZ_DIR     := $(BUILD)/fuzz
+FUZZ_LIB     := runtime/gguf.c runtime/safetensors.c runtime/modelfile.c
+$(FUZZ_DIR)/fuzz_gguf: fuzz/fuzz_gguf.c $(FUZZ_LIB) $(FUZZ_LIB:.c=.h)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  FUZZ    $@")
+	$(Q)$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=undefined -o $@ fuzz/fuzz_gguf.c $(FUZZ_LIB) -lcjson -lxxhash -lm
+$(FUZZ_DIR)/corpus/.seeded:
+	@mkdir -p $(FUZZ_DIR)/corpus
+	@if [ -f $(SHARED)/tools/mkmodel.c ] && $(CC) -O2 -o $(FUZZ_DIR)/mkmodel $(SHARED)/tools/mkmodel.c -lm; then \
+	  for a in llama qwen3 gemma2 mamba gpt2; do for t in q4_0 q8_0 f16; do $(FUZZ_DIR)/mkmodel -o $(FUZZ_DIR)/corpus/mk-$$a-$$t.gguf \
+	    --arch $$a --dim 32 --layers 1 --heads 2 --ffn 32 --ctx 64 --vocab 286 --type $$t >/dev/null 2>&1; done; done; fi
+	@find $(SHARED)/models $(SHARED)/vocab -name '*.gguf' -o -name '*.safetensors' 2>/dev/null | while read -r f; do \
+	  head -c 65536 "$$f" > "$(FUZZ_DIR)/corpus/head-$$(basename "$$f")"; done
+	@printf '\216\0\0\0\0\0\0\0{"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},%s' \
+	  '"b":{"dtype":"BF16","shape":[1,2],"data_offsets":[8,12]}}123456789012' > $(FUZZ_DIR)/corpus/tiny.safetensors
+	@touch $@
+fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/corpus/.seeded
+	$(FUZZ_DIR)/fuzz_gguf -max_len=131072 -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus
+
 clean:
 	rm -rf $(BUILD)
 
@@ -135,6 +180,7 @@ help:
 	@echo "make golden     regenerate generated/ golden sources"
 	@echo "make fuzz       build and run the libFuzzer targets (FUZZ_SECONDS=600)"
 	@echo "make bench      benchmarks (not part of make test)"
+	@echo "make install    PREFIX=/usr/local: cinfer, libcinfer.a, cinfer.h, cinfer.pc"
 	@echo "make clean      remove build/"
 	@echo "V=1             show full commands"
 

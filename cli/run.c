@@ -11,13 +11,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "cinfer.h"
 #include "cli.h"
 #include "compile.h"
-#include "engine.h"
-#include "gguf.h"
 #include "kern.h"
+#include "pool.h"
 #include "samp.h"
-#include "tok.h"
 
 typedef struct {
     const char *model;
@@ -170,143 +169,119 @@ static int dump_logits(const char *path, const int32_t *ids, int n_ids, const fl
     return 0;
 }
 
-static int run_main(int argc, char **argv, const cf_model_desc *(*describe)(void),
-                    void (*forward)(cf_env *)) {
+typedef struct {
+    double t_first_ms; /* time to the first generated piece, from start */
+    double t_start;
+    int n_pieces;
+} run_stream;
+
+static int print_piece(const char *piece, size_t len, int32_t token, void *user) {
+    run_stream *rs = user;
+    if (rs->n_pieces++ == 0) rs->t_first_ms = now_ms() - rs->t_start;
+    (void)token;
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+    return 0;
+}
+
+static int run_main(int argc, char **argv, const struct cf_model_desc *(*describe)(void),
+                    void (*forward)(struct cf_env *)) {
     run_args a;
     if (parse_args(argc, argv, &a)) return 2;
     char err[1024];
     int rc = 1;
-    gguf_file *g = NULL;
-    tok_vocab *vocab = NULL;
-    cc_module *mod = NULL;
-    eng_model em = {0};
-    eng_ctx *ctx = NULL;
-    samp_state *samp = NULL;
-    tok_stream *ts = NULL;
+    cinfer_model *m = NULL;
+    cinfer_session *s = NULL;
     int32_t *ids = NULL;
+    run_stream rs = {.t_start = now_ms()};
 
-    double t_start = now_ms();
-    if (gguf_open(a.model, &g, err, sizeof err)) goto fail;
-    if (tok_load_gguf(g, &vocab, err, sizeof err)) goto fail;
-    double t_loaded = now_ms();
-
-    const cf_model_desc *desc;
-    if (describe) {
-        desc = describe();
-        char fp[17];
-        snprintf(fp, sizeof fp, "%016llx", (unsigned long long)gguf_fingerprint(g));
-        if (strcmp(fp, desc->fingerprint)) {
-            snprintf(err, sizeof err,
-                     "%s: this program was compiled for model fingerprint %s, the file has %s",
-                     a.model, desc->fingerprint, fp);
-            goto fail;
-        }
-    } else {
-        cc_options co = {.mode = a.mode, .archspec_path = a.archspec, .verbose = a.verbose};
-        if (cc_build(g, &co, &mod, err, sizeof err)) goto fail;
-        desc = mod->desc;
-        forward = mod->forward;
-    }
-    double t_compiled = now_ms();
-    if (eng_model_bind(&em, g, desc, forward, err, sizeof err)) goto fail;
-    if (tok_n_vocab(vocab) != desc->n_vocab) {
-        snprintf(err, sizeof err, "tokenizer has %d tokens, the model's output has %d",
-                 tok_n_vocab(vocab), desc->n_vocab);
+    cinfer_model_options mo = {.compile = a.mode == CC_AOT ? CINFER_AOT : CINFER_JIT,
+                               .archspec_path = a.archspec, .verbose = a.verbose};
+    if (describe ? cinfer_model_open_linked(a.model, describe, forward, &m, err, sizeof err)
+                 : cinfer_model_open(a.model, &mo, &m, err, sizeof err))
         goto fail;
-    }
-    if (eng_ctx_new(&em, a.n_ctx, a.n_threads, 0, &ctx, err, sizeof err)) goto fail;
+    double t_open = now_ms() - rs.t_start;
+    cinfer_session_options so = {.n_ctx = a.n_ctx, .n_threads = a.n_threads};
+    if (cinfer_session_new(m, &so, &s, err, sizeof err)) goto fail;
+    int n_ctx = cinfer_session_n_ctx(s);
 
     /* Prompt → ids. */
-    size_t cap = (size_t)ctx->n_ctx + 8;
+    size_t cap = (size_t)n_ctx + 8, n_prompt = 0;
     ids = malloc(cap * sizeof *ids);
     if (!ids) { snprintf(err, sizeof err, "out of memory"); goto fail; }
-    int n_prompt;
     if (a.prompt_ids) {
-        n_prompt = parse_ids(a.prompt_ids, ids, (int)cap);
-        if (n_prompt < 0) {
+        int n = parse_ids(a.prompt_ids, ids, (int)cap);
+        if (n < 0) {
             snprintf(err, sizeof err, "--prompt-ids: expected space-separated ids (at most %zu)", cap);
             goto fail;
         }
+        n_prompt = (size_t)n;
     } else {
         const char *p = a.prompt ? a.prompt : "";
-        size_t n_ids = 0;
-        int trc = tok_encode(vocab, p, strlen(p), !a.no_bos, false, ids, cap, &n_ids);
-        if (trc) {
-            snprintf(err, sizeof err, "prompt does not fit the context (%d tokens)", ctx->n_ctx);
+        if (cinfer_tokenize(m, p, strlen(p), !a.no_bos, 0, ids, cap, &n_prompt)) {
+            snprintf(err, sizeof err, "prompt of %zu tokens does not fit the context of %d",
+                     n_prompt, n_ctx);
             goto fail;
         }
-        n_prompt = (int)n_ids;
     }
     if (n_prompt == 0) {
         snprintf(err, sizeof err, "empty prompt and the vocabulary adds no BOS: nothing to evaluate");
         goto fail;
     }
-    if (n_prompt + (a.n_predict > 0 ? 1 : 0) > ctx->n_ctx) {
-        snprintf(err, sizeof err, "prompt of %d tokens does not fit the context of %d", n_prompt,
-                 ctx->n_ctx);
+    if (n_prompt + (a.n_predict > 0 ? 1 : 0) > (size_t)n_ctx) {
+        snprintf(err, sizeof err, "prompt of %zu tokens does not fit the context of %d", n_prompt,
+                 n_ctx);
         goto fail;
     }
-
     double t0 = now_ms();
-    if (eng_eval(ctx, ids, n_prompt, err, sizeof err)) goto fail;
+    if (cinfer_eval(s, ids, n_prompt, err, sizeof err)) goto fail;
     double t_prompt = now_ms() - t0;
-    if (a.dump_logits && dump_logits(a.dump_logits, ids, n_prompt, eng_logits(ctx), desc->n_vocab))
+    if (a.dump_logits &&
+        dump_logits(a.dump_logits, ids, (int)n_prompt, cinfer_logits(s), cinfer_model_n_vocab(m)))
         goto fail;
 
-    if (samp_new(&a.sp, desc->n_vocab, &samp)) { snprintf(err, sizeof err, "out of memory"); goto fail; }
-    if (tok_stream_new(vocab, 0, &ts)) { snprintf(err, sizeof err, "out of memory"); goto fail; }
     if (a.prompt) fputs(a.prompt, stdout);
-    int n_gen = 0, n_total = n_prompt;
-    double t_gen0 = now_ms(), t_first = 0;
-    while (n_gen < a.n_predict && n_total < ctx->n_ctx) {
-        int32_t id = samp_sample(samp, eng_logits(ctx), ids, n_total);
-        if (n_gen == 0) t_first = now_ms() - t_start;
-        n_gen++;
-        if (tok_is_eog(vocab, id)) break;
-        size_t len;
-        const char *piece = tok_stream_put(ts, id, &len);
-        if (piece && len) {
-            fwrite(piece, 1, len, stdout);
-            fflush(stdout);
-        }
-        ids[n_total++] = id;
-        if (n_gen < a.n_predict && n_total < ctx->n_ctx && eng_eval(ctx, &id, 1, err, sizeof err))
+    cinfer_gen_result res = {0};
+    if (a.n_predict > 0) {
+        cinfer_gen_options go = {
+            .max_tokens = a.n_predict,
+            .temperature = a.sp.temp,
+            .top_k = a.sp.top_k,
+            .top_p = a.sp.top_p,
+            .min_p = a.sp.min_p,
+            .repeat_penalty = a.sp.repeat_penalty,
+            .repeat_last_n = a.sp.repeat_last_n,
+            .seed = a.sp.seed,
+        };
+        /* the prompt is already in the cache: only its last token is re-run */
+        if (cinfer_generate_tokens(s, ids, n_prompt, &go, print_piece, &rs, &res, err, sizeof err))
             goto fail;
     }
-    size_t len;
-    const char *tail = tok_stream_flush(ts, &len);
-    if (tail && len) fwrite(tail, 1, len, stdout);
     if (a.n_predict > 0 || a.prompt) fputc('\n', stdout);
     fflush(stdout);
-    double t_gen = now_ms() - t_gen0;
     fprintf(stderr,
-            "cinfer: load %.1f ms | %s %.1f ms%s | prompt %d tok %.1f tok/s | "
+            "cinfer: open %.1f ms (%s %.1f ms%s) | prompt %zu tok %.1f tok/s | "
             "gen %d tok %.1f tok/s | first token %.1f ms | %d threads, %s\n",
-            t_loaded - t_start, describe ? "prebuilt" : a.mode == CC_AOT ? "aot" : "jit",
-            t_compiled - t_loaded, mod && mod->cache_hit ? " (cached)" : "", n_prompt,
-            t_prompt > 0 ? n_prompt * 1e3 / t_prompt : 0.0, n_gen,
-            t_gen > 0 ? n_gen * 1e3 / t_gen : 0.0, t_first, pool_n_threads(ctx->pool),
-            kern_isa_name(kern_best_isa()));
+            t_open, describe ? "linked" : a.mode == CC_AOT ? "aot" : "jit",
+            cinfer_model_compile_ms(m), describe ? "" : cinfer_model_compile_ms(m) == 0 && a.mode == CC_AOT ? ", cached" : "",
+            n_prompt, t_prompt > 0 ? n_prompt * 1e3 / t_prompt : 0.0, res.n_generated,
+            res.gen_ms > 0 ? res.n_generated * 1e3 / res.gen_ms : 0.0, rs.t_first_ms,
+            a.n_threads > 0 ? a.n_threads : pool_default_threads(), kern_isa_name(kern_best_isa()));
     rc = 0;
     goto done;
 fail:
     fprintf(stderr, "cinfer run: %s\n", err);
 done:
     free(ids);
-    tok_stream_free(ts);
-    samp_free(samp);
-    eng_ctx_free(ctx);
-    eng_model_release(&em);
-    cc_module_free(mod);
-    tok_free(vocab);
-    gguf_close(g);
+    cinfer_session_free(s);
+    cinfer_model_close(m);
     return rc;
 }
 
 int cli_run(int argc, char **argv) { return run_main(argc, argv, NULL, NULL); }
 
-int cli_run_prebuilt(int argc, char **argv, const cf_model_desc *(*describe)(void),
-                     void (*forward)(cf_env *)) {
+int cli_run_prebuilt(int argc, char **argv, const struct cf_model_desc *(*describe)(void),
+                     void (*forward)(struct cf_env *)) {
     /* argv[0] is the program; the model comes first like `cinfer run MODEL`. */
     return run_main(argc, argv, describe, forward);
 }

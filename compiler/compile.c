@@ -14,6 +14,7 @@
 #include "compile.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <errno.h>
 #include <libtcc.h>
 #include <stdio.h>
@@ -30,6 +31,10 @@
 #include "embedded.h"
 #include "emit.h"
 #include "kern.h"
+
+#ifndef CINFER_LINK_LIBS /* set by the Makefile to its LIBS */
+#define CINFER_LINK_LIBS "-llua5.4 -ltcc -lcjson -lxxhash -ldl -lpthread -lm"
+#endif
 
 static double now_ms(void) {
     struct timespec ts;
@@ -166,7 +171,20 @@ static void on_tcc_error(void *opaque, const char *msg) {
     if (!e->err[0]) snprintf(e->err, e->err_len, "tcc: %s", msg);
 }
 
+/* libtcc 0.9.27 keeps compiler state in globals: one compile at a time per
+ * process.  This is the only lock in cinfer; it is held for milliseconds. */
+static pthread_mutex_t tcc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int jit_locked(cc_module *m, const char *src, char *err, size_t err_len);
+
 static int jit(cc_module *m, const char *src, char *err, size_t err_len) {
+    pthread_mutex_lock(&tcc_lock);
+    int rc = jit_locked(m, src, err, err_len);
+    pthread_mutex_unlock(&tcc_lock);
+    return rc;
+}
+
+static int jit_locked(cc_module *m, const char *src, char *err, size_t err_len) {
     TCCState *s = tcc_new();
     if (!s) return snprintf(err, err_len, "tcc: cannot create state"), -1;
     err[0] = 0;
@@ -370,7 +388,11 @@ int cc_build(const gguf_file *g, const cc_options *o, cc_module **out, char *err
 void cc_module_free(cc_module *m) {
     if (!m) return;
     if (m->handle) {
-        if (m->mode == CC_JIT) tcc_delete((TCCState *)m->handle);
+        if (m->mode == CC_JIT) {
+            pthread_mutex_lock(&tcc_lock);
+            tcc_delete((TCCState *)m->handle);
+            pthread_mutex_unlock(&tcc_lock);
+        }
         else dlclose(m->handle);
     }
     free(m);
@@ -419,9 +441,14 @@ int cc_build_executable(const gguf_file *g, const cc_options *o, const char *out
     free(src);
     free(main_src);
     if (!rc) {
-        char *argv[] = {(char *)c_compiler(), "-O3", "-march=native", "-o", tmp_out, main_path,
-                        c_path, (char *)libpath, "-llua5.4", "-ltcc", "-lcjson", "-lxxhash",
-                        "-ldl", "-lpthread", "-lm", NULL};
+        /* cc -O3 -march=native -o OUT main.c model.c libcinfer.a CINFER_LINK_LIBS */
+        char libs[] = CINFER_LINK_LIBS;
+        char *argv[64] = {(char *)c_compiler(), "-O3", "-march=native", "-o", tmp_out, main_path,
+                          c_path, (char *)libpath};
+        int argc = 8;
+        for (char *tok = strtok(libs, " "); tok && argc < 63; tok = strtok(NULL, " "))
+            argv[argc++] = tok;
+        argv[argc] = NULL;
         rc = run_compiler(argv, log_path, err, err_len);
         if (!rc && rename(tmp_out, out_path)) {
             snprintf(err, err_len, "rename %s: %s", out_path, strerror(errno));

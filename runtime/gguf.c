@@ -592,11 +592,11 @@ static int parse_tensor_infos(reader *r) {
         if ((uint64_t)t->ne[0] % ti->blck_size)
             return FAIL(r, "%stype %s: ne[0] = %lld is not a multiple of the block size %u", ctx, ti->name,
                         (long long)t->ne[0], ti->blck_size);
-        /* Bytes = rows × row bytes; n_elems fits int64, so the row bytes
-         * (≤ 8 per element) cannot overflow; the product can. */
+        /* Bytes = rows × row bytes; either can overflow (ggml_row_bytes
+         * returns 0 then: ne[0] >= 1 and a multiple of the block otherwise). */
         uint64_t row_bytes = ggml_row_bytes(t->type, (uint64_t)t->ne[0]);
         uint64_t rows = n_elems / (uint64_t)t->ne[0];
-        if (rows && row_bytes > UINT64_MAX / rows)
+        if (row_bytes == 0 || row_bytes > UINT64_MAX / rows)
             return FAIL(r, "%ssize in bytes overflows 64 bits", ctx);
         t->n_bytes = row_bytes * rows;
         if ((rc = rd_u64(r, &t->offset, "data offset", ctx))) return rc;

@@ -534,7 +534,7 @@ static void attention_drv(int isa, cf_env *E, float *out, const float *q, const 
                           float scale, int n_tok) {
     const size_t kv_dim = (size_t)n_head_kv * head_dim;
     float *kc = E->kv_k[layer], *vc = E->kv_v[layer];
-    if (E->pos + n_tok > E->n_ctx || n_head % n_head_kv) {
+    if (n_head_kv <= 0 || n_head % n_head_kv || E->pos + n_tok > E->n_ctx) {
         fill_nan(out, (long)n_tok * n_head * head_dim);
         return;
     }

@@ -20,6 +20,9 @@
  * same time (see spm_heap_before), so the result matches std::priority_queue
  * exactly, whatever the heap implementation.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem */
+#endif
 #include "tok.h"
 
 #include <ctype.h>
@@ -155,13 +158,17 @@ static uint32_t rd_u32(const void *base, uint64_t i) {
     return x;
 }
 
-static int cmp_special(const void *a, const void *b, void *ctx) {
-    const tok_vocab *v = ctx;
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+typedef struct {
+    uint32_t len;
+    int32_t id;
+} len_id;
+
+static int cmp_special(const void *a, const void *b) {
+    const len_id *x = a, *y = b;
     /* longest first (llama.cpp sorts by text size, descending); ties by id so
      * the order does not depend on the sort implementation */
-    if (v->text_len[x] != v->text_len[y]) return v->text_len[x] > v->text_len[y] ? -1 : 1;
-    return (x > y) - (x < y);
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
 }
 
 /* Well-known end-of-turn pieces (llama.cpp load(): special_eot_id detection and
@@ -369,7 +376,12 @@ static int load(const gguf_file *g, tok_vocab *v, char *err, size_t err_len) {
         v->special[v->n_special++] = i;
         if (!(a & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN))) v->n_special_user++;
     }
-    qsort_r(v->special, (size_t)v->n_special, sizeof *v->special, cmp_special, v);
+    len_id *order = malloc((size_t)(v->n_special ? v->n_special : 1) * sizeof *order);
+    if (!order) return fail(err, err_len, TOK_ENOMEM, "tok: out of memory");
+    for (int k = 0; k < v->n_special; k++) order[k] = (len_id){v->text_len[v->special[k]], v->special[k]};
+    qsort(order, (size_t)v->n_special, sizeof *order, cmp_special);
+    for (int k = 0; k < v->n_special; k++) v->special[k] = order[k].id;
+    free(order);
 
     /* per-model attribute fix-ups llama.cpp applies by name: Phi-3 strips
      * whitespace right of its special tokens */

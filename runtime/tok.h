@@ -124,9 +124,11 @@ size_t tok_encode_max(size_t len);
  *  3. add_special: BOS first when the vocab adds BOS, EOS last when it adds EOS.
  * Writes up to n_max ids to ids (which may be NULL when n_max is 0) and the
  * full count to *n_ids.  Returns 0, TOK_ETOOSMALL when the count exceeds
- * n_max (ids then holds the first n_max; call again with *n_ids), TOK_ENOMEM
- * or TOK_EINVAL.  Allocates one scratch block per call, sized from len (about
- * 50 bytes per input byte at most), and frees it before returning. */
+ * n_max (ids then holds the first n_max; call again with *n_ids), TOK_ENOMEM,
+ * TOK_EFORMAT (a byte the vocab cannot represent at all) or TOK_EINVAL.
+ * Allocates one scratch block per call and frees it before returning: 49
+ * bytes per byte of escaped text (spaces count 3), plus 48 per input byte
+ * when special tokens are matched — about 65 MB for 1 MB of English. */
 int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_special,
                bool parse_special, int32_t *ids, size_t n_max, size_t *n_ids);
 

@@ -73,12 +73,12 @@ enum mut {
     M_STR_PAST_EOF, M_KEY_PAST_EOF, M_EMPTY_KEY, M_KEY_NUL, M_DUP_KEY, M_VTYPE_BAD, M_BOOL_BAD,
     M_ARR_ETYPE_BAD, M_ARR_HUGE, M_STRARR_HUGE, M_NESTED_HUGE, M_NEST_DEEP,
     M_ALIGN_0, M_ALIGN_3, M_ALIGN_U64, M_ALIGN_STR,
-    M_NDIMS_0, M_NDIMS_5, M_DIM_0, M_DIM_NEG, M_DIM_OVERFLOW, M_BYTES_OVERFLOW, M_TYPE_99, M_TYPE_4,
+    M_NDIMS_0, M_NDIMS_5, M_DIM_0, M_DIM_NEG, M_DIM_OVERFLOW, M_BYTES_OVERFLOW, M_ROW_OVERFLOW, M_TYPE_99, M_TYPE_4,
     M_BLOCK_MULT, M_NAME_EMPTY, M_DUP_TENSOR, M_TENSOR_PAST_EOF, M_TENSOR_OFF_HUGE, M_OVERLAP, M_UNALIGNED,
     M_DATA_TRUNC,
 };
 
-#define N_KV_VALID 24
+#define N_KV_VALID 25
 #define N_TENSORS_VALID 4
 
 /* The valid file: every value type, 4 tensors (F32, Q8_0, F16, 4-D Q4_K). */
@@ -175,6 +175,7 @@ static gb build(enum mut m) {
     if (m == M_DIM_OVERFLOW) ne0[0] = ne0[1] = 1ll << 32;
     uint32_t t0type = GGML_TYPE_F32;
     if (m == M_BYTES_OVERFLOW) ne0[0] = ne0[1] = 1ll << 31, t0type = GGML_TYPE_F64;
+    if (m == M_ROW_OVERFLOW) ne0[0] = 1ll << 62, ne0[1] = 1; /* one row of 2^64 bytes (found by the fuzzer) */
     gb_tensor(&b, m == M_NAME_EMPTY ? "" : "tok.weight", 2, ne0, t0type, 0);
     int64_t ne1[4] = {m == M_BLOCK_MULT ? 33 : 64, 2};
     uint32_t t1type = m == M_TYPE_99 ? 99 : m == M_TYPE_4 ? 4 : GGML_TYPE_Q8_0;
@@ -431,6 +432,7 @@ static const struct {
     {M_DIM_NEG, GGUF_EFORMAT, {"tensor 'tok.weight'", "dimension 1", "is -2, expected >= 1"}},
     {M_DIM_OVERFLOW, GGUF_EFORMAT, {"tensor 'tok.weight'", "overflow"}},
     {M_BYTES_OVERFLOW, GGUF_EFORMAT, {"tensor 'tok.weight'", "overflows 64 bits"}},
+    {M_ROW_OVERFLOW, GGUF_EFORMAT, {"tensor 'tok.weight'", "overflows 64 bits"}},
     {M_TYPE_99, GGUF_EFORMAT, {"tensor 'q.weight'", "unknown ggml type id 99"}},
     {M_TYPE_4, GGUF_EFORMAT, {"tensor 'q.weight'", "unknown ggml type id 4"}},
     {M_BLOCK_MULT, GGUF_EFORMAT, {"tensor 'q.weight'", "ne[0] = 33 is not a multiple of the block size 32", "Q8_0"}},
@@ -452,6 +454,7 @@ TEST(gguf, broken_files_rejected_with_one_line_errors) {
         int rc = open_copy(b.p, b.n, &g, err, sizeof err, &copy);
         EXPECT_MSG(rc == broken[i].code, "mutation %d: rc %d, expected %d (%s)", broken[i].m, rc, broken[i].code, err);
         EXPECT_MSG(g == NULL, "mutation %d: handle not NULL on error", broken[i].m);
+        if (getenv("CINFER_SHOW_ERRORS")) printf("    mutation %2d: %s\n", broken[i].m, err);
         EXPECT_MSG(!strncmp(err, "gguf: ", 6) && one_line(err), "mutation %d: message not one 'gguf: ' line: %s",
                    broken[i].m, err);
         for (int k = 0; k < 3 && broken[i].want[k]; k++)
@@ -469,6 +472,9 @@ TEST(gguf, broken_files_rejected_with_one_line_errors) {
 TEST(gguf, truncated_at_every_offset) {
     gb b = build(M_NONE);
     int failures = 0;
+    /* where the last tensor's u64 offset field starts: name, n_dims, 4 dims, type */
+    const uint8_t *name = memmem(b.p, b.n, "blk.0.x", 7);
+    size_t last_off_field = name ? (size_t)(name - b.p) + 7 + 4 + 4 * 8 + 4 : 0;
     for (size_t n = 0; n < b.n; n++) {
         gguf_file *g = NULL;
         char err[512] = "";
@@ -477,7 +483,11 @@ TEST(gguf, truncated_at_every_offset) {
         if (rc != GGUF_EFORMAT || g || strncmp(err, "gguf: ", 6) || !one_line(err)) {
             if (failures++ < 5) test_fail(__FILE__, __LINE__, "prefix %zu: rc %d, err '%s'", n, rc, err);
         }
-        if (n == 30) EXPECT_MSG(strstr(err, "kv 0: key at offset 24: length 20 exceeds the 6 bytes left"), "%s", err);
+        if (n == 40) EXPECT_MSG(strstr(err, "n_kv 25 at offset 16 is impossible: 16 bytes left"), "%s", err);
+        if (n == last_off_field + 3)
+            EXPECT_MSG(strstr(err, "tensor 'blk.0.x' (offset ") && strstr(err, "data offset at offset") &&
+                       strstr(err, "need 8 bytes, 3 left"), "%s", err);
+        if (n == b.n - 1) EXPECT_MSG(strstr(err, "tensor 'blk.0.x': data offset"), "%s", err);
         if (n == 10) EXPECT_MSG(strstr(err, "file is 10 bytes, a GGUF header needs 24"), "%s", err);
         gguf_close(g);
         free(copy);
@@ -581,7 +591,8 @@ TEST(gguf, typed_accessor_errors) {
     EXPECT_STR_EQ(err, "gguf: key 't.i32neg': value -1 (i32) out of range for u32");
     EXPECT_EQ_I(gguf_get_u32(g, "t.u64", &u32, err, sizeof err), GGUF_ETYPE);
     EXPECT_STR_EQ(err, "gguf: key 't.u64': value 1099511627776 (u64) out of range for u32");
-    EXPECT_EQ_I(gguf_get_u64(g, "t.i64", NULL, err, sizeof err), GGUF_ETYPE);
+    uint64_t u64 = 0;
+    EXPECT_EQ_I(gguf_get_u64(g, "t.i64", &u64, err, sizeof err), GGUF_ETYPE);
     EXPECT_STR_EQ(err, "gguf: key 't.i64': value -1099511627776 (i64) out of range for u64");
     EXPECT_EQ_I(gguf_get_i64(g, "t.f32", &i64, err, sizeof err), GGUF_ETYPE);
     EXPECT_STR_EQ(err, "gguf: key 't.f32': expected i64, got f32");
@@ -649,17 +660,6 @@ TEST(gguf, ggml_type_table_matches_ggml) {
 }
 
 /* ==== the command line on broken files ====================================== */
-
-/* build/…/cinfer next to this test runner (same BUILD dir). */
-static const char *cinfer_bin(void) {
-    static char p[4096];
-    ssize_t n = readlink("/proc/self/exe", p, sizeof p - 16);
-    if (n <= 0) return "build/cinfer";
-    p[n] = 0;
-    char *slash = strrchr(p, '/');
-    strcpy(slash ? slash + 1 : p, "cinfer");
-    return p;
-}
 
 TEST(gguf, cli_inspect_broken_files_exit_nonzero_one_line) {
     if (access(cinfer_bin(), X_OK) != 0) SKIP("%s not built", cinfer_bin());

@@ -426,6 +426,152 @@ TEST(tok, encode_count_and_too_small) {
     close_vocab(&vf);
 }
 
+
+/* ---- a small vocabulary built in memory (runs without ../shared) --------------- */
+
+typedef struct {
+    unsigned char *p;
+    size_t n, cap;
+} gbuf;
+
+static void gb_put(gbuf *b, const void *d, size_t n) {
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 256;
+        b->p = realloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+static void gb_u32(gbuf *b, uint32_t x) { gb_put(b, &x, 4); }
+static void gb_u64(gbuf *b, uint64_t x) { gb_put(b, &x, 8); }
+static void gb_str(gbuf *b, const char *s) {
+    gb_u64(b, strlen(s));
+    gb_put(b, s, strlen(s));
+}
+
+enum { MINI_N = 269 };
+/* ids 3..258 are <0x00>..<0xFF> as in the llama vocab */
+static const char *const mini_pieces[] = {
+    "\xe2\x96\x81", "a", "b", "c", "ab", "ba", "bc", "ca", "\xe2\x96\x81" "a", "<tool>",
+};
+static const float mini_scores[] = {-5, -5, -5, -5, -1, -1, -2, -3, -0.5f, 0};
+
+/* A GGUF image with no tensors: tokenizer.ggml.model = model, the mini vocab
+ * (with token `dup_of_a` renamed to "a" when >= 0), scores cut to n_scores,
+ * add_space_prefix when >= 0. */
+static gbuf mini_gguf(const char *model, int n_scores, int add_space_prefix, int dup_of_a) {
+    gbuf b = {0};
+    gb_put(&b, "GGUF", 4);
+    gb_u32(&b, 3);
+    gb_u64(&b, 0);
+    gb_u64(&b, 4 + (add_space_prefix >= 0));
+    gb_str(&b, "tokenizer.ggml.model");
+    gb_u32(&b, GGUF_VT_STRING);
+    gb_str(&b, model);
+    gb_str(&b, "tokenizer.ggml.tokens");
+    gb_u32(&b, GGUF_VT_ARRAY);
+    gb_u32(&b, GGUF_VT_STRING);
+    gb_u64(&b, MINI_N);
+    for (int i = 0; i < MINI_N; i++) {
+        char t[16];
+        if (i == 0) gb_str(&b, "<unk>");
+        else if (i == 1) gb_str(&b, "<s>");
+        else if (i == 2) gb_str(&b, "</s>");
+        else if (i < 259) snprintf(t, sizeof t, "<0x%02X>", i - 3), gb_str(&b, t);
+        else gb_str(&b, i == dup_of_a ? "a" : mini_pieces[i - 259]);
+    }
+    gb_str(&b, "tokenizer.ggml.scores");
+    gb_u32(&b, GGUF_VT_ARRAY);
+    gb_u32(&b, GGUF_VT_FLOAT32);
+    gb_u64(&b, (uint64_t)n_scores);
+    for (int i = 0; i < n_scores; i++) {
+        float f = i < 259 ? 0.0f : mini_scores[i - 259];
+        gb_put(&b, &f, 4);
+    }
+    gb_str(&b, "tokenizer.ggml.token_type");
+    gb_u32(&b, GGUF_VT_ARRAY);
+    gb_u32(&b, GGUF_VT_INT32);
+    gb_u64(&b, MINI_N);
+    for (int i = 0; i < MINI_N; i++) gb_u32(&b, i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : i == 268 ? 4 : 1);
+    if (add_space_prefix >= 0) {
+        gb_str(&b, "tokenizer.ggml.add_space_prefix");
+        gb_u32(&b, GGUF_VT_BOOL);
+        uint8_t x = (uint8_t)add_space_prefix;
+        gb_put(&b, &x, 1);
+    }
+    return b;
+}
+
+/* Load the mini vocab; the image must outlive the gguf_file, not the vocab. */
+static int mini_load(const char *model, int n_scores, int add_space_prefix, int dup_of_a, tok_vocab **v,
+                     char *err, size_t err_len) {
+    gbuf b = mini_gguf(model, n_scores, add_space_prefix, dup_of_a);
+    gguf_file *g = NULL;
+    int rc = gguf_open_mem(b.p, b.n, &g, err, err_len);
+    if (rc != 0) {
+        test_fail(__FILE__, __LINE__, "gguf_open_mem: %s", err);
+        free(b.p);
+        return rc;
+    }
+    rc = tok_load_gguf(g, v, err, err_len);
+    gguf_close(g);
+    free(b.p); /* the vocab keeps copies */
+    return rc;
+}
+
+static void expect_ids(const tok_vocab *v, const char *text, bool parse_special, const int32_t *want, size_t nw,
+                       int line) {
+    size_t n;
+    int32_t *got = encode(v, text, strlen(text), false, parse_special, &n);
+    if (!ids_equal(got, n, want, nw)) {
+        char a[512], b[512];
+        ids_str(got, n, a, sizeof a);
+        ids_str(want, nw, b, sizeof b);
+        test_fail(__FILE__, line, "\"%s\": got %s, expected %s", text, a, b);
+    }
+    free(got);
+}
+#define EXPECT_IDS(v, text, ps, ...)                                                   \
+    do {                                                                               \
+        const int32_t w_[] = {__VA_ARGS__};                                            \
+        expect_ids(v, text, ps, w_, sizeof w_ / sizeof w_[0], __LINE__);               \
+    } while (0)
+
+TEST(tok, mini_merge_order_and_byte_fallback) {
+    char err[256];
+    tok_vocab *v;
+    if (mini_load("llama", MINI_N, 0, -1, &v, err, sizeof err) != 0) return;
+    EXPECT(!tok_add_space_prefix(v));
+    EXPECT_IDS(v, "aba", false, 263, 260);           /* ab and ba tie: leftmost merges */
+    EXPECT_IDS(v, "cab", false, 262, 263);           /* ab (-1) beats ca (-3) */
+    EXPECT_IDS(v, "abc", false, 263, 262);           /* ab (-1) beats bc (-2) */
+    EXPECT_IDS(v, "\xc3\xa9", false, 3 + 0xC3, 3 + 0xA9); /* é: byte fallback */
+    EXPECT_IDS(v, "a b", false, 260, 259, 261);      /* ' ' → ▁ */
+    EXPECT_IDS(v, "a<tool>b", false, 260, 268, 261); /* user-defined: always matched */
+    EXPECT_IDS(v, "a<s>b", false, 260, 3 + '<', 3 + 's', 3 + '>', 261);
+    EXPECT_IDS(v, "a<s>b", true, 260, 1, 261);
+    tok_free(v);
+
+    if (mini_load("llama", MINI_N, -1, -1, &v, err, sizeof err) != 0) return;
+    EXPECT(tok_add_space_prefix(v)); /* the SPM default */
+    EXPECT_IDS(v, "a", false, 267);
+    EXPECT_IDS(v, "ab", false, 267, 261); /* ▁a (-0.5) beats ab (-1) */
+    EXPECT_IDS(v, "a<tool>b", false, 267, 268, 259, 261); /* prefix again after a special */
+    tok_free(v);
+}
+
+TEST(tok, mini_load_errors) {
+    char err[256];
+    tok_vocab *v = NULL;
+    EXPECT_EQ_I(mini_load("gpt2", MINI_N, 0, -1, &v, err, sizeof err), TOK_EUNSUPPORTED);
+    EXPECT(v == NULL && strstr(err, "'gpt2'"));
+    EXPECT_EQ_I(mini_load("llama", MINI_N - 1, 0, -1, &v, err, sizeof err), TOK_EFORMAT);
+    EXPECT_MSG(strstr(err, "tokenizer.ggml.scores") && strstr(err, "268"), "%s", err);
+    EXPECT_EQ_I(mini_load("llama", MINI_N, 0, 263, &v, err, sizeof err), TOK_EFORMAT);
+    EXPECT_MSG(strstr(err, "duplicate") && strstr(err, "260") && strstr(err, "263"), "%s", err);
+    EXPECT(v == NULL);
+}
+
 /* ---- streaming detokenization ------------------------------------------------------ */
 
 TEST(tok, stream_never_splits_utf8) {
@@ -474,8 +620,9 @@ TEST(tok, stream_never_splits_utf8) {
 }
 
 TEST(tok, stream_invalid_bytes_become_fffd) {
-    NEED_LLAMA_SPM(vf);
-    const tok_vocab *v = vf.v;
+    char err[256];
+    tok_vocab *v;
+    if (mini_load("llama", MINI_N, 0, -1, &v, err, sizeof err) != 0) return;
     tok_stream *st;
     EXPECT_EQ_I(tok_stream_new(v, 0, &st), 0);
 #define BYTE(b) (3 + (b))
@@ -506,7 +653,7 @@ TEST(tok, stream_invalid_bytes_become_fffd) {
     size_t l;
     EXPECT(tok_stream_put(st, 99999, &l) == NULL && l == 0);
     tok_stream_free(st);
-    close_vocab(&vf);
+    tok_free(v);
 }
 
 /* ---- errors ---------------------------------------------------------------------------- */

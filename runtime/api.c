@@ -1,0 +1,496 @@
+/*
+ * api.c — the public library (include/cinfer.h) over the loader, compiler,
+ * engine, tokenizer and sampler.
+ *
+ * A model owns the mapping, the vocabulary and the compiled module; a session
+ * owns an engine context (KV cache, arena, pool), its token history and the
+ * scratch generation needs (a logits copy for the logit processor, the
+ * detokenizer stream), all allocated in cinfer_session_new.
+ *
+ * KV reuse: every evaluation is "make the history equal to these ids": the
+ * longest common prefix with the current history stays in the cache and only
+ * the rest is evaluated.  Because attention at position p reads only
+ * positions <= p, the result equals a cold evaluation exactly (tested).
+ */
+#include "cinfer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compile.h"
+#include "engine.h"
+#include "gguf.h"
+#include "samp.h"
+#include "tok.h"
+
+struct cinfer_model {
+    gguf_file *g;
+    tok_vocab *vocab;
+    cc_module *mod;
+    eng_model em;
+    char arch[64];
+};
+
+struct cinfer_session {
+    cinfer_model *m;
+    eng_ctx *ctx;
+    int32_t *tokens;   /* (n_ctx) history */
+    float *logits_buf; /* (n_vocab) copy handed to the logit processor */
+    tok_stream *ts;
+    int evaluated;     /* logits are valid */
+};
+
+static int fail(char *err, size_t err_len, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t err_len, int code, const char *fmt, ...) {
+    if (err && err_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_len, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* ---- models ----------------------------------------------------------------- */
+
+static int gguf_code(int rc) {
+    switch (rc) {
+    case GGUF_EIO: return CINFER_EIO;
+    case GGUF_ENOMEM: return CINFER_ENOMEM;
+    default: return CINFER_EFORMAT;
+    }
+}
+
+/* Shared by both open functions: linked == NULL compiles the forward pass. */
+static int model_open(const char *path, const cinfer_model_options *opts,
+                      const cf_model_desc *(*describe)(void), void (*forward)(cf_env *),
+                      cinfer_model **out, char *err, size_t err_len) {
+    char e[1024];
+    *out = NULL;
+    cinfer_model_options o = opts ? *opts : (cinfer_model_options){0};
+    cinfer_model *m = calloc(1, sizeof *m);
+    if (!m) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
+    int rc = gguf_open(path, &m->g, e, sizeof e);
+    if (rc) {
+        free(m);
+        return fail(err, err_len, gguf_code(rc), "%s", e);
+    }
+    gguf_str arch;
+    if (gguf_get_str(m->g, "general.architecture", &arch, e, sizeof e)) {
+        rc = fail(err, err_len, CINFER_EFORMAT, "%s", e);
+        goto bad;
+    }
+    snprintf(m->arch, sizeof m->arch, "%.*s", (int)(arch.len < 63 ? arch.len : 63), arch.ptr);
+    if (tok_load_gguf(m->g, &m->vocab, e, sizeof e)) {
+        rc = fail(err, err_len, CINFER_EUNSUPPORTED, "%s", e);
+        goto bad;
+    }
+    cc_options co = {.mode = o.compile == CINFER_AOT ? CC_AOT : CC_JIT,
+                     .archspec_path = o.archspec_path, .verbose = o.verbose};
+    if (describe) {
+        char fp[17];
+        snprintf(fp, sizeof fp, "%016llx", (unsigned long long)gguf_fingerprint(m->g));
+        if (strcmp(fp, describe()->fingerprint)) {
+            rc = fail(err, err_len, CINFER_EFORMAT,
+                      "%s: this program was compiled for model fingerprint %s, the file has %s",
+                      path, describe()->fingerprint, fp);
+            goto bad;
+        }
+        m->mod = calloc(1, sizeof *m->mod);
+        if (!m->mod) {
+            rc = fail(err, err_len, CINFER_ENOMEM, "out of memory");
+            goto bad;
+        }
+        m->mod->desc = describe();
+        m->mod->forward = forward;
+    } else if (cc_build(m->g, &co, &m->mod, e, sizeof e)) {
+        rc = fail(err, err_len, strstr(e, "not supported") || strstr(e, "no CPU kernel")
+                                    ? CINFER_EUNSUPPORTED : CINFER_ECOMPILE, "%s", e);
+        goto bad;
+    }
+    if (eng_model_bind(&m->em, m->g, m->mod->desc, m->mod->forward, e, sizeof e)) {
+        rc = fail(err, err_len, CINFER_EFORMAT, "%s", e);
+        goto bad;
+    }
+    if (tok_n_vocab(m->vocab) != m->mod->desc->n_vocab) {
+        rc = fail(err, err_len, CINFER_EFORMAT, "tokenizer has %d tokens, the output layer %d",
+                  tok_n_vocab(m->vocab), m->mod->desc->n_vocab);
+        goto bad;
+    }
+    *out = m;
+    return 0;
+bad:
+    cinfer_model_close(m);
+    return rc;
+}
+
+int cinfer_model_open(const char *path, const cinfer_model_options *opts, cinfer_model **out,
+                      char *err, size_t err_len) {
+    return model_open(path, opts, NULL, NULL, out, err, err_len);
+}
+
+int cinfer_model_open_linked(const char *path, const cf_model_desc *(*describe)(void),
+                             void (*forward)(cf_env *), cinfer_model **out, char *err,
+                             size_t err_len) {
+    return model_open(path, NULL, describe, forward, out, err, err_len);
+}
+
+void cinfer_model_close(cinfer_model *m) {
+    if (!m) return;
+    eng_model_release(&m->em);
+    cc_module_free(m->mod);
+    tok_free(m->vocab);
+    gguf_close(m->g);
+    free(m);
+}
+
+int cinfer_model_n_vocab(const cinfer_model *m) { return m->mod->desc->n_vocab; }
+int cinfer_model_n_ctx_train(const cinfer_model *m) { return m->mod->desc->n_ctx_train; }
+const char *cinfer_model_arch(const cinfer_model *m) { return m->arch; }
+double cinfer_model_compile_ms(const cinfer_model *m) { return m->mod->compile_ms; }
+int32_t cinfer_token_bos(const cinfer_model *m) { return tok_bos(m->vocab); }
+int32_t cinfer_token_eos(const cinfer_model *m) { return tok_eos(m->vocab); }
+
+/* ---- tokens ----------------------------------------------------------------- */
+
+int cinfer_tokenize(const cinfer_model *m, const char *text, size_t len, int add_special,
+                    int parse_special, int32_t *ids, size_t n_max, size_t *n_ids) {
+    int rc = tok_encode(m->vocab, text, len, add_special != 0, parse_special != 0, ids, n_max, n_ids);
+    return rc == 0 ? 0 : rc == TOK_ENOMEM ? CINFER_ENOMEM : CINFER_EARG;
+}
+
+int cinfer_detokenize(const cinfer_model *m, const int32_t *ids, size_t n_ids, char *buf,
+                      size_t cap, size_t *n_out) {
+    int rc = tok_decode(m->vocab, ids, n_ids, 0, buf, cap, n_out);
+    return rc == 0 ? 0 : CINFER_EARG;
+}
+
+/* ---- sessions ---------------------------------------------------------------- */
+
+int cinfer_session_new(cinfer_model *m, const cinfer_session_options *opts,
+                       cinfer_session **out, char *err, size_t err_len) {
+    char e[512];
+    *out = NULL;
+    cinfer_session_options o = opts ? *opts : (cinfer_session_options){0};
+    if (o.n_ctx < 0 || o.n_threads < 0)
+        return fail(err, err_len, CINFER_EARG, "n_ctx and n_threads must be >= 0");
+    cinfer_session *s = calloc(1, sizeof *s);
+    if (!s) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
+    s->m = m;
+    if (eng_ctx_new(&m->em, o.n_ctx, o.n_threads, 0, &s->ctx, e, sizeof e)) {
+        free(s);
+        return fail(err, err_len, CINFER_ENOMEM, "%s", e);
+    }
+    s->tokens = calloc((size_t)s->ctx->n_ctx, sizeof *s->tokens);
+    s->logits_buf = calloc((size_t)m->mod->desc->n_vocab, sizeof(float));
+    if (!s->tokens || !s->logits_buf || tok_stream_new(m->vocab, 0, &s->ts)) {
+        cinfer_session_free(s);
+        return fail(err, err_len, CINFER_ENOMEM, "out of memory");
+    }
+    *out = s;
+    return 0;
+}
+
+void cinfer_session_free(cinfer_session *s) {
+    if (!s) return;
+    tok_stream_free(s->ts);
+    free(s->logits_buf);
+    free(s->tokens);
+    eng_ctx_free(s->ctx);
+    free(s);
+}
+
+void cinfer_session_reset(cinfer_session *s) {
+    eng_truncate(s->ctx, 0);
+    s->evaluated = 0;
+}
+
+int cinfer_session_n_ctx(const cinfer_session *s) { return s->ctx->n_ctx; }
+int cinfer_session_n_past(const cinfer_session *s) { return s->ctx->n_past; }
+const int32_t *cinfer_session_tokens(const cinfer_session *s) { return s->tokens; }
+const float *cinfer_logits(const cinfer_session *s) {
+    return s->evaluated ? eng_logits(s->ctx) : NULL;
+}
+
+/* Make the history equal ids[0..n): keep the common prefix, evaluate the rest.
+ * At least the last token is always evaluated so its logits are current. */
+static int eval_history(cinfer_session *s, const int32_t *ids, size_t n, int *n_reused, char *err,
+                        size_t err_len) {
+    char e[512];
+    if (n > (size_t)s->ctx->n_ctx)
+        return fail(err, err_len, CINFER_ECTX, "%zu tokens do not fit the context of %d", n,
+                    s->ctx->n_ctx);
+    if (n == 0) return fail(err, err_len, CINFER_EARG, "nothing to evaluate (empty token list)");
+    int keep = 0;
+    while (keep < s->ctx->n_past && (size_t)keep < n && s->tokens[keep] == ids[keep]) keep++;
+    if ((size_t)keep == n) keep--; /* re-evaluate the last token for its logits */
+    if (n_reused) *n_reused = keep;
+    eng_truncate(s->ctx, keep);
+    s->evaluated = 0;
+    if (eng_eval(s->ctx, (const int *)ids + keep, (int)(n - (size_t)keep), e, sizeof e)) {
+        eng_truncate(s->ctx, keep);
+        return fail(err, err_len, CINFER_EARG, "%s", e);
+    }
+    memmove(s->tokens + keep, ids + keep, (n - (size_t)keep) * sizeof *ids);
+    s->evaluated = 1;
+    return 0;
+}
+
+int cinfer_eval(cinfer_session *s, const int32_t *ids, size_t n_ids, char *err, size_t err_len) {
+    return eval_history(s, ids, n_ids, NULL, err, err_len);
+}
+
+/* ---- save / load ------------------------------------------------------------------ */
+
+#define SESSION_MAGIC "CINFSES1"
+
+typedef struct {
+    char magic[8];
+    uint64_t fingerprint;
+    int32_t n_layer, n_past, n_vocab, reserved;
+} session_header;
+
+int cinfer_session_save(const cinfer_session *s, const char *path, char *err, size_t err_len) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return fail(err, err_len, CINFER_EIO, "%s: %s", tmp, strerror(errno));
+    const cf_model_desc *d = s->m->mod->desc;
+    session_header h = {.fingerprint = gguf_fingerprint(s->m->g), .n_layer = d->n_layer,
+                        .n_past = s->ctx->n_past, .n_vocab = d->n_vocab};
+    memcpy(h.magic, SESSION_MAGIC, 8);
+    int bad = fwrite(&h, sizeof h, 1, f) != 1;
+    bad |= fwrite(s->tokens, sizeof(int32_t), (size_t)h.n_past, f) != (size_t)h.n_past;
+    for (int l = 0; l < d->n_layer && !bad; l++) {
+        size_t n = (size_t)h.n_past * (size_t)d->kv_dim[l];
+        bad |= fwrite(s->ctx->kv_k[l], sizeof(float), n, f) != n;
+        bad |= fwrite(s->ctx->kv_v[l], sizeof(float), n, f) != n;
+    }
+    if (s->evaluated) bad |= fwrite(eng_logits(s->ctx), sizeof(float), (size_t)d->n_vocab, f) != (size_t)d->n_vocab;
+    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path)) {
+        unlink(tmp);
+        return fail(err, err_len, CINFER_EIO, "%s: write failed (%s)", path, strerror(errno));
+    }
+    return 0;
+}
+
+int cinfer_session_load(cinfer_session *s, const char *path, char *err, size_t err_len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(err, err_len, CINFER_EIO, "%s: %s", path, strerror(errno));
+    const cf_model_desc *d = s->m->mod->desc;
+    session_header h;
+    int rc = 0;
+    if (fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, SESSION_MAGIC, 8)) {
+        rc = fail(err, err_len, CINFER_EFORMAT, "%s: not a cinfer session file", path);
+    } else if (h.fingerprint != gguf_fingerprint(s->m->g) || h.n_layer != d->n_layer ||
+               h.n_vocab != d->n_vocab) {
+        rc = fail(err, err_len, CINFER_EFORMAT, "%s: saved from another model (fingerprint %016llx)",
+                  path, (unsigned long long)h.fingerprint);
+    } else if (h.n_past < 0 || h.n_past > s->ctx->n_ctx) {
+        rc = fail(err, err_len, CINFER_ECTX, "%s: %d saved tokens do not fit n_ctx %d", path,
+                  h.n_past, s->ctx->n_ctx);
+    }
+    cinfer_session_reset(s);
+    int bad = rc != 0;
+    if (!bad) bad = fread(s->tokens, sizeof(int32_t), (size_t)h.n_past, f) != (size_t)h.n_past;
+    for (int i = 0; !bad && i < h.n_past; i++) bad = s->tokens[i] < 0 || s->tokens[i] >= d->n_vocab;
+    for (int l = 0; l < d->n_layer && !bad; l++) {
+        size_t n = (size_t)h.n_past * (size_t)d->kv_dim[l];
+        bad |= fread(s->ctx->kv_k[l], sizeof(float), n, f) != n;
+        bad |= fread(s->ctx->kv_v[l], sizeof(float), n, f) != n;
+    }
+    if (!bad && h.n_past > 0) {
+        /* logits of the last token follow; restore them into the engine */
+        bad = fread(s->ctx->logits, sizeof(float), (size_t)d->n_vocab, f) != (size_t)d->n_vocab;
+    }
+    fclose(f);
+    if (rc) return rc;
+    if (bad) {
+        cinfer_session_reset(s);
+        return fail(err, err_len, CINFER_EFORMAT, "%s: truncated or corrupt session file", path);
+    }
+    s->ctx->n_past = h.n_past;
+    s->ctx->n_logits = 1;
+    s->evaluated = h.n_past > 0;
+    return 0;
+}
+
+/* ---- generation --------------------------------------------------------------- */
+
+/* Stop-string matching across token boundaries: generated text accumulates
+ * in pending; everything that cannot be the start of a stop string is
+ * emitted, the rest held until it can be decided. */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} pending_text;
+
+static int pending_add(pending_text *p, const char *s, size_t n) {
+    if (p->len + n + 1 > p->cap) {
+        size_t nc = p->cap ? p->cap * 2 : 256;
+        while (nc < p->len + n + 1) nc *= 2;
+        char *nb = realloc(p->buf, nc);
+        if (!nb) return -1;
+        p->buf = nb;
+        p->cap = nc;
+    }
+    memcpy(p->buf + p->len, s, n);
+    p->len += n;
+    p->buf[p->len] = 0;
+    return 0;
+}
+
+/* Index of the first complete stop string in p, or -1; *hold = bytes at the
+ * end of p that are a proper prefix of some stop string. */
+static long find_stop(const pending_text *p, const char *const *stop, int n_stop, size_t *hold) {
+    long first = -1;
+    *hold = 0;
+    for (int i = 0; i < n_stop; i++) {
+        size_t sl = strlen(stop[i]);
+        if (!sl) continue;
+        const char *hit = p->len >= sl ? memmem(p->buf, p->len, stop[i], sl) : NULL;
+        if (hit && (first < 0 || hit - p->buf < first)) first = hit - p->buf;
+        for (size_t k = sl - 1 < p->len ? sl - 1 : p->len; k > *hold; k--)
+            if (!memcmp(p->buf + p->len - k, stop[i], k)) {
+                *hold = k;
+                break;
+            }
+    }
+    return first;
+}
+
+int cinfer_generate(cinfer_session *s, const char *prompt, const cinfer_gen_options *opts,
+                    cinfer_token_cb cb, void *user, cinfer_gen_result *res, char *err,
+                    size_t err_len) {
+    cinfer_gen_options o = opts ? *opts : (cinfer_gen_options){0};
+    const int n_ctx = s->ctx->n_ctx;
+    if (res) memset(res, 0, sizeof *res);
+    if (!prompt) return fail(err, err_len, CINFER_EARG, "prompt is NULL");
+    size_t n_ids = 0;
+    int32_t *ids = malloc((size_t)n_ctx * sizeof *ids);
+    if (!ids) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
+    int rc = tok_encode(s->m->vocab, prompt, strlen(prompt), !o.no_special, o.parse_special != 0,
+                        ids, (size_t)n_ctx, &n_ids);
+    if (rc == TOK_ETOOSMALL)
+        rc = fail(err, err_len, CINFER_ECTX, "prompt of %zu tokens does not fit the context of %d",
+                  n_ids, n_ctx);
+    else if (rc) rc = fail(err, err_len, CINFER_EARG, "cannot tokenize the prompt");
+    else rc = cinfer_generate_tokens(s, ids, n_ids, &o, cb, user, res, err, err_len);
+    free(ids);
+    return rc;
+}
+
+int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
+                           const cinfer_gen_options *opts, cinfer_token_cb cb, void *user,
+                           cinfer_gen_result *res, char *err, size_t err_len) {
+    cinfer_gen_options o = opts ? *opts : (cinfer_gen_options){0};
+    cinfer_gen_result r = {0};
+    const cinfer_model *m = s->m;
+    const int n_vocab = m->mod->desc->n_vocab, n_ctx = s->ctx->n_ctx;
+    if (o.max_tokens < 0 || o.n_stop < 0 || (o.n_stop && !o.stop))
+        return fail(err, err_len, CINFER_EARG, "max_tokens and n_stop must be >= 0");
+
+    samp_params sp = {
+        .temp = o.temperature,
+        .top_k = o.top_k,
+        .top_p = o.top_p > 0 && o.top_p < 1 ? o.top_p : 1.0f,
+        .min_p = o.min_p,
+        .repeat_penalty = o.repeat_penalty > 0 ? o.repeat_penalty : 1.0f,
+        .repeat_last_n = o.repeat_last_n > 0 ? o.repeat_last_n : 64,
+        .seed = o.seed,
+    };
+    samp_state *samp = NULL;
+    if (samp_new(&sp, n_vocab, &samp))
+        return fail(err, err_len, CINFER_EARG, "invalid sampling options");
+
+    int rc = 0;
+    pending_text pend = {0};
+    double t0 = now_ms();
+    r.n_prompt = (int)n_ids;
+    if ((rc = eval_history(s, ids, n_ids, &r.n_reused, err, err_len))) goto done;
+    r.prompt_ms = now_ms() - t0;
+
+    t0 = now_ms();
+    tok_stream_reset(s->ts);
+    r.stop = CINFER_STOP_MAX_TOKENS;
+    for (;;) {
+        if (o.max_tokens && r.n_generated >= o.max_tokens) break;
+        if (s->ctx->n_past >= n_ctx) {
+            r.stop = CINFER_STOP_CTX_FULL;
+            break;
+        }
+        const float *lg = eng_logits(s->ctx);
+        if (o.logit_fn) {
+            memcpy(s->logits_buf, lg, (size_t)n_vocab * sizeof(float));
+            o.logit_fn(s->logits_buf, n_vocab, s->tokens, s->ctx->n_past, o.logit_user);
+            lg = s->logits_buf;
+        }
+        int32_t id = samp_sample(samp, lg, s->tokens, s->ctx->n_past);
+        if (id < 0) {
+            rc = fail(err, err_len, CINFER_EARG, "sampling failed");
+            break;
+        }
+        r.n_generated++;
+        if (tok_is_eog(m->vocab, id)) {
+            r.stop = CINFER_STOP_EOS;
+            break;
+        }
+        size_t len;
+        const char *piece = tok_stream_put(s->ts, id, &len);
+        char e[512];
+        int pos = s->ctx->n_past;
+        if (eng_eval(s->ctx, &id, 1, e, sizeof e)) {
+            rc = fail(err, err_len, CINFER_EARG, "%s", e);
+            break;
+        }
+        s->tokens[pos] = id;
+        if (piece && len && pending_add(&pend, piece, len)) {
+            rc = fail(err, err_len, CINFER_ENOMEM, "out of memory");
+            break;
+        }
+        size_t hold;
+        long at = find_stop(&pend, o.stop, o.n_stop, &hold);
+        size_t emit = at >= 0 ? (size_t)at : pend.len - hold;
+        int stop_cb = 0;
+        if (cb && (emit || at < 0)) stop_cb = cb(pend.buf, emit, id, user) != 0;
+        memmove(pend.buf, pend.buf + emit, pend.len - emit);
+        pend.len -= emit;
+        if (at >= 0) {
+            r.stop = CINFER_STOP_STRING;
+            pend.len = 0;
+            break;
+        }
+        if (stop_cb) {
+            r.stop = CINFER_STOP_CALLBACK;
+            break;
+        }
+    }
+    /* flush held text (an incomplete stop-string prefix, a partial character) */
+    if (!rc && r.stop != CINFER_STOP_STRING && r.stop != CINFER_STOP_CALLBACK && cb) {
+        size_t len;
+        const char *tail = tok_stream_flush(s->ts, &len);
+        if (tail && len) pending_add(&pend, tail, len);
+        if (pend.len) cb(pend.buf, pend.len, -1, user);
+    }
+    r.gen_ms = now_ms() - t0;
+done:
+    free(pend.buf);
+    samp_free(samp);
+    if (res) *res = r;
+    return rc;
+}
