@@ -11,5 +11,8 @@ int cli_inspect(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_compile(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
+int cli_pull(int argc, char **argv);
+int cli_list(int argc, char **argv);
+int cli_rm(int argc, char **argv);
 
 #endif

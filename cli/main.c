@@ -18,6 +18,9 @@ static const command commands[] = {
     {"run", cli_run, "run MODEL [-p TEXT] [-n N] ...     generate text (see `cinfer run --help`)"},
     {"compile", cli_compile, "compile MODEL [--aot] [--emit-c FILE] [-o OUT]"},
     {"tokenize", cli_tokenize, "tokenize MODEL TEXT [--no-bos]     print token ids"},
+    {"pull", cli_pull, "pull REPO [FILE|PATTERN] [--revision R] [--dir D] [--endpoint URL]   download from Hugging Face"},
+    {"list", cli_list, "list                               models in the local cache"},
+    {"rm", cli_rm, "rm REPO[:FILE]                     remove from the local cache"},
 };
 
 static void usage(FILE *f) {

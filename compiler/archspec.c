@@ -9,8 +9,11 @@
  *   gguf_len(key)                length of an array key (nil if absent)
  *   model{n_vocab=, n_embd=, n_layer=, n_ctx_train=}
  *   weight(name, {ne0, ne1, ...} [, {optional=true}])  → weight or nil
- *   embed(w)  rms_norm(x, w, eps)  matmul(w, x)  rope(x, {...})
- *   attention(q, k, v, {...})  swiglu(g, u)  add(a, b)  logits(w, x)
+ *   embed(w)  embed_positions(w)  rms_norm(x, w, eps [, {group=}])
+ *   layer_norm(x, w, b, eps)  matmul(w, x [, bias])  rope(x, {...})
+ *   attention(q, k, v, {layer, n_head, n_head_kv, head_dim, scale, window, softcap})
+ *   swiglu(g, u)  geglu(g, u)  gelu(x)  add(a, b)  scale(x, s)  split(x, off, n)
+ *   logits(w, x [, {scale=, softcap=}])
  * Activation values are tables {n = width} carrying a hidden id.  Every error
  * goes through luaL_error, so it names the archspec file and line; the state
  * is sandboxed (no io/os/require).
@@ -264,18 +267,47 @@ static int l_embed(lua_State *L) {
     return emit_op(L, &op, (int)wt(L, op.w)->ne[0]);
 }
 
+/* rms_norm(x, w, eps [, {group = g}]): normalise each token's row, or each of
+ * its width/g groups of g values (per-head q/k norm) with a weight of g. */
 static int l_rms_norm(lua_State *L) {
     ir_op op = new_op(IR_RMS_NORM);
     op.in[0] = check_value(L, 1);
     op.w = check_weight(L, 2, 1);
     op.f[0] = (float)luaL_checknumber(L, 3);
     int n = value_n(L, op.in[0]);
-    if (wt(L, op.w)->ne[0] != n)
-        return luaL_error(L, "rms_norm: weight '%s' has %I elements, input width is %d",
-                          wt(L, op.w)->name, (lua_Integer)wt(L, op.w)->ne[0], n);
+    int group = lua_istable(L, 4) ? field_int(L, 4, "group", 0, n) : n;
+    if (group < 1 || n % group)
+        return luaL_error(L, "rms_norm: group %d does not divide the width %d", group, n);
+    if (wt(L, op.w)->ne[0] != group)
+        return luaL_error(L, "rms_norm: weight '%s' has %I elements, expected %d",
+                          wt(L, op.w)->name, (lua_Integer)wt(L, op.w)->ne[0], group);
+    op.i[0] = n / group;
+    op.i[1] = group;
     return emit_op(L, &op, n);
 }
 
+/* Check that weight `w` is an F32 vector of n elements. */
+static void check_vector(lua_State *L, int w, int n, const char *what) {
+    const gguf_tensor *t = wt(L, w);
+    if (t->n_dims != 1 || t->ne[0] != n)
+        luaL_error(L, "%s: '%s' must be a vector of %d, file has [%I, %I]", what, t->name, n,
+                   (lua_Integer)t->ne[0], (lua_Integer)t->ne[1]);
+}
+
+/* layer_norm(x, w, b, eps): (x - mean) / sqrt(var + eps) * w + b; b may be nil. */
+static int l_layer_norm(lua_State *L) {
+    ir_op op = new_op(IR_LAYER_NORM);
+    op.in[0] = check_value(L, 1);
+    op.w = check_weight(L, 2, 1);
+    op.i[0] = lua_isnil(L, 3) ? -1 : check_weight(L, 3, 1);
+    op.f[0] = (float)luaL_checknumber(L, 4);
+    int n = value_n(L, op.in[0]);
+    check_vector(L, op.w, n, "layer_norm");
+    if (op.i[0] >= 0) check_vector(L, (int)op.i[0], n, "layer_norm");
+    return emit_op(L, &op, n);
+}
+
+/* matmul(w, x [, bias]): x · wᵀ (+ bias, an F32 vector of the output width). */
 static int l_matmul(lua_State *L) {
     ir_op op = new_op(IR_MATMUL);
     op.w = check_weight(L, 1, 0);
@@ -287,7 +319,49 @@ static int l_matmul(lua_State *L) {
                           (lua_Integer)t->ne[0], (lua_Integer)t->ne[1], n_in);
     op.i[0] = t->ne[1];
     op.i[1] = n_in;
-    return emit_op(L, &op, (int)t->ne[1]);
+    if (lua_isnoneornil(L, 3)) return emit_op(L, &op, (int)t->ne[1]);
+    int bias = check_weight(L, 3, 1);
+    check_vector(L, bias, (int)t->ne[1], "matmul bias");
+    emit_op(L, &op, (int)t->ne[1]);
+    ir_op add = new_op(IR_ADD_ROW);
+    add.in[0] = check_value(L, -1);
+    add.w = bias;
+    return emit_op(L, &add, (int)t->ne[1]);
+}
+
+/* scale(x, s): x * s. */
+static int l_scale(lua_State *L) {
+    ir_op op = new_op(IR_SCALE);
+    op.in[0] = check_value(L, 1);
+    op.f[0] = (float)luaL_checknumber(L, 2);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+/* gelu(x): tanh-approximation GELU, as llama.cpp evaluates it (F16 table). */
+static int l_gelu(lua_State *L) {
+    ir_op op = new_op(IR_GELU);
+    op.in[0] = check_value(L, 1);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+/* split(x, offset, width): columns [offset, offset + width) of x. */
+static int l_split(lua_State *L) {
+    ir_op op = new_op(IR_SPLIT);
+    op.in[0] = check_value(L, 1);
+    lua_Integer off = luaL_checkinteger(L, 2), w = luaL_checkinteger(L, 3);
+    int n = value_n(L, op.in[0]);
+    if (off < 0 || w < 1 || off + w > n)
+        return luaL_error(L, "split: columns [%I, %I) outside the width %d", off, off + w, n);
+    op.i[0] = off;
+    op.i[1] = n;
+    return emit_op(L, &op, (int)w);
+}
+
+/* embed_positions(w): rows pos..pos+n_tokens-1 of w (learned absolute positions). */
+static int l_embed_positions(lua_State *L) {
+    ir_op op = new_op(IR_POS_EMBED);
+    op.w = check_weight(L, 1, 0);
+    return emit_op(L, &op, (int)wt(L, op.w)->ne[0]);
 }
 
 static int l_rope(lua_State *L) {
@@ -324,6 +398,9 @@ static int l_attention(lua_State *L) {
     op.i[2] = field_int(L, 4, "n_head_kv", 0, op.i[1]);
     op.i[3] = field_int(L, 4, "head_dim", 1, 0);
     op.f[0] = (float)field_num(L, 4, "scale", 0, 1.0 / sqrt((double)op.i[3]));
+    op.i[4] = field_int(L, 4, "window", 0, 0);
+    op.f[1] = (float)field_num(L, 4, "softcap", 0, 0.0);
+    if (op.f[1] < 0) return luaL_error(L, "attention: softcap must be >= 0");
     if (!c->p->kv_dim) return luaL_error(L, "attention: call model{} first");
     if (op.i[0] >= c->p->n_layer)
         return luaL_error(L, "attention: layer %I out of range (n_layer %d)", (lua_Integer)op.i[0],
@@ -356,6 +433,7 @@ static int binary(lua_State *L, ir_opcode code) {
 }
 
 static int l_swiglu(lua_State *L) { return binary(L, IR_SWIGLU); }
+static int l_geglu(lua_State *L) { return binary(L, IR_GEGLU); }
 static int l_add(lua_State *L) { return binary(L, IR_ADD); }
 
 static int l_logits(lua_State *L) {
@@ -371,6 +449,12 @@ static int l_logits(lua_State *L) {
                           c->p->n_vocab);
     op.i[0] = t->ne[1];
     op.i[1] = t->ne[0];
+    op.f[0] = 1.0f;
+    if (lua_istable(L, 3)) {
+        op.f[0] = (float)field_num(L, 3, "scale", 0, 1.0);
+        op.f[1] = (float)field_num(L, 3, "softcap", 0, 0.0);
+        if (op.f[1] < 0) return luaL_error(L, "logits: softcap must be >= 0");
+    }
     /* The output value is the scratch row for the last token's hidden state. */
     emit_op(L, &op, (int)t->ne[0]);
     c->p->logits_op = c->p->n_ops - 1;
@@ -428,7 +512,9 @@ int archspec_build(const gguf_file *g, const char *src, size_t src_len, const ch
         {"gguf", l_gguf}, {"hparam", l_hparam}, {"gguf_len", l_gguf_len}, {"model", l_model},
         {"weight", l_weight}, {"embed", l_embed}, {"rms_norm", l_rms_norm}, {"matmul", l_matmul},
         {"rope", l_rope}, {"attention", l_attention}, {"swiglu", l_swiglu}, {"add", l_add},
-        {"logits", l_logits}, {NULL, NULL}};
+        {"logits", l_logits}, {"layer_norm", l_layer_norm}, {"scale", l_scale},
+        {"gelu", l_gelu}, {"geglu", l_geglu}, {"split", l_split},
+        {"embed_positions", l_embed_positions}, {NULL, NULL}};
     lua_pushglobaltable(L);
     lua_pushlightuserdata(L, &c);
     luaL_setfuncs(L, fns, 1);

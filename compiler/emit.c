@@ -87,10 +87,11 @@ typedef struct {
     int owner;      /* value id using it, -1 when free */
 } block;
 
-static int assign_buffers(const ir_program *p, int n_batch, long *val_off, long *arena_floats) {
+static int assign_buffers(const ir_program *p, int n_batch, long *val_off, long *arena_floats,
+                          char *err, size_t err_len) {
     int cap = p->n_values + 1, n = 0;
     block *blk = calloc((size_t)cap, sizeof *blk);
-    if (!blk) return -1;
+    if (!blk) return snprintf(err, err_len, "emit: out of memory"), -1;
     long top = 0;
     for (int o = 0; o < p->n_ops; o++) {
         const ir_op *op = &p->ops[o];
@@ -98,6 +99,14 @@ static int assign_buffers(const ir_program *p, int n_batch, long *val_off, long 
         if (v >= 0) {
             long need = (long)p->values[v].n * n_batch;
             int got = -1;
+            if (ir_info(op->code)->inplace == 2 && p->values[op->in[0]].last_use != o) {
+                free(blk);
+                return snprintf(err, err_len,
+                                "%s:%d: %s works in place, but its input is used again later "
+                                "(line %d); use the result instead",
+                                p->archspec_path, op->line, ir_info(op->code)->name,
+                                p->ops[p->values[op->in[0]].last_use].line), -1;
+            }
             if (ir_info(op->code)->inplace && op->in[0] >= 0 &&
                 p->values[op->in[0]].last_use == o) {
                 for (int k = 0; k < n; k++)
@@ -168,6 +177,10 @@ static int expand_op(sbuf *b, const ir_program *p, const ir_op *op, const long *
         else if (kl == 3 && !memcmp(k, "in", 2) && k[2] >= '0' && k[2] < '0' + IR_MAX_IN && op->in[k[2] - '0'] >= 0)
             put_buf(b, val_off, op->in[k[2] - '0']);
         else if (IS("w") && op->w >= 0) sb_printf(b, "W[%d]", op->w);
+        else if (IS("wi0")) {
+            if (op->i[0] >= 0) sb_printf(b, "W[%lld]", (long long)op->i[0]);
+            else sb_puts(b, "(const void *)0");
+        }
         else if (IS("wname") && op->w >= 0) sb_puts(b, p->weights[op->w].name);
         else if (IS("wtype") && op->w >= 0) sb_printf(b, "%u", p->weights[op->w].t->type);
         else if (IS("n") && op->out >= 0) sb_printf(b, "%d", p->values[op->out].n);
@@ -251,9 +264,10 @@ int emit_c(const ir_program *p, const emit_options *o, char **out, size_t *out_l
     *out = NULL;
     long *val_off = calloc((size_t)p->n_values + 1, sizeof *val_off);
     long arena_floats = 0;
-    if (!val_off || assign_buffers(p, o->n_batch, val_off, &arena_floats)) {
+    if (!val_off) return snprintf(err, err_len, "emit: out of memory"), -1;
+    if (assign_buffers(p, o->n_batch, val_off, &arena_floats, err, err_len)) {
         free(val_off);
-        return snprintf(err, err_len, "emit: out of memory"), -1;
+        return -1;
     }
     sbuf b = {0};
     int rc = 0, line = 1;

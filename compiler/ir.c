@@ -9,12 +9,19 @@
 
 static const ir_op_info op_info[IR_OP_COUNT] = {
     [IR_EMBED] = {"embed", 0, 1, 0},
+    [IR_POS_EMBED] = {"pos_embed", 0, 1, 0},
     [IR_RMS_NORM] = {"rms_norm", 1, 1, 0},
+    [IR_LAYER_NORM] = {"layer_norm", 1, 1, 0},
     [IR_MATMUL] = {"matmul", 1, 1, 0},
-    [IR_ROPE] = {"rope", 1, 0, 1},
+    [IR_ADD_ROW] = {"add_row", 1, 1, 1},
+    [IR_SCALE] = {"scale", 1, 0, 1},
+    [IR_ROPE] = {"rope", 1, 0, 2},
     [IR_ATTENTION] = {"attention", 3, 0, 0},
     [IR_SWIGLU] = {"swiglu", 2, 0, 0},
+    [IR_GEGLU] = {"geglu", 2, 0, 0},
+    [IR_GELU] = {"gelu", 1, 0, 1},
     [IR_ADD] = {"add", 2, 0, 1},
+    [IR_SPLIT] = {"split", 1, 0, 0},
     [IR_LOGITS] = {"logits", 1, 1, 0},
 };
 

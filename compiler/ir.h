@@ -18,14 +18,23 @@
 
 /* Op vocabulary.  Keep ir_op_info in ir.c in the same order. */
 typedef enum {
-    IR_EMBED,    /* out(n) = get_rows(w0, tokens) */
-    IR_RMS_NORM, /* out(n) = rms_norm(in0, w0, f[0]=eps) */
-    IR_MATMUL,   /* out(i[0]=n_out) = in0(i[1]=n_in) · w0ᵀ */
-    IR_ROPE,     /* out = rope(in0; i[0]=n_head, i[1]=head_dim, i[2]=n_rot, i[3]=mode, f[0]=freq_base); in place */
-    IR_ATTENTION,/* out(n_head*head_dim) = attn(in0=q, in1=k, in2=v; i[0]=layer, i[1]=n_head, i[2]=n_head_kv, i[3]=head_dim, f[0]=scale) */
-    IR_SWIGLU,   /* out(n) = silu(in0) * in1 */
-    IR_ADD,      /* out(n) = in0 + in1; in place */
-    IR_LOGITS,   /* E->logits = last or all rows of in0(i[1]=n_in) · w0ᵀ (i[0]=n_vocab) */
+    IR_EMBED,     /* out(n) = get_rows(w0, tokens) */
+    IR_POS_EMBED, /* out(n) = get_rows(w0, positions) — learned absolute positions */
+    IR_RMS_NORM,  /* out(n) = rms_norm(in0, w0, f[0]=eps) over i[0] groups of i[1] per token */
+    IR_LAYER_NORM,/* out(n) = layer_norm(in0, w0, bias i[0] (weight id or -1), f[0]=eps) */
+    IR_MATMUL,    /* out(i[0]=n_out) = in0(i[1]=n_in) · w0ᵀ */
+    IR_ADD_ROW,   /* out(n) = in0 + w0 (bias, broadcast over tokens); in place */
+    IR_SCALE,     /* out(n) = in0 * f[0]; in place */
+    IR_ROPE,      /* out = rope(in0; i[0]=n_head, i[1]=head_dim, i[2]=n_rot, i[3]=mode, f[0]=freq_base); in place */
+    IR_ATTENTION, /* out(n_head*head_dim) = attn(in0=q, in1=k, in2=v; i[0]=layer, i[1]=n_head,
+                   * i[2]=n_head_kv, i[3]=head_dim, i[4]=window (0: none), f[0]=scale, f[1]=softcap) */
+    IR_SWIGLU,    /* out(n) = silu(in0) * in1 */
+    IR_GEGLU,     /* out(n) = gelu(in0) * in1 */
+    IR_GELU,      /* out(n) = gelu(in0); in place */
+    IR_ADD,       /* out(n) = in0 + in1; in place */
+    IR_SPLIT,     /* out(n) = columns [i[0], i[0]+n) of in0 (width i[1]) */
+    IR_LOGITS,    /* E->logits = last or all rows of in0(i[1]=n_in) · w0ᵀ (i[0]=n_vocab), then
+                   * * f[0] (scale) and capped c·tanh(l/c) with c = f[1] when > 0 */
     IR_OP_COUNT
 } ir_opcode;
 
@@ -75,7 +84,7 @@ typedef struct {
     const char *name;   /* "rms_norm" */
     int n_in;           /* activation inputs */
     int has_w;          /* takes a weight */
-    int inplace;        /* output may share in0's buffer */
+    int inplace;        /* 1: output may share in0's buffer; 2: must (the kernel works in place) */
 } ir_op_info;
 
 const ir_op_info *ir_info(ir_opcode c);

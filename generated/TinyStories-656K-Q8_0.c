@@ -59,10 +59,13 @@ typedef struct cf_kernels {
     /* Causal multi-head attention with GQA over the KV cache of `layer`:
      * store k, v (n_tokens, n_head_kv * head_dim) at positions pos..pos+n_tokens-1,
      * then out (n_tokens, n_head * head_dim) = softmax(q kᵀ * scale) v over
-     * positions 0..pos+t.  Query head h reads kv head h / (n_head / n_head_kv). */
+     * positions 0..pos+t.  Query head h reads kv head h / (n_head / n_head_kv).
+     * window > 0: a query at position p sees only keys p-window+1..p (sliding
+     * window).  softcap > 0: scores become softcap·tanh(score/softcap) before
+     * the softmax (Gemma 2). */
     void (*attention)(cf_env *E, float *out, const float *q, const float *k, const float *v,
                       int layer, int n_head, int n_head_kv, int head_dim, float scale,
-                      int n_tokens);
+                      int window, float softcap, int n_tokens);
     /* y (n_tokens, n) = silu(gate) * up. */
     void (*swiglu)(cf_env *E, float *y, const float *gate, const float *up, int n,
                    int n_tokens);
@@ -70,6 +73,23 @@ typedef struct cf_kernels {
     void (*add)(cf_env *E, float *y, const float *a, const float *b, int n, int n_tokens);
     /* y (n) = row n_tokens - 1 of x (n_tokens, n). */
     void (*last_row)(cf_env *E, float *y, const float *x, int n, int n_tokens);
+    /* y = x + b per row, b (n) f32 (biases).  y may alias x. */
+    void (*add_row)(cf_env *E, float *y, const float *x, const float *b, int n, int n_tokens);
+    /* y = x * s.  y may alias x. */
+    void (*scale)(cf_env *E, float *y, const float *x, float s, int n, int n_tokens);
+    /* y = gelu(x) (tanh form, ggml's F16 table).  y may alias x. */
+    void (*gelu)(cf_env *E, float *y, const float *x, int n, int n_tokens);
+    /* y = gelu(g) * u. */
+    void (*geglu)(cf_env *E, float *y, const float *g, const float *u, int n, int n_tokens);
+    /* LayerNorm: y = (x - mean) / sqrt(var + eps) * w + b; b may be null. */
+    void (*layer_norm)(cf_env *E, float *y, const float *x, const float *w, const float *b,
+                       int n, float eps, int n_tokens);
+    /* y (n_tokens, n_y) = columns [col0, col0 + n_y) of x (n_tokens, n_x). */
+    void (*copy_cols)(cf_env *E, float *y, const float *x, int n_x, int col0, int n_y,
+                      int n_tokens);
+    /* In place on logits (n_rows, n_vocab): *= scale, then c·tanh(l/c) if softcap c > 0. */
+    void (*logits_post)(cf_env *E, float *logits, int n_vocab, int n_rows, float scale,
+                        float softcap);
 } cf_kernels;
 
 /* Everything one forward call sees.  Filled by the runtime. */
@@ -80,6 +100,7 @@ struct cf_env {
     float *const *kv_k;   /* (n_layer) each (n_ctx, kv_dim(layer)) */
     float *const *kv_v;   /* (n_layer) each (n_ctx, kv_dim(layer)) */
     const int *tokens;    /* (n_tokens) input ids */
+    const int *positions; /* (n_tokens) pos, pos+1, ... (learned position embeddings) */
     float *logits;        /* (n_logits, n_vocab): last token, or all when logits_all */
     void *pool;           /* runtime thread pool; opaque here */
     int n_ctx;            /* KV cache capacity in positions */
@@ -224,7 +245,7 @@ void cf_forward(cf_env *E) {
 #line 29 "archspecs/llama.lua"
     K->get_rows(E, A + 0, W[0], 8, 128, E->tokens, T); /* token_embd.weight */
 #line 33 "archspecs/llama.lua"
-    K->rms_norm(E, A + 65536, A + 0, (const float *)W[2], 128, 9.99999997e-07f, T); /* blk.0.attn_norm.weight */
+    K->rms_norm(E, A + 65536, A + 0, (const float *)W[2], 128, 9.99999997e-07f, T * 1); /* blk.0.attn_norm.weight */
 #line 34 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 65536, W[3], 8, 128, 128, T); /* blk.0.attn_q.weight */
 #line 35 "archspecs/llama.lua"
@@ -236,13 +257,13 @@ void cf_forward(cf_env *E) {
 #line 38 "archspecs/llama.lua"
     K->rope(E, A + 196608, 4, 16, 16, 10000.0f, 0, T);
 #line 39 "archspecs/llama.lua"
-    K->attention(E, A + 65536, A + 131072, A + 196608, A + 229376, 0, 8, 4, 16, 0.25f, T);
+    K->attention(E, A + 65536, A + 131072, A + 196608, A + 229376, 0, 8, 4, 16, 0.25f, 0, 0.0f, T);
 #line 41 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 65536, W[6], 8, 128, 128, T); /* blk.0.attn_output.weight */
 #line 41 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 131072, 128, T);
 #line 43 "archspecs/llama.lua"
-    K->rms_norm(E, A + 65536, A + 0, (const float *)W[7], 128, 9.99999997e-07f, T); /* blk.0.ffn_norm.weight */
+    K->rms_norm(E, A + 65536, A + 0, (const float *)W[7], 128, 9.99999997e-07f, T * 1); /* blk.0.ffn_norm.weight */
 #line 44 "archspecs/llama.lua"
     K->matmul(E, A + 262144, A + 65536, W[8], 8, 384, 128, T); /* blk.0.ffn_gate.weight */
 #line 45 "archspecs/llama.lua"
@@ -254,7 +275,7 @@ void cf_forward(cf_env *E) {
 #line 46 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 65536, 128, T);
 #line 33 "archspecs/llama.lua"
-    K->rms_norm(E, A + 65536, A + 0, (const float *)W[11], 128, 9.99999997e-07f, T); /* blk.1.attn_norm.weight */
+    K->rms_norm(E, A + 65536, A + 0, (const float *)W[11], 128, 9.99999997e-07f, T * 1); /* blk.1.attn_norm.weight */
 #line 34 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 65536, W[12], 8, 128, 128, T); /* blk.1.attn_q.weight */
 #line 35 "archspecs/llama.lua"
@@ -266,13 +287,13 @@ void cf_forward(cf_env *E) {
 #line 38 "archspecs/llama.lua"
     K->rope(E, A + 196608, 4, 16, 16, 10000.0f, 0, T);
 #line 39 "archspecs/llama.lua"
-    K->attention(E, A + 65536, A + 131072, A + 196608, A + 229376, 1, 8, 4, 16, 0.25f, T);
+    K->attention(E, A + 65536, A + 131072, A + 196608, A + 229376, 1, 8, 4, 16, 0.25f, 0, 0.0f, T);
 #line 41 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 65536, W[15], 8, 128, 128, T); /* blk.1.attn_output.weight */
 #line 41 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 131072, 128, T);
 #line 43 "archspecs/llama.lua"
-    K->rms_norm(E, A + 65536, A + 0, (const float *)W[16], 128, 9.99999997e-07f, T); /* blk.1.ffn_norm.weight */
+    K->rms_norm(E, A + 65536, A + 0, (const float *)W[16], 128, 9.99999997e-07f, T * 1); /* blk.1.ffn_norm.weight */
 #line 44 "archspecs/llama.lua"
     K->matmul(E, A + 262144, A + 65536, W[17], 8, 384, 128, T); /* blk.1.ffn_gate.weight */
 #line 45 "archspecs/llama.lua"
@@ -284,8 +305,8 @@ void cf_forward(cf_env *E) {
 #line 46 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 65536, 128, T);
 #line 49 "archspecs/llama.lua"
-    K->rms_norm(E, A + 65536, A + 0, (const float *)W[1], 128, 9.99999997e-07f, T); /* output_norm.weight */
+    K->rms_norm(E, A + 65536, A + 0, (const float *)W[1], 128, 9.99999997e-07f, T * 1); /* output_norm.weight */
 #line 50 "archspecs/llama.lua"
-    if (E->logits_all) { K->matmul(E, E->logits, A + 65536, W[0], 8, 2048, 128, T); } else { K->last_row(E, A + 0, A + 65536, 128, T); K->matmul(E, E->logits, A + 0, W[0], 8, 2048, 128, 1); } /* token_embd.weight */
+    if (E->logits_all) { K->matmul(E, E->logits, A + 65536, W[0], 8, 2048, 128, T); } else { K->last_row(E, A + 0, A + 65536, 128, T); K->matmul(E, E->logits, A + 0, W[0], 8, 2048, 128, 1); } K->logits_post(E, E->logits, 2048, E->logits_all ? T : 1, 1.0f, 0.0f); /* token_embd.weight */
 #line 75 "templates/forward.c.in"
 }

@@ -59,10 +59,13 @@ typedef struct cf_kernels {
     /* Causal multi-head attention with GQA over the KV cache of `layer`:
      * store k, v (n_tokens, n_head_kv * head_dim) at positions pos..pos+n_tokens-1,
      * then out (n_tokens, n_head * head_dim) = softmax(q kᵀ * scale) v over
-     * positions 0..pos+t.  Query head h reads kv head h / (n_head / n_head_kv). */
+     * positions 0..pos+t.  Query head h reads kv head h / (n_head / n_head_kv).
+     * window > 0: a query at position p sees only keys p-window+1..p (sliding
+     * window).  softcap > 0: scores become softcap·tanh(score/softcap) before
+     * the softmax (Gemma 2). */
     void (*attention)(cf_env *E, float *out, const float *q, const float *k, const float *v,
                       int layer, int n_head, int n_head_kv, int head_dim, float scale,
-                      int n_tokens);
+                      int window, float softcap, int n_tokens);
     /* y (n_tokens, n) = silu(gate) * up. */
     void (*swiglu)(cf_env *E, float *y, const float *gate, const float *up, int n,
                    int n_tokens);
@@ -70,6 +73,23 @@ typedef struct cf_kernels {
     void (*add)(cf_env *E, float *y, const float *a, const float *b, int n, int n_tokens);
     /* y (n) = row n_tokens - 1 of x (n_tokens, n). */
     void (*last_row)(cf_env *E, float *y, const float *x, int n, int n_tokens);
+    /* y = x + b per row, b (n) f32 (biases).  y may alias x. */
+    void (*add_row)(cf_env *E, float *y, const float *x, const float *b, int n, int n_tokens);
+    /* y = x * s.  y may alias x. */
+    void (*scale)(cf_env *E, float *y, const float *x, float s, int n, int n_tokens);
+    /* y = gelu(x) (tanh form, ggml's F16 table).  y may alias x. */
+    void (*gelu)(cf_env *E, float *y, const float *x, int n, int n_tokens);
+    /* y = gelu(g) * u. */
+    void (*geglu)(cf_env *E, float *y, const float *g, const float *u, int n, int n_tokens);
+    /* LayerNorm: y = (x - mean) / sqrt(var + eps) * w + b; b may be null. */
+    void (*layer_norm)(cf_env *E, float *y, const float *x, const float *w, const float *b,
+                       int n, float eps, int n_tokens);
+    /* y (n_tokens, n_y) = columns [col0, col0 + n_y) of x (n_tokens, n_x). */
+    void (*copy_cols)(cf_env *E, float *y, const float *x, int n_x, int col0, int n_y,
+                      int n_tokens);
+    /* In place on logits (n_rows, n_vocab): *= scale, then c·tanh(l/c) if softcap c > 0. */
+    void (*logits_post)(cf_env *E, float *logits, int n_vocab, int n_rows, float scale,
+                        float softcap);
 } cf_kernels;
 
 /* Everything one forward call sees.  Filled by the runtime. */
@@ -80,6 +100,7 @@ struct cf_env {
     float *const *kv_k;   /* (n_layer) each (n_ctx, kv_dim(layer)) */
     float *const *kv_v;   /* (n_layer) each (n_ctx, kv_dim(layer)) */
     const int *tokens;    /* (n_tokens) input ids */
+    const int *positions; /* (n_tokens) pos, pos+1, ... (learned position embeddings) */
     float *logits;        /* (n_logits, n_vocab): last token, or all when logits_all */
     void *pool;           /* runtime thread pool; opaque here */
     int n_ctx;            /* KV cache capacity in positions */
@@ -311,7 +332,7 @@ void cf_forward(cf_env *E) {
 #line 29 "archspecs/llama.lua"
     K->get_rows(E, A + 0, W[0], 0, 64, E->tokens, T); /* token_embd.weight */
 #line 33 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[3], 64, 9.99999975e-06f, T); /* blk.0.attn_norm.weight */
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[3], 64, 9.99999975e-06f, T * 1); /* blk.0.attn_norm.weight */
 #line 34 "archspecs/llama.lua"
     K->matmul(E, A + 65536, A + 32768, W[4], 0, 64, 64, T); /* blk.0.attn_q.weight */
 #line 35 "archspecs/llama.lua"
@@ -323,13 +344,13 @@ void cf_forward(cf_env *E) {
 #line 38 "archspecs/llama.lua"
     K->rope(E, A + 98304, 4, 8, 8, 10000.0f, 0, T);
 #line 39 "archspecs/llama.lua"
-    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 0, 8, 4, 8, 0.353553385f, T);
+    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 0, 8, 4, 8, 0.353553385f, 0, 0.0f, T);
 #line 41 "archspecs/llama.lua"
     K->matmul(E, A + 65536, A + 32768, W[7], 0, 64, 64, T); /* blk.0.attn_output.weight */
 #line 41 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 65536, 64, T);
 #line 43 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[8], 64, 9.99999975e-06f, T); /* blk.0.ffn_norm.weight */
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[8], 64, 9.99999975e-06f, T * 1); /* blk.0.ffn_norm.weight */
 #line 44 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 32768, W[9], 0, 172, 64, T); /* blk.0.ffn_gate.weight */
 #line 45 "archspecs/llama.lua"
@@ -341,7 +362,7 @@ void cf_forward(cf_env *E) {
 #line 46 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 32768, 64, T);
 #line 33 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[12], 64, 9.99999975e-06f, T); /* blk.1.attn_norm.weight */
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[12], 64, 9.99999975e-06f, T * 1); /* blk.1.attn_norm.weight */
 #line 34 "archspecs/llama.lua"
     K->matmul(E, A + 65536, A + 32768, W[13], 0, 64, 64, T); /* blk.1.attn_q.weight */
 #line 35 "archspecs/llama.lua"
@@ -353,13 +374,13 @@ void cf_forward(cf_env *E) {
 #line 38 "archspecs/llama.lua"
     K->rope(E, A + 98304, 4, 8, 8, 10000.0f, 0, T);
 #line 39 "archspecs/llama.lua"
-    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 1, 8, 4, 8, 0.353553385f, T);
+    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 1, 8, 4, 8, 0.353553385f, 0, 0.0f, T);
 #line 41 "archspecs/llama.lua"
     K->matmul(E, A + 65536, A + 32768, W[16], 0, 64, 64, T); /* blk.1.attn_output.weight */
 #line 41 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 65536, 64, T);
 #line 43 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[17], 64, 9.99999975e-06f, T); /* blk.1.ffn_norm.weight */
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[17], 64, 9.99999975e-06f, T * 1); /* blk.1.ffn_norm.weight */
 #line 44 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 32768, W[18], 0, 172, 64, T); /* blk.1.ffn_gate.weight */
 #line 45 "archspecs/llama.lua"
@@ -371,7 +392,7 @@ void cf_forward(cf_env *E) {
 #line 46 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 32768, 64, T);
 #line 33 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[21], 64, 9.99999975e-06f, T); /* blk.2.attn_norm.weight */
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[21], 64, 9.99999975e-06f, T * 1); /* blk.2.attn_norm.weight */
 #line 34 "archspecs/llama.lua"
     K->matmul(E, A + 65536, A + 32768, W[22], 0, 64, 64, T); /* blk.2.attn_q.weight */
 #line 35 "archspecs/llama.lua"
@@ -383,13 +404,13 @@ void cf_forward(cf_env *E) {
 #line 38 "archspecs/llama.lua"
     K->rope(E, A + 98304, 4, 8, 8, 10000.0f, 0, T);
 #line 39 "archspecs/llama.lua"
-    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 2, 8, 4, 8, 0.353553385f, T);
+    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 2, 8, 4, 8, 0.353553385f, 0, 0.0f, T);
 #line 41 "archspecs/llama.lua"
     K->matmul(E, A + 65536, A + 32768, W[25], 0, 64, 64, T); /* blk.2.attn_output.weight */
 #line 41 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 65536, 64, T);
 #line 43 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[26], 64, 9.99999975e-06f, T); /* blk.2.ffn_norm.weight */
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[26], 64, 9.99999975e-06f, T * 1); /* blk.2.ffn_norm.weight */
 #line 44 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 32768, W[27], 0, 172, 64, T); /* blk.2.ffn_gate.weight */
 #line 45 "archspecs/llama.lua"
@@ -401,7 +422,7 @@ void cf_forward(cf_env *E) {
 #line 46 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 32768, 64, T);
 #line 33 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[30], 64, 9.99999975e-06f, T); /* blk.3.attn_norm.weight */
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[30], 64, 9.99999975e-06f, T * 1); /* blk.3.attn_norm.weight */
 #line 34 "archspecs/llama.lua"
     K->matmul(E, A + 65536, A + 32768, W[31], 0, 64, 64, T); /* blk.3.attn_q.weight */
 #line 35 "archspecs/llama.lua"
@@ -413,13 +434,13 @@ void cf_forward(cf_env *E) {
 #line 38 "archspecs/llama.lua"
     K->rope(E, A + 98304, 4, 8, 8, 10000.0f, 0, T);
 #line 39 "archspecs/llama.lua"
-    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 3, 8, 4, 8, 0.353553385f, T);
+    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 3, 8, 4, 8, 0.353553385f, 0, 0.0f, T);
 #line 41 "archspecs/llama.lua"
     K->matmul(E, A + 65536, A + 32768, W[34], 0, 64, 64, T); /* blk.3.attn_output.weight */
 #line 41 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 65536, 64, T);
 #line 43 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[35], 64, 9.99999975e-06f, T); /* blk.3.ffn_norm.weight */
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[35], 64, 9.99999975e-06f, T * 1); /* blk.3.ffn_norm.weight */
 #line 44 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 32768, W[36], 0, 172, 64, T); /* blk.3.ffn_gate.weight */
 #line 45 "archspecs/llama.lua"
@@ -431,7 +452,7 @@ void cf_forward(cf_env *E) {
 #line 46 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 32768, 64, T);
 #line 33 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[39], 64, 9.99999975e-06f, T); /* blk.4.attn_norm.weight */
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[39], 64, 9.99999975e-06f, T * 1); /* blk.4.attn_norm.weight */
 #line 34 "archspecs/llama.lua"
     K->matmul(E, A + 65536, A + 32768, W[40], 0, 64, 64, T); /* blk.4.attn_q.weight */
 #line 35 "archspecs/llama.lua"
@@ -443,13 +464,13 @@ void cf_forward(cf_env *E) {
 #line 38 "archspecs/llama.lua"
     K->rope(E, A + 98304, 4, 8, 8, 10000.0f, 0, T);
 #line 39 "archspecs/llama.lua"
-    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 4, 8, 4, 8, 0.353553385f, T);
+    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 4, 8, 4, 8, 0.353553385f, 0, 0.0f, T);
 #line 41 "archspecs/llama.lua"
     K->matmul(E, A + 65536, A + 32768, W[43], 0, 64, 64, T); /* blk.4.attn_output.weight */
 #line 41 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 65536, 64, T);
 #line 43 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[44], 64, 9.99999975e-06f, T); /* blk.4.ffn_norm.weight */
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[44], 64, 9.99999975e-06f, T * 1); /* blk.4.ffn_norm.weight */
 #line 44 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 32768, W[45], 0, 172, 64, T); /* blk.4.ffn_gate.weight */
 #line 45 "archspecs/llama.lua"
@@ -461,8 +482,8 @@ void cf_forward(cf_env *E) {
 #line 46 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 32768, 64, T);
 #line 49 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[1], 64, 9.99999975e-06f, T); /* output_norm.weight */
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[1], 64, 9.99999975e-06f, T * 1); /* output_norm.weight */
 #line 50 "archspecs/llama.lua"
-    if (E->logits_all) { K->matmul(E, E->logits, A + 32768, W[2], 0, 512, 64, T); } else { K->last_row(E, A + 0, A + 32768, 64, T); K->matmul(E, E->logits, A + 0, W[2], 0, 512, 64, 1); } /* output.weight */
+    if (E->logits_all) { K->matmul(E, E->logits, A + 32768, W[2], 0, 512, 64, T); } else { K->last_row(E, A + 0, A + 32768, 64, T); K->matmul(E, E->logits, A + 0, W[2], 0, 512, 64, 1); } K->logits_post(E, E->logits, 512, E->logits_all ? T : 1, 1.0f, 0.0f); /* output.weight */
 #line 75 "templates/forward.c.in"
 }

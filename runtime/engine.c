@@ -62,6 +62,7 @@ void eng_ctx_free(eng_ctx *c) {
     free(c->kv_v);
     free(c->arena);
     free(c->logits);
+    free(c->positions);
     pool_free(c->pool);
     free(c);
 }
@@ -86,7 +87,8 @@ int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, en
     c->kv_v = calloc((size_t)d->n_layer, sizeof *c->kv_v);
     size_t n_logit_rows = logits_all ? (size_t)d->n_batch : 1;
     c->logits = calloc(n_logit_rows * (size_t)d->n_vocab, sizeof(float));
-    int ok = c->arena && c->kv_k && c->kv_v && c->logits;
+    c->positions = calloc((size_t)d->n_batch, sizeof(int));
+    int ok = c->arena && c->kv_k && c->kv_v && c->logits && c->positions;
     for (int l = 0; ok && l < d->n_layer; l++) {
         size_t n = (size_t)n_ctx * (size_t)(d->kv_dim[l] > 0 ? d->kv_dim[l] : 1);
         c->kv_k[l] = calloc(n, sizeof(float));
@@ -104,6 +106,7 @@ int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, en
         .kv_k = c->kv_k,
         .kv_v = c->kv_v,
         .logits = c->logits,
+        .positions = c->positions,
         .pool = c->pool,
         .n_ctx = n_ctx,
         .logits_all = logits_all,
@@ -126,6 +129,7 @@ int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len) {
         int nb = n - i < d->n_batch ? n - i : d->n_batch;
         c->env.tokens = tokens + i;
         c->env.pos = c->n_past;
+        for (int t = 0; t < nb; t++) c->positions[t] = c->n_past + t;
         c->env.n_tokens = nb;
         c->m->forward(&c->env);
         c->n_past += nb;

@@ -30,6 +30,7 @@ typedef struct {
     float **kv_k;   /* (n_layer) each (n_ctx, kv_dim[l]) */
     float **kv_v;
     float *logits;  /* (n_logits_cap, n_vocab) */
+    int *positions; /* (n_batch) positions of the current batch */
     int n_ctx;      /* positions the KV cache holds */
     int n_past;     /* positions already evaluated */
     int logits_all; /* keep logits of every token of the last eval batch */

@@ -24,15 +24,21 @@
  * the function pointers of kern_avx2.c.
  */
 #include "kern.h"
+#include "kern_elem.h"
 
 #include <assert.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "f16.h"
 #include "pool.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 static_assert(sizeof(kern_block_q4_0) == 18, "block_q4_0 is 18 bytes in ggml");
 static_assert(sizeof(kern_block_q4_1) == 20, "block_q4_1 is 20 bytes in ggml");
@@ -487,6 +493,8 @@ typedef struct {
     const float *kc, *vc; /* this layer's caches (n_ctx, kv_dim) */
     int n_head, n_head_kv, head_dim, n_tok, pos;
     float scale;
+    int window;    /* > 0: sliding window of this many positions */
+    float softcap; /* > 0: scores capped softcap·tanh(s/softcap) */
 } att_job;
 
 /* One query head of one token: scores, softmax like ggml_soft_max_ext (scale,
@@ -495,13 +503,19 @@ typedef struct {
 static void att_head(const att_job *j, float *s, int t, int h) {
     const int kv_dim = j->n_head_kv * j->head_dim, hd = j->head_dim;
     const int kvh = h / (j->n_head / j->n_head_kv);
-    const int n_kv = j->pos + t + 1;
+    /* keys p0..p_end-1: causal, and within the sliding window when set */
+    const int p_end = j->pos + t + 1;
+    const int p0 = j->window > 0 && p_end > j->window ? p_end - j->window : 0;
+    const int n_kv = p_end - p0;
     const float *qh = j->q + ((size_t)t * j->n_head + h) * hd;
-    const float *kh = j->kc + (size_t)kvh * hd, *vh = j->vc + (size_t)kvh * hd;
+    const float *kh = j->kc + ((size_t)p0 * kv_dim + (size_t)kvh * hd);
+    const float *vh = j->vc + ((size_t)p0 * kv_dim + (size_t)kvh * hd);
     float max = -INFINITY;
     for (int p = 0; p < n_kv; p++) {
-        s[p] = j->ops->dot_f32(qh, kh + (size_t)p * kv_dim, hd) * j->scale;
-        if (s[p] > max) max = s[p];
+        float sc = j->ops->dot_f32(qh, kh + (size_t)p * kv_dim, hd) * j->scale;
+        if (j->softcap > 0.0f) sc = tanhf(sc * (1.0f / j->softcap)) * j->softcap;
+        s[p] = sc;
+        if (sc > max) max = sc;
     }
     const float inv = (float)(1.0 / j->ops->softmax_exp(s, n_kv, max));
     float *o = j->out + ((size_t)t * j->n_head + h) * hd;
@@ -531,7 +545,7 @@ static void att_worker(void *arg, int ith, int nth) {
 
 static void attention_drv(int isa, cf_env *E, float *out, const float *q, const float *k,
                           const float *v, int layer, int n_head, int n_head_kv, int head_dim,
-                          float scale, int n_tok) {
+                          float scale, int window, float softcap, int n_tok) {
     const size_t kv_dim = (size_t)n_head_kv * head_dim;
     float *kc = E->kv_k[layer], *vc = E->kv_v[layer];
     if (n_head_kv <= 0 || n_head % n_head_kv || E->pos + n_tok > E->n_ctx) {
@@ -541,7 +555,8 @@ static void attention_drv(int isa, cf_env *E, float *out, const float *q, const 
     /* Store first (all threads read every stored row afterwards). */
     memcpy(kc + (size_t)E->pos * kv_dim, k, (size_t)n_tok * kv_dim * sizeof(float));
     memcpy(vc + (size_t)E->pos * kv_dim, v, (size_t)n_tok * kv_dim * sizeof(float));
-    att_job j = {E, isa_ops(isa), out, q, kc, vc, n_head, n_head_kv, head_dim, n_tok, E->pos, scale};
+    att_job j = {E, isa_ops(isa), out, q, kc, vc, n_head, n_head_kv, head_dim, n_tok, E->pos,
+                 scale, window, softcap};
     long work = (long)n_tok * n_head * head_dim * (E->pos + n_tok) * 2;
     run(E, work, att_worker, &j);
 }
@@ -576,9 +591,10 @@ static void last_row_drv(cf_env *E, float *y, const float *x, int n, int n_tok) 
     }                                                                                       \
     static void attention_##sfx(cf_env *E, float *out, const float *q, const float *k,      \
                                 const float *v, int layer, int n_head, int n_head_kv,       \
-                                int head_dim, float scale, int n_tok) {                     \
+                                int head_dim, float scale, int window, float softcap,      \
+                                int n_tok) {                                                \
         attention_drv(ISA, E, out, q, k, v, layer, n_head, n_head_kv, head_dim, scale,      \
-                      n_tok);                                                               \
+                      window, softcap, n_tok);                                              \
     }                                                                                       \
     static void swiglu_##sfx(cf_env *E, float *y, const float *g, const float *u, int n,    \
                              int n_tok) {                                                   \
@@ -593,6 +609,13 @@ static void last_row_drv(cf_env *E, float *y, const float *x, int n, int n_tok) 
         .swiglu = swiglu_##sfx,                                                             \
         .add = add_drv,                                                                     \
         .last_row = last_row_drv,                                                           \
+        .add_row = kern_add_row,                                                            \
+        .scale = kern_scale,                                                                \
+        .gelu = kern_gelu,                                                                  \
+        .geglu = kern_geglu,                                                                \
+        .layer_norm = kern_layer_norm,                                                      \
+        .copy_cols = kern_copy_cols,                                                        \
+        .logits_post = kern_logits_post,                                                    \
     };
 
 KERN_TABLE(scalar, KERN_ISA_SCALAR)
@@ -600,17 +623,37 @@ KERN_TABLE(avx2, KERN_ISA_AVX2)
 
 /* ==== ISA selection and public row helpers ===================================== */
 
+/* AVX2 + FMA + F16C present and YMM state enabled by the OS (CPUID.1:ECX
+ * FMA/OSXSAVE/AVX/F16C, XCR0 bits 1-2, CPUID.7.0:EBX AVX2).  Done by hand
+ * because not every compiler's __builtin_cpu_supports knows "f16c". */
+static int cpu_has_avx2_fma_f16c(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    const unsigned need = 1u << 12 | 1u << 27 | 1u << 28 | 1u << 29; /* fma osxsave avx f16c */
+    if ((c & need) != need) return 0;
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__ __volatile__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0_lo & 6) != 6) return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    return (b >> 5) & 1;
+#else
+    return 0;
+#endif
+}
+
 int kern_isa_available(int isa) {
+    static atomic_int avx2 = -1; /* CPUID once: it traps to the hypervisor in a VM */
     switch (isa) {
     case KERN_ISA_SCALAR: return 1;
-    case KERN_ISA_AVX2:
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
-#else
-        return 0;
-#endif
+    case KERN_ISA_AVX2: {
+        int v = atomic_load_explicit(&avx2, memory_order_relaxed);
+        if (v < 0) {
+            v = cpu_has_avx2_fma_f16c();
+            atomic_store_explicit(&avx2, v, memory_order_relaxed);
+        }
+        return v;
+    }
     default: return 0;
     }
 }

@@ -37,7 +37,8 @@
 
 enum { KERN_ISA_SCALAR = 0, KERN_ISA_AVX2 = 1, KERN_ISA_COUNT = 2 };
 
-/* Best ISA this CPU runs: KERN_ISA_AVX2 when it has avx2, fma and f16c. */
+/* Best ISA this CPU runs: KERN_ISA_AVX2 when it has avx2, fma and f16c (and the
+ * OS saves YMM state), from CPUID. */
 int kern_best_isa(void);
 /* 1 when this CPU can run isa. */
 int kern_isa_available(int isa);
@@ -77,6 +78,7 @@ float kern_dot_row(int isa, int type, const void *w_row, const float *x, int n);
 /* IEEE half <-> float: f16 -> f32 exact; f32 -> f16 round to nearest even. */
 float kern_f16_to_f32(uint16_t h);
 uint16_t kern_f32_to_f16(float f);
+/* Row versions; an isa this CPU lacks runs the scalar code (same results). */
 void kern_f16_to_f32_row(int isa, const uint16_t *src, float *dst, int n);
 void kern_f32_to_f16_row(int isa, const float *src, uint16_t *dst, int n);
 

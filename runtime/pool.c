@@ -23,7 +23,6 @@
  */
 #include "pool.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -32,7 +31,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,15 +38,9 @@
 #define POOL_SPIN_NS 200000L /* 0.2 ms of spinning before a futex sleep */
 #define POOL_ALIGN 64
 
-typedef struct {
-    pool *p;
-    int id;
-} pool_worker;
-
 struct pool {
     int n_threads;
     pthread_t *threads;     /* (n_threads - 1) */
-    pool_worker *workers;   /* (n_threads - 1) */
     int n_started;
 
     void (*fn)(void *arg, int ith, int nth);
@@ -114,7 +106,7 @@ static void run_slots(pool *p, unsigned g) {
 }
 
 static void *worker_main(void *v) {
-    pool *p = ((pool_worker *)v)->p;
+    pool *p = v;
     unsigned seen = 0;
     for (;;) {
         if (!spin_while_equal(&p->gen, seen)) {
@@ -158,17 +150,13 @@ int pool_new(int n_threads, pool **out) {
     if (!p) return POOL_ENOMEM;
     p->n_threads = n_threads;
     p->scratch = calloc((size_t)n_threads, sizeof *p->scratch);
-    if (n_threads > 1) {
-        p->threads = calloc((size_t)n_threads - 1, sizeof *p->threads);
-        p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers);
-    }
-    if (!p->scratch || (n_threads > 1 && (!p->threads || !p->workers))) {
+    if (n_threads > 1) p->threads = calloc((size_t)n_threads - 1, sizeof *p->threads);
+    if (!p->scratch || (n_threads > 1 && !p->threads)) {
         pool_free(p);
         return POOL_ENOMEM;
     }
     for (int i = 1; i < n_threads; i++) {
-        p->workers[i - 1] = (pool_worker){p, i};
-        if (pthread_create(&p->threads[i - 1], NULL, worker_main, &p->workers[i - 1]) != 0) {
+        if (pthread_create(&p->threads[i - 1], NULL, worker_main, p) != 0) {
             pool_free(p); /* joins the ones started */
             return POOL_ETHREAD;
         }
@@ -189,7 +177,6 @@ void pool_free(pool *p) {
         for (int i = 0; i < p->n_threads; i++) free(p->scratch[i]);
     free(p->scratch);
     free(p->threads);
-    free(p->workers);
     free(p);
 }
 

@@ -2,10 +2,13 @@
  * pool.h — fork-join thread pool for the compute kernels.
  *
  * pool_run(p, fn, arg) calls fn(arg, ith, nth) once for every ith in
- * 0..nth-1 and returns when all calls have returned; the calling thread runs
- * ith = 0 itself.  Workers spin briefly on a generation counter after each
- * job (the next kernel call usually follows within microseconds) and then
- * sleep on a futex, so an idle pool costs no CPU.
+ * 0..nth-1 (nth = pool_n_threads) and returns when all calls have returned.
+ * The calling thread runs ith = 0 itself, then any index no worker has
+ * claimed yet, so a worker the OS has descheduled does not stall the job
+ * (which thread runs an ith is therefore not fixed; per-ith state such as
+ * pool_scratch(p, ith) is still exclusive to that call).  Workers spin
+ * briefly after each job (the next kernel call usually follows within
+ * microseconds) and then sleep on a futex, so an idle pool costs no CPU.
  *
  * A NULL pool is valid everywhere: pool_run(NULL, ...) calls fn(arg, 0, 1)
  * inline, pool_n_threads(NULL) is 1.  A pool of 1 thread starts no threads.

@@ -56,10 +56,13 @@ typedef struct cf_kernels {
     /* Causal multi-head attention with GQA over the KV cache of `layer`:
      * store k, v (n_tokens, n_head_kv * head_dim) at positions pos..pos+n_tokens-1,
      * then out (n_tokens, n_head * head_dim) = softmax(q kᵀ * scale) v over
-     * positions 0..pos+t.  Query head h reads kv head h / (n_head / n_head_kv). */
+     * positions 0..pos+t.  Query head h reads kv head h / (n_head / n_head_kv).
+     * window > 0: a query at position p sees only keys p-window+1..p (sliding
+     * window).  softcap > 0: scores become softcap·tanh(score/softcap) before
+     * the softmax (Gemma 2). */
     void (*attention)(cf_env *E, float *out, const float *q, const float *k, const float *v,
                       int layer, int n_head, int n_head_kv, int head_dim, float scale,
-                      int n_tokens);
+                      int window, float softcap, int n_tokens);
     /* y (n_tokens, n) = silu(gate) * up. */
     void (*swiglu)(cf_env *E, float *y, const float *gate, const float *up, int n,
                    int n_tokens);
@@ -67,6 +70,23 @@ typedef struct cf_kernels {
     void (*add)(cf_env *E, float *y, const float *a, const float *b, int n, int n_tokens);
     /* y (n) = row n_tokens - 1 of x (n_tokens, n). */
     void (*last_row)(cf_env *E, float *y, const float *x, int n, int n_tokens);
+    /* y = x + b per row, b (n) f32 (biases).  y may alias x. */
+    void (*add_row)(cf_env *E, float *y, const float *x, const float *b, int n, int n_tokens);
+    /* y = x * s.  y may alias x. */
+    void (*scale)(cf_env *E, float *y, const float *x, float s, int n, int n_tokens);
+    /* y = gelu(x) (tanh form, ggml's F16 table).  y may alias x. */
+    void (*gelu)(cf_env *E, float *y, const float *x, int n, int n_tokens);
+    /* y = gelu(g) * u. */
+    void (*geglu)(cf_env *E, float *y, const float *g, const float *u, int n, int n_tokens);
+    /* LayerNorm: y = (x - mean) / sqrt(var + eps) * w + b; b may be null. */
+    void (*layer_norm)(cf_env *E, float *y, const float *x, const float *w, const float *b,
+                       int n, float eps, int n_tokens);
+    /* y (n_tokens, n_y) = columns [col0, col0 + n_y) of x (n_tokens, n_x). */
+    void (*copy_cols)(cf_env *E, float *y, const float *x, int n_x, int col0, int n_y,
+                      int n_tokens);
+    /* In place on logits (n_rows, n_vocab): *= scale, then c·tanh(l/c) if softcap c > 0. */
+    void (*logits_post)(cf_env *E, float *logits, int n_vocab, int n_rows, float scale,
+                        float softcap);
 } cf_kernels;
 
 /* Everything one forward call sees.  Filled by the runtime. */
@@ -77,6 +97,7 @@ struct cf_env {
     float *const *kv_k;   /* (n_layer) each (n_ctx, kv_dim(layer)) */
     float *const *kv_v;   /* (n_layer) each (n_ctx, kv_dim(layer)) */
     const int *tokens;    /* (n_tokens) input ids */
+    const int *positions; /* (n_tokens) pos, pos+1, ... (learned position embeddings) */
     float *logits;        /* (n_logits, n_vocab): last token, or all when logits_all */
     void *pool;           /* runtime thread pool; opaque here */
     int n_ctx;            /* KV cache capacity in positions */

@@ -533,7 +533,7 @@ static void attention_case(int isa, pool *P, int hd) {
         rnd_fill(v, nt * kv_dim, -1, 1);
         E.pos = pos;
         E.n_tokens = nt;
-        E.K->attention(&E, out, q, k, v, 1, NH, NKV, hd, scale, nt);
+        E.K->attention(&E, out, q, k, v, 1, NH, NKV, hd, scale, 0, 0.0f, nt);
         EXPECT_MSG(!memcmp(kc + pos * kv_dim, k, sizeof(float) * nt * kv_dim), "k not stored at pos %d", pos);
         EXPECT_MSG(!memcmp(vc + pos * kv_dim, v, sizeof(float) * nt * kv_dim), "v not stored at pos %d", pos);
         attention_naive(want, q, kc, vc, NH, NKV, hd, scale, pos, nt);

@@ -213,3 +213,19 @@ TEST(parity, batch_equals_sequential) {
     free(a);
     unload(&l);
 }
+
+/* ---- model families (../shared/models/arch, F32, exact references) ---------- */
+
+#define ARCH_TEST(name)                                                                  \
+    TEST(parity_arch, name) {                                                            \
+        check_model("models/arch/" #name ".gguf", "reference/arch/" #name ".json", 0.99999); \
+    }
+ARCH_TEST(qwen2)
+ARCH_TEST(qwen3)
+ARCH_TEST(gemma)
+ARCH_TEST(gemma2)
+ARCH_TEST(gemma3)
+ARCH_TEST(phi3)
+ARCH_TEST(granite)
+ARCH_TEST(starcoder2)
+ARCH_TEST(gpt2)

@@ -1,0 +1,113 @@
+/*
+ * kern_elem.c — the elementwise and normalisation kernels that model
+ * families beyond llama need: bias add, scale, GELU (and GEGLU), LayerNorm,
+ * column split, and the logits post-processing (scale, soft-capping).
+ *
+ * They are memory-bound and tiny next to the matmuls, so one portable
+ * implementation serves every ISA (the compiler vectorises the plain loops).
+ * Numerics follow ggml so parity holds: LayerNorm sums in double like
+ * ggml_compute_forward_norm_f32, GELU is the tanh form read from a table of
+ * F16 inputs exactly as ggml_vec_gelu_f32 (GGML_GELU_FP16) does, soft-capping
+ * is scale → tanh → scale as llama.cpp builds it for Gemma 2.
+ */
+#include "kern_elem.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "kern.h"
+
+void kern_add_row(cf_env *E, float *y, const float *x, const float *b, int n, int n_tok) {
+    (void)E;
+    for (int t = 0; t < n_tok; t++)
+        for (int i = 0; i < n; i++) y[(size_t)t * n + i] = x[(size_t)t * n + i] + b[i];
+}
+
+void kern_scale(cf_env *E, float *y, const float *x, float s, int n, int n_tok) {
+    (void)E;
+    size_t total = (size_t)n * (size_t)n_tok;
+    for (size_t i = 0; i < total; i++) y[i] = x[i] * s;
+}
+
+/* ---- GELU ----------------------------------------------------------------------- */
+
+#define GELU_COEF_A 0.044715f
+#define SQRT_2_OVER_PI 0.79788456080286535587989211986876f
+
+static uint16_t gelu_table[1 << 16]; /* f16 bits → f16 bits of gelu(x); immutable after init */
+static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static float gelu_f32(float x) {
+    return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * x * (1.0f + GELU_COEF_A * x * x)));
+}
+
+static void gelu_init(void) {
+    for (uint32_t i = 0; i < (1u << 16); i++)
+        gelu_table[i] = kern_f32_to_f16(gelu_f32(kern_f16_to_f32((uint16_t)i)));
+}
+
+static inline float gelu_one(float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    return kern_f16_to_f32(gelu_table[kern_f32_to_f16(x)]);
+}
+
+void kern_gelu(cf_env *E, float *y, const float *x, int n, int n_tok) {
+    (void)E;
+    pthread_once(&gelu_once, gelu_init);
+    size_t total = (size_t)n * (size_t)n_tok;
+    for (size_t i = 0; i < total; i++) y[i] = gelu_one(x[i]);
+}
+
+void kern_geglu(cf_env *E, float *y, const float *g, const float *u, int n, int n_tok) {
+    (void)E;
+    pthread_once(&gelu_once, gelu_init);
+    size_t total = (size_t)n * (size_t)n_tok;
+    for (size_t i = 0; i < total; i++) y[i] = gelu_one(g[i]) * u[i];
+}
+
+float kern_gelu_ref(float x) { return gelu_f32(x); }
+
+/* ---- LayerNorm -------------------------------------------------------------------- */
+
+void kern_layer_norm(cf_env *E, float *y, const float *x, const float *w, const float *b, int n,
+                     float eps, int n_tok) {
+    (void)E;
+    for (int t = 0; t < n_tok; t++) {
+        const float *xr = x + (size_t)t * n;
+        float *yr = y + (size_t)t * n;
+        double sum = 0.0;
+        for (int i = 0; i < n; i++) sum += (double)xr[i];
+        const float mean = (float)(sum / n);
+        double sum2 = 0.0;
+        for (int i = 0; i < n; i++) {
+            float v = xr[i] - mean;
+            yr[i] = v;
+            sum2 += (double)(v * v);
+        }
+        const float variance = (float)(sum2 / n);
+        const float scale = 1.0f / sqrtf(variance + eps);
+        for (int i = 0; i < n; i++) yr[i] = yr[i] * scale * w[i] + (b ? b[i] : 0.0f);
+    }
+}
+
+/* ---- columns, logits -------------------------------------------------------------- */
+
+void kern_copy_cols(cf_env *E, float *y, const float *x, int n_x, int col0, int n_y, int n_tok) {
+    (void)E;
+    for (int t = 0; t < n_tok; t++)
+        memcpy(y + (size_t)t * n_y, x + (size_t)t * n_x + col0, (size_t)n_y * sizeof *y);
+}
+
+void kern_logits_post(cf_env *E, float *logits, int n_vocab, int n_rows, float scale,
+                      float softcap) {
+    (void)E;
+    size_t total = (size_t)n_vocab * (size_t)n_rows;
+    if (scale != 1.0f)
+        for (size_t i = 0; i < total; i++) logits[i] *= scale;
+    if (softcap > 0.0f) {
+        const float inv = 1.0f / softcap;
+        for (size_t i = 0; i < total; i++) logits[i] = tanhf(logits[i] * inv) * softcap;
+    }
+}

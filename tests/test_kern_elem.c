@@ -1,0 +1,75 @@
+/*
+ * test_kern_elem.c — the elementwise/normalisation kernels against naive
+ * double-precision references.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "kern.h"
+#include "kern_elem.h"
+#include "test.h"
+
+static float frand(unsigned *s) {
+    *s = *s * 1103515245u + 12345u;
+    return ((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+TEST(kern_elem, layer_norm_matches_double_reference) {
+    enum { N = 96, T = 3 };
+    float x[T * N], w[N], b[N], y[T * N];
+    unsigned s = 1;
+    for (int i = 0; i < T * N; i++) x[i] = 3 * frand(&s) + 0.5f;
+    for (int i = 0; i < N; i++) w[i] = 1 + 0.1f * frand(&s), b[i] = 0.2f * frand(&s);
+    kern_layer_norm(NULL, y, x, w, b, N, 1e-5f, T);
+    for (int t = 0; t < T; t++) {
+        double mean = 0, var = 0;
+        for (int i = 0; i < N; i++) mean += x[t * N + i];
+        mean /= N;
+        for (int i = 0; i < N; i++) var += (x[t * N + i] - mean) * (x[t * N + i] - mean);
+        var /= N;
+        for (int i = 0; i < N; i++) {
+            double want = (x[t * N + i] - mean) / sqrt(var + 1e-5) * w[i] + b[i];
+            EXPECT_NEAR(y[t * N + i], want, 1e-5);
+        }
+    }
+    kern_layer_norm(NULL, y, x, w, NULL, N, 1e-5f, 1); /* no bias */
+    EXPECT(isfinite(y[0]));
+}
+
+TEST(kern_elem, gelu_table_close_to_exact_and_limits) {
+    float x[] = {-12.0f, -10.0f, -3.0f, -0.5f, 0.0f, 0.25f, 1.0f, 4.0f, 9.99f, 10.0f, 50.0f};
+    int n = (int)(sizeof x / sizeof *x);
+    float y[16], g[16], u[16];
+    kern_gelu(NULL, y, x, n, 1);
+    for (int i = 0; i < n; i++) {
+        double xe = x[i], exact = 0.5 * xe * (1 + tanh(0.7978845608028654 * xe * (1 + 0.044715 * xe * xe)));
+        if (x[i] <= -10) EXPECT_NEAR(y[i], 0.0, 0);
+        else if (x[i] >= 10) EXPECT_NEAR(y[i], x[i], 0);
+        else EXPECT_NEAR(y[i], exact, 2e-3 * fmax(1.0, fabs(exact))); /* F16 table */
+    }
+    for (int i = 0; i < n; i++) g[i] = x[i], u[i] = 2.0f;
+    kern_geglu(NULL, y, g, u, n, 1);
+    float y2[16];
+    kern_gelu(NULL, y2, x, n, 1);
+    for (int i = 0; i < n; i++) EXPECT_NEAR(y[i], 2 * y2[i], 0);
+}
+
+TEST(kern_elem, add_row_scale_copy_cols_logits_post) {
+    float x[6] = {1, 2, 3, 4, 5, 6}, b[3] = {10, 20, 30}, y[6];
+    kern_add_row(NULL, y, x, b, 3, 2);
+    EXPECT_NEAR(y[0], 11, 0);
+    EXPECT_NEAR(y[5], 36, 0);
+    kern_scale(NULL, y, x, 0.5f, 3, 2);
+    EXPECT_NEAR(y[3], 2, 0);
+    float c[4];
+    kern_copy_cols(NULL, c, x, 3, 1, 2, 2); /* rows [1 2 3] [4 5 6] → [2 3] [5 6] */
+    EXPECT_NEAR(c[0], 2, 0);
+    EXPECT_NEAR(c[1], 3, 0);
+    EXPECT_NEAR(c[2], 5, 0);
+    EXPECT_NEAR(c[3], 6, 0);
+    float l[4] = {-100, -1, 1, 100};
+    kern_logits_post(NULL, l, 4, 1, 0.5f, 2.0f);
+    EXPECT_NEAR(l[0], -2.0, 1e-6);
+    EXPECT_NEAR(l[2], 2 * tanh(0.25), 1e-6);
+    EXPECT_NEAR(l[3], 2.0, 1e-6);
+}
