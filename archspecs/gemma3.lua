@@ -4,50 +4,26 @@
 -- unless il % sliding_window_pattern == pattern - 1; local layers use RoPE
 -- base rope.freq_base_swa (10000), global ones rope.freq_base.  Final
 -- soft-capping only when the key is present; output.weight optional.
-local n_embd    = hparam("embedding_length")
-local n_layer   = hparam("block_count")
-local n_ff      = hparam("feed_forward_length")
-local n_head    = hparam("attention.head_count")
-local n_head_kv = hparam("attention.head_count_kv", n_head)
-local head_dim  = hparam("attention.key_length", n_embd // n_head)
-local n_rot     = hparam("rope.dimension_count", head_dim)
-local base_glob = hparam("rope.freq_base", 1000000.0)
+local hp = transformer_hparams{eps = 1e-6, freq_base = 1000000.0, n_ctx = 32768}
 local base_loc  = hparam("rope.freq_base_swa", 10000.0)
-local eps       = hparam("attention.layer_norm_rms_epsilon", 1e-6)
 local window    = hparam("attention.sliding_window", 1024)
 local pattern   = hparam("attention.sliding_window_pattern", 6)
 local final_cap = hparam("final_logit_softcapping", 0.0)
-local n_vocab   = gguf_len("tokenizer.ggml.tokens") or hparam("vocab_size")
+local tok_embd  = weight("token_embd.weight", {hp.n_embd, hp.n_vocab})
+local output    = output_weight(hp, tok_embd)
 
-model{ n_vocab = n_vocab, n_embd = n_embd, n_layer = n_layer,
-       n_ctx_train = hparam("context_length", 32768) }
-
-local tok_embd = weight("token_embd.weight", {n_embd, n_vocab})
-local out_norm = weight("output_norm.weight", {n_embd})
-local output   = weight("output.weight", {n_embd, n_vocab}, {optional = true}) or tok_embd
-local q_dim, kv_dim = n_head * head_dim, n_head_kv * head_dim
-
-local x = scale(embed(tok_embd), math.sqrt(n_embd))
-for il = 0, n_layer - 1 do
+local x = scale(embed(tok_embd), math.sqrt(hp.n_embd))
+for il = 0, hp.n_layer - 1 do
   local p = "blk." .. il .. "."
   local is_local = il % pattern < pattern - 1
-  local base = is_local and base_loc or base_glob
-  local h = rms_norm(x, weight(p .. "attn_norm.weight", {n_embd}), eps)
-  local q = matmul(weight(p .. "attn_q.weight", {n_embd, q_dim}), h)
-  local k = matmul(weight(p .. "attn_k.weight", {n_embd, kv_dim}), h)
-  local v = matmul(weight(p .. "attn_v.weight", {n_embd, kv_dim}), h)
-  q = rms_norm(q, weight(p .. "attn_q_norm.weight", {head_dim}), eps, {group = head_dim})
-  k = rms_norm(k, weight(p .. "attn_k_norm.weight", {head_dim}), eps, {group = head_dim})
-  q = rope(q, {n_head = n_head, head_dim = head_dim, n_rot = n_rot, freq_base = base, mode = "neox"})
-  k = rope(k, {n_head = n_head_kv, head_dim = head_dim, n_rot = n_rot, freq_base = base, mode = "neox"})
-  local a = attention(q, k, v, {layer = il, n_head = n_head, n_head_kv = n_head_kv, head_dim = head_dim,
-                                window = is_local and window or 0})
-  a = matmul(weight(p .. "attn_output.weight", {q_dim, n_embd}), a)
-  x = add(x, rms_norm(a, weight(p .. "post_attention_norm.weight", {n_embd}), eps))
-  h = rms_norm(x, weight(p .. "ffn_norm.weight", {n_embd}), eps)
-  local g = matmul(weight(p .. "ffn_gate.weight", {n_embd, n_ff}), h)
-  local u = matmul(weight(p .. "ffn_up.weight", {n_embd, n_ff}), h)
-  local f = matmul(weight(p .. "ffn_down.weight", {n_ff, n_embd}), geglu(g, u))
-  x = add(x, rms_norm(f, weight(p .. "post_ffw_norm.weight", {n_embd}), eps))
+  local q, k, v = qkv_proj(norm(x, p .. "attn_norm.weight", hp), p, hp)
+  q = rms_norm(q, weight(p .. "attn_q_norm.weight", {hp.head_dim}), hp.eps, {group = hp.head_dim})
+  k = rms_norm(k, weight(p .. "attn_k_norm.weight", {hp.head_dim}), hp.eps, {group = hp.head_dim})
+  q, k = rope_qk(q, k, hp, "neox", is_local and base_loc or hp.freq_base)
+  local a = attend(q, k, v, hp, il, {window = is_local and window or 0})
+  a = matmul(weight(p .. "attn_output.weight", {hp.q_dim, hp.n_embd}), a)
+  x = add(x, norm(a, p .. "post_attention_norm.weight", hp))
+  local f = gated_ffn(norm(x, p .. "ffn_norm.weight", hp), p, hp, geglu)
+  x = add(x, norm(f, p .. "post_ffw_norm.weight", hp))
 end
-logits(output, rms_norm(x, out_norm, eps), {softcap = final_cap})
+logits(output, norm(x, "output_norm.weight", hp), {softcap = final_cap})

@@ -39,10 +39,24 @@ static spec_ctx *ctx_of(lua_State *L) {
     return (spec_ctx *)lua_touserdata(L, lua_upvalueindex(1));
 }
 
-static int caller_line(lua_State *L) {
+/* Where the Lua code that called the current C function stands: index of its
+ * chunk in p->files (added on first sight) and line. */
+static void caller_pos(lua_State *L, ir_program *p, int *file, int *line) {
     lua_Debug ar;
-    if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "l", &ar)) return ar.currentline;
-    return 0;
+    *file = 0;
+    *line = 0;
+    if (!lua_getstack(L, 1, &ar) || !lua_getinfo(L, "Sl", &ar)) return;
+    *line = ar.currentline;
+    const char *src = ar.source[0] == '@' ? ar.source + 1 : ar.short_src;
+    for (int i = 0; i < p->n_files; i++)
+        if (!strcmp(p->files[i], src)) {
+            *file = i;
+            return;
+        }
+    if (p->n_files < (int)(sizeof p->files / sizeof *p->files)) {
+        p->files[p->n_files] = strdup(src);
+        if (p->files[p->n_files]) *file = p->n_files++;
+    }
 }
 
 /* ---- metadata access ------------------------------------------------------ */
@@ -237,7 +251,7 @@ static int value_n(lua_State *L, int v) { return ctx_of(L)->p->values[v].n; }
 /* Append op (out width n_out, or no output when n_out == 0); push the value. */
 static int emit_op(lua_State *L, ir_op *op, int n_out) {
     spec_ctx *c = ctx_of(L);
-    op->line = caller_line(L);
+    caller_pos(L, c->p, &op->file, &op->line);
     op->out = -1;
     int o = ir_add_op(c->p, op);
     if (o < 0) return luaL_error(L, "out of memory");
@@ -469,8 +483,22 @@ static int msgh(lua_State *L) {
     return 1;
 }
 
-int archspec_build(const gguf_file *g, const char *src, size_t src_len, const char *spec_name,
-                   ir_program **out, char *err, size_t err_len) {
+/* Load and run one chunk under the traceback-free message handler. */
+static int run_chunk(lua_State *L, const char *src, size_t len, const char *name, char *err,
+                     size_t err_len) {
+    char chunk[512];
+    snprintf(chunk, sizeof chunk, "@%s", name);
+    lua_pushcfunction(L, msgh);
+    int rc = luaL_loadbufferx(L, src, len, chunk, "t");
+    if (rc == LUA_OK) rc = lua_pcall(L, 0, 0, -2);
+    if (rc != LUA_OK) snprintf(err, err_len, "archspec %s", lua_tostring(L, -1));
+    lua_settop(L, 0);
+    return rc == LUA_OK ? 0 : -1;
+}
+
+int archspec_build(const gguf_file *g, const char *common, size_t common_len, const char *src,
+                   size_t src_len, const char *spec_name, ir_program **out, char *err,
+                   size_t err_len) {
     *out = NULL;
     ir_program *p = ir_new();
     if (!p) return snprintf(err, err_len, "archspec: out of memory"), -1;
@@ -522,13 +550,11 @@ int archspec_build(const gguf_file *g, const char *src, size_t src_len, const ch
     lua_setfield(L, -2, "ARCH");
     lua_pop(L, 1);
 
-    char chunk[512];
-    snprintf(chunk, sizeof chunk, "@%s", spec_name);
-    lua_pushcfunction(L, msgh);
-    int rc = luaL_loadbufferx(L, src, src_len, chunk, "t");
-    if (rc == LUA_OK) rc = lua_pcall(L, 0, 0, -2);
-    if (rc != LUA_OK) {
-        snprintf(err, err_len, "archspec %s", lua_tostring(L, -1));
+    /* The spec's own chunk is files[0] even when common.lua defines helpers first. */
+    p->files[0] = strdup(spec_name);
+    p->n_files = p->files[0] ? 1 : 0;
+    if ((common && run_chunk(L, common, common_len, "archspecs/common.lua", err, err_len)) ||
+        run_chunk(L, src, src_len, spec_name, err, err_len)) {
         lua_close(L);
         ir_free(p);
         return -1;

@@ -94,8 +94,8 @@ int cc_spec_file(const char *name, char **data, size_t *len, char *err, size_t e
 int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src_len, char *err,
                 size_t err_len) {
     *src = NULL;
-    char *spec = NULL, *prelude = NULL, *fwd = NULL, *ops = NULL;
-    size_t spec_len = 0, n;
+    char *spec = NULL, *common = NULL, *prelude = NULL, *fwd = NULL, *ops = NULL;
+    size_t spec_len = 0, common_len = 0, n;
     char spec_name[512];
     ir_program *p = NULL;
     int rc = -1;
@@ -123,7 +123,7 @@ int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src
         gguf_str arch;
         if (gguf_get_str(g, "general.architecture", &arch, err, err_len)) goto done;
         if (arch.len == 0 || arch.len > 64 || memchr(arch.ptr, '/', arch.len) ||
-            memchr(arch.ptr, '.', arch.len)) {
+            memchr(arch.ptr, '.', arch.len) || gguf_str_eq(arch, "common")) {
             snprintf(err, err_len, "general.architecture '%.*s' is not a valid architecture name",
                      (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
             goto done;
@@ -136,11 +136,13 @@ int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src
             goto done;
         }
     }
-    if (cc_spec_file("templates/prelude.h", &prelude, &n, err, err_len) ||
+    if (cc_spec_file("archspecs/common.lua", &common, &common_len, err, err_len) ||
+        cc_spec_file("templates/prelude.h", &prelude, &n, err, err_len) ||
         cc_spec_file("templates/forward.c.in", &fwd, &n, err, err_len) ||
         cc_spec_file("templates/ops.c.in", &ops, &n, err, err_len))
         goto done;
-    if (archspec_build(g, spec, spec_len, spec_name, &p, err, err_len)) goto done;
+    if (archspec_build(g, common, common_len, spec, spec_len, spec_name, &p, err, err_len))
+        goto done;
     emit_options eo = {
         .generator_version = CINFER_VERSION,
         .prelude = prelude,
@@ -153,6 +155,7 @@ int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src
 done:
     ir_free(p);
     free(spec);
+    free(common);
     free(prelude);
     free(fwd);
     free(ops);

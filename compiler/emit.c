@@ -104,7 +104,7 @@ static int assign_buffers(const ir_program *p, int n_batch, long *val_off, long 
                 return snprintf(err, err_len,
                                 "%s:%d: %s works in place, but its input is used again later "
                                 "(line %d); use the result instead",
-                                p->archspec_path, op->line, ir_info(op->code)->name,
+                                p->files[op->file], op->line, ir_info(op->code)->name,
                                 p->ops[p->values[op->in[0]].last_use].line), -1;
             }
             if (ir_info(op->code)->inplace && op->in[0] >= 0 &&
@@ -245,7 +245,7 @@ static void emit_region(sbuf *b, const char *name, const ir_program *p, const em
                 *rc = -1;
                 return;
             }
-            sb_printf(b, "#line %d \"%s\"\n    ", op->line, p->archspec_path);
+            sb_printf(b, "#line %d \"%s\"\n    ", op->line, p->files[op->file]);
             if (expand_op(b, p, op, val_off, tpl, tl, err, err_len)) {
                 *rc = -1;
                 return;

@@ -42,6 +42,7 @@ void ir_free(ir_program *p) {
     free(p->kv_dim);
     free(p->arch);
     free(p->archspec_path);
+    for (int i = 0; i < p->n_files; i++) free(p->files[i]);
     free(p);
 }
 

@@ -49,7 +49,8 @@ typedef struct {
     int w;                 /* weight id, -1 for none */
     int64_t i[IR_MAX_I];   /* integer params */
     float f[IR_MAX_F];     /* float params */
-    int line;              /* archspec line that created the op */
+    int file;              /* index into ir_program.files of the Lua chunk that created the op */
+    int line;              /* and its line there */
 } ir_op;
 
 typedef struct {
@@ -66,7 +67,9 @@ typedef struct {
 
 typedef struct {
     char *arch;              /* general.architecture */
-    char *archspec_path;     /* for #line and messages, e.g. "archspecs/llama.lua" */
+    char *archspec_path;     /* for messages, e.g. "archspecs/llama.lua" */
+    char *files[4];          /* Lua chunks ops come from (archspec, archspecs/common.lua), for #line */
+    int n_files;
     uint64_t fingerprint;    /* gguf_fingerprint */
     /* hyperparameters the runtime needs (set by the archspec) */
     int n_vocab, n_embd, n_layer, n_ctx_train;
