@@ -16,6 +16,7 @@
 #include "compile.h"
 #include "kern.h"
 #include "pool.h"
+#include "pull.h"
 #include "samp.h"
 
 typedef struct {
@@ -188,7 +189,15 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
                     void (*forward)(struct cf_env *)) {
     run_args a;
     if (parse_args(argc, argv, &a)) return 2;
-    char err[1024];
+    char err[1024], cached[4096];
+    /* REPO[:FILE] names a model pulled with `cinfer pull` */
+    if (!describe && pull_is_spec(a.model)) {
+        if (pull_resolve_cached(a.model, cached, sizeof cached, err, sizeof err)) {
+            fprintf(stderr, "cinfer run: %s\n", err);
+            return 1;
+        }
+        a.model = cached;
+    }
     int rc = 1;
     cinfer_model *m = NULL;
     cinfer_session *s = NULL;

@@ -795,10 +795,12 @@ static int select_default(const pull_listing *l, size_t *sel, size_t *n_sel, cha
         strfmt(why, why_len, "no GGUF files; taking the safetensors weights with their config and tokenizer files");
         return 0;
     }
-    /* best group: Q4_K_M; else smallest with >= 4 bits; else smallest */
+    /* best group: Q4_K_M; else the smallest with >= 4 bits; else the smallest
+     * without a recognised tag (often F16/F32); else the one with the most bits
+     * below 4 (the least damaged), the smallest of those */
     ssize_t best = -1;
     int64_t best_size = 0;
-    int best_rank = 0; /* 3: Q4_K_M, 2: >= 4 bits, 1: other */
+    int best_rank = 0, best_bits = 0; /* rank 3: Q4_K_M, 2: >= 4 bits, 1: no tag, 0: < 4 bits */
     for (size_t i = 0; i < l->n_files; i++) {
         const pull_file *f = &l->files[i];
         if (!f->safe || !ends_with_ci(f->path, ".gguf")) continue;
@@ -811,9 +813,11 @@ static int select_default(const pull_listing *l, size_t *sel, size_t *n_sel, cha
             if (l->files[j].safe && same_group(f->path, l->files[j].path)) total += l->files[j].size_bytes;
         char tag[64];
         int bits = quant_tag(f->path, tag, sizeof tag);
-        int rank = !strcmp(tag, "Q4_K_M") ? 3 : bits >= 4 ? 2 : 1;
-        if (best < 0 || rank > best_rank || (rank == best_rank && total < best_size))
-            best = (ssize_t)i, best_size = total, best_rank = rank;
+        int rank = !strcmp(tag, "Q4_K_M") ? 3 : bits >= 4 ? 2 : bits == 0 ? 1 : 0;
+        bool better = best < 0 || rank > best_rank ||
+                      (rank == best_rank && rank == 0 && bits > best_bits) ||
+                      (rank == best_rank && (rank != 0 || bits == best_bits) && total < best_size);
+        if (better) best = (ssize_t)i, best_size = total, best_rank = rank, best_bits = bits;
     }
     if (best < 0) return fail(why, why_len, PULL_ENOTFOUND, "no usable GGUF file in the repo");
     for (size_t j = 0; j < l->n_files; j++)
@@ -826,10 +830,13 @@ static int select_default(const pull_listing *l, size_t *sel, size_t *n_sel, cha
         strfmt(why, why_len, "%s (%s): Q4_K_M is the usual balance of size and quality", name, sz);
     else if (best_rank == 2)
         strfmt(why, why_len, "%s (%s): no Q4_K_M file; %s (%d bits) is the smallest with at least 4 bits per weight",
-                 name, sz, tag, bits);
+               name, sz, tag, bits);
+    else if (best_rank == 1)
+        strfmt(why, why_len, "%s (%s): no Q4_K_M file and no tag of >= 4 bits recognised; the smallest file "
+               "without a quantization tag", name, sz);
     else
-        strfmt(why, why_len, "%s (%s): no Q4_K_M file and none with a recognised tag of >= 4 bits; the smallest GGUF",
-                 name, sz);
+        strfmt(why, why_len, "%s (%s): every file is below 4 bits per weight; %s (%d bits) loses the least",
+               name, sz, tag, bits);
     if (*n_sel > 1) {
         size_t k = strlen(why);
         strfmt(why + k, why_len - k, " (%zu shards)", *n_sel);
@@ -1278,8 +1285,13 @@ int pull_download(const pull_opts *o, const char *repo, const pull_file *f, char
         d->have = d->size;
         emit(d, PULL_EV_SKIP, "already present and verified", d->local);
         if (path_out) strfmt(path_out, path_cap, "%s", d->local);
-        unlinkat(d->dfd, d->part, 0);
-        unlinkat(d->dfd, d->side, 0);
+        /* a stale partial download of it goes, unless another pull holds it */
+        int pfd = openat(d->dfd, d->part, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (pfd >= 0 && flock(pfd, LOCK_EX | LOCK_NB) == 0) {
+            unlinkat(d->dfd, d->part, 0);
+            unlinkat(d->dfd, d->side, 0);
+        }
+        if (pfd >= 0) close(pfd);
         rc = 0;
         goto out;
     }
@@ -1337,7 +1349,11 @@ int pull_download(const pull_opts *o, const char *repo, const pull_file *f, char
     d->rate_b = d->have;
     if (emit(d, PULL_EV_START, NULL, NULL)) { rc = fail(err, err_len, PULL_ECANCELED, "canceled"); goto out; }
 
-    if ((rc = download_loop(d, endpoint, repo, rev, err, err_len))) goto out;
+    if ((rc = download_loop(d, endpoint, repo, rev, err, err_len))) {
+        /* make what we have durable, so a resume after a reboot keeps it */
+        if (rc != PULL_EVERIFY && d->have > d->synced) checkpoint(d);
+        goto out;
+    }
 
     emit(d, PULL_EV_VERIFY, NULL, NULL);
     unsigned char dig[EVP_MAX_MD_SIZE];
@@ -1418,7 +1434,7 @@ static int list_dir(int fd, strvec *out, int want /* 0 any, 1 dirs, 2 files */) 
         if (sv_push(out, e->d_name)) { closedir(dir); return -1; }
     }
     closedir(dir);
-    qsort(out->v, out->n, sizeof *out->v, cmp_str);
+    if (out->n > 1) qsort(out->v, out->n, sizeof *out->v, cmp_str);
     return 0;
 }
 
