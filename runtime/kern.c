@@ -25,6 +25,7 @@
  */
 #include "kern.h"
 #include "kern_elem.h"
+#include "kern_kquants.h"
 
 #include <assert.h>
 #include <math.h>
@@ -188,6 +189,22 @@ static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
     [CF_Q8_0] = {"Q8_0", 32, 34, {deq_q8_0, kern_avx2_dequant_q8_0}, {dot_q8_0, kern_avx2_dot_q8_0}},
     [CF_IQ4_NL] = {"IQ4_NL", 32, 18, {deq_iq4_nl, kern_avx2_dequant_iq4_nl},
                    {dot_iq4_nl, kern_avx2_dot_iq4_nl}},
+/* 256-element super-block types: kern_kquants.c (scalar), kern_kquants_avx2.c */
+#define KQ_TYPE(id, NAME, t)                                                              \
+    [id] = {NAME, KERN_QK_K, (int)sizeof(kern_block_##t),                                 \
+            {kern_sc_dequant_##t, kern_avx2_dequant_##t}, {kern_sc_dot_##t, kern_avx2_dot_##t}}
+    KQ_TYPE(KERN_T_Q2_K, "Q2_K", q2_k),
+    KQ_TYPE(KERN_T_Q3_K, "Q3_K", q3_k),
+    KQ_TYPE(KERN_T_Q4_K, "Q4_K", q4_k),
+    KQ_TYPE(KERN_T_Q5_K, "Q5_K", q5_k),
+    KQ_TYPE(KERN_T_Q6_K, "Q6_K", q6_k),
+    KQ_TYPE(KERN_T_Q8_K, "Q8_K", q8_k),
+    KQ_TYPE(KERN_T_IQ4_XS, "IQ4_XS", iq4_xs),
+    KQ_TYPE(KERN_T_IQ3_XXS, "IQ3_XXS", iq3_xxs),
+    KQ_TYPE(KERN_T_IQ3_S, "IQ3_S", iq3_s),
+    KQ_TYPE(KERN_T_TQ1_0, "TQ1_0", tq1_0),
+    KQ_TYPE(KERN_T_TQ2_0, "TQ2_0", tq2_0),
+#undef KQ_TYPE
 };
 
 const kern_type_ops *kern_type_ops_get(int type) {

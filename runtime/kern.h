@@ -57,9 +57,11 @@ size_t kern_scratch_bytes(int n_ctx);
 #define KERN_MM_TILE_BYTES ((size_t)KERN_MM_ROWS * KERN_MM_KC * sizeof(float))
 
 /* ---- weight types ---------------------------------------------------------
- * Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL (ids as in
- * prelude.h CF_* / gguf.h enum ggml_type).  Rows of n elements need n to be a
- * multiple of the block size (32 for the quantized types, 1 otherwise). */
+ * Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, and the
+ * 256-element super-block types of kern_kquants.h: Q2_K, Q3_K, Q4_K, Q5_K,
+ * Q6_K, Q8_K, IQ4_XS, IQ3_XXS, IQ3_S, TQ1_0, TQ2_0 (ids as in prelude.h CF_* /
+ * gguf.h enum ggml_type).  Rows of n elements need n to be a multiple of the
+ * block size (32 or 256 for the quantized types, 1 otherwise). */
 int kern_type_supported(int type);
 /* Elements per block; 0 when unsupported. */
 int kern_type_block(int type);

@@ -157,14 +157,14 @@ TEST(kern, type_table) {
         EXPECT_EQ_I(kern_type_block(g_types[i].type), g_types[i].blck);
         EXPECT_EQ_I(kern_row_bytes(g_types[i].type, 64), 64 / g_types[i].blck * g_types[i].bytes);
     }
-    EXPECT(!kern_type_supported(12)); /* Q4_K: later */
+    EXPECT(!kern_type_supported(16)); /* IQ2_XXS: later */
     EXPECT(!kern_type_supported(-1));
     EXPECT(!kern_type_supported(4));  /* removed id */
     EXPECT(!kern_type_supported(1000));
     EXPECT_EQ_I(kern_row_bytes(CF_Q4_0, 33), 0);
     float x[32] = {0};
     uint8_t blk[64] = {0};
-    EXPECT(isnan(kern_dot_row(KERN_ISA_SCALAR, 12, blk, x, 32)));
+    EXPECT(isnan(kern_dot_row(KERN_ISA_SCALAR, 16, blk, x, 32)));
     EXPECT(isnan(kern_dot_row(KERN_ISA_SCALAR, CF_Q8_0, blk, x, 31)));
 }
 
@@ -353,7 +353,7 @@ TEST(kern, matmul_unsupported_type_is_nan) {
     float x[64] = {0}, y[4] = {0};
     uint8_t w[1024] = {0};
     cf_env E = {.K = kern_table(KERN_ISA_SCALAR)};
-    E.K->matmul(&E, y, x, w, 12 /* Q4_K */, 4, 256 / 4, 1);
+    E.K->matmul(&E, y, x, w, 16 /* IQ2_XXS */, 4, 256 / 4, 1);
     EXPECT(isnan(y[0]) && isnan(y[3]));
 }
 
