@@ -12,7 +12,7 @@ Q        := $(if $(filter 1,$(V)),,@)
 
 # Debian packages the project builds against (DESIGN.md §5).
 DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-openssl-dev \
-            libmicrohttpd-dev libxxhash-dev libssl-dev pkg-config
+            libmicrohttpd-dev libxxhash-dev libssl-dev pkg-config tmux
 
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CSTD     := -std=c11 -D_GNU_SOURCE
@@ -40,7 +40,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
 CLI_OBJ  := $(BUILD)/cli/main.o
 SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_SRC:%.c=$(BUILD)/san/%.o)
 
-.PHONY: all test check demo deps deb-pkgs golden fuzz bench clean help install
+.PHONY: all test check demo deps deb-pkgs golden fuzz bench clean help install unicode bench-tok fuzz-tokjson
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
@@ -140,6 +140,33 @@ golden: $(BUILD)/cinfer
 	  if [ -f "$$m" ]; then $(BUILD)/cinfer compile "$$m" --emit-c generated/$$n.c && echo "  GOLDEN  generated/$$n.c"; \
 	  else echo "  skip $$n: $$m absent"; fi; done
 
+# ---- bench -------------------------------------------------------------------
+# Benchmarks, never part of `make test` (tools/bench.sh says what it does):
+# the 336M llama-shape model of DESIGN.md §7 made with ../shared/tools/mkmodel
+# as F16 under $(BUILD)/bench (not committed), quantized with `cinfer
+# quantize`, then `cinfer bench` and the peer (peer/, node-llama-cpp) on the
+# same files and threads, interleaved, with ratios and the fraction of the
+# memory-bandwidth bound.  BENCH_TYPES, BENCH_P, BENCH_N, BENCH_R,
+# BENCH_ROUNDS, BENCH_THREADS, PEER_DIR override the defaults.
+bench: $(BUILD)/cinfer
+	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/bench.sh
+
+# Tokenizer throughput (tests/bench_tok.c, -O2, not sanitized): 1 MiB of mixed text.
+$(BUILD)/bench_tok: tests/bench_tok.c $(BUILD)/libcinfer.a
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ tests/bench_tok.c $(BUILD)/libcinfer.a $(LIBS)
+bench-tok: $(BUILD)/bench_tok
+	@CINFER_SHARED=$(SHARED) $(BUILD)/bench_tok
+
+# ---- unicode -----------------------------------------------------------------
+# runtime/unicode_data.c is generated from the Unicode Character Database
+# (Debian's unicode-data package, UCD_DIR) and committed, so builds need
+# neither; `make unicode` regenerates it.
+UCD_DIR ?= /usr/share/unicode
+unicode: tools/gen_unicode.c
+	@mkdir -p $(BUILD)/tools
+	$(Q)$(CC) -O2 -Wall -Wextra -Werror -o $(BUILD)/tools/gen_unicode tools/gen_unicode.c
+	$(Q)$(BUILD)/tools/gen_unicode $(UCD_DIR) > $(BUILD)/unicode_data.c && mv $(BUILD)/unicode_data.c runtime/unicode_data.c
+
 # ---- fuzz --------------------------------------------------------------------
 # libFuzzer (clang) on the model-file parsers: $(BUILD)/fuzz/fuzz_gguf, run for
 # FUZZ_SECONDS on a seed corpus built under $(BUILD)/fuzz/corpus (never
@@ -165,6 +192,27 @@ $(FUZZ_DIR)/corpus/.seeded:
 	@printf '\216\0\0\0\0\0\0\0{"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},%s' \
 	  '"b":{"dtype":"BF16","shape":[1,2],"data_offsets":[8,12]}}123456789012' > $(FUZZ_DIR)/corpus/tiny.safetensors
 	@touch $@
+# tokenizer.json loading (fuzz/fuzz_tokjson.c: raw JSON, or JSON built from the input's bytes)
+FUZZ_TOK_LIB := runtime/tok.c runtime/tok_bpe.c runtime/tok_hf.c runtime/unicode.c runtime/unicode_data.c runtime/gguf.c
+$(FUZZ_DIR)/fuzz_tokjson: fuzz/fuzz_tokjson.c $(FUZZ_TOK_LIB) runtime/tok.h runtime/tok_impl.h runtime/unicode.h
+	@mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=undefined -o $@ fuzz/fuzz_tokjson.c $(FUZZ_TOK_LIB) -lcjson -lxxhash -lm
+fuzz-tokjson: $(FUZZ_DIR)/fuzz_tokjson
+	@mkdir -p $(FUZZ_DIR)/corpus-tokjson
+	$(FUZZ_DIR)/fuzz_tokjson -max_len=8192 -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus-tokjson
+# chat templates (fuzz/fuzz_chat.c: the input is a Jinja template), seeded with ../shared/chat-templates
+FUZZ_CHAT_LIB := runtime/chat.c runtime/jinja.c runtime/gguf.c
+$(FUZZ_DIR)/fuzz_chat: fuzz/fuzz_chat.c $(FUZZ_CHAT_LIB) runtime/chat.h runtime/jinja.h runtime/gguf.h
+	@mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=undefined -o $@ fuzz/fuzz_chat.c $(FUZZ_CHAT_LIB) -lcjson -lxxhash -lm
+fuzz-chat: $(FUZZ_DIR)/fuzz_chat
+	@mkdir -p $(FUZZ_DIR)/corpus-chat
+	@cp $(SHARED)/chat-templates/*.jinja $(FUZZ_DIR)/corpus-chat/ 2>/dev/null || true
+	$(FUZZ_DIR)/fuzz_chat -max_len=16384 -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus-chat
 fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/corpus/.seeded
 	$(FUZZ_DIR)/fuzz_gguf -max_len=131072 -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus
@@ -180,6 +228,9 @@ help:
 	@echo "make golden     regenerate generated/ golden sources"
 	@echo "make fuzz       build and run the libFuzzer targets (FUZZ_SECONDS=600)"
 	@echo "make bench      benchmarks (not part of make test)"
+	@echo "make bench-tok  tokenizer throughput on 1 MiB of mixed text"
+	@echo "make fuzz-tokjson  libFuzzer on tokenizer.json loading (FUZZ_SECONDS)"
+	@echo "make unicode    regenerate runtime/unicode_data.c from /usr/share/unicode (unicode-data)"
 	@echo "make install    PREFIX=/usr/local: cinfer, libcinfer.a, cinfer.h, cinfer.pc"
 	@echo "make clean      remove build/"
 	@echo "V=1             show full commands"

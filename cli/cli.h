@@ -11,8 +11,12 @@ int cli_inspect(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_compile(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
+int cli_chat(int argc, char **argv);
 int cli_pull(int argc, char **argv);
 int cli_list(int argc, char **argv);
 int cli_rm(int argc, char **argv);
+int cli_bench(int argc, char **argv);
+int cli_quantize(int argc, char **argv);
+int cli_schema_check(int argc, char **argv);
 
 #endif

@@ -16,11 +16,15 @@ typedef struct {
 static const command commands[] = {
     {"inspect", cli_inspect, "inspect MODEL [--json]           metadata and tensors"},
     {"run", cli_run, "run MODEL [-p TEXT] [-n N] ...     generate text (see `cinfer run --help`)"},
+    {"chat", cli_chat, "chat MODEL [--system TEXT] ...     chat through the model's template"},
     {"compile", cli_compile, "compile MODEL [--aot] [--emit-c FILE] [-o OUT]"},
     {"tokenize", cli_tokenize, "tokenize MODEL TEXT [--no-bos]     print token ids"},
+    {"bench", cli_bench, "bench MODEL [-p 512] [-n 128] [-t N] [-r 3] [--json]   prompt and generation tokens/s"},
+    {"quantize", cli_quantize, "quantize IN.gguf OUT.gguf --type q4_0|q8_0|q4_k_m|...   re-quantize like llama-quantize"},
     {"pull", cli_pull, "pull REPO [FILE|PATTERN] [--revision R] [--dir D] [--endpoint URL]   download from Hugging Face"},
     {"list", cli_list, "list                               models in the local cache"},
     {"rm", cli_rm, "rm REPO[:FILE]                     remove from the local cache"},
+    {"schema-check", cli_schema_check, "schema-check SCHEMA INSTANCE...    does the JSON Schema grammar accept each instance"},
 };
 
 static void usage(FILE *f) {

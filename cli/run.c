@@ -30,8 +30,12 @@ typedef struct {
     int n_ctx;
     int verbose;
     int no_bos;
+    int activations; /* CINFER_ACT_* */
     cc_mode mode;
     samp_params sp;
+    const char *json_schema; /* --json-schema: constrain output to this JSON Schema */
+    int confidence;          /* --confidence: print the decisions' distributions (stderr) */
+    int n_given;             /* -n was given */
 } run_args;
 
 static void run_usage(FILE *f) {
@@ -46,9 +50,15 @@ static void run_usage(FILE *f) {
             "  -c N                    context size in tokens (default: model's, at most 4096)\n"
             "  --jit | --aot           compile in memory with libtcc (default) or with cc -O3\n"
             "  --quant native          compute precision (only native for now)\n"
+            "  --activations f32|q8    matmul activations: f32 (exact dequantized weights) or\n"
+            "                          q8 (quantized per row like llama.cpp; faster)\n"
             "  --dump-logits FILE      write {\"prompt_ids\":[...],\"logits\":[...]} at the last prompt position\n"
             "  --archspec FILE         use this architecture descriptor instead of the built-in one\n"
             "  --no-bos                do not add BOS to the prompt\n"
+            "  --json-schema FILE      output one JSON value valid under the schema (stdout: just the value;\n"
+            "                          without -n, generation runs until the value is complete)\n"
+            "  --confidence            with --json-schema: the model's distribution at each enum, boolean\n"
+            "                          and integer value, as a JSON array on stderr\n"
             "  -v                      verbose: compile/cache details\n");
 }
 
@@ -97,7 +107,7 @@ static int parse_args(int argc, char **argv, run_args *a) {
         else if (!strcmp(f, "--prompt-ids")) { NEED_VAL(); a->prompt_ids = v; }
         else if (!strcmp(f, "--dump-logits")) { NEED_VAL(); a->dump_logits = v; }
         else if (!strcmp(f, "--archspec")) { NEED_VAL(); a->archspec = v; }
-        else if (!strcmp(f, "-n") || !strcmp(f, "--n-predict")) { NUM(0, 1e9); a->n_predict = (int)d; }
+        else if (!strcmp(f, "-n") || !strcmp(f, "--n-predict")) { NUM(0, 1e9); a->n_predict = (int)d; a->n_given = 1; }
         else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) { NUM(0, 1024); a->n_threads = (int)d; }
         else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) { NUM(0, 1 << 24); a->n_ctx = (int)d; }
         else if (!strcmp(f, "--temp")) { NUM(0, 100); a->sp.temp = (float)d; }
@@ -109,6 +119,15 @@ static int parse_args(int argc, char **argv, run_args *a) {
         else if (!strcmp(f, "--jit")) a->mode = CC_JIT;
         else if (!strcmp(f, "--aot")) a->mode = CC_AOT;
         else if (!strcmp(f, "--no-bos")) a->no_bos = 1;
+        else if (!strcmp(f, "--activations")) {
+            NEED_VAL();
+            if (!strcmp(v, "f32")) a->activations = CINFER_ACT_F32;
+            else if (!strcmp(v, "q8")) a->activations = CINFER_ACT_Q8;
+            else {
+                fprintf(stderr, "cinfer run: --activations '%s': expected f32 or q8\n", v);
+                return -1;
+            }
+        }
         else if (!strcmp(f, "-v") || !strcmp(f, "--verbose")) a->verbose = 1;
         else if (!strcmp(f, "--quant")) {
             NEED_VAL();
@@ -117,9 +136,10 @@ static int parse_args(int argc, char **argv, run_args *a) {
                 return -1;
             }
         } else if (!strcmp(f, "--json-schema")) {
-            fprintf(stderr, "cinfer run: --json-schema is not implemented yet\n");
-            return -1;
-        } else if (f[0] == '-' && f[1]) {
+            NEED_VAL();
+            a->json_schema = v;
+        } else if (!strcmp(f, "--confidence")) a->confidence = 1;
+        else if (f[0] == '-' && f[1]) {
             fprintf(stderr, "cinfer run: unknown option '%s' (see cinfer run --help)\n", f);
             return -1;
         } else if (!a->model) a->model = f;
@@ -185,8 +205,33 @@ static int print_piece(const char *piece, size_t len, int32_t token, void *user)
     return 0;
 }
 
+/* --json-schema: compile the schema for this model (and --confidence's store). */
+static int run_grammar(const run_args *a, cinfer_model *m, cinfer_grammar **g, cinfer_confidence **conf,
+                       char *err, size_t err_len) {
+    FILE *f = fopen(a->json_schema, "rb");
+    if (!f) return snprintf(err, err_len, "%s: %s", a->json_schema, strerror(errno)), -1;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0)
+        if ((n += r) == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) free(buf);
+            buf = nb;
+        }
+    fclose(f);
+    if (!buf) return snprintf(err, err_len, "out of memory"), -1;
+    int rc = cinfer_grammar_from_schema(m, buf, n, NULL, g, err, err_len);
+    free(buf);
+    if (rc) return -1;
+    if (a->confidence && cinfer_confidence_new(conf)) return snprintf(err, err_len, "out of memory"), -1;
+    return 0;
+}
+
 static int run_main(int argc, char **argv, const struct cf_model_desc *(*describe)(void),
                     void (*forward)(struct cf_env *)) {
+    cinfer_grammar *grammar = NULL;
+    cinfer_confidence *conf = NULL;
     run_args a;
     if (parse_args(argc, argv, &a)) return 2;
     char err[1024], cached[4096];
@@ -210,7 +255,8 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
                  : cinfer_model_open(a.model, &mo, &m, err, sizeof err))
         goto fail;
     double t_open = now_ms() - rs.t_start;
-    cinfer_session_options so = {.n_ctx = a.n_ctx, .n_threads = a.n_threads};
+    cinfer_session_options so = {.n_ctx = a.n_ctx, .n_threads = a.n_threads,
+                                 .activations = a.activations};
     if (cinfer_session_new(m, &so, &s, err, sizeof err)) goto fail;
     int n_ctx = cinfer_session_n_ctx(s);
 
@@ -249,7 +295,8 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
         dump_logits(a.dump_logits, ids, (int)n_prompt, cinfer_logits(s), cinfer_model_n_vocab(m)))
         goto fail;
 
-    if (a.prompt) fputs(a.prompt, stdout);
+    if (a.json_schema && run_grammar(&a, m, &grammar, &conf, err, sizeof err)) goto fail;
+    if (a.prompt && !grammar) fputs(a.prompt, stdout);
     cinfer_gen_result res = {0};
     if (a.n_predict > 0) {
         cinfer_gen_options go = {
@@ -261,12 +308,28 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
             .repeat_penalty = a.sp.repeat_penalty,
             .repeat_last_n = a.sp.repeat_last_n,
             .seed = a.sp.seed,
+            .grammar = grammar,
+            .confidence = conf,
         };
+        if (grammar && !a.n_given) go.max_tokens = 0; /* until the value is complete */
         /* the prompt is already in the cache: only its last token is re-run */
         if (cinfer_generate_tokens(s, ids, n_prompt, &go, print_piece, &rs, &res, err, sizeof err))
             goto fail;
+        if (grammar && res.stop != CINFER_STOP_GRAMMAR && res.stop != CINFER_STOP_EOS) {
+            fputc('\n', stdout);
+            snprintf(err, sizeof err, "the JSON value is incomplete (%s)",
+                     res.stop == CINFER_STOP_CTX_FULL ? "context full" : "token limit reached");
+            goto fail;
+        }
+        if (conf) {
+            fputc('\n', stdout);
+            fflush(stdout);
+            char *cj = cinfer_confidence_json(conf);
+            if (cj) fprintf(stderr, "%s\n", cj);
+            free(cj);
+        }
     }
-    if (a.n_predict > 0 || a.prompt) fputc('\n', stdout);
+    if ((a.n_predict > 0 && !conf) || (a.prompt && !grammar)) fputc('\n', stdout);
     fflush(stdout);
     fprintf(stderr,
             "cinfer: open %.1f ms (%s %.1f ms%s) | prompt %zu tok %.1f tok/s | "
@@ -282,6 +345,8 @@ fail:
     fprintf(stderr, "cinfer run: %s\n", err);
 done:
     free(ids);
+    cinfer_grammar_free(grammar);
+    cinfer_confidence_free(conf);
     cinfer_session_free(s);
     cinfer_model_close(m);
     return rc;

@@ -2,7 +2,10 @@
  * cli/tokenize.c — `cinfer tokenize MODEL TEXT [--no-bos] [--parse-special]`:
  * prints the ids of TEXT, space-separated on one line, as llama.cpp's
  * llama_tokenize gives them (add_special unless --no-bos; control tokens in
- * TEXT parsed only with --parse-special).  MODEL may be a vocab-only GGUF.
+ * TEXT parsed only with --parse-special).  MODEL is a GGUF file (a model or a
+ * vocab-only file) or a Hugging Face tokenizer.json (its
+ * tokenizer_config.json, when next to it, is read too); the format is told
+ * by the first bytes, not the name.
  */
 #include "cli.h"
 
@@ -15,8 +18,18 @@
 #include "tok.h"
 
 static int usage(void) {
-    fprintf(stderr, "usage: cinfer tokenize MODEL TEXT [--no-bos] [--parse-special]\n");
+    fprintf(stderr, "usage: cinfer tokenize MODEL.gguf|tokenizer.json TEXT [--no-bos] [--parse-special]\n");
     return 2;
+}
+
+/* The first non-blank byte of path: '{' for JSON, 'G' for GGUF; -1 when unreadable. */
+static int first_byte(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    int c;
+    while ((c = fgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r') {}
+    fclose(f);
+    return c;
 }
 
 int cli_tokenize(int argc, char **argv) {
@@ -45,13 +58,20 @@ int cli_tokenize(int argc, char **argv) {
     tok_vocab *v = NULL;
     int32_t *ids = NULL;
     int status = 1;
-    if (gguf_open(model, &g, err, sizeof err) != 0) {
-        fprintf(stderr, "cinfer tokenize: %s\n", err);
-        goto done;
-    }
-    if (tok_load_gguf(g, &v, err, sizeof err) != 0) {
-        fprintf(stderr, "cinfer tokenize: %s: %s\n", model, err);
-        goto done;
+    if (first_byte(model) == '{') {
+        if (tok_load_hf_json(model, &v, err, sizeof err) != 0) {
+            fprintf(stderr, "cinfer tokenize: %s: %s\n", model, err);
+            goto done;
+        }
+    } else {
+        if (gguf_open(model, &g, err, sizeof err) != 0) {
+            fprintf(stderr, "cinfer tokenize: %s\n", err);
+            goto done;
+        }
+        if (tok_load_gguf(g, &v, err, sizeof err) != 0) {
+            fprintf(stderr, "cinfer tokenize: %s: %s\n", model, err);
+            goto done;
+        }
     }
     size_t len = strlen(text), n_ids = 0;
     ids = malloc(tok_encode_max(len) * sizeof *ids);

@@ -107,6 +107,10 @@ struct cf_env {
     int pos;              /* position of tokens[0] */
     int n_tokens;         /* 1..n_batch */
     int logits_all;       /* 0: logits of the last token only */
+    int act_quant;        /* matmul activations: 0 f32 (exact: dot(dequant(W), x));
+                           * 1 converted per row to the weight type's ggml
+                           * vec_dot_type (Q8_0/Q8_1/Q8_K/F16/BF16) with integer
+                           * dots, like llama.cpp's CPU backend (runtime/kern_q8.h) */
 };
 
 /* What a generated module tells the runtime about itself. */

@@ -111,9 +111,20 @@ int32_t cinfer_token_eos(const cinfer_model *m); /* -1 when none */
 
 /* ---- sessions ---------------------------------------------------------------- */
 
+/* How matmuls treat activations (cinfer_session_options.activations). */
+enum {
+    CINFER_ACT_DEFAULT = 0, /* currently CINFER_ACT_F32 */
+    CINFER_ACT_F32 = 1,     /* f32 activations on exactly dequantized weights: matches
+                             * llama.cpp run on the F32 dequantization to float rounding */
+    CINFER_ACT_Q8 = 2,      /* each activation row converted to the weight type's
+                             * llama.cpp vec_dot_type (Q8_0, Q8_1, Q8_K; F16, BF16) and
+                             * integer dot products: llama.cpp's own CPU numerics, faster */
+};
+
 typedef struct {
-    int n_ctx;     /* KV cache positions; 0: min(n_ctx_train, 4096) */
-    int n_threads; /* 0: physical cores */
+    int n_ctx;       /* KV cache positions; 0: min(n_ctx_train, 4096) */
+    int n_threads;   /* 0: physical cores */
+    int activations; /* CINFER_ACT_*; 0: CINFER_ACT_DEFAULT */
 } cinfer_session_options;
 
 /* A new session with an empty history.  Allocates the KV cache
@@ -145,6 +156,169 @@ int cinfer_eval(cinfer_session *s, const int32_t *ids, size_t n_ids, char *err, 
  * call that evaluates.  NULL before any evaluation. */
 const float *cinfer_logits(const cinfer_session *s);
 
+/* ---- structured output: JSON Schema grammars ------------------------------------ */
+
+/* A JSON Schema compiled into a grammar over the bytes of JSON text.  With
+ * cinfer_gen_options.grammar set, every token that would leave the grammar
+ * gets -inf before sampling, so the output always satisfies the schema (no
+ * retries), and generation stops as soon as the value is complete.
+ *
+ * What the grammar accepts is canonical JSON: no whitespace (unless
+ * CINFER_WS_FLEXIBLE), strings in one spelling (raw UTF-8; only ", \ and
+ * control characters escaped), numbers in plain decimal (no exponent, no
+ * trailing fraction zeros, no -0).  Object keys may come in any order; each
+ * declared key at most once.  cinfer_grammar_check canonicalises its input
+ * first, so it answers "does the value satisfy the schema".
+ *
+ * Supported keywords (drafts 4, 6, 7, 2019-09, 2020-12): type (incl. lists),
+ * enum, const, properties, required, additionalProperties,
+ * patternProperties, propertyNames, min/maxProperties, dependentRequired /
+ * dependencies (arrays), items, prefixItems, additionalItems, min/maxItems,
+ * minLength, maxLength, pattern (ECMA-262 subset: no lookaround,
+ * backreferences or \b), format (date, time, date-time, uuid, email, uri,
+ * uri-reference, ipv4, hostname; others are annotations), minimum, maximum,
+ * exclusiveMinimum/Maximum (number and draft-4 boolean forms), multipleOf,
+ * anyOf, oneOf (when its branches are provably disjoint), allOf, not (of
+ * type, const or enum), $ref/$defs/definitions/$id/$anchor (local, recursion
+ * allowed), boolean schemas; annotations are ignored.  Anything else is a
+ * CINFER_EUNSUPPORTED error listing each keyword and its location, never a
+ * silently looser grammar — unless options.permissive asks for exactly that. */
+typedef struct cinfer_grammar cinfer_grammar;
+
+typedef enum {
+    CINFER_WS_COMPACT = 0,  /* {"a":1,"b":[2,3]} */
+    CINFER_WS_FLEXIBLE = 1, /* JSON whitespace allowed between tokens (at most 16 bytes in a row) */
+} cinfer_ws_policy;
+
+typedef struct {
+    cinfer_ws_policy whitespace;
+    int permissive; /* 1: ignore unsupported keywords; the grammar accepts a superset of the schema */
+    int format_annotation; /* 1: "format" is an annotation (the 2020-12 default for validators)
+                            * instead of checked; 0 (default) checks the formats listed above */
+} cinfer_grammar_options;
+
+/* Compile schema[0..len) (JSON text).  m: the model whose vocabulary the
+ * grammar will constrain, or NULL to compile for cinfer_grammar_check only.
+ * The model's token trie is built on first use and kept with the model.
+ * Errors: CINFER_EFORMAT (schema is not JSON), CINFER_EUNSUPPORTED (message:
+ * "unsupported: uniqueItems at #/properties/tags; ..."), CINFER_ENOMEM.
+ * *out is freed with cinfer_grammar_free, before cinfer_model_close(m).  One
+ * grammar may serve several sessions at once (its caches take a lock). */
+int cinfer_grammar_from_schema(const cinfer_model *m, const char *schema, size_t len,
+                               const cinfer_grammar_options *opts, cinfer_grammar **out,
+                               char *err, size_t err_len);
+void cinfer_grammar_free(cinfer_grammar *g);
+/* 1 when the grammar accepts the JSON value json[0..len), 0 when it does not
+ * (err: the byte offset in the canonical text and what was expected),
+ * CINFER_EFORMAT when json is not valid JSON (err says where). */
+int cinfer_grammar_check(const cinfer_grammar *g, const char *json, size_t len, char *err,
+                         size_t err_len);
+
+/* Confidence capture: at each enum, boolean and integer value the grammar
+ * constrains, the model's distribution over the allowed values, renormalised
+ * over that set.  Where one token does not settle the value (multi-token
+ * enum members), the mass of each first token is followed along the sampled
+ * path and split evenly among the values an unsampled token still allows.
+ * Integers with more than 64 allowed values report their first tokens
+ * instead (partial = 1: each choice is a prefix of the value). */
+typedef struct cinfer_confidence cinfer_confidence;
+
+typedef enum {
+    CINFER_DECISION_ENUM = 1,
+    CINFER_DECISION_BOOL = 2,
+    CINFER_DECISION_INT = 3,
+} cinfer_decision_kind;
+
+typedef struct {
+    const char *value; /* canonical JSON text of the value ("\"red\"", "true", "3") */
+    double p;
+} cinfer_choice;
+
+typedef struct {
+    const char *path;              /* JSON Pointer of the value: "" (root), "/items/0/color" */
+    cinfer_decision_kind kind;
+    int partial;                   /* choices are value prefixes (first tokens) */
+    int n_choices;
+    const cinfer_choice *choices;  /* by descending p; they sum to 1 */
+    int chosen;                    /* index of the generated value, -1 when not listed */
+} cinfer_decision;
+
+int cinfer_confidence_new(cinfer_confidence **out);
+void cinfer_confidence_free(cinfer_confidence *c);
+int cinfer_confidence_count(const cinfer_confidence *c);
+/* Valid until the next generation that fills c, or cinfer_confidence_free. */
+const cinfer_decision *cinfer_confidence_get(const cinfer_confidence *c, int i);
+/* All decisions as a JSON array, malloc'd (free()); NULL when out of memory:
+ * [{"path":"/color","kind":"enum","chosen":"\"red\"","choices":[{"value":"\"red\"","p":0.91},...]}] */
+char *cinfer_confidence_json(const cinfer_confidence *c);
+
+/* Typed output: describe a C struct with a field table; cinfer derives its
+ * JSON Schema, and parses generated JSON back into the struct.
+ *
+ *   typedef struct { char name[32]; int age; int color; } pet;
+ *   static const char *const colors[] = {"red", "green"};
+ *   static const cinfer_field pet_fields[] = {
+ *       {CINFER_FIELD(pet, name, CINFER_FIELD_STRING)},
+ *       {CINFER_FIELD(pet, age, CINFER_FIELD_INT), .has_min = 1, .min = 0, .has_max = 1, .max = 40},
+ *       {CINFER_FIELD(pet, color, CINFER_FIELD_ENUM), .enum_values = colors, .n_enum_values = 2},
+ *   };
+ *   static const cinfer_struct_desc pet_desc = {"pet", sizeof(pet), pet_fields, 3};
+ *   cinfer_struct_schema(&pet_desc, &schema, err, sizeof err);   → grammar → generate →
+ *   cinfer_struct_parse(&pet_desc, text, len, &my_pet, err, sizeof err);
+ */
+typedef enum {
+    CINFER_FIELD_BOOL = 1, /* bool */
+    CINFER_FIELD_INT,      /* int */
+    CINFER_FIELD_INT64,    /* int64_t */
+    CINFER_FIELD_DOUBLE,   /* double */
+    CINFER_FIELD_STRING,   /* char[size]: at most size - 1 bytes, NUL-terminated (maxLength size - 1;
+                            * non-ASCII text longer than size - 1 bytes is a parse error) */
+    CINFER_FIELD_ENUM,     /* int: index into enum_values */
+    CINFER_FIELD_STRUCT,   /* a nested struct described by nested */
+    CINFER_FIELD_ARRAY,    /* elements of elem_type, elem_size bytes each, max_count of them,
+                            * with an int count at count_offset */
+} cinfer_field_type;
+
+typedef struct cinfer_struct_desc cinfer_struct_desc;
+
+typedef struct {
+    const char *name;                 /* JSON property name */
+    cinfer_field_type type;
+    size_t offset;                    /* offsetof(struct, member) */
+    size_t size;                      /* sizeof(member) (STRING: the char array's capacity) */
+    const cinfer_struct_desc *nested; /* STRUCT, or ARRAY of STRUCT */
+    cinfer_field_type elem_type;      /* ARRAY */
+    size_t elem_size;                 /* ARRAY: bytes per element (STRING elements: capacity) */
+    int min_count, max_count;         /* ARRAY: minItems, capacity (maxItems) */
+    size_t count_offset;              /* ARRAY: offsetof the int that receives the count */
+    const char *const *enum_values;   /* ENUM (or ARRAY of ENUM) */
+    int n_enum_values;
+    int has_min, has_max;             /* INT, INT64, DOUBLE: inclusive bounds */
+    double min, max;
+    const char *pattern;              /* STRING: ECMA-262 regex the value must match */
+    const char *description;          /* copied into the schema (the model sees it only if you prompt it) */
+    int optional;                     /* not required; absent leaves the member zeroed */
+} cinfer_field;
+
+struct cinfer_struct_desc {
+    const char *name;
+    size_t size;                      /* sizeof(struct) */
+    const cinfer_field *fields;
+    int n_fields;
+};
+
+#define CINFER_FIELD(T, member, ftype) \
+    .name = #member, .type = (ftype), .offset = offsetof(T, member), .size = sizeof(((T *)0)->member)
+
+/* The struct's JSON Schema (draft 2020-12), malloc'd into *schema (free()).
+ * CINFER_EARG names the field of an inconsistent descriptor. */
+int cinfer_struct_schema(const cinfer_struct_desc *d, char **schema, char *err, size_t err_len);
+/* Parse JSON text into out (d->size bytes, zeroed first).  CINFER_EFORMAT
+ * with the field's path when the text does not fit the description
+ * ("pet.tags[2]: string of 40 bytes does not fit char[32]"). */
+int cinfer_struct_parse(const cinfer_struct_desc *d, const char *json, size_t len, void *out,
+                        char *err, size_t err_len);
+
 /* ---- generation --------------------------------------------------------------- */
 
 /* Called with each piece of generated text: valid UTF-8, never a partial
@@ -174,6 +348,12 @@ typedef struct {
     int parse_special;     /* 1: control-token text in the prompt becomes ids */
     cinfer_logit_fn logit_fn; /* optional logit processor */
     void *logit_user;
+    /* Structured output: only text the grammar accepts is generated, tokens it
+     * forces are appended without sampling (evaluated in one batch), and
+     * generation stops when the value is complete (CINFER_STOP_GRAMMAR).  The
+     * grammar must come from this session's model. */
+    const cinfer_grammar *grammar;
+    cinfer_confidence *confidence; /* with grammar: cleared, then filled with the decisions */
 } cinfer_gen_options;
 
 typedef enum {
@@ -182,6 +362,7 @@ typedef enum {
     CINFER_STOP_STRING,     /* a stop string was produced */
     CINFER_STOP_CALLBACK,   /* the callback returned nonzero */
     CINFER_STOP_CTX_FULL,   /* n_ctx reached */
+    CINFER_STOP_GRAMMAR,    /* the grammar's value is complete */
 } cinfer_stop_reason;
 
 typedef struct {
@@ -200,6 +381,39 @@ typedef struct {
 int cinfer_generate(cinfer_session *s, const char *prompt, const cinfer_gen_options *opts,
                     cinfer_token_cb cb, void *user, cinfer_gen_result *res, char *err,
                     size_t err_len);
+
+/* ---- chat -------------------------------------------------------------------------- */
+
+/* One message of a conversation.  role: "system", "user", "assistant" or
+ * "tool"; content: UTF-8 text. */
+typedef struct {
+    const char *role;
+    const char *content;
+} cinfer_message;
+
+/* Render a conversation with the model's own chat template
+ * (tokenizer.chat_template, a Jinja template run as transformers'
+ * apply_chat_template runs it).  add_generation_prompt: end with the opening
+ * of the assistant's turn.  *prompt is malloc'd: free with cinfer_free.
+ * Errors: CINFER_EUNSUPPORTED when the model has no usable template,
+ * CINFER_EARG when the template rejects the conversation (its message). */
+int cinfer_chat_prompt(const cinfer_model *m, const cinfer_message *msgs, size_t n,
+                       int add_generation_prompt, char **prompt, char *err, size_t err_len);
+/* The same with messages (and optionally tools, or NULL) as JSON arrays in
+ * the OpenAI shape: messages may carry tool_calls / tool_call_id, tools are
+ * {"type":"function","function":{name, description, parameters}}. */
+int cinfer_chat_prompt_json(const cinfer_model *m, const char *messages_json,
+                            const char *tools_json, int add_generation_prompt, char **prompt,
+                            char *err, size_t err_len);
+/* Render msgs with add_generation_prompt and generate the assistant's reply
+ * (control tokens in the rendered text are parsed; BOS appears once).  The
+ * session's cached prefix (earlier turns) is reused.  Errors as
+ * cinfer_chat_prompt and cinfer_generate. */
+int cinfer_chat(cinfer_session *s, const cinfer_message *msgs, size_t n,
+                const cinfer_gen_options *opts, cinfer_token_cb cb, void *user,
+                cinfer_gen_result *res, char *err, size_t err_len);
+/* Free memory the library returned (prompts). */
+void cinfer_free(void *p);
 
 /* The same starting from token ids (no tokenization, nothing added). */
 int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,

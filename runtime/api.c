@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +24,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chat.h"
 #include "compile.h"
 #include "engine.h"
 #include "gguf.h"
+#include "gram.h"
 #include "samp.h"
 #include "tok.h"
 
@@ -35,6 +38,10 @@ struct cinfer_model {
     cc_module *mod;
     eng_model em;
     char arch[64];
+    chat_template *chat;  /* tokenizer.chat_template, parsed at open; NULL when absent/broken */
+    char chat_err[256];   /* why chat is NULL */
+    gram_vocab *gv;       /* token trie for grammars: built on first use (api_gram_vocab) */
+    pthread_mutex_t gv_lock;
 };
 
 struct cinfer_session {
@@ -83,6 +90,7 @@ static int model_open(const char *path, const cinfer_model_options *opts,
     cinfer_model_options o = opts ? *opts : (cinfer_model_options){0};
     cinfer_model *m = calloc(1, sizeof *m);
     if (!m) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
+    pthread_mutex_init(&m->gv_lock, NULL);
     int rc = gguf_open(path, &m->g, e, sizeof e);
     if (rc) {
         free(m);
@@ -130,6 +138,8 @@ static int model_open(const char *path, const cinfer_model_options *opts,
                   tok_n_vocab(m->vocab), m->mod->desc->n_vocab);
         goto bad;
     }
+    /* A missing or unparsable chat template only matters to chat calls. */
+    if (chat_template_from_gguf(m->g, &m->chat, m->chat_err, sizeof m->chat_err)) m->chat = NULL;
     *out = m;
     return 0;
 bad:
@@ -150,11 +160,24 @@ int cinfer_model_open_linked(const char *path, const cf_model_desc *(*describe)(
 
 void cinfer_model_close(cinfer_model *m) {
     if (!m) return;
+    chat_template_free(m->chat);
     eng_model_release(&m->em);
     cc_module_free(m->mod);
     tok_free(m->vocab);
     gguf_close(m->g);
+    gram_vocab_free(m->gv);
+    pthread_mutex_destroy(&m->gv_lock);
     free(m);
+}
+
+/* The grammar module's token trie (gram.h); the model is otherwise read-only,
+ * so the lazily built cache takes a lock. */
+const gram_vocab *api_gram_vocab(const cinfer_model *cm) {
+    cinfer_model *m = (cinfer_model *)cm;
+    pthread_mutex_lock(&m->gv_lock);
+    if (!m->gv && gram_vocab_new(m->vocab, &m->gv)) m->gv = NULL;
+    pthread_mutex_unlock(&m->gv_lock);
+    return m->gv;
 }
 
 int cinfer_model_n_vocab(const cinfer_model *m) { return m->mod->desc->n_vocab; }
@@ -187,10 +210,14 @@ int cinfer_session_new(cinfer_model *m, const cinfer_session_options *opts,
     cinfer_session_options o = opts ? *opts : (cinfer_session_options){0};
     if (o.n_ctx < 0 || o.n_threads < 0)
         return fail(err, err_len, CINFER_EARG, "n_ctx and n_threads must be >= 0");
+    if (o.activations < CINFER_ACT_DEFAULT || o.activations > CINFER_ACT_Q8)
+        return fail(err, err_len, CINFER_EARG, "activations %d: expected CINFER_ACT_F32 (1), "
+                    "CINFER_ACT_Q8 (2) or 0 (default)", o.activations);
+    const int act_quant = o.activations == CINFER_ACT_Q8; /* default: F32 */
     cinfer_session *s = calloc(1, sizeof *s);
     if (!s) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
     s->m = m;
-    if (eng_ctx_new(&m->em, o.n_ctx, o.n_threads, 0, &s->ctx, e, sizeof e)) {
+    if (eng_ctx_new(&m->em, o.n_ctx, o.n_threads, 0, act_quant, &s->ctx, e, sizeof e)) {
         free(s);
         return fail(err, err_len, CINFER_ENOMEM, "%s", e);
     }
@@ -395,6 +422,16 @@ int cinfer_generate(cinfer_session *s, const char *prompt, const cinfer_gen_opti
     return rc;
 }
 
+/* Evaluate the tokens generated but not yet evaluated (structured output). */
+static int eval_pending(cinfer_session *s, int32_t *ids, int *n, char *err, size_t err_len) {
+    char e[512];
+    int pos = s->ctx->n_past;
+    if (eng_eval(s->ctx, (const int *)ids, *n, e, sizeof e)) return fail(err, err_len, CINFER_EARG, "%s", e);
+    memcpy(s->tokens + pos, ids, (size_t)*n * sizeof *ids);
+    *n = 0;
+    return 0;
+}
+
 int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
                            const cinfer_gen_options *opts, cinfer_token_cb cb, void *user,
                            cinfer_gen_result *res, char *err, size_t err_len) {
@@ -420,6 +457,21 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
 
     int rc = 0;
     pending_text pend = {0};
+    /* structured output (gram.h): tokens are evaluated lazily, when logits are
+     * next needed, so tokens the grammar forces go through in one batch */
+    gram_run *gr = NULL;
+    int32_t gpend[64];
+    int n_gpend = 0;
+    if (o.grammar) {
+        if (o.grammar->vocab && o.grammar->vocab != api_gram_vocab(m)) {
+            samp_free(samp);
+            return fail(err, err_len, CINFER_EARG, "grammar was compiled for another model");
+        }
+        if ((rc = gram_run_new(o.grammar, o.confidence, &gr, err, err_len))) {
+            samp_free(samp);
+            return rc;
+        }
+    }
     double t0 = now_ms();
     r.n_prompt = (int)n_ids;
     if ((rc = eval_history(s, ids, n_ids, &r.n_reused, err, err_len))) goto done;
@@ -430,19 +482,39 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
     r.stop = CINFER_STOP_MAX_TOKENS;
     for (;;) {
         if (o.max_tokens && r.n_generated >= o.max_tokens) break;
-        if (s->ctx->n_past >= n_ctx) {
+        if (s->ctx->n_past + n_gpend >= n_ctx) {
             r.stop = CINFER_STOP_CTX_FULL;
             break;
         }
-        const float *lg = eng_logits(s->ctx);
-        if (o.logit_fn) {
-            memcpy(s->logits_buf, lg, (size_t)n_vocab * sizeof(float));
-            o.logit_fn(s->logits_buf, n_vocab, s->tokens, s->ctx->n_past, o.logit_user);
-            lg = s->logits_buf;
+        int32_t id = -1;
+        const float *raw = NULL;
+        if (gr) {
+            if (gram_run_done(gr)) {
+                r.stop = CINFER_STOP_GRAMMAR;
+                break;
+            }
+            if (n_gpend < (int)(sizeof gpend / sizeof gpend[0])) gram_run_forced(gr, &id, 1);
         }
-        int32_t id = samp_sample(samp, lg, s->tokens, s->ctx->n_past);
         if (id < 0) {
-            rc = fail(err, err_len, CINFER_EARG, "sampling failed");
+            if (n_gpend && (rc = eval_pending(s, gpend, &n_gpend, err, err_len))) break;
+            const float *lg = raw = eng_logits(s->ctx);
+            if (o.logit_fn || gr) {
+                memcpy(s->logits_buf, lg, (size_t)n_vocab * sizeof(float));
+                if (gr && gram_run_mask(gr, s->logits_buf, n_vocab) <= 0) {
+                    rc = fail(err, err_len, CINFER_EARG, "grammar: no token can continue the value");
+                    break;
+                }
+                if (o.logit_fn) o.logit_fn(s->logits_buf, n_vocab, s->tokens, s->ctx->n_past, o.logit_user);
+                lg = s->logits_buf;
+            }
+            id = samp_sample(samp, lg, s->tokens, s->ctx->n_past);
+            if (id < 0) {
+                rc = fail(err, err_len, CINFER_EARG, "sampling failed");
+                break;
+            }
+        }
+        if (gr && gram_run_accept(gr, id, raw)) {
+            rc = fail(err, err_len, CINFER_EARG, "grammar: token %d is not allowed here", id);
             break;
         }
         r.n_generated++;
@@ -452,13 +524,16 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
         }
         size_t len;
         const char *piece = tok_stream_put(s->ts, id, &len);
-        char e[512];
-        int pos = s->ctx->n_past;
-        if (eng_eval(s->ctx, &id, 1, e, sizeof e)) {
-            rc = fail(err, err_len, CINFER_EARG, "%s", e);
-            break;
+        if (gr) gpend[n_gpend++] = id; /* evaluated when logits are next needed */
+        else {
+            char e[512];
+            int pos = s->ctx->n_past;
+            if (eng_eval(s->ctx, &id, 1, e, sizeof e)) {
+                rc = fail(err, err_len, CINFER_EARG, "%s", e);
+                break;
+            }
+            s->tokens[pos] = id;
         }
-        s->tokens[pos] = id;
         if (piece && len && pending_add(&pend, piece, len)) {
             rc = fail(err, err_len, CINFER_ENOMEM, "out of memory");
             break;
@@ -480,6 +555,8 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
             break;
         }
     }
+    /* generated tokens join the history */
+    if (!rc && n_gpend) rc = eval_pending(s, gpend, &n_gpend, err, err_len);
     /* flush held text (an incomplete stop-string prefix, a partial character) */
     if (!rc && r.stop != CINFER_STOP_STRING && r.stop != CINFER_STOP_CALLBACK && cb) {
         size_t len;
@@ -489,8 +566,97 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
     }
     r.gen_ms = now_ms() - t0;
 done:
+    gram_run_free(gr);
     free(pend.buf);
     samp_free(samp);
     if (res) *res = r;
+    return rc;
+}
+
+/* ---- chat ------------------------------------------------------------------------ */
+
+void cinfer_free(void *p) { free(p); }
+
+int cinfer_chat_prompt_json(const cinfer_model *m, const char *messages_json, const char *tools_json,
+                            int add_generation_prompt, char **prompt, char *err, size_t err_len) {
+    *prompt = NULL;
+    if (!m->chat)
+        return fail(err, err_len, CINFER_EUNSUPPORTED, "the model has no usable chat template (%s)",
+                    m->chat_err[0] ? m->chat_err : "tokenizer.chat_template absent");
+    cJSON *msgs = cJSON_Parse(messages_json ? messages_json : "");
+    cJSON *tools = tools_json ? cJSON_Parse(tools_json) : NULL;
+    int rc = 0;
+    if (!cJSON_IsArray(msgs)) rc = fail(err, err_len, CINFER_EARG, "messages: expected a JSON array");
+    else if (tools_json && !cJSON_IsArray(tools) && !cJSON_IsNull(tools))
+        rc = fail(err, err_len, CINFER_EARG, "tools: expected a JSON array or null");
+    if (rc) {
+        cJSON_Delete(msgs);
+        cJSON_Delete(tools);
+        return rc;
+    }
+    /* bos/eos as the template sees them: the tokens' text */
+    size_t bl = 0, el = 0;
+    int32_t bos = tok_bos(m->vocab), eos = tok_eos(m->vocab);
+    const char *bp = bos >= 0 ? tok_piece(m->vocab, bos, &bl) : NULL;
+    const char *ep = eos >= 0 ? tok_piece(m->vocab, eos, &el) : NULL;
+    cJSON *ctx = chat_context_new(msgs, cJSON_IsArray(tools) ? tools : NULL,
+                                  add_generation_prompt != 0, bp, ep);
+    cJSON_Delete(msgs);
+    cJSON_Delete(tools);
+    if (!ctx) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
+    size_t len;
+    char e[512];
+    if (chat_template_render(m->chat, ctx, NULL, prompt, &len, e, sizeof e))
+        rc = fail(err, err_len, CINFER_EARG, "chat template: %s", e);
+    cJSON_Delete(ctx);
+    return rc;
+}
+
+/* messages[] → the JSON array the template context wants. */
+static char *messages_to_json(const cinfer_message *msgs, size_t n) {
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; arr && i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "role", msgs[i].role ? msgs[i].role : "user") ||
+            !cJSON_AddStringToObject(o, "content", msgs[i].content ? msgs[i].content : "")) {
+            cJSON_Delete(o);
+            cJSON_Delete(arr);
+            return NULL;
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+    char *s = arr ? cJSON_PrintUnformatted(arr) : NULL;
+    cJSON_Delete(arr);
+    return s;
+}
+
+int cinfer_chat_prompt(const cinfer_model *m, const cinfer_message *msgs, size_t n,
+                       int add_generation_prompt, char **prompt, char *err, size_t err_len) {
+    char *json = messages_to_json(msgs, n);
+    if (!json) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
+    int rc = cinfer_chat_prompt_json(m, json, NULL, add_generation_prompt, prompt, err, err_len);
+    free(json);
+    return rc;
+}
+
+int cinfer_chat(cinfer_session *s, const cinfer_message *msgs, size_t n,
+                const cinfer_gen_options *opts, cinfer_token_cb cb, void *user,
+                cinfer_gen_result *res, char *err, size_t err_len) {
+    char *prompt;
+    int rc = cinfer_chat_prompt(s->m, msgs, n, 1, &prompt, err, err_len);
+    if (rc) return rc;
+    cinfer_gen_options o = opts ? *opts : (cinfer_gen_options){0};
+    /* As llama.cpp's chat code: the template writes control tokens as text,
+     * so parse them; when the vocabulary adds BOS itself, drop a BOS the
+     * template already wrote so it appears once. */
+    o.parse_special = 1;
+    o.no_special = !tok_add_bos(s->m->vocab);
+    const char *p = prompt;
+    int32_t bos = tok_bos(s->m->vocab);
+    size_t bl = 0;
+    const char *bp = bos >= 0 ? tok_piece(s->m->vocab, bos, &bl) : NULL;
+    if (!o.no_special && bp && bl && !strncmp(p, bp, bl)) p += bl;
+    rc = cinfer_generate(s, p, &o, cb, user, res, err, err_len);
+    free(prompt);
     return rc;
 }

@@ -67,8 +67,16 @@ void eng_ctx_free(eng_ctx *c) {
     free(c);
 }
 
-int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, eng_ctx **out,
-                char *err, size_t err_len) {
+/* Widest matmul input: ne[0] of every weight bounds it. */
+static int max_n_in(const cf_model_desc *d) {
+    long w = 0;
+    for (int i = 0; i < d->n_weights; i++)
+        if (d->weight_shapes[i * 4] > w) w = d->weight_shapes[i * 4];
+    return (int)w;
+}
+
+int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, int act_quant,
+                eng_ctx **out, char *err, size_t err_len) {
     *out = NULL;
     const cf_model_desc *d = m->desc;
     if (n_ctx <= 0) n_ctx = d->n_ctx_train < 4096 ? d->n_ctx_train : 4096;
@@ -78,7 +86,9 @@ int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, en
     c->m = m;
     c->n_ctx = n_ctx;
     c->logits_all = logits_all;
-    if (pool_new(n_threads, &c->pool) || pool_reserve(c->pool, kern_scratch_bytes(n_ctx))) {
+    size_t scratch = act_quant ? kern_scratch_bytes_act(n_ctx, d->n_batch, max_n_in(d))
+                               : kern_scratch_bytes(n_ctx);
+    if (pool_new(n_threads, &c->pool) || pool_reserve(c->pool, scratch)) {
         free(c);
         return snprintf(err, err_len, "cannot start %d threads", n_threads), -1;
     }
@@ -110,6 +120,7 @@ int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, en
         .pool = c->pool,
         .n_ctx = n_ctx,
         .logits_all = logits_all,
+        .act_quant = act_quant ? 1 : 0,
     };
     *out = c;
     return 0;

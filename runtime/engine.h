@@ -46,9 +46,12 @@ void eng_model_release(eng_model *m);
 
 /* n_ctx <= 0: min(desc->n_ctx_train, 4096).  n_threads <= 0: physical cores.
  * logits_all: eng_eval keeps logits for every token (up to one batch) instead
- * of only the last.  All buffers are allocated here, none later. */
-int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, eng_ctx **out,
-                char *err, size_t err_len);
+ * of only the last.  act_quant: cf_env.act_quant, the matmul activation mode
+ * (0 f32, exact; 1 quantized like llama.cpp, see templates/prelude.h); 1 also
+ * reserves the scratch for the converted activations (kern_scratch_bytes_act).
+ * All buffers are allocated here, none later. */
+int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, int act_quant,
+                eng_ctx **out, char *err, size_t err_len);
 void eng_ctx_free(eng_ctx *c);
 
 /* Evaluate n tokens at position c->n_past (in batches of desc->n_batch) and

@@ -17,21 +17,33 @@
  * else, for (loop.*, else, `if` filter, tuple targets, break/continue), set
  * (names, tuples, namespace attributes, block set), macro/call/caller,
  * filter blocks, with, the `generation` tag of transformers (renders its
- * body); literals, attribute/subscript/slice, calls with *args/**kwargs,
+ * body); literals, attribute/subscript/slice, calls with *args and **kwargs,
  * arithmetic, ~, comparisons, in, and/or/not, a if b else c, the jinja2
  * filters and tests except those listed under "not covered".
  *
  * Not covered, each a clear error naming the template line, never a silently
  * different output: extends/include/import/block, recursive loops, filters
  * filesizeformat/groupby/pprint/random/striptags/urlencode/urlize/wordwrap/
- * xmlattr, globals cycler/joiner/lipsum, str.format with format specs,
- * printing values whose Python text holds a memory address (generators,
- * methods).  Case mapping (upper/lower/title/...) knows ASCII, Latin-1,
- * Latin Extended-A, basic Greek and Cyrillic only (no final-sigma rule);
- * repr() escapes only the non-printable characters of those tables and of
- * the C0/C1/format/separator ranges.  JSON numbers arrive as cJSON doubles:
- * an integral value within ±2^53 becomes a Python int, any other a float (so
- * JSON `1.0` renders as `1`).
+ * xmlattr, globals cycler/joiner/lipsum/self, str.format with format specs,
+ * integers beyond 64 bits, printing values whose Python text holds a memory
+ * address (generators, methods).
+ *
+ * Known differences (none reachable by the templates in ../shared):
+ *  - case mapping (upper/lower/title/...) knows ASCII, Latin-1, Latin
+ *    Extended-A, basic Greek and Cyrillic only (no final-sigma rule), and
+ *    repr() escapes the non-printable characters of those tables and of the
+ *    C0/C1/format/separator ranges only;
+ *  - given a parsed cJSON (jinja_render), numbers arrive as doubles: an
+ *    integral value within ±2^53 becomes a Python int, any other a float (so
+ *    JSON `1.0` renders as `1`); jinja_render_json reads them exactly.  JSON
+ *    strings end at an escaped NUL (a cJSON limit).
+ * Where jinja2's compiler rather than Python decides a result, that is
+ * reproduced too: its scope analysis (a name a scope assigns before reading
+ * is undefined there until assigned, even to macros), constant folding (a
+ * folded slice goes through Environment.getitem: undefined, not TypeError),
+ * the for-else flag (cleared at the end of the body, so continue and break
+ * leave the else block to run), lazy generator filters, and "".join() of a
+ * filter block's non-string value (TypeError).
  *
  * Limits: every render is bounded in steps, output bytes, working memory and
  * nesting depth (jinja_limits), so a hostile template cannot hang or exhaust
@@ -67,7 +79,7 @@ typedef struct jinja_limits {
     size_t max_output_bytes; /* rendered text, including macro/set captures [16 MiB] */
     size_t max_mem_bytes;    /* working memory of values and scopes [256 MiB] */
     uint64_t max_steps;      /* statements + expressions + loop iterations [20M] */
-    int max_depth;           /* nested macro calls / evaluation depth [200] */
+    int max_depth;           /* evaluation nesting (a macro call takes ~4) [500]; ~400 B of stack each */
 } jinja_limits;
 
 typedef struct jinja_render_opts {
@@ -92,5 +104,11 @@ void jinja_free(jinja_template *t); /* NULL is a no-op */
  * JINJA_ERR_RAISED it is "jinja: line N: raise_exception: MESSAGE". */
 int jinja_render(const jinja_template *t, const cJSON *vars, const jinja_render_opts *opts, char **out,
                  size_t *out_len, char *err, size_t err_len);
+
+/* The same with the variables as JSON text (len bytes): numbers keep their
+ * JSON spelling's type exactly as json.loads gives them ("1.0" a float, "1"
+ * an int), which a parsed cJSON cannot tell. */
+int jinja_render_json(const jinja_template *t, const char *vars_json, size_t len, const jinja_render_opts *opts,
+                      char **out, size_t *out_len, char *err, size_t err_len);
 
 #endif

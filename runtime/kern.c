@@ -26,6 +26,7 @@
 #include "kern.h"
 #include "kern_elem.h"
 #include "kern_kquants.h"
+#include "kern_q8.h"
 
 #include <assert.h>
 #include <math.h>
@@ -179,26 +180,43 @@ static float dot_f32(const void *w, const float *x, int n) {
 /* ==== the type table ======================================================= */
 
 static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
-    [CF_F32] = {"F32", 1, 4, {deq_f32, deq_f32}, {dot_f32, kern_avx2_dot_f32}},
-    [CF_F16] = {"F16", 1, 2, {deq_f16, kern_avx2_dequant_f16}, {dot_f16, kern_avx2_dot_f16}},
-    [CF_BF16] = {"BF16", 1, 2, {deq_bf16, kern_avx2_dequant_bf16}, {dot_bf16, kern_avx2_dot_bf16}},
-    [CF_Q4_0] = {"Q4_0", 32, 18, {deq_q4_0, kern_avx2_dequant_q4_0}, {dot_q4_0, kern_avx2_dot_q4_0}},
-    [CF_Q4_1] = {"Q4_1", 32, 20, {deq_q4_1, kern_avx2_dequant_q4_1}, {dot_q4_1, kern_avx2_dot_q4_1}},
-    [CF_Q5_0] = {"Q5_0", 32, 22, {deq_q5_0, kern_avx2_dequant_q5_0}, {dot_q5_0, kern_avx2_dot_q5_0}},
-    [CF_Q5_1] = {"Q5_1", 32, 24, {deq_q5_1, kern_avx2_dequant_q5_1}, {dot_q5_1, kern_avx2_dot_q5_1}},
-    [CF_Q8_0] = {"Q8_0", 32, 34, {deq_q8_0, kern_avx2_dequant_q8_0}, {dot_q8_0, kern_avx2_dot_q8_0}},
+    [CF_F32] = {"F32", 1, 4, {deq_f32, deq_f32}, {dot_f32, kern_avx2_dot_f32}, CF_F32, {0}},
+    [CF_F16] = {"F16", 1, 2, {deq_f16, kern_avx2_dequant_f16}, {dot_f16, kern_avx2_dot_f16}, CF_F16, {0}},
+    [CF_BF16] = {"BF16", 1, 2, {deq_bf16, kern_avx2_dequant_bf16}, {dot_bf16, kern_avx2_dot_bf16},
+                CF_BF16, {0}},
+    [CF_Q4_0] = {"Q4_0", 32, 18, {deq_q4_0, kern_avx2_dequant_q4_0}, {dot_q4_0, kern_avx2_dot_q4_0},
+                CF_Q8_0, {kern_sc_dotq_q4_0, kern_avx2_dotq_q4_0},
+                {kern_sc_gemm4_q4_0, kern_avx2_gemm4_q4_0}},
+    [CF_Q4_1] = {"Q4_1", 32, 20, {deq_q4_1, kern_avx2_dequant_q4_1}, {dot_q4_1, kern_avx2_dot_q4_1},
+                KERN_T_Q8_1, {kern_sc_dotq_q4_1, kern_avx2_dotq_q4_1},
+                {kern_sc_gemm4_q4_1, kern_avx2_gemm4_q4_1}},
+    [CF_Q5_0] = {"Q5_0", 32, 22, {deq_q5_0, kern_avx2_dequant_q5_0}, {dot_q5_0, kern_avx2_dot_q5_0},
+                CF_Q8_0, {kern_sc_dotq_q5_0, kern_avx2_dotq_q5_0},
+                {kern_sc_gemm4_q5_0, kern_avx2_gemm4_q5_0}},
+    [CF_Q5_1] = {"Q5_1", 32, 24, {deq_q5_1, kern_avx2_dequant_q5_1}, {dot_q5_1, kern_avx2_dot_q5_1},
+                KERN_T_Q8_1, {kern_sc_dotq_q5_1, kern_avx2_dotq_q5_1},
+                {kern_sc_gemm4_q5_1, kern_avx2_gemm4_q5_1}},
+    [CF_Q8_0] = {"Q8_0", 32, 34, {deq_q8_0, kern_avx2_dequant_q8_0}, {dot_q8_0, kern_avx2_dot_q8_0},
+                CF_Q8_0, {kern_sc_dotq_q8_0, kern_avx2_dotq_q8_0},
+                {kern_sc_gemm4_q8_0, kern_avx2_gemm4_q8_0}},
     [CF_IQ4_NL] = {"IQ4_NL", 32, 18, {deq_iq4_nl, kern_avx2_dequant_iq4_nl},
-                   {dot_iq4_nl, kern_avx2_dot_iq4_nl}},
+                   {dot_iq4_nl, kern_avx2_dot_iq4_nl}, CF_Q8_0,
+                   {kern_sc_dotq_iq4_nl, kern_avx2_dotq_iq4_nl},
+                {kern_sc_gemm4_iq4_nl, kern_avx2_gemm4_iq4_nl}},
 /* 256-element super-block types: kern_kquants.c (scalar), kern_kquants_avx2.c */
 #define KQ_TYPE(id, NAME, t)                                                              \
     [id] = {NAME, KERN_QK_K, (int)sizeof(kern_block_##t),                                 \
-            {kern_sc_dequant_##t, kern_avx2_dequant_##t}, {kern_sc_dot_##t, kern_avx2_dot_##t}}
+            {kern_sc_dequant_##t, kern_avx2_dequant_##t}, {kern_sc_dot_##t, kern_avx2_dot_##t}, \
+            KERN_T_Q8_K, {kern_sc_dotq_##t, kern_avx2_dotq_##t}}
     KQ_TYPE(KERN_T_Q2_K, "Q2_K", q2_k),
     KQ_TYPE(KERN_T_Q3_K, "Q3_K", q3_k),
     KQ_TYPE(KERN_T_Q4_K, "Q4_K", q4_k),
     KQ_TYPE(KERN_T_Q5_K, "Q5_K", q5_k),
     KQ_TYPE(KERN_T_Q6_K, "Q6_K", q6_k),
-    KQ_TYPE(KERN_T_Q8_K, "Q8_K", q8_k),
+    /* Q8_K is ggml's activation format, not a matmul weight type there: f32 activations */
+    [KERN_T_Q8_K] = {"Q8_K", KERN_QK_K, (int)sizeof(kern_block_q8_k),
+                     {kern_sc_dequant_q8_k, kern_avx2_dequant_q8_k},
+                     {kern_sc_dot_q8_k, kern_avx2_dot_q8_k}, CF_F32, {0}},
     KQ_TYPE(KERN_T_IQ4_XS, "IQ4_XS", iq4_xs),
     KQ_TYPE(KERN_T_IQ3_XXS, "IQ3_XXS", iq3_xxs),
     KQ_TYPE(KERN_T_IQ3_S, "IQ3_S", iq3_s),
@@ -407,8 +425,8 @@ static void mm_mat_worker(void *arg, int ith, int nth) {
     }
 }
 
-static void matmul_drv(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
-                       int n_out, int n_in, int n_tok) {
+void kern_matmul_f32act(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
+                        int n_out, int n_in, int n_tok) {
     const kern_type_ops *ty = kern_type_ops_get(type);
     if (!ty || n_in % ty->blck) { /* the compiler checks types; never crash here */
         fill_nan(y, (long)n_out * n_tok);
@@ -418,6 +436,18 @@ static void matmul_drv(int isa, cf_env *E, float *y, const float *x, const void 
                 kern_row_bytes(type, n_in)};
     long work = (long)n_out * n_in * n_tok;
     run(E, work, n_tok == 1 ? mm_vec_worker : mm_mat_worker, &j);
+}
+
+/* act_quant 1 (llama.cpp's numerics): activations converted to the type's
+ * vec_dot_type, integer dots — kern_q8.c.  Types whose vec_dot_type is F32
+ * are the same in both modes. */
+static void matmul_drv(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
+                       int n_out, int n_in, int n_tok) {
+    const kern_type_ops *ty = kern_type_ops_get(type);
+    if (E->act_quant && ty && ty->vec_dot_type != CF_F32)
+        kern_q8_matmul(isa, E, y, x, w, type, n_out, n_in, n_tok);
+    else
+        kern_matmul_f32act(isa, E, y, x, w, type, n_out, n_in, n_tok);
 }
 
 /* ---- get_rows ---------------------------------------------------------------- */

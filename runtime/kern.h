@@ -14,6 +14,12 @@
  * angles are built like ggml's rope cache (theta *= powf(base, -2/n_rot) in
  * float, cosf/sinf).
  *
+ * With cf_env.act_quant = 1 matmul instead does what llama.cpp's CPU backend
+ * does: each activation row is converted to the weight type's vec_dot_type
+ * (Q8_0/Q8_1/Q8_K, F16, BF16) and multiplied with integer dot products
+ * (kern_q8.h); results then match llama.cpp running the quantized file, not
+ * its F32 dequantization.
+ *
  * Weight types: ggml block layouts (ggml-common.h), see kern_type_supported.
  * Per-type code is one row of a table indexed by type id (kern.c): block
  * size, bytes, and per-ISA dequant_row / dot_row.  Adding a type is adding
@@ -77,6 +83,41 @@ void kern_dequant_row_isa(int isa, int type, const void *src, float *dst, int n)
  * Returns NaN for an unsupported type or isa. */
 float kern_dot_row(int isa, int type, const void *w_row, const float *x, int n);
 
+/* ---- quantized activations (cf_env.act_quant = 1; kern_q8.h) ---------------
+ * In act_quant mode a matmul first converts each activation row to the
+ * weight type's "vec_dot_type", as llama.cpp's CPU backend does, and then
+ * multiplies with integer dot products: Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL, Q8_1
+ * (ggml type 9) for Q4_1/Q5_1, Q8_K (15) for the 256-element types, F16 for
+ * F16, BF16 for BF16; F32 and Q8_K weights keep f32 activations.
+ * The scratch that mode needs: kern_scratch_bytes_act. */
+
+/* Tokens one kern_dot_q_rows call takes at most (the mat-mat micro-kernel width). */
+#define KERN_Q8_NT 4
+
+/* vec_dot_type of weights of `type` (a ggml type id; CF_F32 when activations
+ * stay f32); -1 when `type` is unsupported. */
+int kern_vec_dot_type(int type);
+/* Bytes of one activation row of n elements in the vec_dot_type of `type`
+ * (n * 4 for CF_F32); 0 when unsupported or n is not a multiple of its block. */
+size_t kern_act_row_bytes(int type, int n);
+/* dst (kern_act_row_bytes(type, n) bytes) = x (n) converted to the
+ * vec_dot_type of `type` through isa's quantizer (every ISA writes the same
+ * bytes).  0, or -1 when unsupported / isa unavailable (dst untouched). */
+int kern_quantize_act_row(int isa, int type, const float *x, void *dst, int n);
+/* s[t] = Σ_i dequant(w_row)[i] * dequant(a_t)[i], t < nt (1..KERN_Q8_NT),
+ * a_t = (const char *)a + t * a_stride holding a row made by
+ * kern_quantize_act_row: the integer dot of isa (ggml_vec_dot_<type>_<vdt>).
+ * 0, or -1 when `type` has no integer dot (F32, F16, BF16, Q8_K) or isa is
+ * unavailable. */
+int kern_dot_q_rows(int isa, int type, const void *w_row, const void *a, size_t a_stride,
+                    int nt, int n, float *s);
+/* Per-thread scratch for every kernel including act_quant matmuls of up to
+ * n_batch tokens and n_in_max inputs (pool_reserve argument); thread 0's
+ * buffer holds the converted activations after the kern_scratch_bytes(n_ctx)
+ * the other kernels use.  Without it (or without a pool) act_quant matmuls
+ * convert tokens in chunks through a 128 KiB stack buffer. */
+size_t kern_scratch_bytes_act(int n_ctx, int n_batch, int n_in_max);
+
 /* IEEE half <-> float: f16 -> f32 exact; f32 -> f16 round to nearest even. */
 float kern_f16_to_f32(uint16_t h);
 uint16_t kern_f32_to_f16(float f);
@@ -89,6 +130,13 @@ void kern_f32_to_f16_row(int isa, const float *src, uint16_t *dst, int n);
 
 typedef void (*kern_dequant_fn)(const void *src, float *dst, int n);
 typedef float (*kern_dot_fn)(const void *w, const float *x, int n);
+/* s[t] = dot(w, a_t) over n elements for t < nt (1..KERN_Q8_NT), a_t at
+ * (const char *)a + t * a_stride in the type's vec_dot_type (kern_q8.h). */
+typedef void (*kern_dot_q_fn)(const void *w, const void *a, size_t a_stride, int nt, int n,
+                              float *s);
+/* s[0..3] = dot(w, a_t) over n elements for the 4 tokens of a, activation
+ * blocks interleaved by token (kern_block_q8x4, kern_q8.h). */
+typedef void (*kern_gemm4_fn)(const void *w, const void *a, int n, float *s);
 
 typedef struct {
     const char *name;
@@ -96,6 +144,9 @@ typedef struct {
     int type_size;                         /* bytes per block */
     kern_dequant_fn dequant[KERN_ISA_COUNT];
     kern_dot_fn dot[KERN_ISA_COUNT];
+    int vec_dot_type;                      /* act_quant: activations' ggml type (CF_F32: none) */
+    kern_dot_q_fn dot_q[KERN_ISA_COUNT];   /* act_quant: integer dot; NULL for F32/F16/BF16/Q8_K */
+    kern_gemm4_fn gemm4[KERN_ISA_COUNT];   /* act_quant mat-mat, Q8_0/Q8_1 types; NULL: dot_q */
 } kern_type_ops;
 
 /* The leaves an ISA supplies to the shared drivers in kern.c. */
@@ -116,6 +167,10 @@ typedef struct {
 } kern_isa_ops;
 
 const kern_type_ops *kern_type_ops_get(int type); /* NULL when unsupported */
+/* The f32-activation matmul (what matmul does with act_quant 0); kern_q8.c
+ * runs it on rounded activations for F16/BF16 weights. */
+void kern_matmul_f32act(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
+                        int n_out, int n_in, int n_tok);
 
 /* kern_avx2.c */
 extern const kern_isa_ops kern_avx2_ops;

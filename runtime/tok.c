@@ -1,24 +1,30 @@
 /*
- * tok.c — SentencePiece-style (SPM) tokenizer, a C port of what llama.cpp
- * does for `tokenizer.ggml.model = "llama"` vocabularies (src/llama-vocab.cpp:
- * llm_tokenizer_spm_session, llama_vocab::impl::{load, tokenize,
- * tokenizer_st_partition, token_to_piece, detokenize}).
+ * tok.c — the tokenizer's vocabulary and the parts every tokenizer model
+ * shares, a C port of llama.cpp's src/llama-vocab.cpp (llama_vocab::impl::
+ * {load, tokenize, tokenizer_st_partition, token_to_piece, detokenize}):
+ * loading from GGUF (SPM "llama", BPE "gpt2", WordPiece "bert"), special
+ * tokens and end-of-generation detection, the SPM merge
+ * (llm_tokenizer_spm_session), decoding and streaming.  Byte-level BPE and
+ * WordPiece encoding live in tok_bpe.c, tokenizer.json loading in tok_hf.c;
+ * tok_impl.h is their shared view of the vocabulary.
  *
  * The vocabulary copies the pieces out of the GGUF mapping into one pool, so
  * it outlives the gguf_file.  Piece → id lookups go through an open-addressing
  * hash table (XXH3, linear probing, 32 more hash bits stored per slot so a
  * probe only compares bytes on a near-certain hit).  Decoded pieces (▁ → ' ',
- * <0xXX> → byte) are precomputed once, so decoding is a table lookup.
+ * <0xXX> → byte, GPT-2 characters → bytes) are precomputed once, so decoding
+ * is a table lookup.
  *
  * Encoding allocates one scratch block per call, sized from the input; the
- * merge loop itself never allocates.  Before merging, a fragment is cut where
- * two adjacent bytes form a pair that occurs in no piece: no merge can cross
- * such a cut, so merging the runs one by one gives llama.cpp's result while
- * the heap stays small (4x faster on 1 MB of English with the 32k vocab).  The SPM merge queue is a binary heap
- * ordered by (score desc, left index asc), llama.cpp's llm_bigram_spm
- * comparator.  That order is total over the entries that can be live at the
- * same time (see spm_heap_before), so the result matches std::priority_queue
- * exactly, whatever the heap implementation.
+ * merge loop itself never allocates.  Before merging, an SPM fragment is cut
+ * where two adjacent bytes form a pair that occurs in no piece: no merge can
+ * cross such a cut, so merging the runs one by one gives llama.cpp's result
+ * while the heap stays small (4x faster on 1 MB of English with the 32k
+ * vocab).  The SPM merge queue is a binary heap ordered by (score desc, left
+ * index asc), llama.cpp's llm_bigram_spm comparator.  That order is total over
+ * the entries that can be live at the same time (see spm_heap_before), so the
+ * result matches std::priority_queue exactly, whatever the heap
+ * implementation.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memmem */
@@ -32,44 +38,12 @@
 #include <string.h>
 #include <xxhash.h>
 
-#define TOK_ATTR_EOG_ (1u << 14) /* private: end-of-generation */
-
-struct tok_vocab {
-    int32_t n_vocab;
-    char *text;          /* pool of raw pieces, each NUL-terminated */
-    uint32_t *text_off;  /* (n_vocab) */
-    uint32_t *text_len;  /* (n_vocab) bytes, without the NUL */
-    char *dec;           /* pool of decoded pieces (special rendering), NUL-terminated */
-    uint32_t *dec_off;   /* (n_vocab) */
-    uint32_t *dec_len;   /* (n_vocab) */
-    float *score;        /* (n_vocab) */
-    uint16_t *attr;      /* (n_vocab) TOK_ATTR_* | TOK_ATTR_EOG_ */
-
-    int32_t *slot_id;    /* (slot_mask + 1) piece → id table; -1 = empty */
-    uint32_t *slot_hash; /* (slot_mask + 1) high 32 bits of the slot's XXH3 */
-    uint32_t slot_mask;
-
-    int32_t byte_id[256]; /* byte fallback: <0xXX>, else the 1-byte piece, else unk, else -1 */
-    int32_t bos, eos, eot, eom, unk, pad;
-    bool add_bos, add_eos, add_space_prefix;
-    uint32_t max_text_len; /* longest raw piece, bytes: longer bigrams are not looked up */
-    /* bit (a << 8 | b) set when some piece contains byte a followed by byte b.
-     * Where the text has a byte pair no piece contains, no merge can ever
-     * span it, so the SPM merge runs on each side independently (with the
-     * same result) — that keeps the merge heap small and in cache. */
-    uint8_t pair_bits[256 * 256 / 8];
-    uint32_t max_dec_len;  /* longest decoded piece, bytes */
-
-    int32_t *special;    /* (n_special) control/user-defined/unknown ids, longest text first */
-    int n_special;
-    int n_special_user;  /* of those, user-defined and neither control nor unknown */
-};
+#include "tok_impl.h"
+#include "unicode.h"
 
 /* ---- small helpers --------------------------------------------------------- */
 
-static int fail(char *err, size_t err_len, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t err_len, int code, const char *fmt, ...) {
+int tok_fail(char *err, size_t err_len, int code, const char *fmt, ...) {
     if (err && err_len) {
         va_list ap;
         va_start(ap, fmt);
@@ -78,6 +52,7 @@ static int fail(char *err, size_t err_len, int code, const char *fmt, ...) {
     }
     return code;
 }
+#define fail tok_fail
 
 /* Bytes of the UTF-8 sequence a lead byte announces, by its high nibble
  * (llama.cpp unicode_len_utf8): continuation and invalid bytes count as 1. */
@@ -85,20 +60,26 @@ static const uint8_t utf8_len_tab[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 
 
 static inline uint64_t piece_hash(const char *s, size_t n) { return XXH3_64bits(s, n); }
 
-static inline int32_t vocab_find(const tok_vocab *v, const char *s, size_t n) {
+int32_t tok_sym_find(const tok_vocab *v, const char *s, size_t n) {
     uint64_t h = piece_hash(s, n);
     uint32_t check = (uint32_t)(h >> 32);
     for (uint32_t i = (uint32_t)h & v->slot_mask;; i = (i + 1) & v->slot_mask) {
         int32_t id = v->slot_id[i];
         if (id < 0) return -1;
-        if (v->slot_hash[i] == check && v->text_len[id] == n &&
-            memcmp(v->text + v->text_off[id], s, n) == 0)
+        if (v->slot_hash[i] == check && v->text_len[id] == n && memcmp(v->text + v->text_off[id], s, n) == 0)
             return id;
     }
 }
 
-/* Insert id; returns the id already holding the same text, or -1. */
-static int32_t vocab_insert(tok_vocab *v, int32_t id) {
+int32_t tok_vocab_find(const tok_vocab *v, const char *s, size_t n) {
+    int32_t id = tok_sym_find(v, s, n);
+    return id < v->n_vocab ? id : -1;
+}
+#define vocab_find tok_vocab_find
+
+/* Insert string id (its text is in the pool); returns the id already holding
+ * the same text, or -1. */
+static int32_t slot_insert(tok_vocab *v, int32_t id) {
     const char *s = v->text + v->text_off[id];
     size_t n = v->text_len[id];
     uint64_t h = piece_hash(s, n);
@@ -115,9 +96,392 @@ static int32_t vocab_insert(tok_vocab *v, int32_t id) {
     }
 }
 
+/* (Re)build the hash for n_slots >= 2 * capacity strings. */
+static int slots_build(tok_vocab *v, uint32_t n_slots) {
+    int32_t *ids = malloc((size_t)n_slots * sizeof *ids);
+    uint32_t *hs = malloc((size_t)n_slots * sizeof *hs);
+    if (!ids || !hs) {
+        free(ids);
+        free(hs);
+        return TOK_ENOMEM;
+    }
+    free(v->slot_id);
+    free(v->slot_hash);
+    v->slot_id = ids;
+    v->slot_hash = hs;
+    v->slot_mask = n_slots - 1;
+    memset(ids, 0xff, (size_t)n_slots * sizeof *ids);
+    for (int32_t i = 0; i < v->n_strings; i++) slot_insert(v, i);
+    return 0;
+}
+
 static int32_t find_cstr(const tok_vocab *v, const char *s) { return vocab_find(v, s, strlen(s)); }
 
-/* ---- loading ----------------------------------------------------------------- */
+/* ---- building the vocabulary ---------------------------------------------------- */
+
+int tok_vocab_alloc(tok_vocab *v, int32_t n, char *err, size_t err_len) {
+    if (n <= 0 || n > INT32_MAX / 4)
+        return fail(err, err_len, TOK_EFORMAT, "tok: %d tokens, expected 1..%d", (int)n, INT32_MAX / 4);
+    v->n_vocab = n;
+    v->n_strings = 0;
+    v->cap_strings = n;
+    v->text_cap = (size_t)n * 8 + 64;
+    v->text = malloc(v->text_cap);
+    v->text_off = malloc((size_t)n * sizeof *v->text_off);
+    v->text_len = malloc((size_t)n * sizeof *v->text_len);
+    v->score = calloc((size_t)n, sizeof *v->score);
+    v->attr = calloc((size_t)n, sizeof *v->attr);
+    if (!v->text || !v->text_off || !v->text_len || !v->score || !v->attr)
+        return fail(err, err_len, TOK_ENOMEM, "tok: out of memory for %d tokens", (int)n);
+    uint32_t n_slots = 16;
+    while (n_slots < 2 * (uint32_t)n) n_slots *= 2;
+    if (slots_build(v, n_slots)) return fail(err, err_len, TOK_ENOMEM, "tok: out of memory");
+    v->bos = v->eos = v->eot = v->eom = v->unk = v->pad = v->sep = -1;
+    v->fim_pre = v->fim_suf = v->fim_mid = v->fim_pad = v->fim_rep = v->fim_sep = -1;
+    return 0;
+}
+
+/* Append a string to the pool as string id (== n_strings). */
+static int pool_add(tok_vocab *v, const char *s, size_t n) {
+    if (n > UINT32_MAX / 2 || v->text_used + n + 1 > UINT32_MAX) return TOK_EFORMAT;
+    if (v->text_used + n + 1 > v->text_cap) {
+        size_t cap = v->text_cap * 2;
+        while (cap < v->text_used + n + 1) cap *= 2;
+        char *t = realloc(v->text, cap);
+        if (!t) return TOK_ENOMEM;
+        v->text = t;
+        v->text_cap = cap;
+    }
+    int32_t id = v->n_strings;
+    v->text_off[id] = (uint32_t)v->text_used;
+    v->text_len[id] = (uint32_t)n;
+    memcpy(v->text + v->text_used, s, n);
+    v->text[v->text_used + n] = 0;
+    v->text_used += n + 1;
+    return 0;
+}
+
+int tok_vocab_set(tok_vocab *v, int32_t id, const char *s, size_t n, float score, uint16_t attr, char *err,
+                  size_t err_len) {
+    if (id != v->n_strings || id >= v->n_vocab)
+        return fail(err, err_len, TOK_EINVAL, "tok: token %d set out of order", (int)id);
+    char empty[24];
+    if (n == 0) { /* llama.cpp: empty pieces become "[EMPTY_<id>]" */
+        n = (size_t)snprintf(empty, sizeof empty, "[EMPTY_%d]", (int)id);
+        s = empty;
+    }
+    int rc = pool_add(v, s, n);
+    if (rc == TOK_ENOMEM) return fail(err, err_len, rc, "tok: out of memory");
+    if (rc) return fail(err, err_len, rc, "tok: token %d: %zu bytes, too long", (int)id, n);
+    v->n_strings++;
+    v->score[id] = score;
+    v->attr[id] = attr;
+    if (n > v->max_text_len) v->max_text_len = (uint32_t)n;
+    const uint8_t *t = (const uint8_t *)s;
+    for (size_t j = 1; j < n; j++) {
+        unsigned pb = (unsigned)t[j - 1] << 8 | t[j];
+        v->pair_bits[pb >> 3] |= (uint8_t)(1u << (pb & 7));
+    }
+    int32_t dup = slot_insert(v, id);
+    if (dup >= 0) {
+        v->n_strings--; /* keep the table consistent for tok_free */
+        return fail(err, err_len, TOK_EFORMAT, "tok: duplicate token in vocabulary: '%.*s' has ids %d and %d",
+                    (int)(n > 64 ? 64 : n), s, (int)dup, (int)id);
+    }
+    return 0;
+}
+
+int32_t tok_intern(tok_vocab *v, const char *s, size_t n) {
+    int32_t id = tok_sym_find(v, s, n);
+    if (id >= 0) return id;
+    if (v->n_strings == INT32_MAX / 2) return -1;
+    if (v->n_strings == v->cap_strings) {
+        int32_t cap = v->cap_strings * 2;
+        uint32_t *o = realloc(v->text_off, (size_t)cap * sizeof *o);
+        if (!o) return -1;
+        v->text_off = o;
+        uint32_t *l = realloc(v->text_len, (size_t)cap * sizeof *l);
+        if (!l) return -1;
+        v->text_len = l;
+        v->cap_strings = cap;
+    }
+    if ((uint32_t)v->n_strings + 1 > (v->slot_mask + 1) / 2 && slots_build(v, 2 * (v->slot_mask + 1))) return -1;
+    if (pool_add(v, s, n)) return -1;
+    id = v->n_strings++;
+    slot_insert(v, id);
+    return id;
+}
+
+typedef struct {
+    uint32_t len;
+    int32_t id;
+} len_id;
+
+static int cmp_special(const void *a, const void *b) {
+    const len_id *x = a, *y = b;
+    /* longest first (llama.cpp sorts by text size, descending); ties by id so
+     * the order does not depend on the sort implementation */
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Well-known token texts llama.cpp's load() recognises (as of c392e509, the
+ * project reference): end-of-turn candidates for EOT, EOM, the FIM tokens, and
+ * the set that ends generation.  A match that is not a control token becomes
+ * one, as llama.cpp does.  Candidates are tried in list order (llama.cpp walks
+ * an unordered_map; its first hit is what the references show). */
+#define FW "\xef\xbd\x9c" /* ｜ */
+#define SP "\xe2\x96\x81" /* ▁ */
+static const char *const eot_names[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+    "<EOT>", "_<EOT>", "<" FW "end" SP "of" SP "sentence" FW ">", NULL,
+};
+static const char *const eom_names[] = {"<|eom_id|>", NULL};
+static const char *const fim_pre_names[] = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<" FW "fim" SP "begin" FW ">", "<PRE>", SP "<PRE>", NULL,
+};
+static const char *const fim_suf_names[] = {
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<" FW "fim" SP "hole" FW ">", "<SUF>", SP "<SUF>", NULL,
+};
+static const char *const fim_mid_names[] = {
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<" FW "fim" SP "end" FW ">", "<MID>", SP "<MID>", NULL,
+};
+static const char *const fim_pad_names[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", NULL};
+static const char *const fim_rep_names[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL};
+static const char *const fim_sep_names[] = {"<|file_sep|>", NULL};
+static const char *const eog_names[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
+    "<|end_of_text|>", NULL,
+};
+#undef FW
+#undef SP
+
+static void mark_eog(tok_vocab *v, int32_t id) {
+    if (id >= 0 && id < v->n_vocab) v->attr[id] |= TOK_ATTR_EOG_;
+}
+
+/* When *id is unset, the first of names in the vocabulary becomes it (and a control token). */
+static void detect_by_name(tok_vocab *v, int32_t *id, const char *const *names) {
+    if (*id >= 0) return;
+    for (size_t k = 0; names[k]; k++) {
+        int32_t t = find_cstr(v, names[k]);
+        if (t < 0) continue;
+        *id = t;
+        v->attr[t] |= TOK_ATTR_CONTROL;
+        return;
+    }
+}
+
+/* The bytes llama_token_to_piece(special = true) gives for token i; writes
+ * them to d when d is not NULL; returns their count. */
+static size_t decoded_piece(const tok_vocab *v, int32_t i, char *d) {
+    const char *t = v->text + v->text_off[i];
+    uint32_t n = v->text_len[i];
+    unsigned a = v->attr[i];
+    size_t m = 0;
+    if (a & (TOK_ATTR_UNKNOWN | TOK_ATTR_CONTROL | TOK_ATTR_USER_DEFINED)) {
+        if (d) memcpy(d, t, n);
+        return n;
+    }
+    if (a & TOK_ATTR_NORMAL) {
+        if (v->type != TOK_TYPE_BPE) { /* llama_unescape_whitespace */
+            for (uint32_t j = 0; j < n;) {
+                if (j + 3 <= n && (uint8_t)t[j] == 0xE2 && (uint8_t)t[j + 1] == 0x96 && (uint8_t)t[j + 2] == 0x81) {
+                    if (d) d[m] = ' ';
+                    m++;
+                    j += 3;
+                } else {
+                    if (d) d[m] = t[j];
+                    m++;
+                    j++;
+                }
+            }
+            return m;
+        }
+        /* llama_decode_text: each character back to the byte it shows */
+        for (size_t j = 0; j < n;) {
+            uint32_t cp = uni_decode(t, n, &j);
+            int b = uni_cpt_to_byte(cp);
+            if (b >= 0) {
+                if (d) d[m] = (char)b;
+                m++;
+                continue;
+            }
+            char u[4], tmp[64];
+            size_t k = uni_encode(cp, u);
+            size_t l = (size_t)snprintf(tmp, sizeof tmp, "[UNK_BYTE_0x");
+            for (size_t q = 0; q < k; q++) l += (size_t)snprintf(tmp + l, sizeof tmp - l, "%02x", (uint8_t)u[q]);
+            if (d) {
+                memcpy(d + m, tmp, l);
+                memcpy(d + m + l, t, n);
+                d[m + l + n] = ']';
+            }
+            m += l + n + 1;
+        }
+        return m;
+    }
+    if (a & TOK_ATTR_BYTE) { /* token_to_byte: strtol(text.substr(3, 2), 16) */
+        char hex[3] = {0, 0, 0};
+        if (n > 3) hex[0] = t[3];
+        if (n > 4) hex[1] = t[4];
+        if (d) d[0] = (char)strtol(hex, NULL, 16);
+        return 1;
+    }
+    return 0; /* unused / undefined: nothing */
+}
+
+static int build_decoded(tok_vocab *v) {
+    size_t total = 0;
+    for (int32_t i = 0; i < v->n_vocab; i++) {
+        total += decoded_piece(v, i, NULL) + 1;
+        if (total > UINT32_MAX) return TOK_EFORMAT;
+    }
+    v->dec = malloc(total);
+    v->dec_off = malloc((size_t)v->n_vocab * sizeof *v->dec_off);
+    v->dec_len = malloc((size_t)v->n_vocab * sizeof *v->dec_len);
+    if (!v->dec || !v->dec_off || !v->dec_len) return TOK_ENOMEM;
+    size_t o = 0;
+    v->max_dec_len = 0;
+    for (int32_t i = 0; i < v->n_vocab; i++) {
+        size_t m = decoded_piece(v, i, v->dec + o);
+        v->dec[o + m] = 0;
+        v->dec_off[i] = (uint32_t)o;
+        v->dec_len[i] = (uint32_t)m;
+        if (m > v->max_dec_len) v->max_dec_len = (uint32_t)m;
+        o += m + 1;
+    }
+    return 0;
+}
+
+/* The trie over the special tokens' texts (one node per distinct prefix). */
+static int build_trie(tok_vocab *v) {
+    size_t total = 0;
+    for (int k = 0; k < v->n_special; k++) total += v->text_len[v->special[k]];
+    if (total > INT32_MAX / 2) return TOK_ENOMEM;
+    v->trie = malloc((total ? total : 1) * sizeof *v->trie);
+    if (!v->trie) return TOK_ENOMEM;
+    v->n_trie = 0;
+    for (int b = 0; b < 256; b++) v->trie_root[b] = -1;
+    for (int k = 0; k < v->n_special; k++) {
+        const uint8_t *t = (const uint8_t *)v->text + v->text_off[v->special[k]];
+        uint32_t n = v->text_len[v->special[k]];
+        int32_t *link = &v->trie_root[t[0]], node = -1;
+        for (uint32_t i = 0; i < n; i++) {
+            /* find or add the child for byte t[i] in the list at *link */
+            node = *link;
+            while (node >= 0 && (i > 0 && v->trie[node].byte != t[i])) {
+                link = &v->trie[node].sibling;
+                node = *link;
+            }
+            if (node < 0) {
+                node = v->n_trie++;
+                v->trie[node] = (struct tok_trie_node){-1, -1, -1, t[i]};
+                *link = node;
+            }
+            link = &v->trie[node].child;
+        }
+        v->trie[node].k = k; /* texts are unique */
+    }
+    return 0;
+}
+
+int tok_vocab_finish(tok_vocab *v, const char *model_name, size_t model_name_len, char *err, size_t err_len) {
+    if (v->n_strings < v->n_vocab)
+        return fail(err, err_len, TOK_EINVAL, "tok: %d of %d tokens set", (int)v->n_strings, (int)v->n_vocab);
+    if (v->add_bos && v->bos < 0)
+        return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.add_bos_token is true, but there is no BOS token");
+    if (v->add_eos && v->eos < 0)
+        return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.add_eos_token is true, but there is no EOS token");
+    if (v->add_sep && v->sep < 0)
+        return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.add_sep_token is true, but there is no SEP token");
+
+    /* llama.cpp load(): special tokens found by their text */
+    detect_by_name(v, &v->eot, eot_names);
+    detect_by_name(v, &v->eom, eom_names);
+    detect_by_name(v, &v->fim_pre, fim_pre_names);
+    detect_by_name(v, &v->fim_suf, fim_suf_names);
+    detect_by_name(v, &v->fim_mid, fim_mid_names);
+    detect_by_name(v, &v->fim_pad, fim_pad_names);
+    detect_by_name(v, &v->fim_rep, fim_rep_names);
+    detect_by_name(v, &v->fim_sep, fim_sep_names);
+    /* control tokens named "...unused..." are unused */
+    for (int32_t i = 0; i < v->n_vocab; i++)
+        if ((v->attr[i] & TOK_ATTR_CONTROL) && strstr(v->text + v->text_off[i], "unused")) v->attr[i] |= TOK_ATTR_UNUSED;
+    /* end of generation: FIM pad/repo/sep, the well-known names, EOS, EOT, EOM */
+    mark_eog(v, v->fim_pad);
+    mark_eog(v, v->fim_rep);
+    mark_eog(v, v->fim_sep);
+    for (size_t k = 0; eog_names[k]; k++) {
+        int32_t id = find_cstr(v, eog_names[k]);
+        if (id < 0) continue;
+        v->attr[id] |= TOK_ATTR_CONTROL;
+        mark_eog(v, id);
+    }
+    mark_eog(v, v->eos);
+    mark_eog(v, v->eot);
+    mark_eog(v, v->eom);
+
+    /* the special-token cache of tokenizer_st_partition */
+    v->n_special = 0;
+    v->n_special_user = 0;
+    for (int32_t i = 0; i < v->n_vocab; i++)
+        if (v->attr[i] & (TOK_ATTR_CONTROL | TOK_ATTR_USER_DEFINED | TOK_ATTR_UNKNOWN)) v->n_special++;
+    v->special = malloc((size_t)(v->n_special ? v->n_special : 1) * sizeof *v->special);
+    len_id *order = malloc((size_t)(v->n_special ? v->n_special : 1) * sizeof *order);
+    if (!v->special || !order) {
+        free(order);
+        return fail(err, err_len, TOK_ENOMEM, "tok: out of memory");
+    }
+    v->n_special = 0;
+    for (int32_t i = 0; i < v->n_vocab; i++) {
+        unsigned a = v->attr[i];
+        if (!(a & (TOK_ATTR_CONTROL | TOK_ATTR_USER_DEFINED | TOK_ATTR_UNKNOWN))) continue;
+        order[v->n_special++] = (len_id){v->text_len[i], i};
+        if (!(a & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN))) v->n_special_user++;
+    }
+    qsort(order, (size_t)v->n_special, sizeof *order, cmp_special);
+    for (int k = 0; k < v->n_special; k++) v->special[k] = order[k].id;
+    free(order);
+    if (build_trie(v)) return fail(err, err_len, TOK_ENOMEM, "tok: out of memory");
+
+    /* the token-to-piece cache is made before the per-model fix-ups below,
+     * which change only how specials are parsed */
+    int rc = build_decoded(v);
+    if (rc) return fail(err, err_len, rc, rc == TOK_ENOMEM ? "tok: out of memory" : "tok: decoded vocabulary too large");
+
+    /* per-model attribute fix-ups llama.cpp applies by name: Phi-3 strips
+     * whitespace right of its special tokens */
+    if (model_name) {
+        char low[256];
+        size_t m = model_name_len < sizeof low - 1 ? model_name_len : sizeof low - 1;
+        for (size_t i = 0; i < m; i++) low[i] = (char)tolower((unsigned char)model_name[i]);
+        low[m] = 0;
+        if (strstr(low, "phi-3") || strstr(low, "phi3")) {
+            for (int k = 0; k < v->n_special; k++) v->attr[v->special[k]] |= TOK_ATTR_RSTRIP;
+            int32_t id = find_cstr(v, "</s>");
+            if (id >= 0) v->attr[id] |= TOK_ATTR_RSTRIP;
+            static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+            for (size_t k = 0; k < 3; k++)
+                if ((id = find_cstr(v, keep[k])) >= 0) v->attr[id] &= (uint16_t)~TOK_ATTR_RSTRIP;
+        }
+    }
+
+    /* byte fallback (llama_vocab::byte_to_token, SPM) */
+    for (int b = 0; b < 256; b++) {
+        char hex[8];
+        snprintf(hex, sizeof hex, "<0x%02X>", b);
+        int32_t id = find_cstr(v, hex);
+        if (id < 0) {
+            char one = (char)b;
+            id = vocab_find(v, &one, 1);
+        }
+        v->byte_id[b] = id >= 0 ? id : v->unk;
+    }
+    if (v->type == TOK_TYPE_BPE) tok_bpe_finish(v);
+    return 0;
+}
+
+/* ---- loading from GGUF ------------------------------------------------------------ */
 
 /* Optional u32 key: *found false when absent; a wrong type is an error. */
 static int opt_u32(const gguf_file *g, const char *key, uint32_t *out, bool *found, char *err,
@@ -158,177 +522,103 @@ static uint32_t rd_u32(const void *base, uint64_t i) {
     return x;
 }
 
-typedef struct {
-    uint32_t len;
-    int32_t id;
-} len_id;
-
-static int cmp_special(const void *a, const void *b) {
-    const len_id *x = a, *y = b;
-    /* longest first (llama.cpp sorts by text size, descending); ties by id so
-     * the order does not depend on the sort implementation */
-    if (x->len != y->len) return x->len > y->len ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
-/* Well-known end-of-turn pieces (llama.cpp load(): special_eot_id detection and
- * the special_eog_ids list, as far as they concern SPM vocabularies). */
-static const char *const eot_names[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>",
-};
-static const char *const eog_extra_names[] = {"<|eom_id|>"};
-
-static void mark_eog(tok_vocab *v, int32_t id) {
-    if (id >= 0 && id < v->n_vocab) v->attr[id] |= TOK_ATTR_EOG_;
-}
-
-static int build_decoded(tok_vocab *v) {
-    size_t total = 0;
-    for (int32_t i = 0; i < v->n_vocab; i++) total += (size_t)v->text_len[i] + 1;
-    v->dec = malloc(total);
-    v->dec_off = malloc((size_t)v->n_vocab * sizeof *v->dec_off);
-    v->dec_len = malloc((size_t)v->n_vocab * sizeof *v->dec_len);
-    if (!v->dec || !v->dec_off || !v->dec_len) return TOK_ENOMEM;
-    size_t o = 0;
-    v->max_dec_len = 0;
-    for (int32_t i = 0; i < v->n_vocab; i++) {
-        const char *t = v->text + v->text_off[i];
-        uint32_t n = v->text_len[i], m = 0;
-        char *d = v->dec + o;
-        unsigned a = v->attr[i];
-        if (a & (TOK_ATTR_UNKNOWN | TOK_ATTR_CONTROL | TOK_ATTR_USER_DEFINED)) {
-            memcpy(d, t, n);
-            m = n;
-        } else if (a & TOK_ATTR_NORMAL) { /* llama_unescape_whitespace */
-            for (uint32_t j = 0; j < n;) {
-                if (j + 3 <= n && (uint8_t)t[j] == 0xE2 && (uint8_t)t[j + 1] == 0x96 &&
-                    (uint8_t)t[j + 2] == 0x81) {
-                    d[m++] = ' ';
-                    j += 3;
-                } else {
-                    d[m++] = t[j++];
-                }
-            }
-        } else if (a & TOK_ATTR_BYTE) { /* token_to_byte: strtol(text.substr(3, 2), 16) */
-            char hex[3] = {0, 0, 0};
-            if (n > 3) hex[0] = t[3];
-            if (n > 4) hex[1] = t[4];
-            d[m++] = (char)strtol(hex, NULL, 16);
-        } /* unused / undefined: nothing */
-        d[m] = 0;
-        v->dec_off[i] = (uint32_t)o;
-        v->dec_len[i] = m;
-        if (m > v->max_dec_len) v->max_dec_len = m;
-        o += (size_t)m + 1;
-    }
-    return 0;
-}
-
-static int load(const gguf_file *g, tok_vocab *v, char *err, size_t err_len) {
+static int load_gguf(const gguf_file *g, tok_vocab *v, char *err, size_t err_len) {
     int rc;
     const gguf_value *model = gguf_get(g, "tokenizer.ggml.model");
     if (!model) return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.model missing (no vocabulary in this file)");
     if (model->type != GGUF_VT_STRING)
         return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.model: type %s, expected string",
                     gguf_vtype_name(model->type));
-    if (!gguf_str_eq(model->v.str, "llama"))
+    gguf_str ms = model->v.str;
+    const pre_def *pre = NULL;
+    if (gguf_str_eq(ms, "llama")) v->type = TOK_TYPE_SPM;
+    else if (gguf_str_eq(ms, "gpt2")) v->type = TOK_TYPE_BPE;
+    else if (gguf_str_eq(ms, "bert")) v->type = TOK_TYPE_WPM;
+    else
         return fail(err, err_len, TOK_EUNSUPPORTED,
-                    "tok: tokenizer.ggml.model '%.*s' not supported (only SPM 'llama')",
-                    (int)(model->v.str.len > 64 ? 64 : model->v.str.len), model->v.str.ptr);
+                    "tok: tokenizer.ggml.model '%.*s' not supported (SPM 'llama', BPE 'gpt2', WordPiece 'bert')",
+                    (int)(ms.len > 64 ? 64 : ms.len), ms.ptr);
+    if (v->type == TOK_TYPE_BPE) {
+        const gguf_value *pv = gguf_get(g, "tokenizer.ggml.pre");
+        const char *pname = "default";
+        size_t plen = 7;
+        if (pv) {
+            if (pv->type != GGUF_VT_STRING)
+                return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.pre: type %s, expected string",
+                            gguf_vtype_name(pv->type));
+            pname = pv->v.str.ptr;
+            plen = pv->v.str.len;
+        }
+        pre = tok_pre_lookup(pname, plen);
+        if (!pre)
+            return fail(err, err_len, TOK_EUNSUPPORTED, "tok: pre-tokenizer tokenizer.ggml.pre = '%.*s' not supported",
+                        (int)(plen > 64 ? 64 : plen), pname);
+    }
 
     const gguf_value *toks;
     if (gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_VT_STRING, &toks, err, err_len) != 0) return TOK_EFORMAT;
     uint64_t n = toks->v.arr.n;
-    if (n == 0 || n > (uint64_t)INT32_MAX / 2)
+    if (n == 0 || n > (uint64_t)INT32_MAX / 4)
         return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.tokens: %llu tokens, expected 1..%d",
-                    (unsigned long long)n, INT32_MAX / 2);
-    v->n_vocab = (int32_t)n;
-
+                    (unsigned long long)n, INT32_MAX / 4);
     const gguf_value *scores, *types;
     if ((rc = opt_num_arr(g, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, GGUF_VT_INT32, n, &scores, err, err_len)))
         return rc;
     if ((rc = opt_num_arr(g, "tokenizer.ggml.token_type", GGUF_VT_INT32, GGUF_VT_INT32, n, &types, err, err_len)))
         return rc;
-
-    /* text pool: empty pieces become "[EMPTY_<id>]" as in llama.cpp */
-    uint64_t total = 0;
-    for (uint64_t i = 0; i < n; i++) total += (toks->v.arr.strs[i].len ? toks->v.arr.strs[i].len : 20) + 1;
-    if (total > UINT32_MAX)
-        return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.tokens: %llu bytes of text, limit %u",
-                    (unsigned long long)total, UINT32_MAX);
-    v->text = malloc(total);
-    v->text_off = malloc(n * sizeof *v->text_off);
-    v->text_len = malloc(n * sizeof *v->text_len);
-    v->score = malloc(n * sizeof *v->score);
-    v->attr = malloc(n * sizeof *v->attr);
-    uint32_t n_slots = 16;
-    while (n_slots < 2 * n) n_slots *= 2;
-    v->slot_mask = n_slots - 1;
-    v->slot_id = malloc((size_t)n_slots * sizeof *v->slot_id);
-    v->slot_hash = malloc((size_t)n_slots * sizeof *v->slot_hash);
-    if (!v->text || !v->text_off || !v->text_len || !v->score || !v->attr || !v->slot_id || !v->slot_hash)
-        return fail(err, err_len, TOK_ENOMEM, "tok: out of memory for %llu tokens", (unsigned long long)n);
-    memset(v->slot_id, 0xff, (size_t)n_slots * sizeof *v->slot_id);
+    if ((rc = tok_vocab_alloc(v, (int32_t)n, err, err_len))) return rc;
 
     static const uint16_t type_attr[7] = {
         TOK_ATTR_UNDEFINED, TOK_ATTR_NORMAL, TOK_ATTR_UNKNOWN, TOK_ATTR_CONTROL,
         TOK_ATTR_USER_DEFINED, TOK_ATTR_UNUSED, TOK_ATTR_BYTE,
     };
-    size_t o = 0;
-    v->max_text_len = 0;
     for (int32_t i = 0; i < v->n_vocab; i++) {
         gguf_str s = toks->v.arr.strs[i];
-        v->text_off[i] = (uint32_t)o;
-        if (s.len) {
-            memcpy(v->text + o, s.ptr, s.len);
-            v->text_len[i] = (uint32_t)s.len;
-        } else {
-            v->text_len[i] = (uint32_t)snprintf(v->text + o, 21, "[EMPTY_%d]", (int)i);
-        }
-        v->text[o + v->text_len[i]] = 0;
-        o += (size_t)v->text_len[i] + 1;
-        if (v->text_len[i] > v->max_text_len) v->max_text_len = v->text_len[i];
-
-        if (!scores) v->score[i] = 0.0f;
-        else if (scores->v.arr.type == GGUF_VT_FLOAT32) {
+        float score = 0.0f;
+        if (scores && scores->v.arr.type == GGUF_VT_FLOAT32) {
             uint32_t bits = rd_u32(scores->v.arr.data, (uint64_t)i);
-            memcpy(&v->score[i], &bits, 4);
-        } else {
-            v->score[i] = (float)(int32_t)rd_u32(scores->v.arr.data, (uint64_t)i);
+            memcpy(&score, &bits, 4);
+        } else if (scores) {
+            score = (float)(int32_t)rd_u32(scores->v.arr.data, (uint64_t)i);
         }
-        if (!types) v->attr[i] = TOK_ATTR_NORMAL;
-        else {
+        uint16_t attr = TOK_ATTR_NORMAL;
+        if (types) {
             int32_t t = (int32_t)rd_u32(types->v.arr.data, (uint64_t)i);
-            v->attr[i] = (t >= 0 && t < 7) ? type_attr[t] : TOK_ATTR_UNDEFINED;
+            attr = (t >= 0 && t < 7) ? type_attr[t] : TOK_ATTR_UNDEFINED;
         }
-        const uint8_t *t = (const uint8_t *)v->text + v->text_off[i];
-        for (uint32_t j = 1; j < v->text_len[i]; j++) {
-            unsigned pb = (unsigned)t[j - 1] << 8 | t[j];
-            v->pair_bits[pb >> 3] |= (uint8_t)(1u << (pb & 7));
-        }
-        int32_t dup = vocab_insert(v, i);
-        if (dup >= 0)
-            return fail(err, err_len, TOK_EFORMAT, "tok: duplicate token in vocabulary: '%.*s' has ids %d and %d",
-                        (int)(v->text_len[i] > 64 ? 64 : v->text_len[i]), v->text + v->text_off[i], (int)dup, (int)i);
+        if ((rc = tok_vocab_set(v, i, s.ptr, s.len, score, attr, err, err_len))) return rc;
     }
 
-    /* flags: SPM defaults, then the GGUF keys */
-    v->add_bos = true;
-    v->add_eos = false;
-    v->add_space_prefix = true;
+    /* defaults per tokenizer model (llama_vocab::impl::load), then the keys */
+    switch (v->type) {
+    case TOK_TYPE_SPM:
+        v->bos = 1, v->eos = 2, v->unk = 0;
+        v->add_bos = true, v->add_space_prefix = true;
+        break;
+    case TOK_TYPE_BPE:
+        v->bos = 11, v->eos = 11;
+        v->add_bos = pre->add_bos, v->clean_spaces = pre->clean_spaces, v->ignore_merges = pre->ignore_merges;
+        snprintf(v->pre_name, sizeof v->pre_name, "%s", pre->names[0]);
+        break;
+    case TOK_TYPE_WPM:
+        v->bos = 101, v->unk = 100, v->sep = 102, v->pad = 0;
+        v->add_bos = true, v->add_sep = true, v->clean_spaces = true;
+        break;
+    }
     if ((rc = opt_bool(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err, err_len))) return rc;
-    if ((rc = opt_bool(g, "tokenizer.ggml.add_bos_token", &v->add_bos, err, err_len))) return rc;
-    if ((rc = opt_bool(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err, err_len))) return rc;
 
-    /* special ids: SPM defaults; a default out of range is disabled, a key
-     * value out of range keeps the default (llama.cpp warns and does the same) */
+    /* special ids: a default out of range is disabled, a key value out of
+     * range keeps the default (llama.cpp warns and does the same) */
     struct { const char *key; int32_t *id; } specials[] = {
-        {"tokenizer.ggml.bos_token_id", &v->bos},     {"tokenizer.ggml.eos_token_id", &v->eos},
-        {"tokenizer.ggml.eot_token_id", &v->eot},     {"tokenizer.ggml.eom_token_id", &v->eom},
-        {"tokenizer.ggml.unknown_token_id", &v->unk}, {"tokenizer.ggml.padding_token_id", &v->pad},
+        {"tokenizer.ggml.bos_token_id", &v->bos},         {"tokenizer.ggml.eos_token_id", &v->eos},
+        {"tokenizer.ggml.eot_token_id", &v->eot},         {"tokenizer.ggml.eom_token_id", &v->eom},
+        {"tokenizer.ggml.unknown_token_id", &v->unk},     {"tokenizer.ggml.seperator_token_id", &v->sep},
+        {"tokenizer.ggml.padding_token_id", &v->pad},     {"tokenizer.ggml.fim_pre_token_id", &v->fim_pre},
+        {"tokenizer.ggml.fim_suf_token_id", &v->fim_suf}, {"tokenizer.ggml.fim_mid_token_id", &v->fim_mid},
+        {"tokenizer.ggml.fim_pad_token_id", &v->fim_pad}, {"tokenizer.ggml.fim_rep_token_id", &v->fim_rep},
+        {"tokenizer.ggml.fim_sep_token_id", &v->fim_sep}, {"tokenizer.ggml.prefix_token_id", &v->fim_pre},
+        {"tokenizer.ggml.suffix_token_id", &v->fim_suf}, {"tokenizer.ggml.middle_token_id", &v->fim_mid},
     };
-    v->bos = 1, v->eos = 2, v->unk = 0, v->eot = -1, v->eom = -1, v->pad = -1;
     for (size_t k = 0; k < sizeof specials / sizeof specials[0]; k++) {
         int32_t *id = specials[k].id;
         if (*id >= v->n_vocab) *id = -1;
@@ -337,84 +627,29 @@ static int load(const gguf_file *g, tok_vocab *v, char *err, size_t err_len) {
         if ((rc = opt_u32(g, specials[k].key, &val, &found, err, err_len))) return rc;
         if (found && val < (uint32_t)v->n_vocab) *id = (int32_t)val;
     }
-    if (v->add_bos && v->bos < 0)
-        return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.add_bos_token is true, but there is no BOS token");
-    if (v->add_eos && v->eos < 0)
-        return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.add_eos_token is true, but there is no EOS token");
+    if ((rc = opt_bool(g, "tokenizer.ggml.add_bos_token", &v->add_bos, err, err_len))) return rc;
+    if ((rc = opt_bool(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err, err_len))) return rc;
+    if ((rc = opt_bool(g, "tokenizer.ggml.add_sep_token", &v->add_sep, err, err_len))) return rc;
 
-    /* end of generation: EOT by text when not given; the well-known names are
-     * EOG and, when they are not control tokens, become control tokens */
-    for (size_t k = 0; k < sizeof eot_names / sizeof eot_names[0]; k++) {
-        int32_t id = find_cstr(v, eot_names[k]);
-        if (id < 0) continue;
-        if (v->eot < 0) v->eot = id;
-        v->attr[id] |= TOK_ATTR_CONTROL;
-        mark_eog(v, id);
+    if (v->type == TOK_TYPE_BPE) {
+        const gguf_value *merges;
+        if (!gguf_get(g, "tokenizer.ggml.merges"))
+            return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.merges missing (required for a BPE vocabulary)");
+        if (gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_VT_STRING, &merges, err, err_len) != 0) return TOK_EFORMAT;
+        if ((rc = tok_merge_reserve(v, merges->v.arr.n, err, err_len))) return rc;
+        for (uint64_t i = 0; i < merges->v.arr.n; i++) {
+            gguf_str m = merges->v.arr.strs[i];
+            /* llama.cpp: split at the first space after the first byte */
+            const char *sp = m.len > 1 ? memchr(m.ptr + 1, ' ', m.len - 1) : NULL;
+            size_t na = sp ? (size_t)(sp - m.ptr) : 0;
+            if ((rc = tok_merge_add(v, m.ptr, na, sp ? sp + 1 : "", sp ? m.len - na - 1 : 0, err, err_len))) return rc;
+        }
+        if ((rc = tok_pre_init(v, pre, err, err_len))) return rc;
     }
-    for (size_t k = 0; k < sizeof eog_extra_names / sizeof eog_extra_names[0]; k++) {
-        int32_t id = find_cstr(v, eog_extra_names[k]);
-        if (id < 0) continue;
-        if (v->eom < 0) v->eom = id;
-        v->attr[id] |= TOK_ATTR_CONTROL;
-        mark_eog(v, id);
-    }
-    mark_eog(v, v->eos);
-    mark_eog(v, v->eot);
-    mark_eog(v, v->eom);
 
-    /* the special-token cache of tokenizer_st_partition */
-    v->n_special = 0;
-    v->n_special_user = 0;
-    for (int32_t i = 0; i < v->n_vocab; i++)
-        if (v->attr[i] & (TOK_ATTR_CONTROL | TOK_ATTR_USER_DEFINED | TOK_ATTR_UNKNOWN)) v->n_special++;
-    v->special = malloc((size_t)(v->n_special ? v->n_special : 1) * sizeof *v->special);
-    if (!v->special) return fail(err, err_len, TOK_ENOMEM, "tok: out of memory");
-    v->n_special = 0;
-    for (int32_t i = 0; i < v->n_vocab; i++) {
-        unsigned a = v->attr[i];
-        if (!(a & (TOK_ATTR_CONTROL | TOK_ATTR_USER_DEFINED | TOK_ATTR_UNKNOWN))) continue;
-        v->special[v->n_special++] = i;
-        if (!(a & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN))) v->n_special_user++;
-    }
-    len_id *order = malloc((size_t)(v->n_special ? v->n_special : 1) * sizeof *order);
-    if (!order) return fail(err, err_len, TOK_ENOMEM, "tok: out of memory");
-    for (int k = 0; k < v->n_special; k++) order[k] = (len_id){v->text_len[v->special[k]], v->special[k]};
-    qsort(order, (size_t)v->n_special, sizeof *order, cmp_special);
-    for (int k = 0; k < v->n_special; k++) v->special[k] = order[k].id;
-    free(order);
-
-    /* per-model attribute fix-ups llama.cpp applies by name: Phi-3 strips
-     * whitespace right of its special tokens */
     const gguf_value *name = gguf_get(g, "general.name");
-    if (name && name->type == GGUF_VT_STRING) {
-        char low[256];
-        size_t m = name->v.str.len < sizeof low - 1 ? name->v.str.len : sizeof low - 1;
-        for (size_t i = 0; i < m; i++) low[i] = (char)tolower((unsigned char)name->v.str.ptr[i]);
-        low[m] = 0;
-        if (strstr(low, "phi-3") || strstr(low, "phi3")) {
-            for (int k = 0; k < v->n_special; k++) v->attr[v->special[k]] |= TOK_ATTR_RSTRIP;
-            int32_t id = find_cstr(v, "</s>");
-            if (id >= 0) v->attr[id] |= TOK_ATTR_RSTRIP;
-            static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
-            for (size_t k = 0; k < 3; k++)
-                if ((id = find_cstr(v, keep[k])) >= 0) v->attr[id] &= (uint16_t)~TOK_ATTR_RSTRIP;
-        }
-    }
-
-    /* byte fallback (llama_vocab::byte_to_token) */
-    for (int b = 0; b < 256; b++) {
-        char hex[8];
-        snprintf(hex, sizeof hex, "<0x%02X>", b);
-        int32_t id = find_cstr(v, hex);
-        if (id < 0) {
-            char one = (char)b;
-            id = vocab_find(v, &one, 1);
-        }
-        v->byte_id[b] = id >= 0 ? id : v->unk;
-    }
-
-    if (build_decoded(v)) return fail(err, err_len, TOK_ENOMEM, "tok: out of memory");
-    return 0;
+    bool has_name = name && name->type == GGUF_VT_STRING;
+    return tok_vocab_finish(v, has_name ? name->v.str.ptr : NULL, has_name ? name->v.str.len : 0, err, err_len);
 }
 
 int tok_load_gguf(const gguf_file *g, tok_vocab **out, char *err, size_t err_len) {
@@ -424,7 +659,7 @@ int tok_load_gguf(const gguf_file *g, tok_vocab **out, char *err, size_t err_len
     if (!g) return fail(err, err_len, TOK_EINVAL, "tok: gguf file is NULL");
     tok_vocab *v = calloc(1, sizeof *v);
     if (!v) return fail(err, err_len, TOK_ENOMEM, "tok: out of memory");
-    int rc = load(g, v, err, err_len);
+    int rc = load_gguf(g, v, err, err_len);
     if (rc) {
         tok_free(v);
         return rc;
@@ -435,6 +670,7 @@ int tok_load_gguf(const gguf_file *g, tok_vocab **out, char *err, size_t err_len
 
 void tok_free(tok_vocab *v) {
     if (!v) return;
+    tok_bpe_free(v);
     free(v->text);
     free(v->text_off);
     free(v->text_len);
@@ -446,15 +682,19 @@ void tok_free(tok_vocab *v) {
     free(v->slot_id);
     free(v->slot_hash);
     free(v->special);
+    free(v->trie);
     free(v);
 }
 
 /* ---- queries ----------------------------------------------------------------- */
 
+int tok_type(const tok_vocab *v) { return v->type; }
+const char *tok_pre_name(const tok_vocab *v) { return v->pre_name; }
 int tok_n_vocab(const tok_vocab *v) { return v->n_vocab; }
 int32_t tok_bos(const tok_vocab *v) { return v->bos; }
 int32_t tok_eos(const tok_vocab *v) { return v->eos; }
 int32_t tok_eot(const tok_vocab *v) { return v->eot; }
+int32_t tok_sep(const tok_vocab *v) { return v->sep; }
 bool tok_add_bos(const tok_vocab *v) { return v->add_bos; }
 bool tok_add_eos(const tok_vocab *v) { return v->add_eos; }
 bool tok_add_space_prefix(const tok_vocab *v) { return v->add_space_prefix; }
@@ -500,15 +740,9 @@ typedef struct {
     spm_sym *sym;       /* (esc_cap) */
     spm_bigram *heap;   /* (2 * esc_cap): live entries never exceed 2 symbols' worth */
     size_t heap_n, heap_cap;
-    int32_t *ids;       /* output */
-    size_t n_max, n;
+    tok_out *out;
     bool bad_byte;      /* a byte the vocab cannot represent */
 } spm_ctx;
-
-static inline void emit(spm_ctx *c, int32_t id) {
-    if (c->n < c->n_max) c->ids[c->n] = id;
-    c->n++;
-}
 
 /* llm_bigram_spm::comparator inverted: a pops before b.  Entries equal under
  * it share (score, left); of those at most one is valid (a symbol's right
@@ -576,13 +810,13 @@ static void spm_merge(spm_ctx *c, int32_t first, int32_t n) {
         const spm_sym *y = &c->sym[i];
         int32_t id = vocab_find(v, c->esc + y->off, y->n);
         if (id >= 0) {
-            emit(c, id);
+            tok_emit(c->out, id);
             continue;
         }
         for (uint32_t j = 0; j < y->n; j++) { /* byte fallback */
             int32_t bid = v->byte_id[(uint8_t)c->esc[y->off + j]];
             if (bid < 0) c->bad_byte = true;
-            else emit(c, bid);
+            else tok_emit(c->out, bid);
         }
     }
 }
@@ -625,53 +859,103 @@ static void spm_fragment(spm_ctx *c, const char *s, size_t n, bool space_prefix)
 }
 
 /* tokenizer_st_partition: carve special tokens out of the raw text, longest
- * token first, each token's occurrences left to right.  frags/tmp hold
- * (2 * len + 1) entries; returns the fragment count. */
-static size_t partition(const tok_vocab *v, const char *text, size_t len, bool parse_special,
-                        frag *frags, frag *tmp) {
-    size_t nf = 0;
-    if (len) frags[nf++] = (frag){0, (uint32_t)len, -1};
-    for (int k = 0; k < v->n_special; k++) {
-        int32_t sid = v->special[k];
-        unsigned a = v->attr[sid];
-        if (!parse_special && (a & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN))) continue;
-        const char *st = v->text + v->text_off[sid];
-        size_t sl = v->text_len[sid];
-        size_t no = 0;
-        for (size_t f = 0; f < nf; f++) {
-            if (frags[f].id >= 0) {
-                tmp[no++] = frags[f];
-                continue;
-            }
-            size_t base = frags[f].off, blen = frags[f].len;
-            while (blen > 0) {
-                const char *p = memmem(text + base, blen, st, sl);
-                if (!p) {
-                    tmp[no++] = (frag){(uint32_t)base, (uint32_t)blen, -1};
-                    break;
+ * token first, each token's occurrences left to right, whitespace next to an
+ * LSTRIP/RSTRIP token dropped.  llama.cpp searches the text once per token;
+ * this finds every occurrence of every token in one pass over the trie, then
+ * replays the same decisions token by token on a map of the claimed bytes:
+ * an occurrence is taken when its bytes are all unclaimed (it lies inside one
+ * of llama.cpp's remaining fragments) and it starts at or after the end of
+ * the token's previous one.  frags holds 2 * len + 1 entries; returns the
+ * fragment count, or -1 when out of memory. */
+typedef struct {
+    int32_t k;    /* index in v->special */
+    uint32_t pos; /* byte offset */
+} occ;
+
+static int cmp_occ(const void *a, const void *b) {
+    const occ *x = a, *y = b;
+    if (x->k != y->k) return x->k < y->k ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+static long partition(const tok_vocab *v, const char *text, size_t len, bool parse_special, frag *frags) {
+    const uint8_t *t = (const uint8_t *)text;
+    size_t n_occ = 0, cap_occ = 64;
+    occ *oc = malloc(cap_occ * sizeof *oc);
+    uint8_t *claimed = calloc(len ? len : 1, 1);
+    if (!oc || !claimed) goto oom;
+    for (size_t p = 0; p < len; p++) {
+        size_t i = p;
+        for (int32_t node = v->trie_root[t[p]]; node >= 0;) {
+            int32_t k = v->trie[node].k;
+            if (k >= 0 && (parse_special || !(v->attr[v->special[k]] & (TOK_ATTR_CONTROL | TOK_ATTR_UNKNOWN)))) {
+                if (n_occ == cap_occ) {
+                    occ *o = realloc(oc, 2 * cap_occ * sizeof *oc);
+                    if (!o) goto oom;
+                    oc = o;
+                    cap_occ *= 2;
                 }
-                size_t match = (size_t)(p - text);
-                size_t left_len = match - base;
-                if (a & TOK_ATTR_LSTRIP)
-                    while (left_len > 0 && isspace((unsigned char)text[base + left_len - 1])) left_len--;
-                if (left_len > 0) tmp[no++] = (frag){(uint32_t)base, (uint32_t)left_len, -1};
-                tmp[no++] = (frag){0, 0, sid};
-                size_t r_off = match + sl, r_len = base + blen - r_off;
-                if (a & TOK_ATTR_RSTRIP)
-                    while (r_len > 0 && isspace((unsigned char)text[r_off])) r_off++, r_len--;
-                base = r_off;
-                blen = r_len;
+                oc[n_occ++] = (occ){k, (uint32_t)p};
             }
+            if (++i >= len) break;
+            for (node = v->trie[node].child; node >= 0 && v->trie[node].byte != t[i];) node = v->trie[node].sibling;
         }
-        memcpy(frags, tmp, no * sizeof *frags);
-        nf = no;
     }
-    return nf;
+    qsort(oc, n_occ, sizeof *oc, cmp_occ);
+    size_t n_acc = 0; /* accepted occurrences, compacted to the front of oc */
+    for (size_t a = 0; a < n_occ;) {
+        int32_t k = oc[a].k, id = v->special[k];
+        unsigned attr = v->attr[id];
+        size_t sl = v->text_len[id], last_end = 0;
+        for (; a < n_occ && oc[a].k == k; a++) {
+            size_t p = oc[a].pos;
+            if (p < last_end || p + sl > len) continue;
+            size_t j;
+            for (j = 0; j < sl && !claimed[p + j]; j++) {}
+            if (j < sl) continue;
+            memset(claimed + p, 1, sl);
+            if (attr & TOK_ATTR_LSTRIP)
+                for (j = p; j > 0 && !claimed[j - 1] && isspace(t[j - 1]); j--) claimed[j - 1] = 1;
+            last_end = p + sl;
+            if (attr & TOK_ATTR_RSTRIP)
+                for (; last_end < len && !claimed[last_end] && isspace(t[last_end]); last_end++) claimed[last_end] = 1;
+            oc[n_acc++] = (occ){id, (uint32_t)p}; /* k now holds the token id */
+        }
+    }
+    /* accepted occurrences in text order (they are disjoint) */
+    for (size_t a = 1; a < n_acc; a++) {
+        occ x = oc[a];
+        size_t b = a;
+        for (; b > 0 && oc[b - 1].pos > x.pos; b--) oc[b] = oc[b - 1];
+        oc[b] = x;
+    }
+    size_t nf = 0, ai = 0;
+    for (size_t p = 0; p < len;) {
+        if (ai < n_acc && oc[ai].pos == p) {
+            frags[nf++] = (frag){0, 0, oc[ai].k};
+            p += v->text_len[oc[ai].k];
+            ai++;
+        } else if (claimed[p]) {
+            p++; /* stripped whitespace */
+        } else {
+            size_t start = p;
+            while (p < len && !claimed[p]) p++;
+            frags[nf++] = (frag){(uint32_t)start, (uint32_t)(p - start), -1};
+        }
+    }
+    free(oc);
+    free(claimed);
+    return (long)nf;
+oom:
+    free(oc);
+    free(claimed);
+    return -1;
 }
 
 size_t tok_encode_max(size_t len) {
-    /* every byte a byte token, every space ▁ (3 byte tokens when ▁ is no
-     * piece), a ▁ prefix per fragment, BOS and EOS */
+    /* SPM: every byte a byte token, every space ▁ (3 byte tokens when ▁ is no
+     * piece), a ▁ prefix per fragment; BPE: an invalid byte becomes U+FFFD, 3
+     * tokens at most; WordPiece: "▁" + a 1-byte word, 4; plus BOS/EOS/SEP */
     return 3 * len + 3 * (len + 1) + 2;
 }
 
@@ -681,55 +965,76 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_specia
     if (!v || (!text && len) || !n_ids || (n_max && !ids)) return TOK_EINVAL;
     if (len > UINT32_MAX / 4) return TOK_EINVAL; /* offsets are 32-bit */
 
+    bool spm = v->type == TOK_TYPE_SPM;
     size_t n_space = 0;
-    for (size_t i = 0; i < len; i++) n_space += text[i] == ' ';
-    size_t esc_cap = len + 2 * n_space + 3;
+    if (spm)
+        for (size_t i = 0; i < len; i++) n_space += text[i] == ' ';
+    size_t esc_cap = spm ? len + 2 * n_space + 3 : 0;
     bool specials = parse_special ? v->n_special > 0 : v->n_special_user > 0;
     size_t frag_cap = specials ? 2 * len + 1 : 1;
 
     size_t heap_cap = 2 * esc_cap;
-    size_t bytes = esc_cap * sizeof(spm_sym) + heap_cap * sizeof(spm_bigram) +
-                   2 * frag_cap * sizeof(frag) + esc_cap;
+    size_t bytes = esc_cap * sizeof(spm_sym) + heap_cap * sizeof(spm_bigram) + frag_cap * sizeof(frag) + esc_cap;
     char *block = malloc(bytes);
     if (!block) return TOK_ENOMEM;
+    tok_out out = {ids, n_max, 0};
     spm_ctx c = {
         .v = v,
         .sym = (spm_sym *)block,
         .heap = (spm_bigram *)(block + esc_cap * sizeof(spm_sym)),
         .heap_cap = heap_cap,
-        .ids = ids,
-        .n_max = n_max,
+        .out = &out,
     };
     frag *frags = (frag *)(block + esc_cap * sizeof(spm_sym) + heap_cap * sizeof(spm_bigram));
-    frag *tmp = frags + frag_cap;
-    c.esc = (char *)(tmp + frag_cap);
+    c.esc = (char *)(frags + frag_cap);
 
     size_t nf;
     if (specials) {
-        nf = partition(v, text, len, parse_special, frags, tmp);
+        long r = partition(v, text, len, parse_special, frags);
+        if (r < 0) {
+            free(block);
+            return TOK_ENOMEM;
+        }
+        nf = (size_t)r;
     } else {
         nf = 0;
         if (len) frags[nf++] = (frag){0, (uint32_t)len, -1};
     }
 
-    /* llama_vocab::impl::tokenize, LLAMA_VOCAB_TYPE_SPM */
-    bool prev_special = true; /* a space prefix on the first fragment */
-    if (add_special && v->add_bos) emit(&c, v->bos);
-    for (size_t f = 0; f < nf; f++) {
-        if (frags[f].id >= 0) {
-            emit(&c, frags[f].id);
-            prev_special = true;
-        } else {
-            spm_fragment(&c, text + frags[f].off, frags[f].len, v->add_space_prefix && prev_special);
-            prev_special = false;
+    int rc = 0;
+    if (spm) { /* llama_vocab::impl::tokenize, LLAMA_VOCAB_TYPE_SPM */
+        bool prev_special = true; /* a space prefix on the first fragment */
+        if (add_special && v->add_bos) tok_emit(&out, v->bos);
+        for (size_t f = 0; f < nf; f++) {
+            if (frags[f].id >= 0) {
+                tok_emit(&out, frags[f].id);
+                prev_special = true;
+            } else {
+                spm_fragment(&c, text + frags[f].off, frags[f].len, v->add_space_prefix && prev_special);
+                prev_special = false;
+            }
         }
+        if (add_special && v->add_eos) tok_emit(&out, v->eos);
+        if (c.bad_byte) rc = TOK_EFORMAT;
+    } else { /* LLAMA_VOCAB_TYPE_BPE and _WPM */
+        bool wpm = v->type == TOK_TYPE_WPM;
+        tok_scratch *s = tok_scratch_new();
+        if (!s) rc = TOK_ENOMEM;
+        /* WordPiece adds [CLS] ... [SEP] whatever add_bos says (llama.cpp) */
+        if (add_special && (wpm || v->add_bos) && v->bos >= 0) tok_emit(&out, v->bos);
+        for (size_t f = 0; f < nf && !rc; f++) {
+            if (frags[f].id >= 0) tok_emit(&out, frags[f].id);
+            else if (wpm) rc = tok_wpm_fragment(v, s, text + frags[f].off, frags[f].len, &out);
+            else rc = tok_bpe_fragment(v, s, text + frags[f].off, frags[f].len, &out);
+        }
+        if (add_special && wpm && v->sep >= 0) tok_emit(&out, v->sep);
+        if (add_special && !wpm && v->add_eos) tok_emit(&out, v->eos);
+        tok_scratch_free(s);
     }
-    if (add_special && v->add_eos) emit(&c, v->eos);
     free(block);
-
-    if (c.bad_byte) return TOK_EFORMAT;
-    *n_ids = c.n;
-    return c.n > n_max ? TOK_ETOOSMALL : 0;
+    if (rc) return rc;
+    *n_ids = out.n;
+    return out.n > n_max ? TOK_ETOOSMALL : 0;
 }
 
 /* ---- decoding ------------------------------------------------------------------ */
@@ -768,6 +1073,41 @@ int tok_decode_token(const tok_vocab *v, int32_t id, bool special, char *buf, si
     return (int)n;
 }
 
+/* llama_vocab::impl::detokenize's clean_spaces passes, in place; returns the new length. */
+static size_t clean_spaces(char *t, size_t total) {
+    /* " ?", " !", " .", " ," lose the space */
+    size_t n1 = total, o = total ? 1 : 0;
+    for (size_t i = 1; i < n1; i++) {
+        char x = t[i];
+        if (t[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) o--;
+        t[o++] = x;
+    }
+    /* " ' " → "'" */
+    size_t n2 = o;
+    o = n2 ? 1 : 0;
+    for (size_t i = 1; i < n2; i++) {
+        char x = t[i];
+        if (x == '\'' && i + 1 < n2 && t[i - 1] == ' ' && t[i + 1] == ' ') {
+            o--;
+            t[++i] = 0;
+        }
+        t[o++] = x;
+    }
+    /* " 's", " 'm", " 're", " 've" lose the space */
+    size_t n3 = o;
+    o = n3 ? 1 : 0;
+    for (size_t i = 1; i < n3; i++) {
+        char x = t[i];
+        if (t[i - 1] == ' ' && x == '\'' && i + 1 < n3) {
+            char x1 = t[i + 1];
+            if (x1 == 's' || x1 == 'm') o--;
+            else if (i + 2 < n3 && ((x1 == 'r' && t[i + 2] == 'e') || (x1 == 'v' && t[i + 2] == 'e'))) o--;
+        }
+        t[o++] = x;
+    }
+    return o;
+}
+
 int tok_decode(const tok_vocab *v, const int32_t *ids, size_t n_ids, unsigned flags, char *buf,
                size_t cap, size_t *n_out) {
     if (n_out) *n_out = 0;
@@ -787,11 +1127,15 @@ int tok_decode(const tok_vocab *v, const int32_t *ids, size_t n_ids, unsigned fl
         if (!p) return TOK_EINVAL;
         if (remove_space && l && p[0] == ' ') p++, l--;
         remove_space = false;
-        if (total + l <= cap) memcpy(buf + total, p, l);
+        if (l && total + l <= cap) memcpy(buf + total, p, l);
         total += l;
     }
+    if (total > cap) {
+        *n_out = total;
+        return TOK_ETOOSMALL;
+    }
+    if (v->clean_spaces) total = clean_spaces(buf, total);
     *n_out = total;
-    if (total > cap) return TOK_ETOOSMALL;
     if (total < cap) buf[total] = 0;
     return 0;
 }

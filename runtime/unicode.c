@@ -13,15 +13,15 @@
 uint16_t uni_flags(uint32_t cp) {
     if (cp < 256) return uni_flags_latin1[cp];
     if (cp > UNI_MAX_CPT) return UNI_UNDEFINED;
-    /* last run whose start is <= cp: runs are (start << 9 | flags), sorted */
-    uint32_t key = (cp + 1) << 9;
+    /* last run whose start is <= cp: runs are (start << 10 | flags), sorted */
+    uint32_t key = (cp + 1) << 10;
     size_t lo = 0, hi = uni_n_flag_runs; /* answer in [lo, hi) */
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
         if (uni_flag_runs[mid] < key) lo = mid;
         else hi = mid;
     }
-    return (uint16_t)(uni_flag_runs[lo] & 0x1FF);
+    return (uint16_t)(uni_flag_runs[lo] & 0x3FF);
 }
 
 /* Index of key in a table of rows sorted by their first column, or -1. */
@@ -168,7 +168,27 @@ static uint32_t compose(uint32_t a, uint32_t b) {
     return 0;
 }
 
+bool uni_is_nfc(const uint32_t *in, size_t n) {
+    uint8_t last = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = in[i];
+        if (c < 0x300) {
+            last = 0;
+            continue;
+        }
+        if (uni_flags(c) & UNI_NFC_MAYBE) return false;
+        uint8_t cc = uni_ccc(c);
+        if (cc && last > cc) return false;
+        last = cc;
+    }
+    return true;
+}
+
 size_t uni_nfc(const uint32_t *in, size_t n, uint32_t *buf) {
+    if (uni_is_nfc(in, n)) {
+        for (size_t i = 0; i < n; i++) buf[i] = in[i];
+        return n;
+    }
     size_t m = 0;
     for (size_t i = 0; i < n; i++) m += decompose(in[i], buf + m);
     /* canonical ordering: stable sort of each run of non-starters by class */

@@ -14,6 +14,7 @@
 #ifndef CINFER_UNICODE_H
 #define CINFER_UNICODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,7 @@ enum {
     UNI_CONTROL = 0x0080,   /* \p{C} except Cn: Cc, Cf, Co, Cs */
     UNI_CATEGORY_MASK = 0x00FF,
     UNI_WHITESPACE = 0x0100, /* White_Space (PropList.txt) */
+    UNI_NFC_MAYBE = 0x0200,  /* NFC_QC No or Maybe: NFC may change text here */
 };
 
 #define UNI_MAX_CPT 0x10FFFFu
@@ -57,6 +59,9 @@ uint32_t uni_decode(const char *s, size_t n, size_t *i);
  * U+FFFD — llama.cpp throws there. */
 size_t uni_encode(uint32_t cp, char *out);
 
+/* UAX #15 NFC quick check: true when in[0..n) is certainly NFC already (no
+ * NFC_QC No/Maybe character, combining classes in order). */
+bool uni_is_nfc(const uint32_t *in, size_t n);
 /* NFC of in[0..n) into out, which needs room for UNI_MAX_DECOMP * n code
  * points (it is also the work area); returns the count written (<= that).
  * Unicode UAX #15: full canonical decomposition, canonical ordering,

@@ -1,0 +1,277 @@
+/*
+ * chat.c — `cinfer chat MODEL`: a conversation through the model's own chat
+ * template, with streaming replies.
+ *
+ * On a terminal it is interactive: "> " prompts, /reset, /save FILE,
+ * /load FILE, /quit; Ctrl-C stops the current reply (and keeps the chat),
+ * Ctrl-D or /quit leaves.  When stdin is not a terminal each input line is
+ * one user message and each reply is printed on one line block, so the
+ * command can be driven through a pipe.
+ *
+ * Each turn renders the whole conversation; the session reuses the KV cache
+ * of the previous turns' prefix, so only the new text is evaluated.
+ * /save writes the session (tokens + KV cache) to FILE and the messages to
+ * FILE.json; /load restores both.
+ */
+#include <cJSON.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cinfer.h"
+#include "cli.h"
+
+static volatile sig_atomic_t g_interrupt;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupt = 1;
+}
+
+typedef struct {
+    char *text;
+    size_t len, cap;
+    int failed;
+} reply_buf;
+
+static int on_piece(const char *piece, size_t len, int32_t token, void *user) {
+    reply_buf *r = user;
+    (void)token;
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+    if (r->len + len + 1 > r->cap) {
+        size_t nc = r->cap ? r->cap * 2 : 1024;
+        while (nc < r->len + len + 1) nc *= 2;
+        char *nt = realloc(r->text, nc);
+        if (!nt) {
+            r->failed = 1;
+            return 1;
+        }
+        r->text = nt;
+        r->cap = nc;
+    }
+    memcpy(r->text + r->len, piece, len);
+    r->len += len;
+    r->text[r->len] = 0;
+    return g_interrupt != 0;
+}
+
+typedef struct {
+    cinfer_message *m;
+    size_t n, cap;
+} conversation;
+
+static int conv_add(conversation *c, const char *role, const char *content) {
+    if (c->n == c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 16;
+        cinfer_message *nm = realloc(c->m, nc * sizeof *nm);
+        if (!nm) return -1;
+        c->m = nm;
+        c->cap = nc;
+    }
+    char *r = strdup(role), *t = strdup(content);
+    if (!r || !t) {
+        free(r);
+        free(t);
+        return -1;
+    }
+    c->m[c->n++] = (cinfer_message){r, t};
+    return 0;
+}
+
+static void conv_clear(conversation *c, size_t keep) {
+    while (c->n > keep) {
+        c->n--;
+        free((char *)c->m[c->n].role);
+        free((char *)c->m[c->n].content);
+    }
+}
+
+static int conv_save(const conversation *c, const char *path) {
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; arr && i < c->n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "role", c->m[i].role);
+        cJSON_AddStringToObject(o, "content", c->m[i].content);
+        cJSON_AddItemToArray(arr, o);
+    }
+    char *s = arr ? cJSON_Print(arr) : NULL;
+    cJSON_Delete(arr);
+    FILE *f = s ? fopen(path, "w") : NULL;
+    int ok = f && fputs(s, f) >= 0;
+    if (f) ok &= fclose(f) == 0;
+    free(s);
+    return ok ? 0 : -1;
+}
+
+static int conv_load(conversation *c, const char *path, char *err, size_t err_len) {
+    FILE *f = fopen(path, "r");
+    if (!f) return snprintf(err, err_len, "%.512s: %s", path, strerror(errno)), -1;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    int ch;
+    while (mem && (ch = fgetc(f)) != EOF) fputc(ch, mem);
+    fclose(f);
+    if (mem) fclose(mem);
+    cJSON *arr = buf ? cJSON_Parse(buf) : NULL;
+    free(buf);
+    if (!cJSON_IsArray(arr)) {
+        cJSON_Delete(arr);
+        return snprintf(err, err_len, "%.512s: not a message list", path), -1;
+    }
+    conv_clear(c, 0);
+    cJSON *o;
+    cJSON_ArrayForEach(o, arr) {
+        const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(o, "role"));
+        const char *content = cJSON_GetStringValue(cJSON_GetObjectItem(o, "content"));
+        if (!role || !content || conv_add(c, role, content)) {
+            cJSON_Delete(arr);
+            conv_clear(c, 0);
+            return snprintf(err, err_len, "%.512s: bad message", path), -1;
+        }
+    }
+    cJSON_Delete(arr);
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: cinfer chat MODEL [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
+               "                   [--min-p P] [--seed S] [-t THREADS] [-c N_CTX] [--aot] [--show-prompt]\n"
+               "  interactive on a terminal (/reset, /save FILE, /load FILE, /quit; Ctrl-C stops a reply);\n"
+               "  otherwise one user message per input line, one reply per message.\n");
+}
+
+int cli_chat(int argc, char **argv) {
+    const char *model = NULL, *system = NULL;
+    cinfer_gen_options go = {.max_tokens = 512, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f,
+                             .min_p = 0.05f, .seed = 42};
+    cinfer_session_options so = {0};
+    cinfer_model_options mo = {0};
+    int show_prompt = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) return usage(stdout), 0;
+        else if (!strcmp(f, "--aot")) mo.compile = CINFER_AOT;
+        else if (!strcmp(f, "--show-prompt")) show_prompt = 1;
+        else if (v && !strcmp(f, "--system")) system = argv[++i];
+        else if (v && !strcmp(f, "-n")) go.max_tokens = (int)strtol(argv[++i], &end, 10);
+        else if (v && !strcmp(f, "--temp")) go.temperature = strtof(argv[++i], &end);
+        else if (v && !strcmp(f, "--top-k")) go.top_k = (int)strtol(argv[++i], &end, 10);
+        else if (v && !strcmp(f, "--top-p")) go.top_p = strtof(argv[++i], &end);
+        else if (v && !strcmp(f, "--min-p")) go.min_p = strtof(argv[++i], &end);
+        else if (v && !strcmp(f, "--seed")) go.seed = strtoull(argv[++i], &end, 10);
+        else if (v && !strcmp(f, "-t")) so.n_threads = (int)strtol(argv[++i], &end, 10);
+        else if (v && !strcmp(f, "-c")) so.n_ctx = (int)strtol(argv[++i], &end, 10);
+        else if (f[0] == '-' && f[1]) {
+            fprintf(stderr, "cinfer chat: unknown or incomplete option '%s'\n", f);
+            return usage(stderr), 2;
+        } else if (!model) model = f;
+        else return fprintf(stderr, "cinfer chat: unexpected argument '%s'\n", f), 2;
+        if (end && *end) return fprintf(stderr, "cinfer chat: %s: bad number '%s'\n", f, argv[i]), 2;
+        if (go.max_tokens < 0 || go.temperature < 0 || so.n_threads < 0 || so.n_ctx < 0)
+            return fprintf(stderr, "cinfer chat: %s: must be >= 0\n", f), 2;
+    }
+    if (!model) return usage(stderr), 2;
+
+    char err[1024];
+    cinfer_model *m = NULL;
+    cinfer_session *s = NULL;
+    conversation conv = {0};
+    reply_buf reply = {0};
+    int rc = 1, interactive = isatty(STDIN_FILENO);
+    char *line = NULL;
+    size_t line_cap = 0;
+    if (cinfer_model_open(model, &mo, &m, err, sizeof err) ||
+        cinfer_session_new(m, &so, &s, err, sizeof err)) {
+        fprintf(stderr, "cinfer chat: %s\n", err);
+        goto done;
+    }
+    if (system && conv_add(&conv, "system", system)) goto oom;
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: Ctrl-C at the prompt returns from fgets */
+
+    for (;;) {
+        if (interactive) {
+            fputs("> ", stdout);
+            fflush(stdout);
+        }
+        g_interrupt = 0;
+        ssize_t n = getline(&line, &line_cap, stdin);
+        if (n < 0) {
+            if (interactive && g_interrupt) {
+                clearerr(stdin);
+                fputc('\n', stdout);
+                continue;
+            }
+            break; /* EOF */
+        }
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        if (n == 0) continue;
+        if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
+        if (!strcmp(line, "/reset")) {
+            conv_clear(&conv, system ? 1 : 0);
+            cinfer_session_reset(s);
+            fprintf(stderr, "(conversation cleared)\n");
+            continue;
+        }
+        if (!strncmp(line, "/save ", 6) || !strncmp(line, "/load ", 6)) {
+            const char *path = line + 6;
+            char json_path[4200];
+            snprintf(json_path, sizeof json_path, "%s.json", path);
+            int bad;
+            if (line[1] == 's')
+                bad = cinfer_session_save(s, path, err, sizeof err) ||
+                      (conv_save(&conv, json_path) && snprintf(err, sizeof err, "%s: write failed", json_path));
+            else
+                bad = conv_load(&conv, json_path, err, sizeof err) ||
+                      cinfer_session_load(s, path, err, sizeof err);
+            if (bad) fprintf(stderr, "cinfer chat: %s\n", err);
+            else fprintf(stderr, "(%s %s)\n", line[1] == 's' ? "saved to" : "loaded", path);
+            continue;
+        }
+        if (line[0] == '/' && interactive) {
+            fprintf(stderr, "commands: /reset, /save FILE, /load FILE, /quit\n");
+            continue;
+        }
+        if (conv_add(&conv, "user", line)) goto oom;
+        if (show_prompt) {
+            char *prompt;
+            if (!cinfer_chat_prompt(m, conv.m, conv.n, 1, &prompt, err, sizeof err)) {
+                fprintf(stderr, "--- prompt ---\n%s\n--- end ---\n", prompt);
+                cinfer_free(prompt);
+            }
+        }
+        reply.len = 0;
+        if (reply.text) reply.text[0] = 0;
+        cinfer_gen_result res;
+        if (cinfer_chat(s, conv.m, conv.n, &go, on_piece, &reply, &res, err, sizeof err)) {
+            fprintf(stderr, "\ncinfer chat: %s\n", err);
+            conv_clear(&conv, conv.n - 1); /* drop the message that failed */
+            if (!interactive) goto done;
+            continue;
+        }
+        if (reply.failed) goto oom;
+        fputc('\n', stdout);
+        if (res.stop == CINFER_STOP_CALLBACK) fprintf(stderr, "(stopped)\n");
+        fflush(stdout);
+        if (conv_add(&conv, "assistant", reply.text ? reply.text : "")) goto oom;
+    }
+    rc = 0;
+    goto done;
+oom:
+    fprintf(stderr, "cinfer chat: out of memory\n");
+done:
+    free(line);
+    conv_clear(&conv, 0);
+    free(conv.m);
+    free(reply.text);
+    cinfer_session_free(s);
+    cinfer_model_close(m);
+    return rc;
+}

@@ -1,0 +1,340 @@
+/*
+ * gram_api.c — the public structured-output functions of include/cinfer.h
+ * (cinfer_grammar_*), and gram_run: what runtime/api.c's generation loop
+ * calls to constrain sampling (masks, forced tokens, acceptance, stopping,
+ * confidence capture with the JSON path of each value).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gram.h"
+
+int cinfer_grammar_from_schema(const cinfer_model *m, const char *schema, size_t len,
+                               const cinfer_grammar_options *opts, cinfer_grammar **out, char *err,
+                               size_t err_len) {
+    char e[2048];
+    if (!err) err = e, err_len = sizeof e;
+    if (!out) return CINFER_EARG;
+    *out = NULL;
+    if (!schema) {
+        snprintf(err, err_len, "schema is NULL");
+        return CINFER_EARG;
+    }
+    gram_options go = {.ws_flexible = opts && opts->whitespace == CINFER_WS_FLEXIBLE,
+                       .permissive = opts && opts->permissive,
+                       .format_annotation = opts && opts->format_annotation};
+    gram_grammar *g;
+    int rc = gram_compile(schema, len, &go, &g, err, err_len);
+    if (rc) return rc;
+    if (m) {
+        const gram_vocab *gv = api_gram_vocab(m);
+        if (!gv || gram_bind(g, gv)) {
+            gram_free(g);
+            snprintf(err, err_len, "out of memory (token trie)");
+            return CINFER_ENOMEM;
+        }
+    }
+    *out = g;
+    return 0;
+}
+
+void cinfer_grammar_free(cinfer_grammar *g) { gram_free(g); }
+
+int cinfer_grammar_check(const cinfer_grammar *g, const char *json, size_t len, char *err, size_t err_len) {
+    char e[512];
+    if (!err) err = e, err_len = sizeof e;
+    char *canon;
+    size_t cl;
+    if (gram_canon(json, len, &canon, &cl, err, err_len)) return CINFER_EFORMAT;
+    int rc = gram_check(g, canon, cl, err, err_len);
+    free(canon);
+    return rc < 0 ? CINFER_ENOMEM : rc;
+}
+
+/* ---- JSON path of the value being generated ---------------------------------------------- */
+
+typedef struct {
+    char type;  /* '{' or '[' */
+    int index;
+    char *key;  /* canonical key text (escaped), NUL-terminated */
+    int key_len, key_cap;
+} path_level;
+
+typedef struct {
+    path_level *lv;
+    int depth, cap;
+    int in_string, escape, string_is_key, expect_key;
+    char *ptr; /* the JSON Pointer, rebuilt on demand */
+    size_t ptr_cap;
+} path_tracker;
+
+static int pt_key_add(path_level *l, char c) {
+    if (l->key_len + 2 > l->key_cap) {
+        int nc = l->key_cap ? l->key_cap * 2 : 32;
+        char *nk = realloc(l->key, (size_t)nc);
+        if (!nk) return -1;
+        l->key = nk;
+        l->key_cap = nc;
+    }
+    l->key[l->key_len++] = c;
+    l->key[l->key_len] = 0;
+    return 0;
+}
+
+static void pt_byte(path_tracker *t, char c) {
+    path_level *top = t->depth ? &t->lv[t->depth - 1] : NULL;
+    if (t->in_string) {
+        if (t->string_is_key && top) pt_key_add(top, c);
+        if (t->escape) t->escape = 0;
+        else if (c == '\\') t->escape = 1;
+        else if (c == '"') {
+            t->in_string = 0;
+            if (t->string_is_key && top && top->key_len) top->key[--top->key_len] = 0; /* the closing quote */
+        }
+        return;
+    }
+    switch (c) {
+    case '{':
+    case '[':
+        if (t->depth == t->cap) {
+            int nc = t->cap ? t->cap * 2 : 8;
+            path_level *nl = realloc(t->lv, (size_t)nc * sizeof *nl);
+            if (!nl) return;
+            memset(nl + t->cap, 0, (size_t)(nc - t->cap) * sizeof *nl);
+            t->lv = nl;
+            t->cap = nc;
+        }
+        t->lv[t->depth].type = c;
+        t->lv[t->depth].index = 0;
+        t->lv[t->depth].key_len = 0;
+        if (t->lv[t->depth].key) t->lv[t->depth].key[0] = 0;
+        t->depth++;
+        t->expect_key = c == '{';
+        break;
+    case '"':
+        t->in_string = 1;
+        t->string_is_key = top && top->type == '{' && t->expect_key;
+        if (t->string_is_key) top->key_len = 0;
+        break;
+    case ':':
+        t->expect_key = 0;
+        break;
+    case ',':
+        if (top && top->type == '{') t->expect_key = 1;
+        else if (top) top->index++;
+        break;
+    case '}':
+    case ']':
+        if (t->depth) t->depth--;
+        t->expect_key = 0;
+        break;
+    default:
+        break;
+    }
+}
+
+static int pt_put(path_tracker *t, size_t *n, const char *s, size_t len) {
+    if (*n + len + 1 > t->ptr_cap) {
+        size_t nc = t->ptr_cap ? t->ptr_cap * 2 : 128;
+        while (nc < *n + len + 1) nc *= 2;
+        char *np = realloc(t->ptr, nc);
+        if (!np) return -1;
+        t->ptr = np;
+        t->ptr_cap = nc;
+    }
+    memcpy(t->ptr + *n, s, len);
+    *n += len;
+    t->ptr[*n] = 0;
+    return 0;
+}
+
+/* JSON Pointer (RFC 6901) of the value that starts now. */
+static const char *pt_pointer(path_tracker *t) {
+    size_t n = 0;
+    if (pt_put(t, &n, "", 0)) return "";
+    for (int i = 0; i < t->depth; i++) {
+        path_level *l = &t->lv[i];
+        pt_put(t, &n, "/", 1);
+        if (l->type == '[') {
+            char num[24];
+            int k = snprintf(num, sizeof num, "%d", l->index);
+            pt_put(t, &n, num, (size_t)k);
+            continue;
+        }
+        /* decode the canonical escapes, then escape ~ and / */
+        for (int k = 0; k < l->key_len; k++) {
+            char c = l->key[k];
+            if (c == '\\' && k + 1 < l->key_len) {
+                char e = l->key[++k];
+                char d = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b' : e == 'f' ? '\f' : e;
+                if (e == 'u' && k + 4 < l->key_len) {
+                    char hex[5] = {l->key[k + 1], l->key[k + 2], l->key[k + 3], l->key[k + 4], 0};
+                    d = (char)strtol(hex, NULL, 16);
+                    k += 4;
+                }
+                c = d;
+            }
+            if (c == '~') pt_put(t, &n, "~0", 2);
+            else if (c == '/') pt_put(t, &n, "~1", 2);
+            else pt_put(t, &n, &c, 1);
+        }
+    }
+    return t->ptr ? t->ptr : "";
+}
+
+static void pt_free(path_tracker *t) {
+    for (int i = 0; i < t->cap; i++) free(t->lv[i].key);
+    free(t->lv);
+    free(t->ptr);
+}
+
+/* Snapshot of the tracker (the lead bytes are replayed, then undone). */
+static void pt_save(const path_tracker *t, path_tracker *s) {
+    *s = *t;
+    s->lv = NULL;
+    s->ptr = NULL;
+    s->ptr_cap = 0;
+    if (!t->depth) return;
+    s->lv = calloc((size_t)t->cap, sizeof *s->lv);
+    if (!s->lv) return;
+    for (int i = 0; i < t->depth; i++) {
+        s->lv[i] = t->lv[i];
+        s->lv[i].key = t->lv[i].key ? strdup(t->lv[i].key) : NULL;
+        s->lv[i].key_cap = s->lv[i].key ? s->lv[i].key_len + 1 : 0;
+    }
+}
+
+static void pt_free(path_tracker *t);
+
+static void pt_restore(path_tracker *t, path_tracker *s) {
+    char *ptr = t->ptr;
+    size_t ptr_cap = t->ptr_cap;
+    if (!s->lv && s->depth) return; /* snapshot failed: keep going */
+    t->ptr = NULL;
+    t->ptr_cap = 0;
+    pt_free(t);
+    *t = *s;
+    if (!t->lv) t->cap = 0;
+    t->ptr = ptr;
+    t->ptr_cap = ptr_cap;
+}
+
+/* ---- one constrained generation --------------------------------------------------------------- */
+
+struct gram_run {
+    const gram_grammar *g;
+    gram_matcher *m;
+    uint32_t *bits, *scratch; /* (n_words) */
+    int n_words;
+    int mask_state;           /* matcher state bits were computed for, -1 none */
+    int32_t forced[64];
+    int n_forced, i_forced, forced_state;
+    cinfer_confidence *conf;
+    gram_conf_track *track;
+    path_tracker path;
+};
+
+int gram_run_new(const cinfer_grammar *g, cinfer_confidence *conf, gram_run **out, char *err, size_t err_len) {
+    *out = NULL;
+    if (!g->vocab) {
+        snprintf(err, err_len, "grammar: compiled without a model (pass the model to cinfer_grammar_from_schema)");
+        return CINFER_EARG;
+    }
+    gram_run *r = calloc(1, sizeof *r);
+    if (!r) return CINFER_ENOMEM;
+    r->g = g;
+    r->n_words = (gram_vocab_n_vocab(g->vocab) + 31) / 32;
+    r->bits = malloc((size_t)r->n_words * sizeof *r->bits);
+    r->scratch = malloc((size_t)r->n_words * sizeof *r->scratch);
+    r->mask_state = -1;
+    r->forced_state = -1;
+    r->conf = conf;
+    if (!r->bits || !r->scratch || gram_matcher_new(g, &r->m) || (conf && gram_conf_track_new(&r->track))) {
+        gram_run_free(r);
+        snprintf(err, err_len, "out of memory");
+        return CINFER_ENOMEM;
+    }
+    gram_conf_clear(conf);
+    /* a schema no value satisfies: say so instead of generating nothing */
+    if (!gram_matcher_can_continue(r->m)) {
+        gram_run_free(r);
+        snprintf(err, err_len, "grammar: the schema accepts no value");
+        return CINFER_EARG;
+    }
+    *out = r;
+    return 0;
+}
+
+void gram_run_free(gram_run *r) {
+    if (!r) return;
+    gram_conf_finish(r->track, r->conf);
+    gram_conf_track_free(r->track);
+    gram_matcher_free(r->m);
+    free(r->bits);
+    free(r->scratch);
+    pt_free(&r->path);
+    free(r);
+}
+
+int gram_run_forced(gram_run *r, int32_t *ids, int cap) {
+    int32_t st = gram_matcher_state(r->m);
+    if (r->forced_state != st) {
+        r->n_forced = gram_forced_tokens(r->m, r->forced, (int)(sizeof r->forced / sizeof r->forced[0]));
+        r->i_forced = 0;
+        r->forced_state = st;
+    }
+    int n = 0;
+    /* hand out the next forced token only: the state moves after each */
+    if (r->i_forced < r->n_forced && n < cap) ids[n++] = r->forced[r->i_forced];
+    return n;
+}
+
+int gram_run_mask(gram_run *r, float *logits, int n_vocab) {
+    int32_t st = gram_matcher_state(r->m);
+    int n = gram_mask(r->m, r->bits, r->scratch);
+    if (n < 0) return -1;
+    r->mask_state = st;
+    int nw = r->n_words;
+    for (int w = 0; w < nw; w++) {
+        uint32_t b = r->bits[w];
+        if (b == 0xFFFFFFFFu) continue;
+        int base = w * 32, lim = base + 32 < n_vocab ? base + 32 : n_vocab;
+        for (int i = base; i < lim; i++)
+            if (!(b >> (i - base) & 1)) logits[i] = -INFINITY;
+    }
+    return n;
+}
+
+int gram_run_accept(gram_run *r, int32_t id, const float *raw_logits) {
+    int32_t st = gram_matcher_state(r->m);
+    if (r->conf) {
+        path_tracker saved;
+        pt_save(&r->path, &saved);
+        char lead[32];
+        int n_lead = 0;
+        const uint32_t *bits = raw_logits && r->mask_state == st ? r->bits : NULL;
+        int32_t rule = bits ? gram_matcher_decision_rule(r->m, lead, &n_lead) : -1;
+        /* the value's path is known once the lead bytes are in */
+        for (int i = 0; i < n_lead; i++) pt_byte(&r->path, lead[i]);
+        const char *path = pt_pointer(&r->path);
+        gram_conf_on_token(r->track, r->conf, r->g, rule, n_lead, bits, bits ? raw_logits : NULL, id, path);
+        /* undo the lead bytes: they are fed again with the token below */
+        pt_restore(&r->path, &saved);
+    }
+    if (gram_accept_token(r->m, id)) return -1;
+    /* forced tokens are handed out one by one from the list computed at st */
+    if (r->forced_state == st && r->i_forced < r->n_forced && r->forced[r->i_forced] == id) {
+        r->i_forced++;
+        r->forced_state = gram_matcher_state(r->m);
+    } else r->forced_state = -1;
+    if (r->conf) {
+        int len;
+        const char *b = gram_vocab_bytes(r->g->vocab, id, &len);
+        for (int i = 0; b && i < len; i++) pt_byte(&r->path, b[i]);
+    }
+    return 0;
+}
+
+int gram_run_done(gram_run *r) { return gram_matcher_accepting(r->m) && !gram_matcher_can_continue(r->m); }

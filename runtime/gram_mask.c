@@ -1,0 +1,843 @@
+/*
+ * gram_mask.c — token masks: which tokens of the vocabulary may come next
+ * (see gram.h).
+ *
+ * The vocabulary is a byte trie laid out in preorder (a subtree is a
+ * contiguous index range), built once per model.  A mask is the union, over
+ * the configuration's stacks, of two parts:
+ *
+ *   context-free part  tokens whose bytes the top frame (and what it calls)
+ *                      consumes by itself.  This depends only on the frame
+ *                      (rule, state, aux), so it is computed once by walking
+ *                      the trie and cached on the grammar: the "entry".
+ *   context part       tokens that finish the frame and continue in its
+ *                      parent.  The walk records the trie nodes where the
+ *                      frame would pop ("pop points", grouped by byte); at
+ *                      mask time the parent stack steps each group's byte
+ *                      once and walks only the subtrees it accepts.
+ *
+ * So a mask costs an OR of cached bitsets plus a few memoised steps; the trie
+ * walk happens once per distinct frame (tens of microseconds to a few
+ * milliseconds, the price of the first visit).  Leaf rules (strings,
+ * numbers, literals) are walked with direct DFA lookups; frames that call
+ * other rules go through the matcher's memoised configuration steps.
+ *
+ * Counted strings (minLength/maxLength) key their entries by the distance to
+ * each bound, capped at the longest token: all positions far from both
+ * bounds share one entry.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gram.h"
+
+/* ---- vocabulary trie ------------------------------------------------------------------ */
+
+struct gram_vocab {
+    int n_vocab;
+    char *bytes;       /* token bytes, concatenated */
+    int32_t *off;      /* (n_vocab + 1) */
+    int n_nodes;
+    uint8_t *nbyte;    /* (n_nodes) byte on the edge into the node */
+    int32_t *nend;     /* (n_nodes) first index after the node's subtree */
+    int32_t *tok_off;  /* (n_nodes + 1) tokens ending at the node: toks[tok_off[i] .. tok_off[i+1]) */
+    int32_t *toks;
+    int32_t *eog;
+    int n_eog;
+    int max_len;       /* longest token in bytes */
+    /* string content: most tokens have no '"'; the ones that are valid string
+     * content are the same set in every "inside a string" state */
+    uint8_t *qsub;     /* (n_nodes) a token at or below the node contains '"' */
+    uint32_t *u_bits;  /* tokens without '"' that are valid canonical string content */
+    gram_dfa content;  /* any canonical string content; state 0: between characters */
+};
+
+static const gram_vocab *g_sort_vocab; /* qsort has no context argument; guarded by building single-threaded */
+
+static int cmp_tok(const void *a, const void *b) {
+    const gram_vocab *v = g_sort_vocab;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    int lx = v->off[x + 1] - v->off[x], ly = v->off[y + 1] - v->off[y];
+    int c = memcmp(v->bytes + v->off[x], v->bytes + v->off[y], (size_t)(lx < ly ? lx : ly));
+    if (c) return c;
+    if (lx != ly) return lx < ly ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static pthread_mutex_t g_sort_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* qsub, the content automaton and u_bits (see struct gram_vocab). */
+static int content_sets(gram_vocab *v) {
+    int nn = v->n_nodes;
+    v->qsub = calloc((size_t)nn, 1);
+    v->u_bits = calloc(((size_t)v->n_vocab + 31) / 32, sizeof *v->u_bits);
+    if (!v->qsub || !v->u_bits) return -1;
+    for (int i = 0; i < nn; i++)
+        for (int k = v->tok_off[i]; k < v->tok_off[i + 1]; k++) {
+            int32_t id = v->toks[k];
+            if (memchr(v->bytes + v->off[id], '"', (size_t)(v->off[id + 1] - v->off[id]))) v->qsub[i] = 1;
+        }
+    /* propagate up: in reverse preorder every child is done before its parent */
+    for (int i = nn - 1; i >= 0; i--)
+        for (int32_t c = i + 1; c < v->nend[i] && !v->qsub[i]; c = v->nend[c]) v->qsub[i] |= v->qsub[c];
+    gram_nfa n;
+    gram_nfa_init(&n);
+    gram_frag f = gram_frag_star(&n, gram_frag_cp_range(&n, 0, 0x10FFFF));
+    n.tag[f.end] = 0;
+    int rc = gram_dfa_from_nfa(&n, f.start, NULL, NULL, 1000, &v->content);
+    gram_nfa_free(&n);
+    if (rc) return -1;
+    for (int32_t id = 0; id < v->n_vocab; id++) {
+        int len = v->off[id + 1] - v->off[id];
+        const char *b = v->bytes + v->off[id];
+        if (!len || memchr(b, '"', (size_t)len)) continue;
+        int32_t st = 0;
+        for (int i = 0; i < len && st >= 0; i++) st = gram_dfa_next(&v->content, st, (uint8_t)b[i]);
+        if (st >= 0) v->u_bits[id >> 5] |= 1u << (id & 31);
+    }
+    return 0;
+}
+
+int gram_vocab_new(const tok_vocab *tv, gram_vocab **out) {
+    *out = NULL;
+    gram_vocab *v = calloc(1, sizeof *v);
+    if (!v) return -1;
+    int n = tok_n_vocab(tv);
+    v->n_vocab = n;
+    v->off = calloc((size_t)n + 1, sizeof *v->off);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = 0;
+        tok_token_bytes(tv, i, false, &len);
+        total += len;
+    }
+    v->bytes = malloc(total + 1);
+    int32_t *order = malloc(((size_t)n + 1) * sizeof *order);
+    v->eog = malloc(((size_t)n + 1) * sizeof *v->eog);
+    if (!v->off || !v->bytes || !order || !v->eog) goto fail;
+    size_t pos = 0;
+    int n_order = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = 0;
+        const char *b = tok_token_bytes(tv, i, false, &len);
+        v->off[i] = (int32_t)pos;
+        if (b && len) memcpy(v->bytes + pos, b, len);
+        pos += len;
+        if (len) order[n_order++] = i;
+        if ((int)len > v->max_len) v->max_len = (int)len;
+        if (tok_is_eog(tv, i)) v->eog[v->n_eog++] = i;
+    }
+    v->off[n] = (int32_t)pos;
+    pthread_mutex_lock(&g_sort_lock);
+    g_sort_vocab = v;
+    qsort(order, (size_t)n_order, sizeof *order, cmp_tok);
+    g_sort_vocab = NULL;
+    pthread_mutex_unlock(&g_sort_lock);
+    /* preorder trie: at most total + 1 nodes */
+    size_t cap = total + 1;
+    v->nbyte = malloc(cap);
+    v->nend = malloc(cap * sizeof *v->nend);
+    v->tok_off = calloc(cap + 1, sizeof *v->tok_off);
+    v->toks = malloc(((size_t)n_order + 1) * sizeof *v->toks);
+    int32_t *stack = malloc(((size_t)v->max_len + 2) * sizeof *stack); /* node at each depth */
+    int32_t *tok_node = malloc(((size_t)n_order + 1) * sizeof *tok_node);
+    if (!v->nbyte || !v->nend || !v->tok_off || !v->toks || !stack || !tok_node) {
+        free(stack);
+        free(tok_node);
+        goto fail;
+    }
+    int nn = 1, depth = 0; /* node 0: the root */
+    v->nbyte[0] = 0;
+    stack[0] = 0;
+    const char *prev = NULL;
+    int prev_len = 0;
+    for (int k = 0; k < n_order; k++) {
+        int id = order[k];
+        const char *b = v->bytes + v->off[id];
+        int len = v->off[id + 1] - v->off[id];
+        int lcp = 0;
+        while (prev && lcp < len && lcp < prev_len && b[lcp] == prev[lcp]) lcp++;
+        /* close nodes deeper than lcp */
+        while (depth > lcp) v->nend[stack[depth--]] = nn;
+        while (depth < len) {
+            v->nbyte[nn] = (uint8_t)b[depth];
+            stack[++depth] = nn++;
+        }
+        tok_node[k] = stack[len];
+        prev = b;
+        prev_len = len;
+    }
+    while (depth > 0) v->nend[stack[depth--]] = nn;
+    v->nend[0] = nn;
+    v->n_nodes = nn;
+    for (int k = 0; k < n_order; k++) v->tok_off[tok_node[k] + 1]++;
+    for (int i = 0; i < nn; i++) v->tok_off[i + 1] += v->tok_off[i];
+    {
+        int32_t *fill = malloc(((size_t)nn + 1) * sizeof *fill);
+        if (!fill) {
+            free(stack);
+            free(tok_node);
+            goto fail;
+        }
+        memcpy(fill, v->tok_off, (size_t)nn * sizeof *fill);
+        for (int k = 0; k < n_order; k++) v->toks[fill[tok_node[k]]++] = order[k];
+        free(fill);
+    }
+    free(stack);
+    free(tok_node);
+    free(order);
+    if (content_sets(v)) goto fail;
+    *out = v;
+    return 0;
+fail:
+    free(order);
+    gram_vocab_free(v);
+    return -1;
+}
+
+void gram_vocab_free(gram_vocab *v) {
+    if (!v) return;
+    free(v->qsub);
+    free(v->u_bits);
+    gram_dfa_free(&v->content);
+    free(v->bytes);
+    free(v->off);
+    free(v->nbyte);
+    free(v->nend);
+    free(v->tok_off);
+    free(v->toks);
+    free(v->eog);
+    free(v);
+}
+
+int gram_vocab_n_vocab(const gram_vocab *v) { return v->n_vocab; }
+
+const char *gram_vocab_bytes(const gram_vocab *v, int32_t id, int *len) {
+    if (id < 0 || id >= v->n_vocab) {
+        *len = 0;
+        return NULL;
+    }
+    *len = v->off[id + 1] - v->off[id];
+    return v->bytes + v->off[id];
+}
+
+int gram_is_eog(const gram_vocab *v, int32_t id) {
+    for (int i = 0; i < v->n_eog; i++)
+        if (v->eog[i] == id) return 1;
+    return 0;
+}
+
+/* ---- frame entries ------------------------------------------------------------------------ */
+
+typedef struct {
+    int32_t rule, state, aux;   /* key (aux canonical) */
+    uint32_t *bits;             /* dense accepted set, or NULL */
+    int32_t *ids;               /* sparse accepted set */
+    int n_ids;
+    int32_t *pop;               /* pop-point trie nodes, sorted by byte */
+    int n_pop;
+    int32_t grp[257];           /* pop[grp[b] .. grp[b+1]): nodes with byte b */
+    int has_pop;
+    int32_t *kpop;              /* free-key frames: (trie node, key state) where a key ends */
+    int n_kpop;
+} gram_entry;
+
+struct gram_cache {
+    gram_entry **v;
+    size_t cap, n;
+    int n_words;
+    size_t bytes;               /* memory held by entries */
+};
+
+void gram_cache_free(gram_cache *c) {
+    if (!c) return;
+    for (size_t i = 0; i < c->cap; i++)
+        if (c->v[i]) {
+            free(c->v[i]->bits);
+            free(c->v[i]->ids);
+            free(c->v[i]->pop);
+            free(c->v[i]->kpop);
+            free(c->v[i]);
+        }
+    free(c->v);
+    free(c);
+}
+
+/* Does D from state d behave exactly like the string-content automaton W
+ * between characters (state 0), for every input that does not close the
+ * string?  A depth-first search over the reachable pairs (d', w'); a pair
+ * met again is assumed to hold (a bisimulation is a greatest fixpoint). */
+typedef struct {
+    const gram_dfa *D, *W;
+    uint8_t *st;  /* per pair: 0 unknown, 1 visiting, 2 holds, 3 fails */
+    int32_t *trail;
+    int n_trail, budget;
+} univ_ctx;
+
+static int univ_pair(univ_ctx *u, int32_t d, int32_t w) {
+    size_t k = (size_t)d * (size_t)u->W->n_states + (size_t)w;
+    if (u->st[k] == 1 || u->st[k] == 2) return 1;
+    if (u->st[k] == 3 || --u->budget < 0) return 0;
+    u->st[k] = 1;
+    u->trail[u->n_trail++] = (int32_t)k;
+    for (int b = 0; b < 256; b++) {
+        if (w == 0 && b == '"') continue;
+        int32_t dn = gram_dfa_next(u->D, d, (uint8_t)b), wn = gram_dfa_next(u->W, w, (uint8_t)b);
+        if ((dn >= 0) != (wn >= 0) || (dn >= 0 && !univ_pair(u, dn, wn))) {
+            u->st[k] = 3; /* a mismatch is reachable from here */
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int compute_univ(const gram_dfa *D, const gram_dfa *W, uint8_t **out) {
+    int nd = D->n_states, nw = W->n_states;
+    *out = NULL;
+    if ((double)nd * nw > 1e7) return 0;
+    univ_ctx U = {.D = D, .W = W};
+    uint8_t *u = calloc((size_t)nd, 1);
+    U.st = calloc((size_t)nd * (size_t)nw, 1);
+    U.trail = malloc((size_t)nd * (size_t)nw * sizeof *U.trail);
+    if (!u || !U.st || !U.trail) {
+        free(u);
+        free(U.st);
+        free(U.trail);
+        return -1;
+    }
+    /* cheap filter: the bytes with a move must be W's between-characters set */
+    uint32_t wmask[8] = {0};
+    for (int b = 0; b < 256; b++)
+        if (b != '"' && gram_dfa_next(W, 0, (uint8_t)b) >= 0) wmask[b / 32] |= 1u << (b % 32);
+    int any = 0;
+    for (int d = 0; d < nd; d++) {
+        uint32_t m[8] = {0};
+        for (int b = 0; b < 256; b++)
+            if (b != '"' && gram_dfa_next(D, d, (uint8_t)b) >= 0) m[b / 32] |= 1u << (b % 32);
+        if (memcmp(m, wmask, sizeof m)) continue;
+        U.n_trail = 0;
+        U.budget = 200000;
+        int ok = univ_pair(&U, d, 0);
+        /* success: every pair visited holds; failure: forget the ones not known bad */
+        for (int i = 0; i < U.n_trail; i++)
+            if (U.st[U.trail[i]] == 1) U.st[U.trail[i]] = ok ? 2 : 0;
+        u[d] = (uint8_t)ok;
+        any |= ok;
+    }
+    free(U.st);
+    free(U.trail);
+    if (!any) {
+        free(u);
+        u = NULL;
+    }
+    *out = u;
+    return 0;
+}
+
+int gram_bind(gram_grammar *g, const gram_vocab *gv) {
+    if (g->vocab) return g->vocab == gv ? 0 : -1;
+    for (int r = 0; r < g->n_rules; r++) {
+        gram_rule *R = &g->rules[r];
+        const gram_dfa *D = R->kind == GRAM_OBJ ? &R->obj->key : R->leaf ? &R->fa : NULL;
+        if (D && D->next && compute_univ(D, &gv->content, &R->univ)) return -1;
+    }
+    gram_cache *c = calloc(1, sizeof *c);
+    if (!c) return -1;
+    c->n_words = (gv->n_vocab + 31) / 32;
+    g->vocab = gv;
+    g->cache = c;
+    return 0;
+}
+
+static uint64_t key_hash(int32_t r, int32_t s, int32_t a) {
+    uint64_t h = (uint64_t)(uint32_t)r * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uint32_t)s * 0xc2b2ae3d27d4eb4full ^
+                 (uint64_t)(uint32_t)a * 0x165667b19e3779f9ull;
+    return h ^ (h >> 31);
+}
+
+/* lookup under g->lock */
+static gram_entry *cache_find(gram_cache *c, int32_t r, int32_t s, int32_t a) {
+    if (!c->cap) return NULL;
+    size_t k = key_hash(r, s, a) & (c->cap - 1);
+    while (c->v[k]) {
+        gram_entry *e = c->v[k];
+        if (e->rule == r && e->state == s && e->aux == a) return e;
+        k = (k + 1) & (c->cap - 1);
+    }
+    return NULL;
+}
+
+static int cache_insert(gram_cache *c, gram_entry *e) {
+    if ((c->n + 1) * 2 > c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 256;
+        gram_entry **nv = calloc(nc, sizeof *nv);
+        if (!nv) return -1;
+        for (size_t i = 0; i < c->cap; i++)
+            if (c->v[i]) {
+                size_t k = key_hash(c->v[i]->rule, c->v[i]->state, c->v[i]->aux) & (nc - 1);
+                while (nv[k]) k = (k + 1) & (nc - 1);
+                nv[k] = c->v[i];
+            }
+        free(c->v);
+        c->v = nv;
+        c->cap = nc;
+    }
+    size_t k = key_hash(e->rule, e->state, e->aux) & (c->cap - 1);
+    while (c->v[k]) k = (k + 1) & (c->cap - 1);
+    c->v[k] = e;
+    c->n++;
+    return 0;
+}
+
+/* Canonical aux for a frame's cache key (counted strings: distances to the
+ * bounds, capped at the longest token). */
+/* Inside a key of an object whose keys are free (any string may be a key),
+ * the walk does not depend on the seen set until the key ends. */
+static int free_key_frame(const gram_grammar *g, gram_frame f) {
+    const gram_rule *R = &g->rules[f.rule];
+    if (R->kind != GRAM_OBJ || !R->obj->keys_free) return 0;
+    int32_t k = f.state - GRAM_OBJ_KEY;
+    return k >= 0 && k < R->obj->key.n_states && R->obj->key.label[k] < 0;
+}
+
+static int32_t canon_aux(const gram_grammar *g, gram_frame f) {
+    const gram_rule *R = &g->rules[f.rule];
+    if (free_key_frame(g, f)) return 0;
+    if (!R->counted || f.state == 0) return f.aux;
+    long T = g->vocab->max_len + 1;
+    long count = f.aux >> 4;
+    long dm = R->min_count - count;
+    if (dm < 0) dm = 0;
+    if (dm > T) dm = T;
+    long dx = R->max_count < 0 ? -1 : R->max_count - count;
+    if (dx > T) dx = T;
+    return (int32_t)((f.aux & 15) + 16 * dm + 16 * 2048 * (dx + 1));
+}
+
+/* ---- the fill walk ---------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t *v;
+    int n, cap;
+} ivec;
+
+static int ipush(ivec *a, int32_t x) {
+    if (a->n == a->cap) {
+        int nc = a->cap ? a->cap * 2 : 256;
+        int32_t *nv = realloc(a->v, (size_t)nc * sizeof *nv);
+        if (!nv) return -1;
+        a->v = nv;
+        a->cap = nc;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+/* one byte of a leaf rule (no calls): same rules as gram_match.c step_counted */
+static int leaf_step(const gram_rule *R, int32_t *state, int32_t *aux, uint8_t b) {
+    int32_t t = gram_dfa_next(&R->fa, *state, b);
+    if (t < 0) return 0;
+    if (!R->counted || *state == 0) {
+        *state = t;
+        if (R->counted) *aux = 0;
+        return 1;
+    }
+    int tr = *aux & 15;
+    long count = *aux >> 4;
+    int ntr = tr;
+    if (tr == 0) {
+        if (b == '"') {
+            if (count < R->min_count) return 0;
+            *state = t;
+            return 1;
+        }
+        if (R->max_count >= 0 && count >= R->max_count) return 0;
+        long sat = R->max_count >= 0 ? R->max_count : R->min_count;
+        count = count + 1 > sat ? sat : count + 1;
+        ntr = b == '\\' ? 1 : b < 0x80 ? 0 : b >= 0xF0 ? 8 : b >= 0xE0 ? 7 : 6;
+    } else if (tr == 1) ntr = b == 'u' ? 2 : 0;
+    else if (tr >= 2 && tr <= 5) ntr = tr == 5 ? 0 : tr + 1;
+    else if (tr == 6) ntr = 0;
+    else ntr = tr - 1;
+    *state = t;
+    *aux = (int32_t)(count * 16 + ntr);
+    return 1;
+}
+
+typedef struct {
+    const gram_vocab *v;
+    uint32_t *acc;   /* accepted bitset being built */
+    int n_acc;
+    ivec pop;
+    ivec kpop;       /* free-key fills: (node, key state) pairs */
+    int free_key;    /* the fill's frame is a free-key frame: do not look at aux */
+    int32_t free_rule;
+} fill_ctx;
+
+static void mark_tokens(fill_ctx *F, int32_t node) {
+    const gram_vocab *v = F->v;
+    for (int k = v->tok_off[node]; k < v->tok_off[node + 1]; k++) {
+        int32_t id = v->toks[k];
+        if (!(F->acc[id >> 5] >> (id & 31) & 1)) {
+            F->acc[id >> 5] |= 1u << (id & 31);
+            F->n_acc++;
+        }
+    }
+}
+
+static int dispatch(fill_ctx *F, gram_matcher *m, int32_t node, int32_t set);
+
+/* A leaf frame (string, number, literal) at (state, aux) over parent:
+ * direct DFA steps inside the frame; where the frame may end, the parent
+ * takes the byte (or, when the parent is the cache-fill context, the node
+ * becomes a pop point). */
+static int walk_leaf(fill_ctx *F, gram_matcher *m, const gram_rule *R, int32_t node, int32_t state, int32_t aux,
+                     int32_t parent, int q) {
+    const gram_vocab *v = F->v;
+    int accepting = R->fa.label[state] >= 0;
+    int32_t pset = -1;
+    if (node == 0 && R->univ && R->univ[state]) {
+        /* inside a string, between characters, far from any length bound:
+         * every quote-free token that is valid content is in; walk the rest */
+        long count = aux >> 4;
+        if (!R->counted || R->max_count < 0 || R->max_count - count > v->max_len) {
+            for (int w = 0; w < (v->n_vocab + 31) / 32; w++) F->acc[w] |= v->u_bits[w];
+            F->n_acc = v->n_vocab;
+            q = 1;
+        }
+    }
+    for (int32_t c = node + 1; c < v->nend[node]; c = v->nend[c]) {
+        if (q && !v->qsub[c]) continue;
+        uint8_t b = v->nbyte[c];
+        if (accepting && parent != GRAM_BOTTOM) {
+            if (parent == GRAM_CTX) {
+                if (ipush(&F->pop, c)) return -1;
+            } else {
+                if (pset < 0) pset = gram_set_of_node(m, parent);
+                int popped;
+                int32_t t = gram_set_step(m, pset, b, &popped);
+                if (gram_matcher_oom(m)) return -1;
+                if (popped && ipush(&F->pop, c)) return -1;
+                if (t) {
+                    mark_tokens(F, c);
+                    if (v->nend[c] > c + 1 && dispatch(F, m, c, t)) return -1;
+                }
+            }
+        }
+        int32_t s2 = state, a2 = aux;
+        if (!leaf_step(R, &s2, &a2, b)) continue;
+        mark_tokens(F, c);
+        if (v->nend[c] > c + 1 && walk_leaf(F, m, R, c, s2, a2, parent, q)) return -1;
+    }
+    return 0;
+}
+
+/* An object frame inside a key: key DFA steps with the viability check;
+ * after the closing quote only ':' continues, into the value (general). */
+static int walk_key(fill_ctx *F, gram_matcher *m, int32_t rule, int32_t node, int32_t k, int32_t aux, int32_t parent,
+                    int q) {
+    const gram_vocab *v = F->v;
+    const gram_grammar *g = gram_matcher_grammar(m);
+    const gram_obj *o = g->rules[rule].obj;
+    int32_t L = o->key.label[k];
+    int free_mode = F->free_key && rule == F->free_rule && parent == GRAM_CTX;
+    if (free_mode) {
+        /* aux-free: every unfinished key is viable; a finished key is a
+         * boundary checked against the real seen set at mask time */
+        const gram_rule *R = &g->rules[rule];
+        if (node == 0 && R->univ && R->univ[k]) {
+            for (int w = 0; w < (v->n_vocab + 31) / 32; w++) F->acc[w] |= v->u_bits[w];
+            F->n_acc = v->n_vocab;
+            q = 1;
+        }
+        for (int32_t c = node + 1; c < v->nend[node]; c = v->nend[c]) {
+            if (q && !v->qsub[c]) continue;
+            int32_t t = gram_dfa_next(&o->key, k, v->nbyte[c]);
+            if (t < 0) continue;
+            if (o->key.label[t] >= 0) {
+                if (ipush(&F->kpop, c) || ipush(&F->kpop, t)) return -1;
+                continue;
+            }
+            mark_tokens(F, c);
+            if (v->nend[c] > c + 1 && walk_key(F, m, rule, c, t, aux, parent, q)) return -1;
+        }
+        return 0;
+    }
+    for (int32_t c = node + 1; c < v->nend[node]; c = v->nend[c]) {
+        uint8_t b = v->nbyte[c];
+        if (L >= 0) {
+            if (b != ':' || !gram_obj_label_ok(g, o, L, aux)) continue;
+            int32_t x = gram_node_make(m, (gram_frame){rule, GRAM_OBJ_KEY + o->key.n_states + L, aux}, parent);
+            if (x < 0) return -1;
+            mark_tokens(F, c);
+            if (v->nend[c] > c + 1 && dispatch(F, m, c, gram_set_of_node(m, x))) return -1;
+            continue;
+        }
+        int32_t t = gram_dfa_next(&o->key, k, b);
+        if (t < 0 || !gram_obj_viable(g, o, t, aux)) continue;
+        mark_tokens(F, c);
+        if (v->nend[c] > c + 1 && walk_key(F, m, rule, c, t, aux, parent, 0)) return -1;
+    }
+    return 0;
+}
+
+/* Any configuration: memoised set steps. */
+static int walk_set(fill_ctx *F, gram_matcher *m, int32_t node, int32_t set) {
+    const gram_vocab *v = F->v;
+    for (int32_t c = node + 1; c < v->nend[node]; c = v->nend[c]) {
+        int popped;
+        int32_t t = gram_set_step(m, set, v->nbyte[c], &popped);
+        if (gram_matcher_oom(m)) return -1;
+        if (popped && ipush(&F->pop, c)) return -1;
+        if (!t) continue;
+        mark_tokens(F, c);
+        if (v->nend[c] > c + 1 && dispatch(F, m, c, t)) return -1;
+    }
+    return 0;
+}
+
+/* Walk the subtree below node from configuration set, on the fastest path
+ * the configuration allows. */
+static int dispatch(fill_ctx *F, gram_matcher *m, int32_t node, int32_t set) {
+    int n;
+    const int32_t *items = gram_set_items(m, set, &n);
+    if (n == 1) {
+        gram_node nd = *gram_node_get(m, items[0]);
+        const gram_rule *R = &gram_matcher_grammar(m)->rules[nd.f.rule];
+        if (R->kind == GRAM_FA && R->leaf) return walk_leaf(F, m, R, node, nd.f.state, nd.f.aux, nd.parent, 0);
+        if (R->kind == GRAM_OBJ && nd.f.state >= GRAM_OBJ_KEY && nd.f.state < GRAM_OBJ_KEY + R->obj->key.n_states)
+            return walk_key(F, m, nd.f.rule, node, nd.f.state - GRAM_OBJ_KEY, nd.f.aux, nd.parent, 0);
+    }
+    return walk_set(F, m, node, set);
+}
+
+static const gram_vocab *g_pop_vocab; /* for sorting pop points (under g_sort_lock) */
+static int cmp_pop(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    int bx = g_pop_vocab->nbyte[x], by = g_pop_vocab->nbyte[y];
+    if (bx != by) return bx - by;
+    return x < y ? -1 : x > y;
+}
+
+static gram_entry *fill_entry(gram_grammar *g, gram_matcher *m, gram_frame f, int32_t caux, uint32_t *scratch) {
+    const gram_vocab *v = g->vocab;
+    gram_cache *c = g->cache;
+    fill_ctx F = {.v = v, .acc = scratch, .free_key = free_key_frame(g, f), .free_rule = f.rule};
+    memset(scratch, 0, (size_t)c->n_words * sizeof *scratch);
+    int32_t x = gram_node_make(m, f, GRAM_CTX);
+    int rc = x < 0 ? -1 : dispatch(&F, m, 0, gram_set_of_node(m, x));
+    if (gram_matcher_oom(m)) rc = -1;
+    gram_entry *e = calloc(1, sizeof *e);
+    if (rc || !e) {
+        free(F.pop.v);
+        free(F.kpop.v);
+        free(e);
+        return NULL;
+    }
+    e->kpop = F.kpop.v;
+    e->n_kpop = F.kpop.n / 2;
+    /* group by key state (insertion sort by the state: few distinct states) */
+    for (int i = 1; i < e->n_kpop; i++) {
+        int32_t n0 = e->kpop[2 * i], k0 = e->kpop[2 * i + 1];
+        int j = i;
+        while (j > 0 && e->kpop[2 * (j - 1) + 1] > k0) {
+            e->kpop[2 * j] = e->kpop[2 * (j - 1)];
+            e->kpop[2 * j + 1] = e->kpop[2 * (j - 1) + 1];
+            j--;
+        }
+        e->kpop[2 * j] = n0;
+        e->kpop[2 * j + 1] = k0;
+    }
+    e->rule = f.rule;
+    e->state = f.state;
+    e->aux = caux;
+    if (F.n_acc > v->n_vocab / 32) {
+        e->bits = malloc((size_t)c->n_words * sizeof *e->bits);
+        if (e->bits) memcpy(e->bits, scratch, (size_t)c->n_words * sizeof *e->bits);
+    } else {
+        e->ids = malloc(((size_t)F.n_acc + 1) * sizeof *e->ids);
+        if (e->ids)
+            for (int w = 0; w < c->n_words; w++)
+                for (uint32_t bits = scratch[w]; bits; bits &= bits - 1) e->ids[e->n_ids++] = w * 32 + __builtin_ctz(bits);
+    }
+    if (!e->bits && !e->ids) {
+        free(F.pop.v);
+        free(e->kpop);
+        free(e);
+        return NULL;
+    }
+    if (F.pop.n) {
+        pthread_mutex_lock(&g_sort_lock);
+        g_pop_vocab = v;
+        qsort(F.pop.v, (size_t)F.pop.n, sizeof *F.pop.v, cmp_pop);
+        pthread_mutex_unlock(&g_sort_lock);
+        /* drop duplicates */
+        int w = 0;
+        for (int i = 0; i < F.pop.n; i++)
+            if (!w || F.pop.v[w - 1] != F.pop.v[i]) F.pop.v[w++] = F.pop.v[i];
+        F.pop.n = w;
+        e->has_pop = 1;
+    }
+    e->pop = F.pop.v;
+    e->n_pop = F.pop.n;
+    int k = 0;
+    for (int b = 0; b <= 256; b++) {
+        while (k < e->n_pop && v->nbyte[e->pop[k]] < b) k++;
+        e->grp[b] = k;
+    }
+    e->grp[256] = e->n_pop;
+    return e;
+}
+
+/* ---- masks ---------------------------------------------------------------------------------- */
+
+static void set_node_tokens(const gram_vocab *v, uint32_t *bits, int32_t node) {
+    for (int k = v->tok_off[node]; k < v->tok_off[node + 1]; k++) bits[v->toks[k] >> 5] |= 1u << (v->toks[k] & 31);
+}
+
+int gram_mask(gram_matcher *m, uint32_t *bits, uint32_t *scratch) {
+    const gram_grammar *gc = gram_matcher_grammar(m);
+    gram_grammar *g = (gram_grammar *)gc; /* caches are internally synchronised */
+    const gram_vocab *v = g->vocab;
+    if (!v) return -1;
+    int n_words = g->cache->n_words;
+    memset(bits, 0, (size_t)n_words * sizeof *bits);
+    int32_t set = gram_matcher_state(m);
+    int n;
+    gram_set_items(m, set, &n);
+    for (int i = 0; i < n; i++) {
+        int32_t x = gram_set_items(m, set, &n)[i]; /* the items array may move while we work */
+        gram_node nd = *gram_node_get(m, x);
+        int32_t caux = canon_aux(g, nd.f);
+        pthread_mutex_lock(&g->lock);
+        gram_entry *e = cache_find(g->cache, nd.f.rule, nd.f.state, caux);
+        pthread_mutex_unlock(&g->lock);
+        if (!e) {
+            e = fill_entry(g, m, nd.f, caux, scratch);
+            if (!e) return -1;
+            pthread_mutex_lock(&g->lock);
+            gram_entry *o = cache_find(g->cache, nd.f.rule, nd.f.state, caux);
+            if (o || cache_insert(g->cache, e)) {
+                free(e->bits);
+                free(e->ids);
+                free(e->pop);
+                free(e->kpop);
+                free(e);
+                e = o;
+            }
+            pthread_mutex_unlock(&g->lock);
+            if (!e) return -1;
+        }
+        if (e->bits)
+            for (int w = 0; w < n_words; w++) bits[w] |= e->bits[w];
+        else
+            for (int k = 0; k < e->n_ids; k++) bits[e->ids[k] >> 5] |= 1u << (e->ids[k] & 31);
+        if (e->n_kpop) {
+            /* keys that end here: allowed with this frame's seen set? */
+            const gram_obj *o = g->rules[nd.f.rule].obj;
+            fill_ctx R = {.v = v, .acc = bits};
+            int32_t ks_prev = -1, ok = 0, L = -1;
+            for (int k = 0; k < e->n_kpop; k++) {
+                int32_t node = e->kpop[2 * k], ks = e->kpop[2 * k + 1];
+                if (ks != ks_prev) {
+                    ks_prev = ks;
+                    ok = gram_obj_viable(g, o, ks, nd.f.aux);
+                    L = o->key.label[ks];
+                    ok = ok && gram_obj_label_ok(g, o, L, nd.f.aux);
+                }
+                if (!ok) continue;
+                set_node_tokens(v, bits, node);
+                /* after a finished key only ':' goes on, into the value */
+                for (int32_t c = node + 1; c < v->nend[node]; c = v->nend[c]) {
+                    if (v->nbyte[c] != ':') continue;
+                    int32_t x2 = gram_node_make(m, (gram_frame){nd.f.rule, GRAM_OBJ_KEY + o->key.n_states + L, nd.f.aux}, nd.parent);
+                    if (x2 < 0) {
+                        free(R.pop.v);
+                        return -1;
+                    }
+                    set_node_tokens(v, bits, c);
+                    if (v->nend[c] > c + 1 && dispatch(&R, m, c, gram_set_of_node(m, x2))) {
+                        free(R.pop.v);
+                        return -1;
+                    }
+                }
+            }
+            free(R.pop.v);
+        }
+        if (e->n_pop && nd.parent >= 0) {
+            int32_t ctx = gram_set_of_node(m, nd.parent);
+            fill_ctx R = {.v = v, .acc = bits};
+            for (int b = 0; b < 256; b++) {
+                if (e->grp[b] == e->grp[b + 1]) continue;
+                int popped;
+                int32_t y = gram_set_step(m, ctx, (uint8_t)b, &popped);
+                if (!y) continue;
+                for (int k = e->grp[b]; k < e->grp[b + 1]; k++) {
+                    int32_t node = e->pop[k];
+                    set_node_tokens(v, bits, node);
+                    if (v->nend[node] > node + 1 && dispatch(&R, m, node, y)) {
+                        free(R.pop.v);
+                        return -1;
+                    }
+                }
+            }
+            free(R.pop.v);
+        }
+        if (gram_matcher_oom(m)) return -1;
+    }
+    if (gram_set_accepting(m, set))
+        for (int i = 0; i < v->n_eog; i++) bits[v->eog[i] >> 5] |= 1u << (v->eog[i] & 31);
+    for (int w = 0; w < n_words; w++)
+        if (bits[w]) return 1;
+    return 0;
+}
+
+/* ---- forced tokens ---------------------------------------------------------------------------- */
+
+int gram_forced_tokens(gram_matcher *m, int32_t *ids, int cap) {
+    const gram_vocab *v = gram_matcher_grammar(m)->vocab;
+    char F[256];
+    int nf = gram_matcher_forced(m, F, (int)sizeof F);
+    if (!nf || !v) return 0;
+    /* is the value complete after F, with nothing allowed to follow? */
+    int32_t save = gram_matcher_state(m);
+    int done = 0;
+    if (!gram_matcher_feed(m, F, (size_t)nf)) done = gram_matcher_accepting(m) && !gram_matcher_can_continue(m);
+    gram_matcher_set_state(m, save);
+    int n = 0, pos = 0;
+    while (pos < nf && n < cap) {
+        /* longest token that is a prefix of F[pos..] */
+        int32_t node = 0, best = -1;
+        int best_len = 0;
+        for (int d = pos; d < nf; d++) {
+            int32_t c = node + 1, found = -1;
+            for (; c < v->nend[node]; c = v->nend[c])
+                if (v->nbyte[c] == (uint8_t)F[d]) {
+                    found = c;
+                    break;
+                }
+            if (found < 0) break;
+            node = found;
+            if (v->tok_off[node + 1] > v->tok_off[node]) {
+                best = v->toks[v->tok_off[node]];
+                best_len = d + 1 - pos;
+            }
+        }
+        if (best < 0) break;
+        /* a token reaching the end of F might be cut short of a longer one */
+        if (pos + best_len == nf && !done) break;
+        ids[n++] = best;
+        pos += best_len;
+    }
+    return n;
+}
+
+int gram_accept_token(gram_matcher *m, int32_t id) {
+    const gram_vocab *v = gram_matcher_grammar(m)->vocab;
+    if (gram_is_eog(v, id)) return gram_matcher_accepting(m) ? 0 : -1;
+    int len;
+    const char *b = gram_vocab_bytes(v, id, &len);
+    if (!b || !len) return -1;
+    return gram_matcher_feed(m, b, (size_t)len);
+}

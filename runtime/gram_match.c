@@ -1,0 +1,968 @@
+/*
+ * gram_match.c — the byte-level matcher over a compiled grammar, and the
+ * JSON canonicaliser (see gram.h).
+ *
+ * A configuration is a set of stacks.  Stacks are hash-consed linked lists
+ * of frames (node = frame + parent), so equal stacks are one node id and a
+ * set of stacks is a sorted array of node ids, itself interned.  Stepping a
+ * set by a byte is memoised per (set, byte): after warm-up the matcher is a
+ * DFA over configurations built on demand, and the mask code walks the token
+ * trie with one hash lookup per byte.
+ *
+ * Epsilon moves (calling a rule, returning from a finished one) are taken
+ * lazily inside step_node, when a byte asks for them: a frame whose state
+ * calls rule R tries R's first byte; a frame in an accepting state may pop
+ * and let its parent try the byte.  No rule matches the empty string and no
+ * rule calls itself before consuming a byte (gram_compile checks), so this
+ * always terminates.
+ *
+ * Memory: the stores grow while a generation explores new configurations
+ * (amortised doubling); a steady-state token loop finds everything in them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gram.h"
+
+/* counted strings: aux = count * 16 + tracker */
+enum { TR_BND = 0, TR_ESC = 1, TR_U0 = 2, TR_U3 = 5, TR_C1 = 6, TR_C2 = 7, TR_C3 = 8 };
+
+typedef struct {
+    int32_t *v;
+    int n, cap;
+} i32vec;
+
+static int vpush(i32vec *a, int32_t x) {
+    if (a->n == a->cap) {
+        int nc = a->cap ? a->cap * 2 : 32;
+        int32_t *nv = realloc(a->v, (size_t)nc * sizeof *nv);
+        if (!nv) return -1;
+        a->v = nv;
+        a->cap = nc;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+struct gram_matcher {
+    const gram_grammar *g;
+    /* nodes */
+    gram_node *nodes;
+    uint64_t *node_hash;
+    int n_nodes, cap_nodes;
+    int32_t *ntab;
+    size_t ntab_cap;
+    /* sets: items[off[i] .. off[i+1]) */
+    int32_t *items, *off;
+    uint64_t *set_hash;
+    uint8_t *set_flags; /* bit0 acc known, bit1 accepting, bit2 cont known, bit3 can continue */
+    int n_sets, cap_sets, n_items, cap_items;
+    int32_t *stab;
+    size_t stab_cap;
+    /* memo (set, byte) → (result << 1 | popped) */
+    uint64_t *mkey;
+    int32_t *mval;
+    size_t mcap, mn;
+    /* scratch */
+    i32vec out;
+    uint64_t *words; /* (max n_words) */
+    int max_words;
+    int32_t cur, start;
+    int oom;
+};
+
+/* ---- nodes ---------------------------------------------------------------------------- */
+
+static uint64_t node_hash_of(gram_frame f, int32_t parent) {
+    uint64_t h = (uint64_t)(uint32_t)f.rule * 0x9e3779b97f4a7c15ull;
+    h ^= (uint64_t)(uint32_t)f.state * 0xc2b2ae3d27d4eb4full;
+    h ^= (uint64_t)(uint32_t)f.aux * 0x165667b19e3779f9ull;
+    h ^= (uint64_t)(uint32_t)parent * 0x27d4eb2f165667c5ull;
+    h ^= h >> 31;
+    h *= 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 29);
+}
+
+int32_t gram_node_make(gram_matcher *m, gram_frame f, int32_t parent) {
+    uint64_t h = node_hash_of(f, parent);
+    if ((size_t)(m->n_nodes + 1) * 2 > m->ntab_cap) {
+        size_t nc = m->ntab_cap ? m->ntab_cap * 2 : 4096;
+        int32_t *nt = malloc(nc * sizeof *nt);
+        if (!nt) goto oom;
+        for (size_t i = 0; i < nc; i++) nt[i] = -1;
+        for (int i = 0; i < m->n_nodes; i++) {
+            size_t k = m->node_hash[i] & (nc - 1);
+            while (nt[k] >= 0) k = (k + 1) & (nc - 1);
+            nt[k] = i;
+        }
+        free(m->ntab);
+        m->ntab = nt;
+        m->ntab_cap = nc;
+    }
+    size_t k = h & (m->ntab_cap - 1);
+    for (;;) {
+        int32_t i = m->ntab[k];
+        if (i < 0) break;
+        const gram_node *n = &m->nodes[i];
+        if (m->node_hash[i] == h && n->parent == parent && n->f.rule == f.rule && n->f.state == f.state &&
+            n->f.aux == f.aux)
+            return i;
+        k = (k + 1) & (m->ntab_cap - 1);
+    }
+    if (m->n_nodes == m->cap_nodes) {
+        int nc = m->cap_nodes ? m->cap_nodes * 2 : 2048;
+        gram_node *nn = realloc(m->nodes, (size_t)nc * sizeof *nn);
+        if (!nn) goto oom;
+        m->nodes = nn;
+        uint64_t *nh = realloc(m->node_hash, (size_t)nc * sizeof *nh);
+        if (!nh) goto oom;
+        m->node_hash = nh;
+        m->cap_nodes = nc;
+    }
+    m->nodes[m->n_nodes] = (gram_node){f, parent};
+    m->node_hash[m->n_nodes] = h;
+    m->ntab[k] = m->n_nodes;
+    return m->n_nodes++;
+oom:
+    m->oom = 1;
+    return -3;
+}
+
+const gram_node *gram_node_get(const gram_matcher *m, int32_t node) { return &m->nodes[node]; }
+
+/* ---- sets ------------------------------------------------------------------------------ */
+
+static uint64_t set_hash_of(const int32_t *v, int n) {
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)n;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint32_t)v[i];
+        h *= 0x100000001b3ull;
+        h ^= h >> 32;
+    }
+    return h;
+}
+
+static int32_t set_intern(gram_matcher *m, const int32_t *v, int n) {
+    uint64_t h = set_hash_of(v, n);
+    if ((size_t)(m->n_sets + 1) * 2 > m->stab_cap) {
+        size_t nc = m->stab_cap ? m->stab_cap * 2 : 1024;
+        int32_t *nt = malloc(nc * sizeof *nt);
+        if (!nt) goto oom;
+        for (size_t i = 0; i < nc; i++) nt[i] = -1;
+        for (int i = 0; i < m->n_sets; i++) {
+            size_t k = m->set_hash[i] & (nc - 1);
+            while (nt[k] >= 0) k = (k + 1) & (nc - 1);
+            nt[k] = i;
+        }
+        free(m->stab);
+        m->stab = nt;
+        m->stab_cap = nc;
+    }
+    size_t k = h & (m->stab_cap - 1);
+    for (;;) {
+        int32_t i = m->stab[k];
+        if (i < 0) break;
+        if (m->set_hash[i] == h && m->off[i + 1] - m->off[i] == n &&
+            (!n || !memcmp(&m->items[m->off[i]], v, (size_t)n * sizeof *v)))
+            return i;
+        k = (k + 1) & (m->stab_cap - 1);
+    }
+    if (m->n_sets + 2 > m->cap_sets) {
+        int nc = m->cap_sets ? m->cap_sets * 2 : 1024;
+        int32_t *no = realloc(m->off, (size_t)(nc + 1) * sizeof *no);
+        if (!no) goto oom;
+        m->off = no;
+        uint64_t *nh = realloc(m->set_hash, (size_t)nc * sizeof *nh);
+        if (!nh) goto oom;
+        m->set_hash = nh;
+        uint8_t *nf = realloc(m->set_flags, (size_t)nc);
+        if (!nf) goto oom;
+        m->set_flags = nf;
+        m->cap_sets = nc;
+    }
+    if (m->n_items + n > m->cap_items) {
+        int nc = m->cap_items ? m->cap_items * 2 : 4096;
+        while (nc < m->n_items + n) nc *= 2;
+        int32_t *ni = realloc(m->items, (size_t)nc * sizeof *ni);
+        if (!ni) goto oom;
+        m->items = ni;
+        m->cap_items = nc;
+    }
+    if (m->n_sets == 0) m->off[0] = 0;
+    if (n) memcpy(&m->items[m->n_items], v, (size_t)n * sizeof *v);
+    m->n_items += n;
+    m->off[m->n_sets + 1] = m->n_items;
+    m->set_hash[m->n_sets] = h;
+    m->set_flags[m->n_sets] = 0;
+    m->stab[k] = m->n_sets;
+    return m->n_sets++;
+oom:
+    m->oom = 1;
+    return 0;
+}
+
+const int32_t *gram_set_items(const gram_matcher *m, int32_t set, int *n) {
+    *n = m->off[set + 1] - m->off[set];
+    return &m->items[m->off[set]];
+}
+
+int32_t gram_set_of_node(gram_matcher *m, int32_t node) { return set_intern(m, &node, 1); }
+
+/* ---- stepping ------------------------------------------------------------------------------- */
+
+static int32_t push_rule(gram_matcher *m, int32_t rule, int32_t parent) {
+    return gram_node_make(m, (gram_frame){rule, 0, m->g->rules[rule].aux0}, parent);
+}
+
+static inline int first_has(const gram_rule *r, uint8_t b) { return r->first[b >> 3] >> (b & 7) & 1; }
+
+static void step_node(gram_matcher *m, int32_t x, uint8_t b, int *popped);
+
+static void pop_to(gram_matcher *m, int32_t parent, uint8_t b, int *popped) {
+    if (parent == GRAM_BOTTOM) return; /* the value is complete: nothing may follow */
+    if (parent == GRAM_CTX) {
+        *popped = 1;
+        return;
+    }
+    step_node(m, parent, b, popped);
+}
+
+static void emit(gram_matcher *m, gram_frame f, int32_t parent) {
+    int32_t y = gram_node_make(m, f, parent);
+    if (y >= 0 && vpush(&m->out, y)) m->oom = 1;
+}
+
+/* OBJ helpers */
+static const uint64_t *aux_words(const gram_grammar *g, int32_t aux) { return &g->aux_words[g->aux_off[aux]]; }
+
+static inline int popcount64(uint64_t x) {
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (int)((x * 0x0101010101010101ull) >> 56);
+}
+
+static int obj_missing_required(const gram_obj *o, const uint64_t *seen) {
+    int n = 0;
+    for (int w = 0; w < o->n_words; w++) n += popcount64(o->required[w] & ~seen[w]);
+    return n;
+}
+
+/* Can the key DFA state t still end in a key this object accepts now? */
+int gram_obj_viable(const gram_grammar *g, const gram_obj *o, int32_t t, int32_t aux) {
+    const uint64_t *seen = aux_words(g, aux);
+    int count = g->aux_count[aux];
+    const uint64_t *r = &o->reach[(size_t)t * o->n_words];
+    if (o->max_props >= 0) {
+        int room = o->max_props - count - obj_missing_required(o, seen);
+        if (room < 1) {
+            for (int w = 0; w < o->n_words; w++)
+                if (r[w] & o->required[w] & ~seen[w]) return 1;
+            return 0;
+        }
+    }
+    if (o->reach_undecl[t]) return 1;
+    for (int w = 0; w < o->n_words; w++)
+        if (r[w] & ~seen[w]) return 1;
+    return 0;
+}
+
+int gram_obj_label_ok(const gram_grammar *g, const gram_obj *o, int32_t L, int32_t aux) {
+    if (L < 0 || L >= o->n_labels || o->label_rule[L] < 0) return 0;
+    const uint64_t *seen = aux_words(g, aux);
+    int is_req = 0;
+    if (L < o->n_decl) {
+        if (seen[L / 64] >> (L % 64) & 1) return 0;
+        is_req = o->required[L / 64] >> (L % 64) & 1;
+    }
+    if (o->max_props >= 0 && !is_req) {
+        int room = o->max_props - g->aux_count[aux] - obj_missing_required(o, seen);
+        if (room < 1) return 0;
+    }
+    return 1;
+}
+
+static int obj_close_ok(const gram_grammar *g, const gram_obj *o, int32_t aux) {
+    const uint64_t *seen = aux_words(g, aux);
+    if (obj_missing_required(o, seen)) return 0;
+    if (o->min_props > 0 && g->aux_count[aux] < o->min_props) return 0;
+    for (int i = 0; i < o->n_decl; i++)
+        if ((seen[i / 64] >> (i % 64) & 1) && o->dep_off[i + 1] > o->dep_off[i])
+            for (int k = o->dep_off[i]; k < o->dep_off[i + 1]; k++) {
+                int d = o->dep[k];
+                if (!(seen[d / 64] >> (d % 64) & 1)) return 0;
+            }
+    return 1;
+}
+
+static void step_obj(gram_matcher *m, const gram_node *nd, int32_t x, uint8_t b, int *popped) {
+    const gram_grammar *g = m->g;
+    gram_frame f = nd->f;
+    int32_t parent = nd->parent;
+    const gram_obj *o = g->rules[f.rule].obj;
+    int32_t st = f.state, aux = f.aux;
+    int nk = o->key.n_states;
+    (void)x;
+    if (st == GRAM_OBJ_DONE) {
+        pop_to(m, parent, b, popped);
+        return;
+    }
+    if (st == GRAM_OBJ_OPEN) {
+        if (b == '{') emit(m, (gram_frame){f.rule, GRAM_OBJ_START, aux}, parent);
+        return;
+    }
+    if (st == GRAM_OBJ_START || st == GRAM_OBJ_COMMA) {
+        if (b == '"') {
+            int32_t t = gram_dfa_next(&o->key, 0, b);
+            if (t >= 0 && gram_obj_viable(g, o, t, aux)) emit(m, (gram_frame){f.rule, GRAM_OBJ_KEY + t, aux}, parent);
+        } else if (b == '}' && st == GRAM_OBJ_START && obj_close_ok(g, o, aux))
+            emit(m, (gram_frame){f.rule, GRAM_OBJ_DONE, aux}, parent);
+        return;
+    }
+    if (st == GRAM_OBJ_AFTER) {
+        if (b == ',') {
+            int32_t t = gram_dfa_next(&o->key, 0, '"');
+            if (t >= 0 && gram_obj_viable(g, o, t, aux)) emit(m, (gram_frame){f.rule, GRAM_OBJ_COMMA, aux}, parent);
+        } else if (b == '}' && obj_close_ok(g, o, aux))
+            emit(m, (gram_frame){f.rule, GRAM_OBJ_DONE, aux}, parent);
+        return;
+    }
+    if (st < GRAM_OBJ_KEY + nk) {
+        int32_t k = st - GRAM_OBJ_KEY;
+        int32_t L = o->key.label[k];
+        if (L >= 0 && b == ':') {
+            if (gram_obj_label_ok(g, o, L, aux)) emit(m, (gram_frame){f.rule, GRAM_OBJ_KEY + nk + L, aux}, parent);
+            return;
+        }
+        int32_t t = gram_dfa_next(&o->key, k, b);
+        if (t >= 0 && gram_obj_viable(g, o, t, aux)) emit(m, (gram_frame){f.rule, GRAM_OBJ_KEY + t, aux}, parent);
+        return;
+    }
+    /* VAL(L): the value follows: record the key, push the value's rule */
+    int32_t L = st - GRAM_OBJ_KEY - nk;
+    int32_t vr = o->label_rule[L];
+    if (vr < 0 || !first_has(&g->rules[vr], b)) return;
+    int32_t naux = aux;
+    if (L < o->n_decl || o->track_count) {
+        const uint64_t *seen = aux_words(g, aux);
+        int nw = o->n_words;
+        for (int w = 0; w < nw; w++) m->words[w] = seen[w];
+        if (L < o->n_decl) m->words[L / 64] |= 1ull << (L % 64);
+        int32_t cnt = g->aux_count[aux] + (o->track_count ? 1 : 0);
+        naux = gram_aux_intern((gram_grammar *)g, m->words, nw, cnt);
+        if (naux < 0) {
+            m->oom = 1;
+            return;
+        }
+    }
+    int32_t p = gram_node_make(m, (gram_frame){f.rule, GRAM_OBJ_AFTER, naux}, parent);
+    if (p < 0) return;
+    int32_t c = push_rule(m, vr, p);
+    if (c >= 0) step_node(m, c, b, popped);
+}
+
+static void step_counted(gram_matcher *m, const gram_rule *R, gram_frame f, int32_t parent, uint8_t b) {
+    int32_t t = gram_dfa_next(&R->fa, f.state, b);
+    if (t < 0) return;
+    if (f.state == 0) {
+        emit(m, (gram_frame){f.rule, t, 0}, parent);
+        return;
+    }
+    int tr = f.aux & 15;
+    long count = f.aux >> 4;
+    int ntr = tr;
+    if (tr == TR_BND) {
+        if (b == '"') {
+            if (count < R->min_count) return;
+            emit(m, (gram_frame){f.rule, t, f.aux}, parent);
+            return;
+        }
+        if (R->max_count >= 0 && count >= R->max_count) return;
+        long sat = R->max_count >= 0 ? R->max_count : R->min_count;
+        count = count + 1 > sat ? sat : count + 1;
+        ntr = b == '\\' ? TR_ESC : b < 0x80 ? TR_BND : b >= 0xF0 ? TR_C3 : b >= 0xE0 ? TR_C2 : TR_C1;
+    } else if (tr == TR_ESC) ntr = b == 'u' ? TR_U0 : TR_BND;
+    else if (tr >= TR_U0 && tr <= TR_U3) ntr = tr == TR_U3 ? TR_BND : tr + 1;
+    else if (tr == TR_C1) ntr = TR_BND;
+    else ntr = tr - 1;
+    emit(m, (gram_frame){f.rule, t, (int32_t)(count * 16 + ntr)}, parent);
+}
+
+static void step_node(gram_matcher *m, int32_t x, uint8_t b, int *popped) {
+    if (m->oom) return;
+    const gram_grammar *g = m->g;
+    const gram_node nd = m->nodes[x];
+    const gram_rule *R = &g->rules[nd.f.rule];
+    if (R->kind == GRAM_OBJ) {
+        step_obj(m, &nd, x, b, popped);
+        return;
+    }
+    const gram_dfa *d = &R->fa;
+    if (R->counted) step_counted(m, R, nd.f, nd.parent, b);
+    else {
+        int32_t t = gram_dfa_next(d, nd.f.state, b);
+        if (t >= 0) emit(m, (gram_frame){nd.f.rule, t, 0}, nd.parent);
+    }
+    if (d->call_off)
+        for (int k = d->call_off[nd.f.state]; k < d->call_off[nd.f.state + 1]; k++) {
+            const gram_call *c = &d->calls[k];
+            if (!first_has(&g->rules[c->rule], b)) continue;
+            int32_t p = gram_node_make(m, (gram_frame){nd.f.rule, c->next, 0}, nd.parent);
+            if (p < 0) return;
+            int32_t y = push_rule(m, c->rule, p);
+            if (y >= 0) step_node(m, y, b, popped);
+        }
+    if (d->label[nd.f.state] >= 0) pop_to(m, nd.parent, b, popped);
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int32_t step_set_raw(gram_matcher *m, int32_t set, uint8_t b, int *popped) {
+    m->out.n = 0;
+    *popped = 0;
+    int n = m->off[set + 1] - m->off[set];
+    for (int i = 0; i < n; i++) step_node(m, m->items[m->off[set] + i], b, popped);
+    if (m->oom) return 0;
+    if (m->out.n > 1) {
+        qsort(m->out.v, (size_t)m->out.n, sizeof *m->out.v, cmp_i32);
+        int w = 1;
+        for (int i = 1; i < m->out.n; i++)
+            if (m->out.v[i] != m->out.v[w - 1]) m->out.v[w++] = m->out.v[i];
+        m->out.n = w;
+    }
+    return set_intern(m, m->out.v, m->out.n);
+}
+
+int32_t gram_set_step(gram_matcher *m, int32_t set, uint8_t b, int *popped) {
+    uint64_t key = ((uint64_t)(uint32_t)set << 8) | b;
+    if ((m->mn + 1) * 2 > m->mcap) {
+        size_t nc = m->mcap ? m->mcap * 2 : 1 << 14;
+        uint64_t *nk = malloc(nc * sizeof *nk);
+        int32_t *nv = malloc(nc * sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            m->oom = 1;
+            *popped = 0;
+            return 0;
+        }
+        for (size_t i = 0; i < nc; i++) nk[i] = UINT64_MAX;
+        for (size_t i = 0; i < m->mcap; i++)
+            if (m->mkey[i] != UINT64_MAX) {
+                uint64_t h = m->mkey[i] * 0x9e3779b97f4a7c15ull;
+                size_t k = (h >> 20) & (nc - 1);
+                while (nk[k] != UINT64_MAX) k = (k + 1) & (nc - 1);
+                nk[k] = m->mkey[i];
+                nv[k] = m->mval[i];
+            }
+        free(m->mkey);
+        free(m->mval);
+        m->mkey = nk;
+        m->mval = nv;
+        m->mcap = nc;
+    }
+    uint64_t h = key * 0x9e3779b97f4a7c15ull;
+    size_t k = (h >> 20) & (m->mcap - 1);
+    while (m->mkey[k] != UINT64_MAX) {
+        if (m->mkey[k] == key) {
+            *popped = m->mval[k] & 1;
+            return m->mval[k] >> 1;
+        }
+        k = (k + 1) & (m->mcap - 1);
+    }
+    int32_t r = step_set_raw(m, set, b, popped);
+    if (m->oom) return 0;
+    /* the table may not have grown meanwhile (step_set_raw never touches it) */
+    m->mkey[k] = key;
+    m->mval[k] = (r << 1) | (*popped ? 1 : 0);
+    m->mn++;
+    return r;
+}
+
+/* ---- acceptance ------------------------------------------------------------------------------- */
+
+static int frame_accepting(const gram_grammar *g, gram_frame f) {
+    const gram_rule *R = &g->rules[f.rule];
+    if (R->kind == GRAM_OBJ) return f.state == GRAM_OBJ_DONE;
+    return R->fa.label[f.state] >= 0;
+}
+
+static int node_complete(const gram_matcher *m, int32_t x) {
+    while (x >= 0) {
+        if (!frame_accepting(m->g, m->nodes[x].f)) return 0;
+        x = m->nodes[x].parent;
+    }
+    return x == GRAM_BOTTOM;
+}
+
+int gram_set_accepting(gram_matcher *m, int32_t set) {
+    uint8_t fl = m->set_flags[set];
+    if (fl & 1) return fl >> 1 & 1;
+    int n = m->off[set + 1] - m->off[set], acc = 0;
+    for (int i = 0; i < n && !acc; i++) acc = node_complete(m, m->items[m->off[set] + i]);
+    m->set_flags[set] |= (uint8_t)(1 | (acc << 1));
+    return acc;
+}
+
+/* ---- matcher API -------------------------------------------------------------------------------- */
+
+int gram_matcher_new(const gram_grammar *g, gram_matcher **out) {
+    *out = NULL;
+    gram_matcher *m = calloc(1, sizeof *m);
+    if (!m) return -1;
+    m->g = g;
+    int mw = 1;
+    for (int r = 0; r < g->n_rules; r++)
+        if (g->rules[r].kind == GRAM_OBJ && g->rules[r].obj && g->rules[r].obj->n_words > mw)
+            mw = g->rules[r].obj->n_words;
+    m->words = calloc((size_t)mw, sizeof *m->words);
+    m->max_words = mw;
+    int32_t empty = set_intern(m, NULL, 0); /* set 0: no stack */
+    (void)empty;
+    int32_t root = push_rule(m, g->root, GRAM_BOTTOM);
+    if (!m->words || m->oom || root < 0) {
+        gram_matcher_free(m);
+        return -1;
+    }
+    m->start = m->cur = set_intern(m, &root, 1);
+    if (m->oom) {
+        gram_matcher_free(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+void gram_matcher_free(gram_matcher *m) {
+    if (!m) return;
+    free(m->nodes);
+    free(m->node_hash);
+    free(m->ntab);
+    free(m->items);
+    free(m->off);
+    free(m->set_hash);
+    free(m->set_flags);
+    free(m->stab);
+    free(m->mkey);
+    free(m->mval);
+    free(m->out.v);
+    free(m->words);
+    free(m);
+}
+
+void gram_matcher_reset(gram_matcher *m) { m->cur = m->start; }
+int32_t gram_matcher_state(const gram_matcher *m) { return m->cur; }
+const gram_grammar *gram_matcher_grammar(const gram_matcher *m) { return m->g; }
+void gram_matcher_set_state(gram_matcher *m, int32_t state) { m->cur = state; }
+int gram_matcher_oom(const gram_matcher *m) { return m->oom; }
+
+int gram_matcher_feed(gram_matcher *m, const char *s, size_t len) {
+    int32_t cur = m->cur;
+    for (size_t i = 0; i < len; i++) {
+        int popped;
+        cur = gram_set_step(m, cur, (uint8_t)s[i], &popped);
+        if (cur == 0 || m->oom) return -1;
+    }
+    m->cur = cur;
+    return 0;
+}
+
+int gram_matcher_accepting(gram_matcher *m) { return gram_set_accepting(m, m->cur); }
+
+static int set_can_continue(gram_matcher *m, int32_t set) {
+    uint8_t fl = m->set_flags[set];
+    if (fl & 4) return fl >> 3 & 1;
+    int cont = 0;
+    for (int b = 0; b < 256 && !cont; b++) {
+        int popped;
+        cont = gram_set_step(m, set, (uint8_t)b, &popped) != 0;
+    }
+    m->set_flags[set] |= (uint8_t)(4 | (cont << 3));
+    return cont;
+}
+
+int gram_matcher_can_continue(gram_matcher *m) { return set_can_continue(m, m->cur); }
+
+int gram_matcher_forced(gram_matcher *m, char *buf, int cap) {
+    int32_t cur = m->cur;
+    int n = 0;
+    while (n < cap && !gram_set_accepting(m, cur)) {
+        int32_t only = -1, next = 0;
+        for (int b = 0; b < 256; b++) {
+            int popped;
+            int32_t t = gram_set_step(m, cur, (uint8_t)b, &popped);
+            if (!t) continue;
+            if (only >= 0) {
+                only = -2;
+                break;
+            }
+            only = b;
+            next = t;
+        }
+        if (only < 0) break;
+        buf[n++] = (char)only;
+        cur = next;
+    }
+    return n;
+}
+
+/* The decision rule (enum/boolean/integer) a value may start with in set, or
+ * -1 when there is none or more than one.  Other continuations (closing an
+ * array instead, say) are allowed: they are not part of the decision. */
+static int32_t set_decision_rule(gram_matcher *m, int32_t set) {
+    const gram_grammar *g = m->g;
+    int n = m->off[set + 1] - m->off[set];
+    int32_t found = -1;
+    for (int i = 0; i < n; i++) {
+        const gram_node *nd = &m->nodes[m->items[m->off[set] + i]];
+        const gram_rule *R = &g->rules[nd->f.rule];
+        if (R->kind == GRAM_OBJ) {
+            int nk = R->obj->key.n_states;
+            if (nd->f.state >= GRAM_OBJ_KEY + nk) {
+                int32_t c = R->obj->label_rule[nd->f.state - GRAM_OBJ_KEY - nk];
+                if (c >= 0 && g->rules[c].decision) {
+                    if (found >= 0 && found != c) return -1;
+                    found = c;
+                }
+            }
+            continue;
+        }
+        if (nd->f.state == 0 && R->decision) {
+            if (found >= 0 && found != nd->f.rule) return -1;
+            found = nd->f.rule;
+        }
+        if (R->fa.call_off)
+            for (int k = R->fa.call_off[nd->f.state]; k < R->fa.call_off[nd->f.state + 1]; k++) {
+                int32_t c = R->fa.calls[k].rule;
+                if (!g->rules[c].decision) continue;
+                if (found >= 0 && found != c) return -1;
+                found = c;
+            }
+    }
+    return found;
+}
+
+int32_t gram_matcher_decision_rule(gram_matcher *m, char *lead, int *n_lead) {
+    *n_lead = 0;
+    int32_t r = set_decision_rule(m, m->cur);
+    if (r >= 0) return r;
+    /* through bytes every continuation starts with: ',"key":' and the like */
+    char F[32];
+    int nf = gram_matcher_forced(m, F, (int)sizeof F);
+    int32_t cur = m->cur;
+    for (int i = 0; i < nf; i++) {
+        int popped;
+        cur = gram_set_step(m, cur, (uint8_t)F[i], &popped);
+        if (!cur) return -1;
+        r = set_decision_rule(m, cur);
+        if (r >= 0) {
+            memcpy(lead, F, (size_t)i + 1);
+            *n_lead = i + 1;
+            return r;
+        }
+    }
+    return -1;
+}
+
+/* ---- check ------------------------------------------------------------------------------------- */
+
+int gram_check(const gram_grammar *g, const char *canon, size_t len, char *err, size_t err_len) {
+    gram_matcher *m;
+    if (gram_matcher_new(g, &m)) return -1;
+    int32_t cur = m->cur;
+    int rc = 1;
+    for (size_t i = 0; i < len; i++) {
+        int popped;
+        int32_t nx = gram_set_step(m, cur, (uint8_t)canon[i], &popped);
+        if (m->oom) {
+            rc = -1;
+            break;
+        }
+        if (!nx) {
+            /* what would have been accepted here */
+            char exp[80];
+            int ne = 0, cnt = 0;
+            for (int b = 0; b < 256; b++) {
+                int p2;
+                if (gram_set_step(m, cur, (uint8_t)b, &p2)) {
+                    cnt++;
+                    if (ne < 60) ne += snprintf(exp + ne, sizeof exp - (size_t)ne, (b >= 0x20 && b < 0x7f) ? "%c" : "\\x%02x", b);
+                }
+            }
+            if (gram_set_accepting(m, cur)) ne += snprintf(exp + ne, sizeof exp - (size_t)ne, "%s", ne ? " or end" : "end");
+            long from = (long)i > 24 ? (long)i - 24 : 0;
+            snprintf(err, err_len, "byte %zu: '%c' not allowed after \"%.*s\" (expected %s%s)", i,
+                     canon[i] >= 0x20 && canon[i] < 0x7f ? canon[i] : '?', (int)((long)i - from), canon + from,
+                     cnt > 60 ? "one of " : "", ne ? exp : "nothing: no value satisfies the schema");
+            rc = 0;
+            break;
+        }
+        cur = nx;
+    }
+    if (rc == 1 && !gram_set_accepting(m, cur)) {
+        snprintf(err, err_len, "byte %zu: the value is incomplete", len);
+        rc = 0;
+    }
+    gram_matcher_free(m);
+    return rc;
+}
+
+/* ---- canonical JSON ------------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *s;
+    size_t len, pos;
+    char *out;
+    size_t n, cap;
+    char *err;
+    size_t err_len;
+    int failed;
+} canon_st;
+
+static void cfail(canon_st *c, const char *what) {
+    if (c->failed) return;
+    c->failed = 1;
+    snprintf(c->err, c->err_len, "invalid JSON at byte %zu: %s", c->pos, what);
+}
+
+static void cput(canon_st *c, const char *b, size_t n) {
+    if (c->failed) return;
+    if (c->n + n + 1 > c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 256;
+        while (nc < c->n + n + 1) nc *= 2;
+        char *no = realloc(c->out, nc);
+        if (!no) {
+            cfail(c, "out of memory");
+            return;
+        }
+        c->out = no;
+        c->cap = nc;
+    }
+    memcpy(c->out + c->n, b, n);
+    c->n += n;
+}
+
+static void cws(canon_st *c) {
+    while (c->pos < c->len && (c->s[c->pos] == ' ' || c->s[c->pos] == '\t' || c->s[c->pos] == '\n' || c->s[c->pos] == '\r'))
+        c->pos++;
+}
+
+static int hex4(const char *p) {
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        char ch = p[i];
+        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+static void put_cp(canon_st *c, uint32_t cp) {
+    char b[8];
+    int n;
+    switch (cp) {
+    case '"': cput(c, "\\\"", 2); return;
+    case '\\': cput(c, "\\\\", 2); return;
+    case 8: cput(c, "\\b", 2); return;
+    case 12: cput(c, "\\f", 2); return;
+    case 10: cput(c, "\\n", 2); return;
+    case 13: cput(c, "\\r", 2); return;
+    case 9: cput(c, "\\t", 2); return;
+    }
+    if (cp < 0x20) {
+        n = snprintf(b, sizeof b, "\\u%04x", (unsigned)cp);
+        cput(c, b, (size_t)n);
+        return;
+    }
+    if (cp < 0x80) b[0] = (char)cp, n = 1;
+    else if (cp < 0x800) b[0] = (char)(0xC0 | cp >> 6), b[1] = (char)(0x80 | (cp & 0x3F)), n = 2;
+    else if (cp < 0x10000)
+        b[0] = (char)(0xE0 | cp >> 12), b[1] = (char)(0x80 | (cp >> 6 & 0x3F)), b[2] = (char)(0x80 | (cp & 0x3F)), n = 3;
+    else
+        b[0] = (char)(0xF0 | cp >> 18), b[1] = (char)(0x80 | (cp >> 12 & 0x3F)), b[2] = (char)(0x80 | (cp >> 6 & 0x3F)),
+        b[3] = (char)(0x80 | (cp & 0x3F)), n = 4;
+    cput(c, b, (size_t)n);
+}
+
+static void cstring(canon_st *c) {
+    c->pos++; /* opening quote */
+    cput(c, "\"", 1);
+    while (!c->failed) {
+        if (c->pos >= c->len) return cfail(c, "unterminated string");
+        uint8_t ch = (uint8_t)c->s[c->pos];
+        if (ch == '"') {
+            c->pos++;
+            cput(c, "\"", 1);
+            return;
+        }
+        if (ch < 0x20) return cfail(c, "control character in string");
+        if (ch == '\\') {
+            if (c->pos + 1 >= c->len) return cfail(c, "unterminated escape");
+            char e = c->s[c->pos + 1];
+            c->pos += 2;
+            uint32_t cp;
+            switch (e) {
+            case '"': cp = '"'; break;
+            case '\\': cp = '\\'; break;
+            case '/': cp = '/'; break;
+            case 'b': cp = 8; break;
+            case 'f': cp = 12; break;
+            case 'n': cp = 10; break;
+            case 'r': cp = 13; break;
+            case 't': cp = 9; break;
+            case 'u': {
+                if (c->pos + 4 > c->len) return cfail(c, "short \\u escape");
+                int v = hex4(c->s + c->pos);
+                if (v < 0) return cfail(c, "bad \\u escape");
+                c->pos += 4;
+                if (v >= 0xD800 && v <= 0xDBFF) {
+                    int lo = c->pos + 6 <= c->len && c->s[c->pos] == '\\' && c->s[c->pos + 1] == 'u' ? hex4(c->s + c->pos + 2) : -1;
+                    if (lo < 0xDC00 || lo > 0xDFFF) return cfail(c, "lone surrogate (not representable in UTF-8)");
+                    c->pos += 6;
+                    v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
+                } else if (v >= 0xDC00 && v <= 0xDFFF) return cfail(c, "lone surrogate (not representable in UTF-8)");
+                cp = (uint32_t)v;
+                break;
+            }
+            default: return cfail(c, "unknown escape");
+            }
+            put_cp(c, cp);
+            continue;
+        }
+        /* raw UTF-8: validate */
+        int n = ch < 0x80 ? 1 : (ch >> 5) == 6 ? 2 : (ch >> 4) == 14 ? 3 : (ch >> 3) == 30 ? 4 : 0;
+        if (!n || c->pos + (size_t)n > c->len) return cfail(c, "invalid UTF-8");
+        uint32_t cp = n == 1 ? ch : ch & (0x3F >> (n - 1));
+        for (int i = 1; i < n; i++) {
+            uint8_t cc = (uint8_t)c->s[c->pos + (size_t)i];
+            if ((cc & 0xC0) != 0x80) return cfail(c, "invalid UTF-8");
+            cp = cp << 6 | (cc & 0x3F);
+        }
+        if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return cfail(c, "invalid UTF-8");
+        cput(c, c->s + c->pos, (size_t)n);
+        c->pos += (size_t)n;
+    }
+}
+
+static void cvalue(canon_st *c, int depth) {
+    if (depth > 512) return cfail(c, "nesting deeper than 512");
+    cws(c);
+    if (c->pos >= c->len) return cfail(c, "value expected");
+    char ch = c->s[c->pos];
+    if (ch == '{') {
+        c->pos++;
+        cput(c, "{", 1);
+        cws(c);
+        if (c->pos < c->len && c->s[c->pos] == '}') {
+            c->pos++;
+            cput(c, "}", 1);
+            return;
+        }
+        for (int first = 1; !c->failed; first = 0) {
+            if (!first) cput(c, ",", 1);
+            cws(c);
+            if (c->pos >= c->len || c->s[c->pos] != '"') return cfail(c, "object key expected");
+            cstring(c);
+            cws(c);
+            if (c->pos >= c->len || c->s[c->pos] != ':') return cfail(c, "':' expected");
+            c->pos++;
+            cput(c, ":", 1);
+            cvalue(c, depth + 1);
+            cws(c);
+            if (c->pos < c->len && c->s[c->pos] == ',') {
+                c->pos++;
+                continue;
+            }
+            if (c->pos < c->len && c->s[c->pos] == '}') {
+                c->pos++;
+                cput(c, "}", 1);
+                return;
+            }
+            return cfail(c, "',' or '}' expected");
+        }
+        return;
+    }
+    if (ch == '[') {
+        c->pos++;
+        cput(c, "[", 1);
+        cws(c);
+        if (c->pos < c->len && c->s[c->pos] == ']') {
+            c->pos++;
+            cput(c, "]", 1);
+            return;
+        }
+        for (int first = 1; !c->failed; first = 0) {
+            if (!first) cput(c, ",", 1);
+            cvalue(c, depth + 1);
+            cws(c);
+            if (c->pos < c->len && c->s[c->pos] == ',') {
+                c->pos++;
+                continue;
+            }
+            if (c->pos < c->len && c->s[c->pos] == ']') {
+                c->pos++;
+                cput(c, "]", 1);
+                return;
+            }
+            return cfail(c, "',' or ']' expected");
+        }
+        return;
+    }
+    if (ch == '"') return cstring(c);
+    static const char *const lits[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++) {
+        size_t l = strlen(lits[i]);
+        if (c->len - c->pos >= l && !memcmp(c->s + c->pos, lits[i], l)) {
+            c->pos += l;
+            cput(c, lits[i], l);
+            return;
+        }
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        size_t st = c->pos;
+        while (c->pos < c->len && strchr("+-.eE0123456789", c->s[c->pos])) c->pos++;
+        char small[256];
+        char *buf = small;
+        size_t cap = sizeof small;
+        long n;
+        for (;;) {
+            n = gram_canon_number(c->s + st, c->pos - st, buf, cap);
+            if (n != -2 || cap > (1u << 20)) break;
+            cap *= 16;
+            char *nb = buf == small ? malloc(cap) : realloc(buf, cap);
+            if (!nb) break;
+            buf = nb;
+        }
+        if (n < 0) {
+            c->pos = st;
+            cfail(c, n == -1 ? "malformed number" : "number too large to write out");
+        } else cput(c, buf, (size_t)n);
+        if (buf != small) free(buf);
+        return;
+    }
+    cfail(c, "unexpected character");
+}
+
+int gram_canon(const char *json, size_t len, char **out, size_t *out_len, char *err, size_t err_len) {
+    canon_st c = {.s = json, .len = len, .err = err, .err_len = err_len};
+    *out = NULL;
+    cvalue(&c, 0);
+    cws(&c);
+    if (!c.failed && c.pos != c.len) cfail(&c, "trailing characters");
+    if (!c.failed) cput(&c, "", 0);
+    if (c.failed) {
+        free(c.out);
+        return -1;
+    }
+    c.out[c.n] = 0;
+    *out = c.out;
+    *out_len = c.n;
+    return 0;
+}

@@ -1,0 +1,1530 @@
+/*
+ * quant.c — GGUF re-quantization compatible with llama.cpp's llama-quantize
+ * (see quant.h).
+ *
+ * Three parts:
+ *   1. ggml's reference quantizers, ported from ggml/src/ggml-quants.c
+ *      (quantize_row_{q4_0,q4_1,q5_0,q5_1,q8_0,q2_K,q3_K,q4_K,q5_K,q6_K}_ref,
+ *      quantize_row_iq4_nl_impl for IQ4_NL/IQ4_XS, and their helpers
+ *      nearest_int, make_qx_quants, make_q3_quants, make_qkx2_quants,
+ *      best_index_int8; MIT licence, the ggml authors).  Every float
+ *      operation is kept in ggml's order and nothing is fused, so a row gives
+ *      the same bytes as ggml_quantize_chunk without an importance matrix —
+ *      which is what llama-quantize runs when it has no imatrix.
+ *   2. The per-tensor type choice of llama-quantize (src/llama-quant.cpp:
+ *      tensor_allows_quantization, llama_tensor_get_type_impl,
+ *      tensor_type_fallback) for the file types listed in quant.h.
+ *   3. The writer: metadata copied in order, general.quantization_version
+ *      and general.file_type re-set (removed and appended, as gguf_set_val
+ *      does), tensors in llama.cpp's loader order (non-block tensors by
+ *      name, then blocks by number, by name within a block), data aligned,
+ *      zero padding, OUT.partial renamed into place.  Rows are converted on
+ *      the thread pool in slabs of at most QUANT_SLAB_BYTES of output, so
+ *      memory stays bounded whatever the model size.
+ */
+#include "quant.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "f16.h"
+#include "gguf.h"
+#include "kern.h"
+#include "pool.h"
+
+#define QK_K 256
+#define QUANT_SLAB_BYTES ((size_t)32 << 20)
+#define QUANT_ROWS_PER_CLAIM 16
+#define GROUP_MAX_EPS 1e-15f
+#define QMIN(a, b) ((a) < (b) ? (a) : (b))
+#define QMAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* ---- block layouts (ggml-common.h) ------------------------------------------ */
+
+typedef struct { uint16_t d; uint8_t qs[16]; } blk_q4_0;
+typedef struct { uint16_t d, m; uint8_t qs[16]; } blk_q4_1;
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } blk_q5_0;
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } blk_q5_1;
+typedef struct { uint16_t d; int8_t qs[32]; } blk_q8_0;
+typedef struct { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; uint16_t d, dmin; } blk_q2_K;
+typedef struct { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; uint16_t d; } blk_q3_K;
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[QK_K / 2]; } blk_q4_K;
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; } blk_q5_K;
+typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; uint16_t d; } blk_q6_K;
+typedef struct { uint16_t d; uint8_t qs[16]; } blk_iq4_nl;
+typedef struct { uint16_t d, scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } blk_iq4_xs;
+
+static_assert(sizeof(blk_q4_0) == 18, "block_q4_0");
+static_assert(sizeof(blk_q4_1) == 20, "block_q4_1");
+static_assert(sizeof(blk_q5_0) == 22, "block_q5_0");
+static_assert(sizeof(blk_q5_1) == 24, "block_q5_1");
+static_assert(sizeof(blk_q8_0) == 34, "block_q8_0");
+static_assert(sizeof(blk_q2_K) == 84, "block_q2_K");
+static_assert(sizeof(blk_q3_K) == 110, "block_q3_K");
+static_assert(sizeof(blk_q4_K) == 144, "block_q4_K");
+static_assert(sizeof(blk_q5_K) == 176, "block_q5_K");
+static_assert(sizeof(blk_q6_K) == 210, "block_q6_K");
+static_assert(sizeof(blk_iq4_nl) == 18, "block_iq4_nl");
+static_assert(sizeof(blk_iq4_xs) == 136, "block_iq4_xs");
+
+#define FP32_TO_FP16(x) f32_to_f16(x)
+#define FP16_TO_FP32(x) f16_to_f32(x)
+
+/* ==== 1. reference quantizers (ggml-quants.c) ================================= */
+
+static void q4_0_ref(const float *x, blk_q4_0 *y, int64_t k) {
+    const int qk = 32;
+    const int64_t nb = k / qk;
+    for (int64_t i = 0; i < nb; i++) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < qk; j++) {
+            const float v = x[i * qk + j];
+            if (amax < fabsf(v)) {
+                amax = fabsf(v);
+                max = v;
+            }
+        }
+        const float d = max / -8;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = FP32_TO_FP16(d);
+        for (int j = 0; j < qk / 2; ++j) {
+            const float x0 = x[i * qk + 0 + j] * id;
+            const float x1 = x[i * qk + qk / 2 + j] * id;
+            const uint8_t xi0 = QMIN(15, (int8_t)(x0 + 8.5f));
+            const uint8_t xi1 = QMIN(15, (int8_t)(x1 + 8.5f));
+            y[i].qs[j] = xi0;
+            y[i].qs[j] |= xi1 << 4;
+        }
+    }
+}
+
+static void q4_1_ref(const float *x, blk_q4_1 *y, int64_t k) {
+    const int qk = 32;
+    const int64_t nb = k / qk;
+    for (int64_t i = 0; i < nb; i++) {
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int j = 0; j < qk; j++) {
+            const float v = x[i * qk + j];
+            if (v < min) min = v;
+            if (v > max) max = v;
+        }
+        const float d = (max - min) / ((1 << 4) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = FP32_TO_FP16(d);
+        y[i].m = FP32_TO_FP16(min);
+        for (int j = 0; j < qk / 2; ++j) {
+            const float x0 = (x[i * qk + 0 + j] - min) * id;
+            const float x1 = (x[i * qk + qk / 2 + j] - min) * id;
+            const uint8_t xi0 = QMIN(15, (int8_t)(x0 + 0.5f));
+            const uint8_t xi1 = QMIN(15, (int8_t)(x1 + 0.5f));
+            y[i].qs[j] = xi0;
+            y[i].qs[j] |= xi1 << 4;
+        }
+    }
+}
+
+static void q5_0_ref(const float *x, blk_q5_0 *y, int64_t k) {
+    const int qk = 32;
+    const int64_t nb = k / qk;
+    for (int64_t i = 0; i < nb; i++) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < qk; j++) {
+            const float v = x[i * qk + j];
+            if (amax < fabsf(v)) {
+                amax = fabsf(v);
+                max = v;
+            }
+        }
+        const float d = max / -16;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = FP32_TO_FP16(d);
+        uint32_t qh = 0;
+        for (int j = 0; j < qk / 2; ++j) {
+            const float x0 = x[i * qk + 0 + j] * id;
+            const float x1 = x[i * qk + qk / 2 + j] * id;
+            const uint8_t xi0 = QMIN(31, (int8_t)(x0 + 16.5f));
+            const uint8_t xi1 = QMIN(31, (int8_t)(x1 + 16.5f));
+            y[i].qs[j] = (xi0 & 0x0F) | ((xi1 & 0x0F) << 4);
+            qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
+            qh |= ((xi1 & 0x10u) >> 4) << (j + qk / 2);
+        }
+        memcpy(&y[i].qh, &qh, sizeof qh);
+    }
+}
+
+static void q5_1_ref(const float *x, blk_q5_1 *y, int64_t k) {
+    const int qk = 32;
+    const int64_t nb = k / qk;
+    for (int64_t i = 0; i < nb; i++) {
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int j = 0; j < qk; j++) {
+            const float v = x[i * qk + j];
+            if (v < min) min = v;
+            if (v > max) max = v;
+        }
+        const float d = (max - min) / ((1 << 5) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = FP32_TO_FP16(d);
+        y[i].m = FP32_TO_FP16(min);
+        uint32_t qh = 0;
+        for (int j = 0; j < qk / 2; ++j) {
+            const float x0 = (x[i * qk + 0 + j] - min) * id;
+            const float x1 = (x[i * qk + qk / 2 + j] - min) * id;
+            const uint8_t xi0 = (uint8_t)(x0 + 0.5f);
+            const uint8_t xi1 = (uint8_t)(x1 + 0.5f);
+            y[i].qs[j] = (xi0 & 0x0F) | ((xi1 & 0x0F) << 4);
+            qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
+            qh |= ((xi1 & 0x10u) >> 4) << (j + qk / 2);
+        }
+        memcpy(&y[i].qh, &qh, sizeof y[i].qh);
+    }
+}
+
+static void q8_0_ref(const float *x, blk_q8_0 *y, int64_t k) {
+    const int qk = 32;
+    const int64_t nb = k / qk;
+    for (int64_t i = 0; i < nb; i++) {
+        float amax = 0.0f;
+        for (int j = 0; j < qk; j++) amax = QMAX(amax, fabsf(x[i * qk + j]));
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = FP32_TO_FP16(d);
+        for (int j = 0; j < qk; ++j) y[i].qs[j] = (int8_t)roundf(x[i * qk + j] * id);
+    }
+}
+
+/* ---- K-quant helpers ------------------------------------------------------------ */
+
+/* Round to nearest (ties to even) for |fval| <= 4194303 by adding 1.5 * 2^23. */
+static inline int nearest_int(float fval) {
+    float val = fval + 12582912.f;
+    int i;
+    memcpy(&i, &val, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type,
+                            const float *qw) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; ++i) {
+        float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < GROUP_MAX_EPS) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    if (rmse_type == 0) {
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * x[i]);
+            L[i] = (int8_t)(nmax + QMAX(-nmax, QMIN(nmax - 1, l)));
+        }
+        return 1 / iscale;
+    }
+    bool return_early = false;
+    if (rmse_type < 0) {
+        rmse_type = -rmse_type;
+        return_early = true;
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = nearest_int(iscale * x[i]);
+        l = QMAX(-nmax, QMIN(nmax - 1, l));
+        L[i] = (int8_t)(l + nmax);
+        float w = qw ? qw[i] : rmse_type == 1 ? x[i] * x[i] : rmse_type == 2 ? 1 : rmse_type == 3 ? fabsf(x[i]) : sqrtf(fabsf(x[i]));
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    float scale = suml2 ? sumlx / suml2 : 0.0f;
+    if (return_early) return suml2 > 0 ? 0.5f * (scale + 1 / iscale) : 1 / iscale;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; ++is) {
+        if (is == 0) continue;
+        iscale = -(nmax + 0.1f * is) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * x[i]);
+            l = QMAX(-nmax, QMIN(nmax - 1, l));
+            float w = qw ? qw[i] : rmse_type == 1 ? x[i] * x[i] : rmse_type == 2 ? 1 : rmse_type == 3 ? fabsf(x[i]) : sqrtf(fabsf(x[i]));
+            sumlx += w * x[i] * l;
+            suml2 += w * l * l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; ++i) {
+                int l = nearest_int(iscale * x[i]);
+                L[i] = (int8_t)(nmax + QMAX(-nmax, QMIN(nmax - 1, l)));
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+static float make_q3_quants(int n, int nmax, const float *x, int8_t *L, bool do_rmse) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; ++i) {
+        float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < GROUP_MAX_EPS) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    if (do_rmse) {
+        float sumlx = 0, suml2 = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * x[i]);
+            l = QMAX(-nmax, QMIN(nmax - 1, l));
+            L[i] = (int8_t)l;
+            float w = x[i] * x[i];
+            sumlx += w * x[i] * l;
+            suml2 += w * l * l;
+        }
+        for (int itry = 0; itry < 5; ++itry) {
+            int n_changed = 0;
+            for (int i = 0; i < n; ++i) {
+                float w = x[i] * x[i];
+                float slx = sumlx - w * x[i] * L[i];
+                if (slx > 0) {
+                    float sl2 = suml2 - w * L[i] * L[i];
+                    int new_l = nearest_int(x[i] * sl2 / slx);
+                    new_l = QMAX(-nmax, QMIN(nmax - 1, new_l));
+                    if (new_l != L[i]) {
+                        slx += w * x[i] * new_l;
+                        sl2 += w * new_l * new_l;
+                        if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                            L[i] = (int8_t)new_l;
+                            sumlx = slx;
+                            suml2 = sl2;
+                            ++n_changed;
+                        }
+                    }
+                }
+            }
+            if (!n_changed) break;
+        }
+        for (int i = 0; i < n; ++i) L[i] = (int8_t)(L[i] + nmax);
+        return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+    }
+    for (int i = 0; i < n; ++i) {
+        int l = nearest_int(iscale * x[i]);
+        l = QMAX(-nmax, QMIN(nmax - 1, l));
+        L[i] = (int8_t)(l + nmax);
+    }
+    return 1 / iscale;
+}
+
+static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
+                              bool use_mad) {
+    float min = x[0], max = x[0];
+    float sum_w = weights[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        float w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = nmax / (max - min);
+    float scale = 1 / iscale;
+    float best_error = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = nearest_int(iscale * (x[i] - min));
+        L[i] = (uint8_t)QMAX(0, QMIN(nmax, l));
+        float diff = scale * L[i] + min - x[i];
+        diff = use_mad ? fabsf(diff) : diff * diff;
+        float w = weights[i];
+        best_error += w * diff;
+    }
+    if (nstep < 1) {
+        *the_min = -min;
+        return scale;
+    }
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * (x[i] - min));
+            l = QMAX(0, QMIN(nmax, l));
+            Laux[i] = (uint8_t)l;
+            float w = weights[i];
+            sum_l += w * l;
+            sum_l2 += w * l * l;
+            sum_xl += w * l * x[i];
+        }
+        float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float cur_error = 0;
+            for (int i = 0; i < n; ++i) {
+                float diff = this_scale * Laux[i] + this_min - x[i];
+                diff = use_mad ? fabsf(diff) : diff * diff;
+                float w = weights[i];
+                cur_error += w * diff;
+            }
+            if (cur_error < best_error) {
+                for (int i = 0; i < n; ++i) L[i] = Laux[i];
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+static inline void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+    }
+}
+
+/* ---- K-quants ------------------------------------------------------------------- */
+
+static void q2_K_ref(const float *x, blk_q2_K *y, int64_t k) {
+    const int64_t nb = k / QK_K;
+    uint8_t L[QK_K], Laux[16];
+    float weights[16], mins[QK_K / 16], scales[QK_K / 16];
+    const float q4scale = 15.f;
+    for (int64_t i = 0; i < nb; i++) {
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < QK_K / 16; ++j) {
+            for (int l = 0; l < 16; ++l) weights[l] = fabsf(x[16 * j + l]);
+            scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux,
+                                         -0.5f, 0.1f, 15, true);
+            float scale = scales[j];
+            if (scale > max_scale) max_scale = scale;
+            float min = mins[j];
+            if (min > max_min) max_min = min;
+        }
+        if (max_scale > 0) {
+            float iscale = q4scale / max_scale;
+            for (int j = 0; j < QK_K / 16; ++j) {
+                int l = nearest_int(iscale * scales[j]);
+                y[i].scales[j] = (uint8_t)l;
+            }
+            y[i].d = FP32_TO_FP16(max_scale / q4scale);
+        } else {
+            for (int j = 0; j < QK_K / 16; ++j) y[i].scales[j] = 0;
+            y[i].d = FP32_TO_FP16(0.f);
+        }
+        if (max_min > 0) {
+            float iscale = q4scale / max_min;
+            for (int j = 0; j < QK_K / 16; ++j) {
+                int l = nearest_int(iscale * mins[j]);
+                y[i].scales[j] |= (uint8_t)(l << 4);
+            }
+            y[i].dmin = FP32_TO_FP16(max_min / q4scale);
+        } else {
+            y[i].dmin = FP32_TO_FP16(0.f);
+        }
+        for (int j = 0; j < QK_K / 16; ++j) {
+            const float d = FP16_TO_FP32(y[i].d) * (y[i].scales[j] & 0xF);
+            if (!d) continue;
+            const float dm = FP16_TO_FP32(y[i].dmin) * (y[i].scales[j] >> 4);
+            for (int ii = 0; ii < 16; ++ii) {
+                int l = nearest_int((x[16 * j + ii] + dm) / d);
+                l = QMAX(0, QMIN(3, l));
+                L[16 * j + ii] = (uint8_t)l;
+            }
+        }
+        for (int j = 0; j < QK_K; j += 128)
+            for (int l = 0; l < 32; ++l)
+                y[i].qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) |
+                                               (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+        x += QK_K;
+    }
+}
+
+static void q3_K_ref(const float *x, blk_q3_K *y, int64_t k) {
+    const int64_t nb = k / QK_K;
+    int8_t L[QK_K];
+    float scales[QK_K / 16];
+    for (int64_t i = 0; i < nb; i++) {
+        float max_scale = 0, amax = 0;
+        for (int j = 0; j < QK_K / 16; ++j) {
+            scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j, true);
+            float scale = fabsf(scales[j]);
+            if (scale > amax) {
+                amax = scale;
+                max_scale = scales[j];
+            }
+        }
+        memset(y[i].scales, 0, 12);
+        if (max_scale) {
+            float iscale = -32.f / max_scale;
+            for (int j = 0; j < QK_K / 16; ++j) {
+                int8_t l = (int8_t)nearest_int(iscale * scales[j]);
+                l = (int8_t)(QMAX(-32, QMIN(31, l)) + 32);
+                if (j < 8) y[i].scales[j] = l & 0xF;
+                else y[i].scales[j - 8] |= (uint8_t)((l & 0xF) << 4);
+                l >>= 4;
+                y[i].scales[j % 4 + 8] |= (uint8_t)(l << (2 * (j / 4)));
+            }
+            y[i].d = FP32_TO_FP16(1 / iscale);
+        } else {
+            y[i].d = FP32_TO_FP16(0.f);
+        }
+        int8_t sc;
+        for (int j = 0; j < QK_K / 16; ++j) {
+            sc = (int8_t)(j < 8 ? y[i].scales[j] & 0xF : y[i].scales[j - 8] >> 4);
+            sc = (int8_t)((sc | (((y[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
+            float d = FP16_TO_FP32(y[i].d) * sc;
+            if (!d) continue;
+            for (int ii = 0; ii < 16; ++ii) {
+                int l = nearest_int(x[16 * j + ii] / d);
+                l = QMAX(-4, QMIN(3, l));
+                L[16 * j + ii] = (int8_t)(l + 4);
+            }
+        }
+        memset(y[i].hmask, 0, QK_K / 8);
+        /* the high bit of the first 8 quants goes to bit 0, the next 8 to bit 1, ... */
+        int m = 0;
+        uint8_t hm = 1;
+        for (int j = 0; j < QK_K; ++j) {
+            if (L[j] > 3) {
+                y[i].hmask[m] |= hm;
+                L[j] -= 4;
+            }
+            if (++m == QK_K / 8) {
+                m = 0;
+                hm <<= 1;
+            }
+        }
+        for (int j = 0; j < QK_K; j += 128)
+            for (int l = 0; l < 32; ++l)
+                y[i].qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) |
+                                               (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+        x += QK_K;
+    }
+}
+
+/* Shared by Q4_K and Q5_K: the 6-bit packed scales and mins of 8 sub-blocks. */
+static void pack_scales_k4(uint8_t *s, const float *scales, const float *mins, float inv_scale,
+                           float inv_min) {
+    for (int j = 0; j < QK_K / 32; ++j) {
+        uint8_t ls = (uint8_t)nearest_int(inv_scale * scales[j]);
+        uint8_t lm = (uint8_t)nearest_int(inv_min * mins[j]);
+        ls = QMIN(63, ls);
+        lm = QMIN(63, lm);
+        if (j < 4) {
+            s[j] = ls;
+            s[j + 4] = lm;
+        } else {
+            s[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
+            s[j - 4] |= (uint8_t)((ls >> 4) << 6);
+            s[j - 0] |= (uint8_t)((lm >> 4) << 6);
+        }
+    }
+}
+
+/* Q4_K (nmax 15) and Q5_K (nmax 31): the scale search and the final levels L. */
+static void k45_levels(const float *x, uint8_t *L, uint8_t *scales12, uint16_t *d16,
+                       uint16_t *dmin16, int nmax, float rmin, float rdelta, int nstep) {
+    uint8_t Laux[32];
+    float weights[32], mins[QK_K / 32], scales[QK_K / 32];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < QK_K / 32; ++j) {
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+        float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; ++l) weights[l] = av_x + fabsf(x[32 * j + l]);
+        scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin,
+                                     rdelta, nstep, false);
+        float scale = scales[j];
+        if (scale > max_scale) max_scale = scale;
+        float min = mins[j];
+        if (min > max_min) max_min = min;
+    }
+    float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    pack_scales_k4(scales12, scales, mins, inv_scale, inv_min);
+    *d16 = FP32_TO_FP16(max_scale / 63.f);
+    *dmin16 = FP32_TO_FP16(max_min / 63.f);
+    uint8_t sc, m;
+    for (int j = 0; j < QK_K / 32; ++j) {
+        get_scale_min_k4(j, scales12, &sc, &m);
+        const float d = FP16_TO_FP32(*d16) * sc;
+        if (!d) continue;
+        const float dm = FP16_TO_FP32(*dmin16) * m;
+        for (int ii = 0; ii < 32; ++ii) {
+            int l = nearest_int((x[32 * j + ii] + dm) / d);
+            l = QMAX(0, QMIN(nmax, l));
+            L[32 * j + ii] = (uint8_t)l;
+        }
+    }
+}
+
+static void q4_K_ref(const float *x, blk_q4_K *y, int64_t k) {
+    const int64_t nb = k / QK_K;
+    uint8_t L[QK_K];
+    for (int64_t i = 0; i < nb; i++) {
+        k45_levels(x, L, y[i].scales, &y[i].d, &y[i].dmin, 15, -1.f, 0.1f, 20);
+        uint8_t *q = y[i].qs;
+        for (int j = 0; j < QK_K; j += 64) {
+            for (int l = 0; l < 32; ++l) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
+            q += 32;
+        }
+        x += QK_K;
+    }
+}
+
+static void q5_K_ref(const float *x, blk_q5_K *y, int64_t k) {
+    const int64_t nb = k / QK_K;
+    uint8_t L[QK_K];
+    for (int64_t i = 0; i < nb; i++) {
+        k45_levels(x, L, y[i].scales, &y[i].d, &y[i].dmin, 31, -0.5f, 0.1f, 15);
+        uint8_t *qh = y[i].qh, *ql = y[i].qs;
+        memset(qh, 0, QK_K / 8);
+        uint8_t m1 = 1, m2 = 2;
+        for (int n = 0; n < QK_K; n += 64) {
+            for (int j = 0; j < 32; ++j) {
+                int l1 = L[n + j];
+                if (l1 > 15) {
+                    l1 -= 16;
+                    qh[j] |= m1;
+                }
+                int l2 = L[n + j + 32];
+                if (l2 > 15) {
+                    l2 -= 16;
+                    qh[j] |= m2;
+                }
+                ql[j] = (uint8_t)(l1 | (l2 << 4));
+            }
+            m1 <<= 2;
+            m2 <<= 2;
+            ql += 32;
+        }
+        x += QK_K;
+    }
+}
+
+static void q6_K_ref(const float *x, blk_q6_K *y, int64_t k) {
+    const int64_t nb = k / QK_K;
+    int8_t L[QK_K];
+    float scales[QK_K / 16];
+    for (int64_t i = 0; i < nb; i++) {
+        float max_scale = 0, max_abs_scale = 0;
+        for (int ib = 0; ib < QK_K / 16; ++ib) {
+            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1, NULL);
+            scales[ib] = scale;
+            const float abs_scale = fabsf(scale);
+            if (abs_scale > max_abs_scale) {
+                max_abs_scale = abs_scale;
+                max_scale = scale;
+            }
+        }
+        if (max_abs_scale < GROUP_MAX_EPS) {
+            memset(&y[i], 0, sizeof(blk_q6_K));
+            y[i].d = FP32_TO_FP16(0.f);
+            x += QK_K;
+            continue;
+        }
+        float iscale = -128.f / max_scale;
+        y[i].d = FP32_TO_FP16(1 / iscale);
+        for (int ib = 0; ib < QK_K / 16; ++ib)
+            y[i].scales[ib] = (int8_t)QMIN(127, nearest_int(iscale * scales[ib]));
+        for (int j = 0; j < QK_K / 16; ++j) {
+            float d = FP16_TO_FP32(y[i].d) * y[i].scales[j];
+            if (!d) continue;
+            for (int ii = 0; ii < 16; ++ii) {
+                int l = nearest_int(x[16 * j + ii] / d);
+                l = QMAX(-32, QMIN(31, l));
+                L[16 * j + ii] = (int8_t)(l + 32);
+            }
+        }
+        uint8_t *ql = y[i].ql, *qh = y[i].qh;
+        for (int j = 0; j < QK_K; j += 128) {
+            for (int l = 0; l < 32; ++l) {
+                const uint8_t q1 = L[j + l + 0] & 0xF;
+                const uint8_t q2 = L[j + l + 32] & 0xF;
+                const uint8_t q3 = L[j + l + 64] & 0xF;
+                const uint8_t q4 = L[j + l + 96] & 0xF;
+                ql[l + 0] = (uint8_t)(q1 | (q3 << 4));
+                ql[l + 32] = (uint8_t)(q2 | (q4 << 4));
+                qh[l] = (uint8_t)((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
+                                  ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
+            }
+            ql += 64;
+            qh += 32;
+        }
+        x += QK_K;
+    }
+}
+
+/* ---- IQ4_NL / IQ4_XS (quantize_row_iq4_nl_impl without an importance matrix) ---- */
+
+static const int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                         1,    13,   25,  38,  53,  69,  89,  113};
+
+/* Index of the level of the sorted val[] nearest to x; ties go up.  The form
+ * of llama.cpp c392e509, whose files ../shared holds (later ggml compares
+ * 2x with the midpoint instead, which can round differently). */
+static inline int best_index_int8(int n, const int8_t *val, float x) {
+    if (x <= val[0]) return 0;
+    if (x >= val[n - 1]) return n - 1;
+    int ml = 0, mu = n - 1;
+    while (mu - ml > 1) {
+        int mav = (ml + mu) / 2;
+        if (x < val[mav]) mu = mav;
+        else ml = mav;
+    }
+    return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
+}
+
+/* One super-block of super_block_size values in sub-blocks of block_size:
+ * IQ4_NL is (32, 32), IQ4_XS (256, 32).  ntry 7 as ggml calls it. */
+static void iq4_impl(int super_block_size, int block_size, const float *x, uint16_t *dh, uint8_t *q4,
+                     uint16_t *scales_h, uint8_t *scales_l, const int8_t *values, int ntry) {
+    float scales[QK_K / 32], weight[32];
+    uint8_t L[QK_K];
+    memset(q4, 0, (size_t)super_block_size / 2);
+    dh[0] = FP32_TO_FP16(0.f);
+    float max_scale = 0, amax_scale = 0;
+    for (int ib = 0; ib < super_block_size / block_size; ++ib) {
+        const float *xb = x + ib * block_size;
+        uint8_t *Lb = L + ib * block_size;
+        for (int j = 0; j < block_size; ++j) weight[j] = xb[j] * xb[j];
+        float amax = 0, max = 0;
+        for (int j = 0; j < block_size; ++j) {
+            float ax = fabsf(xb[j]);
+            if (ax > amax) {
+                amax = ax;
+                max = xb[j];
+            }
+        }
+        if (amax < GROUP_MAX_EPS) {
+            scales[ib] = 0;
+            continue;
+        }
+        float d = ntry > 0 ? -max / values[0] : max / values[0];
+        float id = 1 / d;
+        float sumqx = 0, sumq2 = 0;
+        for (int j = 0; j < block_size; ++j) {
+            float al = id * xb[j];
+            int l = best_index_int8(16, values, al);
+            Lb[j] = (uint8_t)l;
+            float q = values[l];
+            float w = weight[j];
+            sumqx += w * q * xb[j];
+            sumq2 += w * q * q;
+        }
+        d = sumqx / sumq2;
+        float best = d * sumqx;
+        for (int itry = -ntry; itry <= ntry; ++itry) {
+            id = (itry + values[0]) / max;
+            sumqx = sumq2 = 0;
+            for (int j = 0; j < block_size; ++j) {
+                float al = id * xb[j];
+                int l = best_index_int8(16, values, al);
+                float q = values[l];
+                float w = weight[j];
+                sumqx += w * q * xb[j];
+                sumq2 += w * q * q;
+            }
+            if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+                d = sumqx / sumq2;
+                best = d * sumqx;
+            }
+        }
+        scales[ib] = d;
+        float abs_d = fabsf(d);
+        if (abs_d > amax_scale) {
+            amax_scale = abs_d;
+            max_scale = d;
+        }
+    }
+    if (super_block_size / block_size > 1) {
+        int nb = super_block_size / block_size;
+        memset(scales_h, 0, (size_t)((nb + 7) / 8) * sizeof(uint16_t));
+        float d = -max_scale / 32;
+        dh[0] = FP32_TO_FP16(d);
+        float id = d ? 1 / d : 0.f;
+        for (int ib = 0; ib < super_block_size / block_size; ++ib) {
+            int l = nearest_int(id * scales[ib]);
+            l = QMAX(-32, QMIN(31, l));
+            float dl = d * l;
+            float idl = dl ? 1 / dl : 0.f;
+            uint8_t *Lb = L + ib * block_size;
+            const float *xb = x + ib * block_size;
+            for (int j = 0; j < block_size; ++j) Lb[j] = (uint8_t)best_index_int8(16, values, idl * xb[j]);
+            l += 32;
+            uint8_t l_l = l & 0xf, l_h = (uint8_t)(l >> 4);
+            if (ib % 2 == 0) scales_l[ib / 2] = l_l;
+            else scales_l[ib / 2] |= (uint8_t)(l_l << 4);
+            scales_h[ib / 8] |= (uint16_t)(l_h << 2 * (ib % 8));
+        }
+    } else {
+        dh[0] = FP32_TO_FP16(scales[0]);
+        if (ntry > 0) {
+            float id = scales[0] ? 1 / scales[0] : 0;
+            for (int j = 0; j < super_block_size; ++j) L[j] = (uint8_t)best_index_int8(16, values, id * x[j]);
+        }
+    }
+    for (int i = 0; i < super_block_size / 32; ++i)
+        for (int j = 0; j < 16; ++j) q4[16 * i + j] = (uint8_t)(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
+}
+
+static void iq4_nl_ref(const float *x, blk_iq4_nl *y, int64_t k) {
+    uint16_t unused_h;
+    for (int64_t i = 0; i < k / 32; i++)
+        iq4_impl(32, 32, x + 32 * i, &y[i].d, y[i].qs, &unused_h, NULL, kvalues_iq4nl, 7);
+}
+
+static void iq4_xs_ref(const float *x, blk_iq4_xs *y, int64_t k) {
+    for (int64_t i = 0; i < k / QK_K; i++)
+        iq4_impl(QK_K, 32, x + QK_K * i, &y[i].d, y[i].qs, &y[i].scales_h, y[i].scales_l,
+                 kvalues_iq4nl, 7);
+}
+
+/* ---- the row table ---------------------------------------------------------------- */
+
+static void row_f32(const float *x, void *y, int64_t n) { memcpy(y, x, (size_t)n * sizeof(float)); }
+static void row_f16(const float *x, void *y, int64_t n) {
+    uint16_t *h = y;
+    for (int64_t i = 0; i < n; i++) h[i] = f32_to_f16(x[i]);
+}
+static void row_bf16(const float *x, void *y, int64_t n) {
+    uint16_t *h = y;
+    for (int64_t i = 0; i < n; i++) h[i] = f32_to_bf16(x[i]);
+}
+#define ROW(fn, blk) \
+    static void row_##fn(const float *x, void *y, int64_t n) { fn##_ref(x, (blk *)y, n); }
+ROW(q4_0, blk_q4_0)
+ROW(q4_1, blk_q4_1)
+ROW(q5_0, blk_q5_0)
+ROW(q5_1, blk_q5_1)
+ROW(q8_0, blk_q8_0)
+ROW(q2_K, blk_q2_K)
+ROW(q3_K, blk_q3_K)
+ROW(q4_K, blk_q4_K)
+ROW(q5_K, blk_q5_K)
+ROW(q6_K, blk_q6_K)
+ROW(iq4_nl, blk_iq4_nl)
+ROW(iq4_xs, blk_iq4_xs)
+#undef ROW
+
+typedef void (*quant_row_fn)(const float *x, void *y, int64_t n);
+
+/* Indexed by ggml type id; NULL: cannot be produced. */
+static const quant_row_fn quant_rows[GGML_TYPE_COUNT] = {
+    [GGML_TYPE_F32] = row_f32,   [GGML_TYPE_F16] = row_f16,   [GGML_TYPE_BF16] = row_bf16,
+    [GGML_TYPE_Q4_0] = row_q4_0, [GGML_TYPE_Q4_1] = row_q4_1, [GGML_TYPE_Q5_0] = row_q5_0,
+    [GGML_TYPE_Q5_1] = row_q5_1, [GGML_TYPE_Q8_0] = row_q8_0, [GGML_TYPE_Q2_K] = row_q2_K,
+    [GGML_TYPE_Q3_K] = row_q3_K, [GGML_TYPE_Q4_K] = row_q4_K, [GGML_TYPE_Q5_K] = row_q5_K,
+    [GGML_TYPE_Q6_K] = row_q6_K, [GGML_TYPE_IQ4_NL] = row_iq4_nl, [GGML_TYPE_IQ4_XS] = row_iq4_xs,
+};
+
+int quant_type_supported(int type) {
+    return type >= 0 && type < GGML_TYPE_COUNT && quant_rows[type] != NULL;
+}
+
+static uint32_t type_blck(int type) {
+    const ggml_type_info *ti = ggml_type_get((uint32_t)type);
+    return ti ? ti->blck_size : 0;
+}
+
+size_t quant_row(int type, const float *src, void *dst, int64_t n) {
+    if (!quant_type_supported(type) || n <= 0 || n % type_blck(type)) return 0;
+    quant_rows[type](src, dst, n);
+    return (size_t)ggml_row_bytes((uint32_t)type, (uint64_t)n);
+}
+
+int quant_type_parse(const char *name) {
+    for (int t = 0; t < GGML_TYPE_COUNT; t++)
+        if (quant_rows[t] && !strcasecmp(name, ggml_type_name((uint32_t)t))) return t;
+    return -1;
+}
+
+/* ==== 2. file types and llama-quantize's per-tensor choice ====================== */
+
+static const struct {
+    const char *name;
+    int ftype, base;
+} ftypes[] = {
+    {"F32", QUANT_FTYPE_ALL_F32, GGML_TYPE_F32},   {"F16", QUANT_FTYPE_F16, GGML_TYPE_F16},
+    {"BF16", QUANT_FTYPE_BF16, GGML_TYPE_BF16},    {"Q4_0", QUANT_FTYPE_Q4_0, GGML_TYPE_Q4_0},
+    {"Q4_1", QUANT_FTYPE_Q4_1, GGML_TYPE_Q4_1},    {"Q5_0", QUANT_FTYPE_Q5_0, GGML_TYPE_Q5_0},
+    {"Q5_1", QUANT_FTYPE_Q5_1, GGML_TYPE_Q5_1},    {"Q8_0", QUANT_FTYPE_Q8_0, GGML_TYPE_Q8_0},
+    {"Q2_K", QUANT_FTYPE_Q2_K, GGML_TYPE_Q2_K},    {"Q3_K_S", QUANT_FTYPE_Q3_K_S, GGML_TYPE_Q3_K},
+    {"Q3_K_M", QUANT_FTYPE_Q3_K_M, GGML_TYPE_Q3_K}, {"Q3_K_L", QUANT_FTYPE_Q3_K_L, GGML_TYPE_Q3_K},
+    {"Q4_K_S", QUANT_FTYPE_Q4_K_S, GGML_TYPE_Q4_K}, {"Q4_K_M", QUANT_FTYPE_Q4_K_M, GGML_TYPE_Q4_K},
+    {"Q5_K_S", QUANT_FTYPE_Q5_K_S, GGML_TYPE_Q5_K}, {"Q5_K_M", QUANT_FTYPE_Q5_K_M, GGML_TYPE_Q5_K},
+    {"Q6_K", QUANT_FTYPE_Q6_K, GGML_TYPE_Q6_K},     {"IQ4_NL", QUANT_FTYPE_IQ4_NL, GGML_TYPE_IQ4_NL},
+    {"IQ4_XS", QUANT_FTYPE_IQ4_XS, GGML_TYPE_IQ4_XS},
+    /* llama-quantize's aliases */
+    {"Q3_K", QUANT_FTYPE_Q3_K_M, GGML_TYPE_Q3_K},   {"Q4_K", QUANT_FTYPE_Q4_K_M, GGML_TYPE_Q4_K},
+    {"Q5_K", QUANT_FTYPE_Q5_K_M, GGML_TYPE_Q5_K},
+};
+#define N_FTYPES (sizeof ftypes / sizeof ftypes[0])
+
+int quant_ftype_parse(const char *name, int *ftype) {
+    for (size_t i = 0; i < N_FTYPES; i++)
+        if (!strcasecmp(name, ftypes[i].name)) {
+            *ftype = ftypes[i].ftype;
+            return 0;
+        }
+    return QUANT_EARG;
+}
+
+const char *quant_ftype_name(int ftype) {
+    for (size_t i = 0; i < N_FTYPES; i++)
+        if (ftypes[i].ftype == ftype) return ftypes[i].name;
+    return NULL;
+}
+
+int quant_ftype_base_type(int ftype) {
+    for (size_t i = 0; i < N_FTYPES; i++)
+        if (ftypes[i].ftype == ftype) return ftypes[i].base;
+    return -1;
+}
+
+quant_options quant_options_default(void) {
+    return (quant_options){.ftype = QUANT_FTYPE_Q8_0, .token_embd_type = -1, .output_type = -1};
+}
+
+static int is_quantized(int type) {
+    return type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16;
+}
+
+enum { CAT_TOKEN_EMBD, CAT_ATTN_Q, CAT_ATTN_V, CAT_ATTN_K, CAT_ATTN_QKV, CAT_ATTN_KV_B,
+       CAT_ATTN_OUTPUT, CAT_FFN_UP, CAT_FFN_GATE, CAT_FFN_DOWN, CAT_OUTPUT, CAT_OTHER };
+
+/* llama-quant.cpp tensor_get_category: the order of the tests matters. */
+static int tensor_category(const char *name) {
+    if (!strcmp(name, "output.weight")) return CAT_OUTPUT;
+    if (!strcmp(name, "token_embd.weight") || !strcmp(name, "per_layer_token_embd.weight"))
+        return CAT_TOKEN_EMBD;
+    static const struct { const char *sub; int cat; } subs[] = {
+        {"attn_qkv.weight", CAT_ATTN_QKV}, {"attn_kv_b.weight", CAT_ATTN_KV_B},
+        {"attn_v.weight", CAT_ATTN_V},     {"attn_k.weight", CAT_ATTN_K},
+        {"attn_q.weight", CAT_ATTN_Q},     {"attn_output.weight", CAT_ATTN_OUTPUT},
+        {"ffn_up", CAT_FFN_UP},            {"ffn_gate", CAT_FFN_GATE},
+        {"ffn_down", CAT_FFN_DOWN},
+    };
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
+        if (strstr(name, subs[i].sub)) return subs[i].cat;
+    return CAT_OTHER;
+}
+
+static int cat_is_attn_v(int c) { return c == CAT_ATTN_V || c == CAT_ATTN_QKV || c == CAT_ATTN_KV_B; }
+
+/* ggml_n_dims: dimensions up to the last one that is not 1 (at least 1). */
+static uint32_t n_dims_trimmed(const gguf_tensor *t) {
+    for (int i = GGUF_MAX_DIMS - 1; i >= 1; i--)
+        if (t->ne[i] > 1) return (uint32_t)i + 1;
+    return 1;
+}
+
+/* llama-quant.cpp tensor_allows_quantization (quantize_output_tensor on). */
+static int allows_quantization(const gguf_tensor *t) {
+    if (n_dims_trimmed(t) < 2) return 0;
+    const char *name = t->name;
+    size_t len = strlen(name);
+    if (len < 6 || strcmp(name + len - 6, "weight")) return 0;
+    static const char *const never_sub[] = {
+        "_norm.weight", "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "altup", "laurel",
+        "per_layer_model_proj", "ssm_conv1d", "shortconv.conv.weight", "indexer.k_proj.weight",
+        "indexer.q_proj.weight", "time_mix_first.weight", "time_mix_w0.weight",
+        "time_mix_w1.weight", "time_mix_w2.weight", "time_mix_v0.weight", "time_mix_v1.weight",
+        "time_mix_v2.weight", "time_mix_a0.weight", "time_mix_a1.weight", "time_mix_a2.weight",
+        "time_mix_g1.weight", "time_mix_g2.weight", "time_mix_decay_w1.weight",
+        "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight", "attn_rel_b.weight",
+        ".position_embd", "sam.pos_embd", "sam.neck.", "sam.net_", ".rel_pos", ".patch_embd",
+        ".patch_merger", "a.rvq.codebook", "mm.a.code_embd",
+    };
+    for (size_t i = 0; i < sizeof never_sub / sizeof never_sub[0]; i++)
+        if (strstr(name, never_sub[i])) return 0;
+    if (!strcmp(name, "position_embd.weight") || !strcmp(name, "token_types.weight")) return 0;
+    return 1;
+}
+
+/* quantize_state_impl: the hyperparameters and counters the mixtures use. */
+typedef struct {
+    int n_attention_wv, i_attention_wv;
+    int n_ffn_down, i_ffn_down;
+    int has_tied_embeddings;
+    int n_expert, n_gqa, is_falcon, is_70b;
+    int n_fallback;
+} qstate;
+
+static int use_more_bits(int i_layer, int n_layers) {
+    return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
+}
+
+static int qfail(char *err, size_t err_len, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int qfail(char *err, size_t err_len, int code, const char *fmt, ...) {
+    if (err && err_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_len, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+/* llama_tensor_get_type_impl for the file types of enum quant_ftype. */
+static int get_type_impl(qstate *qs, int new_type, const gguf_tensor *t, int ftype, int cat,
+                         const quant_options *o, char *err, size_t err_len) {
+    if (cat == CAT_OUTPUT || (qs->has_tied_embeddings && cat == CAT_TOKEN_EMBD)) {
+        if (o->output_type >= 0) {
+            new_type = o->output_type;
+        } else {
+            if (qs->is_falcon || t->ne[0] % type_blck(new_type)) new_type = GGML_TYPE_Q8_0;
+            else if (new_type != GGML_TYPE_Q8_0) new_type = GGML_TYPE_Q6_K;
+        }
+    } else if (cat == CAT_TOKEN_EMBD) {
+        if (o->token_embd_type >= 0) new_type = o->token_embd_type;
+    } else if (cat_is_attn_v(cat)) {
+        if (ftype == QUANT_FTYPE_Q2_K) new_type = qs->n_gqa >= 4 ? GGML_TYPE_Q4_K : GGML_TYPE_Q3_K;
+        else if (ftype == QUANT_FTYPE_Q3_K_M)
+            new_type = qs->i_attention_wv < 2 ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K;
+        else if (ftype == QUANT_FTYPE_Q3_K_L) new_type = GGML_TYPE_Q5_K;
+        else if ((ftype == QUANT_FTYPE_IQ4_NL || ftype == QUANT_FTYPE_IQ4_XS) && qs->n_gqa >= 4)
+            new_type = GGML_TYPE_Q5_K;
+        else if ((ftype == QUANT_FTYPE_Q4_K_M || ftype == QUANT_FTYPE_Q5_K_M) &&
+                 use_more_bits(qs->i_attention_wv, qs->n_attention_wv))
+            new_type = GGML_TYPE_Q6_K;
+        else if (ftype == QUANT_FTYPE_Q4_K_S && qs->i_attention_wv < 4) new_type = GGML_TYPE_Q5_K;
+        if (qs->is_70b && (new_type == GGML_TYPE_Q3_K || new_type == GGML_TYPE_Q4_K))
+            new_type = GGML_TYPE_Q5_K;
+        if (qs->n_expert == 8) new_type = GGML_TYPE_Q8_0;
+        ++qs->i_attention_wv;
+    } else if (cat == CAT_ATTN_K) {
+        if (qs->n_expert == 8) new_type = GGML_TYPE_Q8_0;
+    } else if (cat == CAT_FFN_DOWN) {
+        int i_layer = qs->i_ffn_down, n_layer = qs->n_ffn_down;
+        if (qs->n_expert > 1) { /* experts may be stored out of order: use the name */
+            if (sscanf(t->name, "blk.%d.", &i_layer) != 1)
+                return qfail(err, err_len, QUANT_EFORMAT, "tensor '%s': cannot determine its layer", t->name);
+            if (i_layer < 0 || i_layer >= n_layer)
+                return qfail(err, err_len, QUANT_EFORMAT, "tensor '%s': layer %d outside [0, %d)",
+                             t->name, i_layer, n_layer);
+        }
+        if (ftype == QUANT_FTYPE_Q2_K) new_type = GGML_TYPE_Q3_K;
+        else if (ftype == QUANT_FTYPE_Q3_K_M)
+            new_type = i_layer < n_layer / 16 ? GGML_TYPE_Q5_K
+                       : !qs->is_falcon || use_more_bits(i_layer, n_layer) ? GGML_TYPE_Q4_K
+                                                                           : GGML_TYPE_Q3_K;
+        else if (ftype == QUANT_FTYPE_Q3_K_L) new_type = qs->is_falcon ? GGML_TYPE_Q4_K : GGML_TYPE_Q5_K;
+        else if (ftype == QUANT_FTYPE_Q4_K_M) {
+            if (qs->is_falcon)
+                new_type = i_layer < n_layer / 16 ? GGML_TYPE_Q6_K
+                           : use_more_bits(i_layer, n_layer) ? GGML_TYPE_Q5_K : GGML_TYPE_Q4_K;
+            else if (use_more_bits(i_layer, n_layer)) new_type = GGML_TYPE_Q6_K;
+        } else if (i_layer < n_layer / 8 &&
+                   (ftype == QUANT_FTYPE_IQ4_NL || ftype == QUANT_FTYPE_IQ4_XS)) /* no imatrix */
+            new_type = GGML_TYPE_Q5_K;
+        else if (ftype == QUANT_FTYPE_Q5_K_M && use_more_bits(i_layer, n_layer))
+            new_type = GGML_TYPE_Q6_K;
+        else if (ftype == QUANT_FTYPE_Q4_K_S && !qs->is_falcon && i_layer < n_layer / 8)
+            new_type = GGML_TYPE_Q5_K;
+        ++qs->i_ffn_down;
+    } else if (cat == CAT_ATTN_OUTPUT) {
+        if (!qs->is_falcon) {
+            if (qs->n_expert == 8) {
+                if (ftype == QUANT_FTYPE_Q2_K || ftype == QUANT_FTYPE_Q3_K_S ||
+                    ftype == QUANT_FTYPE_Q3_K_M || ftype == QUANT_FTYPE_IQ4_NL ||
+                    ftype == QUANT_FTYPE_Q4_K_S || ftype == QUANT_FTYPE_Q4_K_M ||
+                    ftype == QUANT_FTYPE_IQ4_XS)
+                    new_type = GGML_TYPE_Q5_K;
+            } else {
+                if (ftype == QUANT_FTYPE_Q2_K) new_type = GGML_TYPE_Q3_K;
+                else if (ftype == QUANT_FTYPE_Q3_K_M) new_type = GGML_TYPE_Q4_K;
+                else if (ftype == QUANT_FTYPE_Q3_K_L) new_type = GGML_TYPE_Q5_K;
+            }
+        } else if (ftype == QUANT_FTYPE_Q3_K_L) {
+            new_type = GGML_TYPE_Q4_K;
+        }
+    }
+    return new_type;
+}
+
+/* llama-quant.cpp tensor_type_fallback: a row length the type cannot hold. */
+static int type_fallback(qstate *qs, const gguf_tensor *t, int type, int *fell_back, char *err,
+                         size_t err_len) {
+    *fell_back = 0;
+    if (t->ne[0] % type_blck(type) == 0) return type;
+    int r;
+    switch (type) {
+    case GGML_TYPE_Q2_K:
+    case GGML_TYPE_Q3_K: r = GGML_TYPE_Q4_0; break;
+    case GGML_TYPE_Q4_K: r = GGML_TYPE_Q5_0; break;
+    case GGML_TYPE_Q5_K: r = GGML_TYPE_Q5_1; break;
+    case GGML_TYPE_Q6_K: r = GGML_TYPE_Q8_0; break;
+    case GGML_TYPE_IQ4_XS: r = GGML_TYPE_IQ4_NL; break;
+    default:
+        return qfail(err, err_len, QUANT_EUNSUPPORTED,
+                     "tensor '%s': row length %lld is not a multiple of %u (block of %s), and %s has no fallback type",
+                     t->name, (long long)t->ne[0], type_blck(type), ggml_type_name((uint32_t)type),
+                     ggml_type_name((uint32_t)type));
+    }
+    if (t->ne[0] % type_blck(r)) r = GGML_TYPE_F16;
+    qs->n_fallback++;
+    *fell_back = 1;
+    return r;
+}
+
+/* llama_tensor_get_type: the type tensor t is written as (its own type: copied). */
+static int choose_type(qstate *qs, const quant_options *o, const gguf_tensor *t, int default_type,
+                       int *fell_back, char *err, size_t err_len) {
+    *fell_back = 0;
+    if (!allows_quantization(t)) return (int)t->type;
+    int cat = tensor_category(t->name);
+    if (o->token_embd_type >= 0 && cat == CAT_TOKEN_EMBD) return o->token_embd_type;
+    if (o->output_type >= 0 && cat == CAT_OUTPUT) return o->output_type;
+    int new_type = default_type;
+    if (is_quantized(default_type)) {
+        if (!o->pure) {
+            new_type = get_type_impl(qs, new_type, t, o->ftype, cat, o, err, err_len);
+            if (new_type < 0) return new_type;
+        }
+        new_type = type_fallback(qs, t, new_type, fell_back, err, err_len);
+    }
+    return new_type;
+}
+
+/* ==== 3. the writer ================================================================ */
+
+/* Growable byte buffer for the header; ok = 0 after an allocation failure. */
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+    int ok;
+} wbuf;
+
+static void wb_put(wbuf *b, const void *src, size_t n) {
+    if (!b->ok) return;
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n) cap *= 2;
+        uint8_t *p = realloc(b->p, cap);
+        if (!p) {
+            b->ok = 0;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+static void wb_u32(wbuf *b, uint32_t v) { wb_put(b, &v, 4); }
+static void wb_u64(wbuf *b, uint64_t v) { wb_put(b, &v, 8); }
+static void wb_str(wbuf *b, const char *s, uint64_t len) {
+    wb_u64(b, len);
+    wb_put(b, s, (size_t)len);
+}
+
+/* A scalar of fixed-size type t from its decoded form (gguf_value keeps
+ * integers widened to 64 bits and floats as double). */
+static void wb_scalar(wbuf *b, uint32_t t, const gguf_value *v) {
+    switch (t) {
+    case GGUF_VT_UINT8: { uint8_t x = (uint8_t)v->v.u64; wb_put(b, &x, 1); break; }
+    case GGUF_VT_INT8: { int8_t x = (int8_t)v->v.i64; wb_put(b, &x, 1); break; }
+    case GGUF_VT_UINT16: { uint16_t x = (uint16_t)v->v.u64; wb_put(b, &x, 2); break; }
+    case GGUF_VT_INT16: { int16_t x = (int16_t)v->v.i64; wb_put(b, &x, 2); break; }
+    case GGUF_VT_UINT32: { uint32_t x = (uint32_t)v->v.u64; wb_put(b, &x, 4); break; }
+    case GGUF_VT_INT32: { int32_t x = (int32_t)v->v.i64; wb_put(b, &x, 4); break; }
+    case GGUF_VT_FLOAT32: { float x = (float)v->v.f64; wb_put(b, &x, 4); break; }
+    case GGUF_VT_BOOL: { uint8_t x = v->v.b ? 1 : 0; wb_put(b, &x, 1); break; }
+    case GGUF_VT_UINT64: wb_put(b, &v->v.u64, 8); break;
+    case GGUF_VT_INT64: wb_put(b, &v->v.i64, 8); break;
+    case GGUF_VT_FLOAT64: wb_put(b, &v->v.f64, 8); break;
+    default: b->ok = 0; break;
+    }
+}
+
+static void wb_value(wbuf *b, const gguf_value *v) {
+    if (v->type == GGUF_VT_STRING) {
+        wb_str(b, v->v.str.ptr, v->v.str.len);
+    } else if (v->type == GGUF_VT_ARRAY) {
+        uint32_t et = v->v.arr.type;
+        wb_u32(b, et);
+        wb_u64(b, v->v.arr.n);
+        if (et == GGUF_VT_STRING) {
+            for (uint64_t i = 0; i < v->v.arr.n; i++) wb_str(b, v->v.arr.strs[i].ptr, v->v.arr.strs[i].len);
+        } else if (et == GGUF_VT_ARRAY) {
+            /* a nested array element is (element type, count, elements) */
+            for (uint64_t i = 0; i < v->v.arr.n; i++) wb_value(b, &v->v.arr.elems[i]);
+        } else {
+            wb_put(b, v->v.arr.data, (size_t)(v->v.arr.n * gguf_vtype_size(et)));
+        }
+    } else {
+        wb_scalar(b, v->type, v);
+    }
+}
+
+static void wb_kv_u32(wbuf *b, const char *key, uint32_t v) {
+    wb_str(b, key, strlen(key));
+    wb_u32(b, GGUF_VT_UINT32);
+    wb_u32(b, v);
+}
+
+/* One output tensor. */
+typedef struct {
+    const gguf_tensor *t;
+    int layer;        /* blk.N. → N, else -1 (sort key) */
+    int type_out;
+    int fallback;
+    uint32_t n_dims;
+    uint64_t bytes_out;
+    uint64_t offset;  /* in the output data section */
+} qtensor;
+
+/* llama_model_loader's weight_name_comparer: block number, then name. */
+static int qtensor_cmp(const void *a, const void *b) {
+    const qtensor *x = a, *y = b;
+    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    return strcmp(x->t->name, y->t->name);
+}
+
+/* Conversion of rows [row0, row0 + n_rows) of one tensor into out. */
+typedef struct {
+    const uint8_t *src;  /* first row */
+    uint8_t *out;
+    size_t row_in, row_out; /* bytes */
+    int64_t n_per_row, n_rows;
+    int type_in, type_out, isa;
+    atomic_llong next;
+} qjob;
+
+typedef struct {
+    qjob *j;
+    pool *p;
+} qjob_ctx;
+
+static void qjob_worker(void *arg, int ith, int nth) {
+    (void)nth;
+    qjob_ctx *c = arg;
+    qjob *j = c->j;
+    float *buf = pool_scratch(c->p, ith, NULL);
+    for (;;) {
+        long long r0 = atomic_fetch_add(&j->next, QUANT_ROWS_PER_CLAIM);
+        if (r0 >= j->n_rows) break;
+        long long r1 = QMIN(r0 + QUANT_ROWS_PER_CLAIM, (long long)j->n_rows);
+        for (long long r = r0; r < r1; r++) {
+            const uint8_t *src = j->src + (size_t)r * j->row_in;
+            const float *x = (const float *)src;
+            if (j->type_in != GGML_TYPE_F32) {
+                kern_dequant_row_isa(j->isa, j->type_in, src, buf, (int)j->n_per_row);
+                x = buf;
+            }
+            quant_rows[j->type_out](x, j->out + (size_t)r * j->row_out, j->n_per_row);
+        }
+    }
+}
+
+static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n ? 0 : -1; }
+
+static int write_zeros(FILE *f, size_t n) {
+    static const uint8_t z[64];
+    while (n) {
+        size_t k = n < sizeof z ? n : sizeof z;
+        if (write_all(f, z, k)) return -1;
+        n -= k;
+    }
+    return 0;
+}
+
+static uint64_t pad_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+static int64_t hparam_i64(const gguf_file *g, const char *arch, const char *key, int64_t dflt) {
+    char k[256];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    const gguf_value *v = gguf_get(g, k);
+    if (!v) return dflt;
+    gguf_value e;
+    if (v->type == GGUF_VT_ARRAY) { /* per-layer arrays: llama.cpp's n_gqa() uses layer 0 */
+        if (gguf_arr_elem(v, 0, &e)) return dflt;
+        v = &e;
+    }
+    switch (v->type) {
+    case GGUF_VT_UINT8: case GGUF_VT_UINT16: case GGUF_VT_UINT32: case GGUF_VT_UINT64:
+        return (int64_t)v->v.u64;
+    case GGUF_VT_INT8: case GGUF_VT_INT16: case GGUF_VT_INT32: case GGUF_VT_INT64:
+        return v->v.i64;
+    default: return dflt;
+    }
+}
+
+static void setup_state(const gguf_file *g, const qtensor *ts, size_t n, qstate *qs) {
+    memset(qs, 0, sizeof *qs);
+    char arch[64] = "";
+    const gguf_value *a = gguf_get(g, "general.architecture");
+    if (a && a->type == GGUF_VT_STRING)
+        snprintf(arch, sizeof arch, "%.*s", (int)(a->v.str.len < 63 ? a->v.str.len : 63), a->v.str.ptr);
+    int max_layer = -1;
+    qs->has_tied_embeddings = 1;
+    for (size_t i = 0; i < n; i++) {
+        int c = tensor_category(ts[i].t->name);
+        if (cat_is_attn_v(c)) qs->n_attention_wv++;
+        if (c == CAT_OUTPUT) qs->has_tied_embeddings = 0;
+        if (ts[i].layer > max_layer) max_layer = ts[i].layer;
+    }
+    qs->n_ffn_down = (int)hparam_i64(g, arch, "block_count", max_layer + 1);
+    qs->n_expert = (int)hparam_i64(g, arch, "expert_count", 0);
+    int64_t n_head = hparam_i64(g, arch, "attention.head_count", 0);
+    int64_t n_head_kv = hparam_i64(g, arch, "attention.head_count_kv", n_head);
+    qs->n_gqa = n_head_kv > 0 ? (int)(n_head / n_head_kv) : 0;
+    qs->is_falcon = !strcmp(arch, "falcon");
+    /* llama.cpp calls an 80-layer llama with GQA "70B" and gives its attn_v more bits */
+    qs->is_70b = !strcmp(arch, "llama") && qs->n_ffn_down == 80 && n_head != n_head_kv;
+}
+
+int quant_file(const char *in_path, const char *out_path, const quant_options *o, quant_stats *st,
+               char *err, size_t err_len) {
+    char e[512];
+    quant_stats stats = {0};
+    if (st) *st = stats;
+    const int default_type = quant_ftype_base_type(o->ftype);
+    if (default_type < 0)
+        return qfail(err, err_len, QUANT_EARG, "file type %d is not one cinfer can write", o->ftype);
+    if ((o->token_embd_type >= 0 && !quant_type_supported(o->token_embd_type)) ||
+        (o->output_type >= 0 && !quant_type_supported(o->output_type)))
+        return qfail(err, err_len, QUANT_EARG, "token-embedding/output type cannot be produced");
+
+    gguf_file *g = NULL;
+    int rc = gguf_open(in_path, &g, e, sizeof e);
+    if (rc) return qfail(err, err_len, rc == GGUF_EIO ? QUANT_EIO : QUANT_EFORMAT, "%s", e);
+
+    const size_t n = (size_t)gguf_n_tensors(g);
+    qtensor *ts = calloc(n ? n : 1, sizeof *ts);
+    char *partial = malloc(strlen(out_path) + sizeof ".partial");
+    wbuf hb = {.ok = 1};
+    FILE *f = NULL;
+    pool *p = NULL;
+    uint8_t *slab = NULL;
+    size_t slab_cap = 0;
+    if (!ts || !partial) {
+        rc = qfail(err, err_len, QUANT_ENOMEM, "out of memory");
+        goto done;
+    }
+    sprintf(partial, "%s.partial", out_path);
+
+    /* tensor order and types */
+    for (size_t i = 0; i < n; i++) {
+        ts[i].t = gguf_tensor_at(g, i);
+        ts[i].layer = -1;
+        sscanf(ts[i].t->name, "blk.%d.", &ts[i].layer);
+        ts[i].n_dims = n_dims_trimmed(ts[i].t);
+    }
+    qsort(ts, n, sizeof *ts, qtensor_cmp);
+    qstate qs;
+    setup_state(g, ts, n, &qs);
+    uint32_t align = gguf_alignment(g);
+    uint64_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        const gguf_tensor *t = ts[i].t;
+        int ty = choose_type(&qs, o, t, default_type, &ts[i].fallback, e, sizeof e);
+        if (ty < 0) {
+            rc = qfail(err, err_len, ty, "%s", e);
+            goto done;
+        }
+        ts[i].type_out = ty;
+        if ((uint32_t)ty != t->type) {
+            if (!quant_type_supported(ty)) {
+                rc = qfail(err, err_len, QUANT_EUNSUPPORTED, "tensor '%s': cinfer cannot write type %s",
+                           t->name, ggml_type_name((uint32_t)ty));
+                goto done;
+            }
+            if (t->ne[0] % type_blck(ty)) {
+                rc = qfail(err, err_len, QUANT_EUNSUPPORTED,
+                           "tensor '%s': row length %lld is not a multiple of %u, the block of %s",
+                           t->name, (long long)t->ne[0], type_blck(ty), ggml_type_name((uint32_t)ty));
+                goto done;
+            }
+            if (t->type != GGML_TYPE_F32 && !kern_type_supported((int)t->type)) {
+                rc = qfail(err, err_len, QUANT_EUNSUPPORTED,
+                           "tensor '%s': cannot dequantize type %s (no kernel for it yet) to convert it to %s",
+                           t->name, ggml_type_name(t->type), ggml_type_name((uint32_t)ty));
+                goto done;
+            }
+            stats.n_quantized++;
+            ts[i].bytes_out = ggml_row_bytes((uint32_t)ty, (uint64_t)t->ne[0]) *
+                              (t->n_elems / (uint64_t)t->ne[0]);
+        } else {
+            ts[i].bytes_out = t->n_bytes;
+        }
+        ts[i].offset = off;
+        off = pad_to(off + ts[i].bytes_out, align);
+        stats.bytes_in += t->n_bytes;
+        stats.bytes_out += ts[i].bytes_out;
+    }
+    stats.n_tensors = (int)n;
+    stats.n_fallback = qs.n_fallback;
+
+    /* header: metadata as in the input minus the keys llama-quantize re-sets */
+    static const char *const dropped[] = {"general.quantization_version", "general.file_type",
+                                          "split.no", "split.count", "split.tensors.count"};
+    uint64_t n_kv = 0;
+    for (uint64_t i = 0; i < gguf_n_kv(g); i++) {
+        const gguf_kv *kv = gguf_kv_at(g, i);
+        int drop = 0;
+        for (size_t k = 0; k < sizeof dropped / sizeof dropped[0]; k++) drop |= gguf_str_eq(kv->key, dropped[k]);
+        if (!drop) n_kv++;
+    }
+    wb_put(&hb, "GGUF", 4);
+    wb_u32(&hb, 3);
+    wb_u64(&hb, n);
+    wb_u64(&hb, n_kv + 2);
+    for (uint64_t i = 0; i < gguf_n_kv(g); i++) {
+        const gguf_kv *kv = gguf_kv_at(g, i);
+        int drop = 0;
+        for (size_t k = 0; k < sizeof dropped / sizeof dropped[0]; k++) drop |= gguf_str_eq(kv->key, dropped[k]);
+        if (drop) continue;
+        wb_str(&hb, kv->key.ptr, kv->key.len);
+        wb_u32(&hb, kv->value.type);
+        wb_value(&hb, &kv->value);
+    }
+    wb_kv_u32(&hb, "general.quantization_version", 2);
+    wb_kv_u32(&hb, "general.file_type", (uint32_t)o->ftype);
+    for (size_t i = 0; i < n; i++) {
+        wb_str(&hb, ts[i].t->name, strlen(ts[i].t->name));
+        wb_u32(&hb, ts[i].n_dims);
+        for (uint32_t d = 0; d < ts[i].n_dims; d++) wb_u64(&hb, (uint64_t)ts[i].t->ne[d]);
+        wb_u32(&hb, (uint32_t)ts[i].type_out);
+        wb_u64(&hb, ts[i].offset);
+    }
+    if (!hb.ok) {
+        rc = qfail(err, err_len, QUANT_ENOMEM, "out of memory building the GGUF header");
+        goto done;
+    }
+    size_t hdr_pad = (size_t)(pad_to(hb.n, align) - hb.n);
+
+    int n_threads = o->n_threads > 0 ? o->n_threads : pool_default_threads();
+    if (pool_new(n_threads, &p)) {
+        rc = qfail(err, err_len, QUANT_ENOMEM, "cannot start %d threads", n_threads);
+        goto done;
+    }
+    int64_t max_row = 1;
+    for (size_t i = 0; i < n; i++) max_row = QMAX(max_row, ts[i].t->ne[0]);
+    if (pool_reserve(p, (size_t)max_row * sizeof(float))) {
+        rc = qfail(err, err_len, QUANT_ENOMEM, "out of memory (row scratch)");
+        goto done;
+    }
+
+    f = fopen(partial, "wb");
+    if (!f) {
+        rc = qfail(err, err_len, QUANT_EIO, "%s: %s", partial, strerror(errno));
+        goto done;
+    }
+    if (write_all(f, hb.p, hb.n) || write_zeros(f, hdr_pad)) goto write_error;
+
+    const int isa = kern_best_isa();
+    for (size_t i = 0; i < n; i++) {
+        const gguf_tensor *t = ts[i].t;
+        if (o->on_tensor) {
+            quant_tensor_report r = {.name = t->name, .index = (int)i, .n_tensors = (int)n,
+                                     .n_dims = ts[i].n_dims, .type_in = (int)t->type,
+                                     .type_out = ts[i].type_out, .bytes_in = t->n_bytes,
+                                     .bytes_out = ts[i].bytes_out, .fallback = ts[i].fallback};
+            memcpy(r.ne, t->ne, sizeof r.ne);
+            o->on_tensor(&r, o->user);
+        }
+        if ((uint32_t)ts[i].type_out == t->type) {
+            if (write_all(f, t->data, (size_t)t->n_bytes)) goto write_error;
+        } else {
+            const int64_t n_per_row = t->ne[0];
+            const int64_t n_rows = (int64_t)(t->n_elems / (uint64_t)n_per_row);
+            const size_t row_in = (size_t)ggml_row_bytes(t->type, (uint64_t)n_per_row);
+            const size_t row_out = (size_t)ggml_row_bytes((uint32_t)ts[i].type_out, (uint64_t)n_per_row);
+            int64_t slab_rows = (int64_t)QMAX((size_t)1, QUANT_SLAB_BYTES / row_out);
+            if (slab_rows > n_rows) slab_rows = n_rows;
+            if ((size_t)slab_rows * row_out > slab_cap) {
+                free(slab);
+                slab_cap = (size_t)slab_rows * row_out;
+                slab = malloc(slab_cap);
+                if (!slab) {
+                    rc = qfail(err, err_len, QUANT_ENOMEM, "out of memory (%zu bytes for tensor '%s')",
+                               slab_cap, t->name);
+                    goto done;
+                }
+            }
+            for (int64_t r0 = 0; r0 < n_rows; r0 += slab_rows) {
+                qjob j = {.src = (const uint8_t *)t->data + (size_t)r0 * row_in, .out = slab,
+                          .row_in = row_in, .row_out = row_out, .n_per_row = n_per_row,
+                          .n_rows = QMIN(slab_rows, n_rows - r0), .type_in = (int)t->type,
+                          .type_out = ts[i].type_out, .isa = isa};
+                atomic_init(&j.next, 0);
+                qjob_ctx c = {&j, p};
+                pool_run(p, qjob_worker, &c);
+                if (write_all(f, slab, (size_t)j.n_rows * row_out)) goto write_error;
+            }
+        }
+        if (write_zeros(f, (size_t)(pad_to(ts[i].bytes_out, align) - ts[i].bytes_out))) goto write_error;
+    }
+    if (fflush(f) || fsync(fileno(f))) goto write_error;
+    stats.file_bytes = (uint64_t)ftell(f);
+    if (fclose(f)) {
+        f = NULL;
+        goto write_error;
+    }
+    f = NULL;
+
+    /* the written file must read back before it gets the final name */
+    gguf_file *chk = NULL;
+    if (gguf_open(partial, &chk, e, sizeof e)) {
+        rc = qfail(err, err_len, QUANT_EFORMAT, "written file does not read back: %s", e);
+        goto done;
+    }
+    gguf_close(chk);
+    if (rename(partial, out_path)) {
+        rc = qfail(err, err_len, QUANT_EIO, "rename %s -> %s: %s", partial, out_path, strerror(errno));
+        goto done;
+    }
+    rc = 0;
+    if (st) *st = stats;
+    goto done;
+
+write_error:
+    rc = qfail(err, err_len, QUANT_EIO, "%s: write failed: %s", partial, strerror(errno));
+done:
+    if (f) fclose(f);
+    if (rc && partial) unlink(partial);
+    free(slab);
+    pool_free(p);
+    free(hb.p);
+    free(partial);
+    free(ts);
+    gguf_close(g);
+    return rc;
+}

@@ -1,0 +1,446 @@
+/*
+ * test_gram.c — the grammar module: canonical JSON, number and regex
+ * automata, schema compilation (keywords, errors with locations), the
+ * matcher, token masks against a brute-force check on real vocabularies,
+ * forced tokens, and schema-check's exit codes.
+ */
+#include <cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gram.h"
+#include "test.h"
+
+#define STORIES "models/stories260K/stories260K.gguf"
+#define QWEN3 "models/chat/qwen3-chat.gguf"
+
+static gram_grammar *compile(const char *schema) {
+    gram_grammar *g = NULL;
+    char err[2048];
+    int rc = gram_compile(schema, strlen(schema), NULL, &g, err, sizeof err);
+    if (rc) test_fail(__FILE__, __LINE__, "schema %s: %s", schema, err);
+    return g;
+}
+
+/* 1 accepted, 0 rejected, -1 not JSON */
+static int check(const gram_grammar *g, const char *json) {
+    char *c;
+    size_t cl;
+    char err[512];
+    if (gram_canon(json, strlen(json), &c, &cl, err, sizeof err)) return -1;
+    int r = gram_check(g, c, cl, err, sizeof err);
+    free(c);
+    return r;
+}
+
+#define ACCEPT(g, j) EXPECT_MSG(check(g, j) == 1, "expected %s to be accepted", j)
+#define REJECT(g, j) EXPECT_MSG(check(g, j) == 0, "expected %s to be rejected", j)
+
+TEST(gram, canon) {
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {" { \"a\" : [ 1 , 2.50 , -0 , 1e3, 1.5E-2, -0.0e5 ] } ", "{\"a\":[1,2.5,0,1000,0.015,0]}"},
+        {"\"\\u00e9\\/\\u0041\\ud83d\\ude00\\u001f\\u0008\"", "\"é/A😀\\u001f\\b\""},
+        {"[true,false,null]", "[true,false,null]"},
+        {"123456789012345678901234567890", "123456789012345678901234567890"},
+        {"0.000", "0"},
+        {"-12.3400e-1", "-1.234"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *o;
+        size_t ol;
+        char err[256];
+        EXPECT(gram_canon(cases[i].in, strlen(cases[i].in), &o, &ol, err, sizeof err) == 0);
+        if (!test_failed()) EXPECT_STR_EQ(o, cases[i].out);
+        free(o);
+    }
+    static const char *bad[] = {"[1,]", "{\"a\" 1}", "\"\\ud800\"", "01", "1.", "\"\x01\"", "\"\xc3\x28\"", "[1] x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *o = NULL;
+        size_t ol;
+        char err[256];
+        EXPECT_MSG(gram_canon(bad[i], strlen(bad[i]), &o, &ol, err, sizeof err) == -1, "accepted %s", bad[i]);
+        free(o);
+    }
+}
+
+/* number ranges: exhaustive over a grid of canonical decimals */
+TEST(gram, number_ranges) {
+    static const char *vals[] = {"-1000", "-100.5", "-10", "-2", "-1.5", "-1", "-0.5", "-0.05", "0", "0.05", "0.1",
+                                 "0.5", "1", "1.25", "2", "9", "10", "10.5", "99", "100", "100.01", "1000", "12345"};
+    static const struct {
+        const char *lo, *hi;
+        int lo_excl, hi_excl, integer;
+        const char *mult;
+    } specs[] = {
+        {"0", "100", 0, 0, 1, NULL},   {"-1.5", "10.5", 1, 0, 0, NULL}, {"0.1", NULL, 0, 0, 0, NULL},
+        {NULL, "-1", 0, 1, 0, NULL},   {"-10", "99", 0, 1, 1, NULL},    {"-100.5", "0.05", 1, 1, 0, NULL},
+        {NULL, NULL, 0, 0, 0, "0.05"}, {"0", "1000", 0, 0, 1, "10"},    {"-2", "2", 0, 0, 0, "0.25"},
+        {"0.5", "0.5", 0, 0, 0, NULL},
+    };
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
+        gram_num_spec sp = {specs[s].lo, specs[s].hi, specs[s].lo_excl, specs[s].hi_excl, specs[s].integer, 0, specs[s].mult};
+        gram_dfa d;
+        char err[128];
+        if (gram_number_dfa(&sp, &d, err, sizeof err)) {
+            test_fail(__FILE__, __LINE__, "spec %zu: %s", s, err);
+            continue;
+        }
+        for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+            const char *v = vals[i];
+            int want = 1;
+            if (sp.lo) {
+                int c = gram_dec_cmp(v, sp.lo);
+                want &= sp.lo_excl ? c > 0 : c >= 0;
+            }
+            if (sp.hi) {
+                int c = gram_dec_cmp(v, sp.hi);
+                want &= sp.hi_excl ? c < 0 : c <= 0;
+            }
+            if (sp.integer && strchr(v, '.')) want = 0;
+            if (sp.multiple_of) {
+                double q = strtod(v, NULL) / strtod(sp.multiple_of, NULL);
+                want &= q == (double)(long long)q;
+            }
+            EXPECT_MSG(gram_dfa_match(&d, v, strlen(v)) == want, "spec %zu value %s: got %d", s, v, !want);
+        }
+        /* never a non-canonical spelling */
+        EXPECT(!gram_dfa_match(&d, "1.0", 3) && !gram_dfa_match(&d, "-0", 2) && !gram_dfa_match(&d, "01", 2));
+        gram_dfa_free(&d);
+    }
+}
+
+TEST(gram, regex) {
+    static const struct {
+        const char *re, *yes[4], *no[4];
+    } cases[] = {
+        {"^[a-z]+$", {"abc", "z"}, {"", "aB", "a1"}},
+        {"ab", {"ab", "xaby", "abab"}, {"a", "ba"}},
+        {"^\\d{3}-\\d{4}$", {"555-1234"}, {"5551234", "555-12345"}},
+        {"^(foo|bar)?baz$", {"baz", "foobaz", "barbaz"}, {"fbaz", "foobarbaz"}},
+        {"^[^\\s@]+@[^\\s@]+\\.[a-z]{2,}$", {"a@b.co"}, {"a b@c.de", "a@b.c"}},
+        {"^\\p{L}", {NULL}, {NULL}},
+        {"(^a$)|^b", {"a", "bc"}, {"ab", "cb"}},
+        {"^.$", {"é", "😀"}, {"\\n", "ab"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char schema[256];
+        cJSON *p = cJSON_CreateString(cases[i].re);
+        char *pj = cJSON_PrintUnformatted(p);
+        snprintf(schema, sizeof schema, "{\"type\":\"string\",\"pattern\":%s}", pj);
+        free(pj);
+        cJSON_Delete(p);
+        gram_grammar *g = NULL;
+        char err[1024];
+        int rc = gram_compile(schema, strlen(schema), NULL, &g, err, sizeof err);
+        if (!cases[i].yes[0]) {
+            EXPECT_EQ_I(rc, CINFER_EUNSUPPORTED);
+            EXPECT_MSG(strstr(err, "pattern") && strstr(err, "at #"), "%s", err);
+            continue;
+        }
+        EXPECT_EQ_I(rc, 0);
+        for (int k = 0; k < 4 && g; k++) {
+            char j[64];
+            if (cases[i].yes[k]) {
+                snprintf(j, sizeof j, "\"%s\"", cases[i].yes[k]);
+                ACCEPT(g, j);
+            }
+            if (cases[i].no[k]) {
+                snprintf(j, sizeof j, "\"%s\"", cases[i].no[k]);
+                REJECT(g, j);
+            }
+        }
+        gram_free(g);
+    }
+}
+
+TEST(gram, objects_any_order_and_required) {
+    gram_grammar *g = compile("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"}},"
+                              "\"required\":[\"a\"],\"additionalProperties\":false}");
+    if (!g) return;
+    ACCEPT(g, "{\"a\":1}");
+    ACCEPT(g, "{\"b\":\"x\",\"a\":1}");
+    REJECT(g, "{\"b\":\"x\"}");
+    REJECT(g, "{\"a\":1,\"a\":2}");
+    REJECT(g, "{\"a\":1,\"c\":2}");
+    REJECT(g, "{\"a\":1.5}");
+    REJECT(g, "[]");
+    gram_free(g);
+    /* patternProperties, additionalProperties schema, min/maxProperties, dependentRequired */
+    g = compile("{\"type\":\"object\",\"patternProperties\":{\"^x-\":{\"type\":\"integer\"}},"
+                "\"additionalProperties\":{\"type\":\"boolean\"},\"minProperties\":1,\"maxProperties\":2,"
+                "\"properties\":{\"p\":{}},\"dependentRequired\":{\"p\":[\"q\"]}}");
+    if (!g) return;
+    ACCEPT(g, "{\"x-a\":1}");
+    ACCEPT(g, "{\"y\":true,\"x-b\":2}");
+    ACCEPT(g, "{\"q\":true,\"p\":\"anything\"}");
+    REJECT(g, "{}");
+    REJECT(g, "{\"x-a\":true}");
+    REJECT(g, "{\"y\":1}");
+    REJECT(g, "{\"a\":true,\"b\":true,\"c\":true}");
+    REJECT(g, "{\"p\":1}");
+    gram_free(g);
+}
+
+TEST(gram, refs_recursion_oneof_enum) {
+    gram_grammar *g = compile("{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+                              "\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},\"required\":[\"v\"],"
+                              "\"additionalProperties\":false}},\"$ref\":\"#/$defs/node\"}");
+    if (!g) return;
+    ACCEPT(g, "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[{\"v\":4}]}]}");
+    REJECT(g, "{\"v\":1,\"kids\":[{\"v\":2},{\"kids\":[]}]}");
+    gram_free(g);
+    /* oneOf with a discriminator compiles; overlapping branches do not */
+    g = compile("{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"a\"},\"x\":{\"type\":\"integer\"}},"
+                "\"required\":[\"kind\"]},{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"b\"}},\"required\":[\"kind\"]},"
+                "{\"type\":[\"string\",\"null\"]}]}");
+    if (!g) return;
+    ACCEPT(g, "{\"kind\":\"a\",\"x\":3}");
+    ACCEPT(g, "{\"kind\":\"b\",\"x\":\"q\"}");
+    ACCEPT(g, "null");
+    REJECT(g, "{\"kind\":\"c\"}");
+    gram_free(g);
+    gram_grammar *bad = NULL;
+    char err[1024];
+    const char *ov = "{\"properties\":{\"n\":{\"oneOf\":[{\"type\":\"integer\"},{\"minimum\":2}]}}}";
+    EXPECT_EQ_I(gram_compile(ov, strlen(ov), NULL, &bad, err, sizeof err), CINFER_EUNSUPPORTED);
+    EXPECT_MSG(strstr(err, "oneOf") && strstr(err, "#/properties/n"), "%s", err);
+    /* enum of mixed values, const object (key order free) */
+    g = compile("{\"enum\":[1,\"two\",{\"a\":[1,2]},null]}");
+    if (!g) return;
+    ACCEPT(g, "1.0");
+    ACCEPT(g, "\"two\"");
+    ACCEPT(g, "{ \"a\" : [1, 2] }");
+    ACCEPT(g, "null");
+    REJECT(g, "{\"a\":[2,1]}");
+    REJECT(g, "2");
+    gram_free(g);
+}
+
+TEST(gram, strings_formats_lengths) {
+    gram_grammar *g = compile("{\"type\":\"object\",\"properties\":{\"d\":{\"format\":\"date\"},\"t\":{\"type\":\"string\","
+                              "\"minLength\":2,\"maxLength\":3},\"u\":{\"format\":\"uuid\"},\"e\":{\"format\":\"email\"},"
+                              "\"w\":{\"format\":\"date-time\"}}}");
+    if (!g) return;
+    ACCEPT(g, "{\"d\":\"2024-02-29\",\"t\":\"é😀\",\"u\":\"123e4567-e89b-12d3-a456-426614174000\"}");
+    ACCEPT(g, "{\"w\":\"2024-01-31T23:59:59.5+01:00\",\"e\":\"a.b@example.org\"}");
+    REJECT(g, "{\"d\":\"2023-02-29\"}");
+    REJECT(g, "{\"t\":\"a\"}");
+    REJECT(g, "{\"t\":\"abcd\"}");
+    REJECT(g, "{\"u\":\"123\"}");
+    REJECT(g, "{\"w\":\"2024-01-31 23:59:59Z\"}");
+    ACCEPT(g, "{\"t\":\"\\n\\t\"}");
+    gram_free(g);
+}
+
+TEST(gram, unsupported_keywords_listed) {
+    const char *s = "{\"properties\":{\"tags\":{\"type\":\"array\",\"uniqueItems\":true},\"x\":{\"if\":{\"type\":\"string\"},"
+                    "\"then\":{\"minLength\":1}}},\"not\":{\"required\":[\"a\"]}}";
+    gram_grammar *g = NULL;
+    char err[1024];
+    EXPECT_EQ_I(gram_compile(s, strlen(s), NULL, &g, err, sizeof err), CINFER_EUNSUPPORTED);
+    EXPECT_MSG(strstr(err, "uniqueItems at #/properties/tags"), "%s", err);
+    EXPECT_MSG(strstr(err, "if/then/else at #/properties/x"), "%s", err);
+    EXPECT_MSG(strstr(err, "not at #"), "%s", err);
+    /* permissive: a superset grammar */
+    gram_options po = {.permissive = 1};
+    EXPECT_EQ_I(gram_compile(s, strlen(s), &po, &g, err, sizeof err), 0);
+    if (g) ACCEPT(g, "{\"tags\":[1,1]}");
+    gram_free(g);
+    EXPECT_EQ_I(gram_compile("{\"type\":", 9, NULL, &g, err, sizeof err), CINFER_EFORMAT);
+}
+
+/* ---- masks on real vocabularies --------------------------------------------------------------- */
+
+static gram_vocab *load_vocab(const char *rel, tok_vocab **tv_out) {
+    const char *p = shared_path(rel);
+    if (!p) return NULL;
+    gguf_file *gf;
+    char err[512];
+    if (gguf_open(p, &gf, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "%s", err);
+        return NULL;
+    }
+    tok_vocab *tv = NULL;
+    gram_vocab *gv = NULL;
+    if (tok_load_gguf(gf, &tv, err, sizeof err)) test_fail(__FILE__, __LINE__, "%s", err);
+    else if (gram_vocab_new(tv, &gv)) test_fail(__FILE__, __LINE__, "gram_vocab_new failed");
+    gguf_close(gf);
+    *tv_out = tv;
+    return gv;
+}
+
+/* Longest token that is a prefix of s (and allowed by bits). */
+static int32_t greedy_token(const gram_vocab *gv, const uint32_t *bits, const char *s, size_t n, int *len) {
+    int32_t best = -1;
+    *len = 0;
+    for (int32_t id = 0; id < gram_vocab_n_vocab(gv); id++) {
+        int l;
+        const char *b = gram_vocab_bytes(gv, id, &l);
+        if (l > *len && (size_t)l <= n && !memcmp(b, s, (size_t)l) && (bits[id >> 5] >> (id & 31) & 1)) {
+            best = id;
+            *len = l;
+        }
+    }
+    return best;
+}
+
+/* Walk text token by token; at every step (stride) compare the mask with a
+ * brute-force check of every token.  Returns the number of steps. */
+static int mask_walk(gram_grammar *g, const gram_vocab *gv, const char *json, int stride, int brute) {
+    char *text;
+    size_t tl;
+    char err[256];
+    if (gram_canon(json, strlen(json), &text, &tl, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "%s", err);
+        return 0;
+    }
+    gram_matcher *m;
+    EXPECT(gram_matcher_new(g, &m) == 0);
+    int nv = gram_vocab_n_vocab(gv), nw = (nv + 31) / 32;
+    uint32_t *bits = malloc((size_t)nw * 4), *scratch = malloc((size_t)nw * 4);
+    size_t pos = 0;
+    int steps = 0;
+    while (!test_failed()) {
+        int n = gram_mask(m, bits, scratch);
+        EXPECT(n > 0);
+        if (brute && steps % stride == 0) {
+            int32_t st = gram_matcher_state(m);
+            int mism = 0;
+            for (int32_t id = 0; id < nv; id++) {
+                int ok = gram_accept_token(m, id) == 0;
+                gram_matcher_set_state(m, st);
+                int in = bits[id >> 5] >> (id & 31) & 1;
+                if (ok != in && mism++ < 5) {
+                    int l;
+                    const char *b = gram_vocab_bytes(gv, id, &l);
+                    test_fail(__FILE__, __LINE__, "step %d at \"%.*s\": token %d \"%.*s\": mask %d, matcher %d", steps,
+                              (int)pos, text, id, l, b, in, ok);
+                }
+            }
+        }
+        if (pos == tl) {
+            EXPECT(gram_matcher_accepting(m));
+            break;
+        }
+        int len;
+        int32_t id = greedy_token(gv, bits, text + pos, tl - pos, &len);
+        EXPECT_MSG(id >= 0, "no allowed token spells \"%.20s\"", text + pos);
+        if (id < 0) break;
+        EXPECT(gram_accept_token(m, id) == 0);
+        pos += (size_t)len;
+        steps++;
+    }
+    free(bits);
+    free(scratch);
+    gram_matcher_free(m);
+    free(text);
+    return steps;
+}
+
+static const struct {
+    const char *schema, *instances[3];
+} mask_cases[] = {
+    {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},\"age\":{\"type\":\"integer\","
+     "\"minimum\":0,\"maximum\":130},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"red\",\"green\",\"blue\"]},"
+     "\"maxItems\":3},\"ok\":{\"type\":\"boolean\"}},\"required\":[\"name\",\"age\"],\"additionalProperties\":false}",
+     {"{\"name\":\"Ann Lee\",\"age\":37,\"tags\":[\"red\",\"blue\"],\"ok\":true}", "{\"age\":0,\"name\":\"\"}", NULL}},
+    {"{\"type\":\"array\",\"items\":{\"anyOf\":[{\"type\":\"number\",\"minimum\":-5.5},{\"type\":\"null\"},"
+     "{\"type\":\"string\",\"pattern\":\"^[A-Z][a-z]*$\"}]},\"minItems\":1}",
+     {"[1.25,null,\"Hello\",-5.5,100000]", "[\"A\"]", NULL}},
+    {"{\"additionalProperties\":{\"type\":\"string\",\"format\":\"date\"}}",
+     {"{\"start\":\"2024-01-31\",\"end\":\"2024-12-01\"}", "{}", NULL}},
+};
+
+TEST(gram, mask_exact_stories) {
+    tok_vocab *tv = NULL;
+    gram_vocab *gv = load_vocab(STORIES, &tv);
+    if (!gv) SKIP("../shared/" STORIES " absent");
+    for (size_t c = 0; c < sizeof mask_cases / sizeof mask_cases[0]; c++) {
+        gram_grammar *g = compile(mask_cases[c].schema);
+        if (!g) continue;
+        EXPECT(gram_bind(g, gv) == 0);
+        for (int k = 0; k < 3 && mask_cases[c].instances[k]; k++) {
+            mask_walk(g, gv, mask_cases[c].instances[k], 1, 1);
+            mask_walk(g, gv, mask_cases[c].instances[k], 1, 1); /* warm caches give the same masks */
+        }
+        gram_free(g);
+    }
+    gram_vocab_free(gv);
+    tok_free(tv);
+}
+
+TEST(gram, mask_exact_qwen3) {
+    tok_vocab *tv = NULL;
+    gram_vocab *gv = load_vocab(QWEN3, &tv);
+    if (!gv) SKIP("../shared/" QWEN3 " absent or its tokenizer unsupported");
+    for (size_t c = 0; c < sizeof mask_cases / sizeof mask_cases[0]; c++) {
+        gram_grammar *g = compile(mask_cases[c].schema);
+        if (!g) continue;
+        EXPECT(gram_bind(g, gv) == 0);
+        mask_walk(g, gv, mask_cases[c].instances[0], 2, 1);
+        gram_free(g);
+    }
+    gram_vocab_free(gv);
+    tok_free(tv);
+}
+
+TEST(gram, forced_tokens) {
+    tok_vocab *tv = NULL;
+    gram_vocab *gv = load_vocab(QWEN3, &tv);
+    if (!gv) SKIP("../shared/" QWEN3 " absent");
+    gram_grammar *g = compile("{\"type\":\"object\",\"properties\":{\"location\":{\"type\":\"string\"}},"
+                              "\"required\":[\"location\"],\"additionalProperties\":false}");
+    if (g && !gram_bind(g, gv)) {
+        gram_matcher *m;
+        EXPECT(gram_matcher_new(g, &m) == 0);
+        int32_t ids[16];
+        int n = gram_forced_tokens(m, ids, 16);
+        /* '{"location":"' is forced; the last token may still merge with what follows */
+        char got[64] = "";
+        for (int i = 0; i < n; i++) {
+            int l;
+            const char *b = gram_vocab_bytes(gv, ids[i], &l);
+            strncat(got, b, (size_t)l);
+            EXPECT(gram_accept_token(m, ids[i]) == 0);
+        }
+        EXPECT_MSG(n >= 1 && !strncmp("{\"location\":\"", got, strlen(got)), "forced \"%s\"", got);
+        gram_matcher_free(m);
+    }
+    gram_free(g);
+    gram_vocab_free(gv);
+    tok_free(tv);
+}
+
+TEST(gram, schema_check_exit_codes) {
+    const char *dir = test_tmpdir();
+    char cmd[4096], path[1024];
+    struct {
+        const char *name, *text;
+    } files[] = {
+        {"s.json", "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}"},
+        {"ok.json", "{ \"n\" : 3 }"},
+        {"bad.json", "{\"n\":\"3\"}"},
+        {"u.json", "{\"type\":\"array\",\"contains\":{\"type\":\"integer\"}}"},
+    };
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
+        FILE *f = fopen(path, "w");
+        if (!f) SKIP("cannot write %s", path);
+        fputs(files[i].text, f);
+        fclose(f);
+    }
+    char *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s schema-check %s/s.json %s/ok.json", cinfer_bin(), dir, dir);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 0);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s schema-check %s/s.json %s/ok.json %s/bad.json", cinfer_bin(), dir, dir, dir);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 1);
+    EXPECT_MSG(out && strstr(out, "bad.json: rejected") && strstr(out, "byte 5"), "%s", out ? out : "");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s schema-check %s/u.json %s/ok.json", cinfer_bin(), dir, dir);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
+    EXPECT_MSG(out && strstr(out, "contains at #"), "%s", out ? out : "");
+    free(out);
+}

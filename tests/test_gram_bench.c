@@ -1,0 +1,391 @@
+/*
+ * test_gram_bench.c — the JSONSchemaBench/MaskBench sample
+ * (../shared/jsonschemabench/data: 2,007 real-world schemas with valid and
+ * invalid instances) against cinfer's grammar, scored the MaskBench way:
+ * a test passes when a valid instance is accepted or an invalid one
+ * rejected; every test of a schema that does not compile fails.  The bar:
+ * no invalid instance accepted.  CINFER_GRAM_REPORT=1 prints the summary
+ * (per subset, and the keywords that made schemas fail to compile);
+ * CINFER_GRAM_REPORT=2 also lists each failing instance.
+ */
+#include <cJSON.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "gguf.h"
+#include "gram.h"
+#include "test.h"
+#include "tok.h"
+
+typedef struct {
+    char name[64];
+    int schemas, compiled, valid, valid_ok, invalid, invalid_ok, tests_in_failed;
+} subset_counts;
+
+typedef struct {
+    char kw[96];
+    int n;
+} kw_count;
+
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_kw(const void *a, const void *b) { return ((const kw_count *)b)->n - ((const kw_count *)a)->n; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Every stride-th schema of the sample (1: all). */
+static void maskbench(int stride, int report) {
+    NEED_SHARED(dir0, "jsonschemabench/data");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", dir0);
+    DIR *d = opendir(dir);
+    if (!d) SKIP("cannot open %s", dir);
+    char **names = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strstr(e->d_name, ".json")) continue;
+        if (n == cap) names = realloc(names, (size_t)(cap = cap ? cap * 2 : 256) * sizeof *names);
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_name);
+    subset_counts sub[32] = {0};
+    int n_sub = 0;
+    kw_count kws[256] = {0};
+    int n_kw = 0;
+    long invalid_accepted = 0;
+    double t0 = now_s();
+    for (int i = 0; i < n; i += stride) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        double ts = now_s();
+        char subset[64];
+        snprintf(subset, sizeof subset, "%.*s", (int)strcspn(names[i], "-"), names[i]);
+        int si = 0;
+        while (si < n_sub && strcmp(sub[si].name, subset)) si++;
+        if (si == n_sub && n_sub < 32) snprintf(sub[n_sub++].name, sizeof sub[0].name, "%s", subset);
+        subset_counts *sc = &sub[si];
+        size_t len;
+        char *txt = read_file(path, &len);
+        cJSON *doc = txt ? gram_json_parse(txt, len, NULL) : NULL;
+        free(txt);
+        if (!doc) continue;
+        sc->schemas++;
+        char *schema = gram_json_print(cJSON_GetObjectItem(doc, "schema"));
+        gram_grammar *g = NULL;
+        char err[4096];
+        int rc = schema ? gram_compile(schema, strlen(schema), NULL, &g, err, sizeof err) : -1;
+        free(schema);
+        cJSON *tests = cJSON_GetObjectItem(doc, "tests");
+        if (rc) {
+            sc->tests_in_failed += cJSON_GetArraySize(tests);
+            for (cJSON *t = tests ? tests->child : NULL; t; t = t->next) {
+                if (cJSON_IsTrue(cJSON_GetObjectItem(t, "valid"))) sc->valid++;
+                else sc->invalid++;
+            }
+            /* count keywords: "unsupported: kw at path; kw at path" */
+            char *p = strstr(err, "unsupported:");
+            char seen[1024] = "";
+            for (p = p ? p + 12 : NULL; p && *p;) {
+                while (*p == ' ' || *p == ';') p++;
+                const char *at = strstr(p, " at ");
+                size_t kl = at ? (size_t)(at - p) : strlen(p);
+                char kwb[96];
+                snprintf(kwb, sizeof kwb, "%.*s", (int)(kl < 60 ? kl : 60), p);
+                /* patterns: keep the keyword only */
+                if (!strncmp(kwb, "pattern /", 9)) snprintf(kwb, sizeof kwb, "pattern (unsupported regex)");
+                if (!strncmp(kwb, "patternProperties /", 19)) snprintf(kwb, sizeof kwb, "patternProperties (unsupported regex)");
+                if (!strncmp(kwb, "oneOf (", 7)) snprintf(kwb, sizeof kwb, "oneOf (overlapping branches)");
+                if (!strstr(seen, kwb) && strlen(seen) + strlen(kwb) + 2 < sizeof seen) {
+                    strcat(seen, kwb);
+                    strcat(seen, "|");
+                    int k = 0;
+                    while (k < n_kw && strcmp(kws[k].kw, kwb)) k++;
+                    if (k == n_kw && n_kw < 256) snprintf(kws[n_kw++].kw, sizeof kws[0].kw, "%s", kwb);
+                    if (k < 256) kws[k].n++;
+                }
+                p = strchr(p, ';');
+            }
+            if (report > 1) printf("      %s: %s\n", names[i], err);
+            cJSON_Delete(doc);
+            if (report > 2 || now_s() - ts > 2) printf("      %s: %.2f s (not compiled)\n", names[i], now_s() - ts);
+            continue;
+        }
+        sc->compiled++;
+        for (cJSON *t = tests ? tests->child : NULL; t; t = t->next) {
+            int valid = cJSON_IsTrue(cJSON_GetObjectItem(t, "valid"));
+            char *inst = gram_json_print(cJSON_GetObjectItem(t, "data"));
+            char *canon = NULL;
+            size_t cl;
+            int acc = 0;
+            if (inst && !gram_canon(inst, strlen(inst), &canon, &cl, err, sizeof err)) acc = gram_check(g, canon, cl, err, sizeof err) == 1;
+            if (valid) sc->valid++, sc->valid_ok += acc;
+            else sc->invalid++, sc->invalid_ok += !acc;
+            if (!valid && acc) {
+                invalid_accepted++;
+                test_fail(__FILE__, __LINE__, "%s: invalid instance accepted: %.300s", names[i], inst);
+            }
+            if (valid && !acc && report > 1) printf("      %s: valid rejected: %s\n        %.300s\n", names[i], err, inst);
+            free(canon);
+            free(inst);
+        }
+        gram_free(g);
+        cJSON_Delete(doc);
+        if (report > 2 || now_s() - ts > 2) printf("      %s: %.2f s\n", names[i], now_s() - ts);
+    }
+    double secs = now_s() - t0;
+    subset_counts tot = {.name = "total"};
+    for (int s = 0; s < n_sub; s++) {
+        tot.schemas += sub[s].schemas, tot.compiled += sub[s].compiled, tot.valid += sub[s].valid;
+        tot.valid_ok += sub[s].valid_ok, tot.invalid += sub[s].invalid, tot.invalid_ok += sub[s].invalid_ok;
+    }
+    if (report) {
+        printf("    %-16s %8s %8s %14s %16s %12s\n", "subset", "schemas", "compiled", "valid accepted", "invalid rejected", "tests passed");
+        for (int s = 0; s <= n_sub; s++) {
+            subset_counts *c = s < n_sub ? &sub[s] : &tot;
+            printf("    %-16s %8d %8d %8d/%-5d %10d/%-5d %6d/%-5d\n", c->name, c->schemas, c->compiled, c->valid_ok, c->valid,
+                   c->invalid_ok, c->invalid, c->valid_ok + c->invalid_ok, c->valid + c->invalid);
+        }
+        qsort(kws, (size_t)n_kw, sizeof *kws, cmp_kw);
+        printf("    schemas not compiled, by reason (a schema may have several):\n");
+        for (int k = 0; k < n_kw && k < 40; k++) printf("      %5d  %s\n", kws[k].n, kws[k].kw);
+        printf("    %.1f s\n", secs);
+    }
+    EXPECT_EQ_I(invalid_accepted, 0);
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* ---- mask timing ------------------------------------------------------------------------------ */
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct {
+    double *v;
+    size_t n, cap;
+} dvec;
+
+static void dpush(dvec *d, double x) {
+    if (d->n == d->cap) {
+        d->cap = d->cap ? d->cap * 2 : 4096;
+        d->v = realloc(d->v, d->cap * sizeof *d->v);
+    }
+    d->v[d->n++] = x;
+}
+
+static void dstats(const char *what, dvec *d, const char *unit) {
+    if (!d->n) return;
+    qsort(d->v, d->n, sizeof *d->v, cmp_dbl);
+    double sum = 0;
+    for (size_t i = 0; i < d->n; i++) sum += d->v[i];
+    printf("    %-34s n=%-7zu mean %8.1f  p50 %8.1f  p99 %9.1f  max %10.1f %s\n", what, d->n, sum / (double)d->n,
+           d->v[d->n / 2], d->v[(size_t)((double)(d->n - 1) * 0.99)], d->v[d->n - 1], unit);
+}
+
+/* Every valid instance of every compiling schema (stride: every stride-th
+ * schema), tokenized by the model's tokenizer: the mask at each token, timed;
+ * each token must be in its mask.  Then the same instances again (warm). */
+static void mask_timing(const char *vocab_rel, int stride, int report) {
+    NEED_SHARED(vp, vocab_rel);
+    NEED_SHARED(dir0, "jsonschemabench/data");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", dir0);
+    gguf_file *gf;
+    char err[4096];
+    if (gguf_open(vp, &gf, err, sizeof err)) SKIP("%s", err);
+    tok_vocab *tv = NULL;
+    if (tok_load_gguf(gf, &tv, err, sizeof err)) {
+        gguf_close(gf);
+        SKIP("%s", err);
+    }
+    gguf_close(gf);
+    double t0 = now_s();
+    gram_vocab *gv;
+    if (gram_vocab_new(tv, &gv)) {
+        tok_free(tv);
+        SKIP("out of memory");
+    }
+    double trie_ms = (now_s() - t0) * 1e3;
+    int nv = gram_vocab_n_vocab(gv), nw = (nv + 31) / 32;
+    uint32_t *bits = malloc((size_t)nw * 4), *scratch = malloc((size_t)nw * 4);
+    dvec cold = {0}, warm = {0}, comp = {0}, tok_per_inst = {0};
+    int32_t *ids = malloc(1 << 20);
+    long not_allowed = 0, n_inst = 0;
+    DIR *d = opendir(dir);
+    char **names = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strstr(e->d_name, ".json")) continue;
+        if (n == cap) names = realloc(names, (size_t)(cap = cap ? cap * 2 : 256) * sizeof *names);
+        names[n++] = strdup(e->d_name);
+    }
+    if (d) closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_name);
+    for (int i = 0; i < n; i += stride) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        size_t len;
+        char *txt = read_file(path, &len);
+        cJSON *doc = txt ? gram_json_parse(txt, len, NULL) : NULL;
+        free(txt);
+        if (!doc) continue;
+        char *schema = gram_json_print(cJSON_GetObjectItem(doc, "schema"));
+        gram_grammar *g = NULL;
+        double tc = now_s();
+        int rc = schema ? gram_compile(schema, strlen(schema), NULL, &g, err, sizeof err) : -1;
+        if (!rc) rc = gram_bind(g, gv);
+        double compile_ms = (now_s() - tc) * 1e3;
+        free(schema);
+        if (rc) {
+            cJSON_Delete(doc);
+            continue;
+        }
+        dpush(&comp, compile_ms);
+        for (int pass = 0; pass < 2; pass++)
+            for (cJSON *t = cJSON_GetObjectItem(doc, "tests") ? cJSON_GetObjectItem(doc, "tests")->child : NULL; t; t = t->next) {
+                if (!cJSON_IsTrue(cJSON_GetObjectItem(t, "valid"))) continue;
+                char *inst = gram_json_print(cJSON_GetObjectItem(t, "data"));
+                char *canon = NULL;
+                size_t cl;
+                if (!inst || gram_canon(inst, strlen(inst), &canon, &cl, err, sizeof err) || gram_check(g, canon, cl, err, sizeof err) != 1) {
+                    free(inst);
+                    free(canon);
+                    continue;
+                }
+                size_t n_ids = 0;
+                if (tok_encode(tv, canon, cl, false, false, ids, (1 << 20) / sizeof *ids, &n_ids)) n_ids = 0;
+                gram_matcher *m;
+                if (gram_matcher_new(g, &m)) break;
+                if (!pass) n_inst++, dpush(&tok_per_inst, (double)n_ids);
+                for (size_t k = 0; k <= n_ids; k++) {
+                    double ts = now_s();
+                    int na = gram_mask(m, bits, scratch);
+                    double us = (now_s() - ts) * 1e6;
+                    dpush(pass ? &warm : &cold, us);
+                    if (na < 0) break;
+                    if (k == n_ids) break;
+                    if (!(bits[ids[k] >> 5] >> (ids[k] & 31) & 1)) {
+                        if (!pass && not_allowed++ < 5)
+                            test_fail(__FILE__, __LINE__, "%s: token %d (#%zu) of a valid instance not in its mask", names[i], ids[k], k);
+                        break;
+                    }
+                    if (gram_accept_token(m, ids[k])) break;
+                }
+                gram_matcher_free(m);
+                free(inst);
+                free(canon);
+            }
+        gram_free(g);
+        cJSON_Delete(doc);
+    }
+    printf("    vocabulary %s: %d tokens, trie built in %.1f ms\n", vocab_rel, nv, trie_ms);
+    printf("    %ld valid instances, %zu masks per pass\n", n_inst, cold.n);
+    dstats("mask, first pass (cold caches), us", &cold, "us");
+    dstats("mask, second pass (warm), us", &warm, "us");
+    dstats("compile + bind per schema, ms", &comp, "ms");
+    dstats("tokens per instance", &tok_per_inst, "");
+    EXPECT_EQ_I(not_allowed, 0);
+    (void)report;
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    free(ids);
+    free(bits);
+    free(scratch);
+    free(cold.v);
+    free(warm.v);
+    free(comp.v);
+    free(tok_per_inst.v);
+    gram_vocab_free(gv);
+    tok_free(tv);
+}
+
+#ifdef CINFER_TEST_BUILD
+/* Sanitized: every 7th schema keeps this near 30 s; `make bench-grammar` runs all. */
+TEST(gram_bench, maskbench_sample) {
+    const char *rep = getenv("CINFER_GRAM_REPORT");
+    maskbench(7, rep ? atoi(rep) : 0);
+}
+
+/* Sanitized: masks for every 40th schema's valid instances, each token must be allowed. */
+TEST(gram_bench, masks_qwen3_sample) {
+    const char *rep = getenv("CINFER_GRAM_REPORT");
+    mask_timing("models/chat/qwen3-chat.gguf", 40, rep ? atoi(rep) : 0);
+}
+#else
+/* ---- `make bench-grammar`: the full runs, -O2, not sanitized ---------------------------- */
+static int g_failed;
+void test_register(const char *name, test_fn fn) { (void)name, (void)fn; }
+void test_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("    %s:%d: ", file, line);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    g_failed++;
+}
+void test_skip(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("    skipped: ");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+}
+bool test_failed(void) { return g_failed > 0; }
+const char *shared_path(const char *rel) {
+    static char ring[8][1024];
+    static int k;
+    const char *root = getenv("CINFER_SHARED");
+    if (!root || !*root) root = "../shared";
+    char *p = ring[k++ & 7];
+    snprintf(p, sizeof ring[0], "%s/%s", root, rel);
+    FILE *f = fopen(p, "r");
+    if (!f) return NULL;
+    fclose(f);
+    return p;
+}
+char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) b[n] = 0, *len = (size_t)n;
+    return b;
+}
+
+/* bench_gram [all|maskbench|masks] [STRIDE] */
+int main(int argc, char **argv) {
+    const char *what = argc > 1 ? argv[1] : "all";
+    int stride = argc > 2 ? atoi(argv[2]) : 1;
+    if (stride < 1) stride = 1;
+    if (!strcmp(what, "all") || !strcmp(what, "maskbench")) {
+        printf("JSONSchemaBench (MaskBench sample):\n");
+        maskbench(stride, 1);
+    }
+    if (!strcmp(what, "all") || !strcmp(what, "masks")) {
+        printf("\nToken masks, Qwen3 vocabulary, over the sample's valid instances:\n");
+        mask_timing("models/chat/qwen3-chat.gguf", stride, 1);
+    }
+    return g_failed ? 1 : 0;
+}
+#endif

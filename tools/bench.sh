@@ -1,0 +1,166 @@
+#!/bin/sh
+# tools/bench.sh — `make bench`: cinfer against llama.cpp (the "peer") on the
+# same files, the same thread count, interleaved.  Never part of `make test`.
+#
+#   1. builds ../shared/tools/mkmodel.c and membw.c into $BUILD/tools/
+#   2. makes the 336M-parameter llama-shape model of DESIGN.md §7 (dim 1024,
+#      24 layers, 16 heads, 4 KV heads, ffn 2816, llama-spm vocabulary) as F16
+#      in $BUILD/bench/ (not committed), then quantizes it with `cinfer
+#      quantize`: q4_0 (--pure, like DESIGN's 190 MB file: output.weight Q4_0
+#      too), q8_0, q4_k_m (llama-quantize's mixture).  Files are reused when
+#      present.  Types the runtime cannot run yet are skipped with a note.
+#   3. measures memory read bandwidth (membw, 1 and $THREADS threads, medians)
+#   4. for each file, BENCH_ROUNDS times: cinfer bench, then peer-bench.mjs
+#      (when $PEER_DIR holds node-llama-cpp), so A B A B stay close in time
+#   5. prints the mean t/s per engine, cinfer/peer ratios and the fraction of
+#      the decode bound (bandwidth / weight bytes a token reads) each reaches,
+#      and saves everything under $BUILD/bench/results-<time>/.
+#
+# Settings (environment): BENCH_TYPES ("q4_0 q8_0 q4_k_m"), BENCH_P (512),
+# BENCH_N (128), BENCH_R (3 repetitions per run), BENCH_ROUNDS (2),
+# BENCH_THREADS (2), PEER_DIR (peer), SHARED (../shared), BUILD (build);
+# BENCH_NAME and BENCH_SHAPE (mkmodel flags) make another model, e.g. a small
+# one to try the script: BENCH_NAME=tiny BENCH_SHAPE="--dim 256 --layers 2".
+# Needs: cc, jq; node >= 20 for the peer.
+set -eu
+
+BUILD=${BUILD:-build}
+SHARED=${SHARED:-../shared}
+CC=${CC:-cc}
+TYPES=${BENCH_TYPES:-"q4_0 q8_0 q4_k_m"}
+P=${BENCH_P:-512}
+N=${BENCH_N:-128}
+R=${BENCH_R:-3}
+ROUNDS=${BENCH_ROUNDS:-2}
+THREADS=${BENCH_THREADS:-2}
+PEER_DIR=${PEER_DIR:-peer}
+CINFER=$BUILD/cinfer
+DIR=$BUILD/bench
+VOCAB=$SHARED/vocab/llama.cpp/ggml-vocab-llama-spm.gguf
+NAME=${BENCH_NAME:-anchor-336m}
+SHAPE=${BENCH_SHAPE:-"--dim 1024 --layers 24 --heads 16 --kv-heads 4 --ffn 2816"}
+
+say() { printf '%s\n' "$*" >&2; }
+die() { say "bench: $*"; exit 1; }
+
+[ -x "$CINFER" ] || die "$CINFER missing (make BUILD=$BUILD first)"
+[ -f "$SHARED/tools/mkmodel.c" ] && [ -f "$VOCAB" ] ||
+    die "$SHARED (tools/mkmodel.c, vocab/llama.cpp) absent: nothing to benchmark on"
+command -v jq >/dev/null 2>&1 || die "jq is needed for the summary (apt-get install jq)"
+
+mkdir -p "$BUILD/tools" "$DIR"
+[ "$BUILD/tools/mkmodel" -nt "$SHARED/tools/mkmodel.c" ] ||
+    $CC -O2 -o "$BUILD/tools/mkmodel" "$SHARED/tools/mkmodel.c" -lm
+[ "$BUILD/tools/membw" -nt "$SHARED/tools/membw.c" ] ||
+    $CC -O3 -march=native -pthread -o "$BUILD/tools/membw" "$SHARED/tools/membw.c"
+
+PEER=""
+if command -v node >/dev/null 2>&1 && [ -d "$PEER_DIR/node_modules/node-llama-cpp" ]; then
+    PEER=1
+else
+    say "bench: no peer (node or $PEER_DIR/node_modules/node-llama-cpp missing; see $SHARED/tools/README.md): cinfer only"
+fi
+
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+RES=$DIR/results-$stamp
+mkdir -p "$RES"
+load() { printf '%s | %s\n' "$(uptime | sed 's/.*load average/load average/')" \
+    "$(top -bn1 2>/dev/null | sed -n 's/^%\{0,1\}Cpu(s): *//p' | head -1)"; }
+{
+    echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs"
+    echo "load at start: $(load)"
+} | tee "$RES/machine.txt" >&2
+
+# ---- model files ---------------------------------------------------------------
+F16=$DIR/$NAME-F16.gguf
+if [ ! -f "$F16" ]; then
+    say "bench: making $F16 (mkmodel, random weights)"
+    # shellcheck disable=SC2086
+    "$BUILD/tools/mkmodel" -o "$F16.tmp" --type f16 $SHAPE --ctx 2048 --vocab-from "$VOCAB" \
+        --name "$NAME" >&2
+    mv "$F16.tmp" "$F16"
+fi
+FILES=""
+for t in $TYPES; do
+    T=$(echo "$t" | tr a-z A-Z)
+    f=$DIR/$NAME-$T.gguf
+    extra=""
+    [ "$t" = q4_0 ] && extra=--pure
+    if [ ! -f "$f" ] || [ "$f" -ot "$F16" ]; then
+        say "bench: cinfer quantize $F16 -> $T $extra"
+        "$CINFER" quantize "$F16" "$f" --type "$t" $extra -t "$THREADS" ||
+            { say "bench: note: cannot make $T, skipped"; continue; }
+    fi
+    if ! err=$("$CINFER" bench "$f" -p 1 -n 0 -r 1 -t 1 --json 2>&1 >/dev/null); then
+        say "bench: note: $T skipped, the runtime cannot run it yet: $(printf '%s' "$err" | tail -1)"
+        continue
+    fi
+    FILES="$FILES $f"
+done
+[ -n "$FILES" ] || die "no model file to run"
+
+# ---- memory bandwidth ----------------------------------------------------------------
+median() { sed -n 's/.*median \([0-9.]*\) GB\/s.*/\1/p'; }
+BW1=$("$BUILD/tools/membw" 1024 1 7 | tee -a "$RES/membw.txt" | median)
+BWT=$("$BUILD/tools/membw" 1024 "$THREADS" 7 | tee -a "$RES/membw.txt" | median)
+say "bench: memory read bandwidth (median) $BW1 GB/s on 1 thread, $BWT GB/s on $THREADS"
+
+# ---- interleaved runs -----------------------------------------------------------------
+for f in $FILES; do
+    b=$(basename "$f" .gguf)
+    i=1
+    while [ "$i" -le "$ROUNDS" ]; do
+        say "bench: $b round $i/$ROUNDS: cinfer"
+        "$CINFER" bench "$f" -p "$P" -n "$N" -r "$R" -t "$THREADS" --bw "$BWT" --json \
+            >"$RES/$b.cinfer.$i.json"
+        if [ -n "$PEER" ]; then
+            say "bench: $b round $i/$ROUNDS: peer"
+            node "$SHARED/tools/peer-bench.mjs" "$f" -p "$P" -n "$N" -r "$R" -t "$THREADS" --json \
+                --peer "$PEER_DIR" >"$RES/$b.peer.$i.json" 2>"$RES/$b.peer.$i.log" ||
+                { say "bench: peer failed on $b (see $RES/$b.peer.$i.log)"; rm -f "$RES/$b.peer.$i.json"; }
+        fi
+        i=$((i + 1))
+    done
+done
+echo "load at end: $(load)" | tee -a "$RES/machine.txt" >&2
+
+# ---- summary ---------------------------------------------------------------------------
+# mean over rounds of each round's avg_ts; the per-round values show the drift
+summary() { # $1: table (one row per file) or rounds (per-round values)
+    for f in $FILES; do
+        b=$(basename "$f" .gguf)
+        ls "$RES/$b".*.json >/dev/null 2>&1 || continue
+        cat "$RES/$b".*.json | jq -s --arg b "$b" --arg mode "$1" --argjson bw "$BWT" -r '
+          def m(xs): if (xs|length) == 0 then null else (xs|add/length) end;
+          def f1(x): if x == null then "-" else (x*10|round/10|tostring) end;
+          def f2(x): if x == null then "-" else (x*100|round/100|tostring) end;
+          def pct(x): if x == null then "-" else ((x*100|round|tostring) + "%") end;
+          def rounds(xs): xs | map(.*10|round/10|tostring) | join(", ");
+          (map(.[]) ) as $all
+          | ($all | map(select(.engine|startswith("cinfer")))) as $c
+          | ($all | map(select(.engine|startswith("cinfer")|not))) as $p
+          | ($c | map(select(.n_prompt > 0) | .avg_ts)) as $cpp
+          | ($c | map(select(.n_gen > 0) | .avg_ts)) as $ctg
+          | ($p | map(select(.n_prompt > 0) | .avg_ts)) as $ppp
+          | ($p | map(select(.n_gen > 0) | .avg_ts)) as $ptg
+          | ($c[0].decode_bytes_per_token) as $bytes
+          | ($bw * 1e9 / $bytes) as $bound
+          | if $mode == "table" then "| \($b) | \($c[0].model_size/1048576*10|round/10) | \(f1(m($cpp))) | \(f1(m($ppp))) | \(if m($ppp) then f2(m($cpp)/m($ppp)) else "-" end) | \(f1(m($ctg))) | \(f1(m($ptg))) | \(if m($ptg) then f2(m($ctg)/m($ptg)) else "-" end) | \(f1($bound)) | \(pct(m($ctg)/$bound)) | \(if m($ptg) then pct(m($ptg)/$bound) else "-" end) |"
+            else "- \($b): cinfer pp [\(rounds($cpp))] tg [\(rounds($ctg))]; peer pp [\(rounds($ppp))] tg [\(rounds($ptg))]" end'
+    done
+}
+{
+    echo "cinfer bench vs llama.cpp (node-llama-cpp 3.22.1), -p $P -n $N -t $THREADS -r $R, $ROUNDS interleaved rounds, mean t/s"
+    echo "membw medians: $BW1 GB/s (1 thread), $BWT GB/s ($THREADS threads); decode bound = $BWT GB/s / weight bytes per token (all tensors but token_embd, of which a token reads one row)"
+    echo
+    echo "| file | MiB | cinfer pp$P | peer pp$P | pp ratio | cinfer tg$N | peer tg$N | tg ratio | bound t/s | cinfer/bound | peer/bound |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    summary table
+    echo
+    echo "per round (t/s):"
+    summary rounds
+    echo
+    cat "$RES/machine.txt"
+} | tee "$RES/summary.md"
+say "bench: results in $RES"
