@@ -18,5 +18,6 @@ int cli_rm(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_quantize(int argc, char **argv);
 int cli_schema_check(int argc, char **argv);
+int cli_serve(int argc, char **argv);
 
 #endif

@@ -24,6 +24,7 @@ static const command commands[] = {
     {"pull", cli_pull, "pull REPO [FILE|PATTERN] [--revision R] [--dir D] [--endpoint URL]   download from Hugging Face"},
     {"list", cli_list, "list                               models in the local cache"},
     {"rm", cli_rm, "rm REPO[:FILE]                     remove from the local cache"},
+    {"serve", cli_serve, "serve MODEL [--host H] [--port 8080] [--api-key K]   OpenAI/Anthropic-compatible HTTP server"},
     {"schema-check", cli_schema_check, "schema-check SCHEMA INSTANCE...    does the JSON Schema grammar accept each instance"},
 };
 
