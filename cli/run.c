@@ -51,7 +51,7 @@ static void run_usage(FILE *f) {
             "  --jit | --aot           compile in memory with libtcc (default) or with cc -O3\n"
             "  --quant native          compute precision (only native for now)\n"
             "  --activations f32|q8    matmul activations: f32 (exact dequantized weights) or\n"
-            "                          q8 (quantized per row like llama.cpp; faster)\n"
+            "                          q8 (quantized per row like llama.cpp; faster; the default)\n"
             "  --dump-logits FILE      write {\"prompt_ids\":[...],\"logits\":[...]} at the last prompt position\n"
             "  --archspec FILE         use this architecture descriptor instead of the built-in one\n"
             "  --no-bos                do not add BOS to the prompt\n"

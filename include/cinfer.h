@@ -113,7 +113,7 @@ int32_t cinfer_token_eos(const cinfer_model *m); /* -1 when none */
 
 /* How matmuls treat activations (cinfer_session_options.activations). */
 enum {
-    CINFER_ACT_DEFAULT = 0, /* currently CINFER_ACT_F32 */
+    CINFER_ACT_DEFAULT = 0, /* CINFER_ACT_Q8: 1.25-1.9x faster decode, llama.cpp numerics */
     CINFER_ACT_F32 = 1,     /* f32 activations on exactly dequantized weights: matches
                              * llama.cpp run on the F32 dequantization to float rounding */
     CINFER_ACT_Q8 = 2,      /* each activation row converted to the weight type's

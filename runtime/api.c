@@ -213,7 +213,7 @@ int cinfer_session_new(cinfer_model *m, const cinfer_session_options *opts,
     if (o.activations < CINFER_ACT_DEFAULT || o.activations > CINFER_ACT_Q8)
         return fail(err, err_len, CINFER_EARG, "activations %d: expected CINFER_ACT_F32 (1), "
                     "CINFER_ACT_Q8 (2) or 0 (default)", o.activations);
-    const int act_quant = o.activations == CINFER_ACT_Q8; /* default: F32 */
+    const int act_quant = o.activations != CINFER_ACT_F32; /* default: Q8 (measured faster) */
     cinfer_session *s = calloc(1, sizeof *s);
     if (!s) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
     s->m = m;

@@ -169,7 +169,7 @@ TEST(quant, quantized_model_matches_reference) {
     cinfer_model *m = NULL;
     cinfer_session *s = NULL;
     if (!j || cinfer_model_open(out, NULL, &m, err, sizeof err) ||
-        cinfer_session_new(m, &(cinfer_session_options){.n_ctx = 128, .n_threads = 1}, &s, err,
+        cinfer_session_new(m, &(cinfer_session_options){.n_ctx = 128, .n_threads = 1, .activations = CINFER_ACT_F32}, &s, err,
                            sizeof err)) {
         test_fail(__FILE__, __LINE__, "open %s: %s", out, err);
     } else {
