@@ -12,7 +12,7 @@ Q        := $(if $(filter 1,$(V)),,@)
 
 # Debian packages the project builds against (DESIGN.md §5).
 DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-openssl-dev \
-            libmicrohttpd-dev libxxhash-dev libssl-dev pkg-config tmux
+            libmicrohttpd-dev libxxhash-dev libssl-dev pkg-config tmux python3-jsonschema
 
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CSTD     := -std=c11 -D_GNU_SOURCE
@@ -40,7 +40,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
 CLI_OBJ  := $(BUILD)/cli/main.o
 SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_SRC:%.c=$(BUILD)/san/%.o)
 
-.PHONY: all test check demo deps deb-pkgs golden fuzz bench clean help install unicode bench-tok fuzz-tokjson
+.PHONY: all test check demo deps deb-pkgs golden fuzz bench clean help install unicode bench-tok fuzz-tokjson bench-grammar
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
@@ -157,6 +157,15 @@ $(BUILD)/bench_tok: tests/bench_tok.c $(BUILD)/libcinfer.a
 bench-tok: $(BUILD)/bench_tok
 	@CINFER_SHARED=$(SHARED) $(BUILD)/bench_tok
 
+# Structured output (tests/test_gram_bench.c + test_gram_gen.c, -O2, not
+# sanitized): JSON-Schema-Test-Suite table, the JSONSchemaBench sample,
+# Qwen3 mask timing, 100-seed generation per schema and model (docs/benchmarks.md).
+$(BUILD)/bench_gram: tests/test_gram_bench.c tests/test_gram_gen.c $(BUILD)/libcinfer.a
+	$(Q)$(CC) $(CFLAGS_ALL) -Itests -o $@ tests/test_gram_bench.c tests/test_gram_gen.c $(BUILD)/libcinfer.a $(LIBS)
+bench-grammar: $(BUILD)/bench_gram $(BUILD)/test_runner $(BUILD)/cinfer
+	@CINFER_GRAM_REPORT=1 CINFER_BIN=$(BUILD)/cinfer $(BUILD)/test_runner gram_suite
+	@CINFER_SHARED=$(SHARED) $(BUILD)/bench_gram all
+
 # ---- unicode -----------------------------------------------------------------
 # runtime/unicode_data.c is generated from the Unicode Character Database
 # (Debian's unicode-data package, UCD_DIR) and committed, so builds need
@@ -229,6 +238,7 @@ help:
 	@echo "make fuzz       build and run the libFuzzer targets (FUZZ_SECONDS=600)"
 	@echo "make bench      benchmarks (not part of make test)"
 	@echo "make bench-tok  tokenizer throughput on 1 MiB of mixed text"
+	@echo "make bench-grammar  JSON Schema suites, mask timing, constrained generation (structured output)"
 	@echo "make fuzz-tokjson  libFuzzer on tokenizer.json loading (FUZZ_SECONDS)"
 	@echo "make unicode    regenerate runtime/unicode_data.c from /usr/share/unicode (unicode-data)"
 	@echo "make install    PREFIX=/usr/local: cinfer, libcinfer.a, cinfer.h, cinfer.pc"

@@ -179,10 +179,18 @@ const float *cinfer_logits(const cinfer_session *s);
  * uri-reference, ipv4, hostname; others are annotations), minimum, maximum,
  * exclusiveMinimum/Maximum (number and draft-4 boolean forms), multipleOf,
  * anyOf, oneOf (when its branches are provably disjoint), allOf, not (of
- * type, const or enum), $ref/$defs/definitions/$id/$anchor (local, recursion
- * allowed), boolean schemas; annotations are ignored.  Anything else is a
- * CINFER_EUNSUPPORTED error listing each keyword and its location, never a
- * silently looser grammar — unless options.permissive asks for exactly that. */
+ * type, const, enum, pattern, multipleOf or a single required key),
+ * $ref/$defs/definitions/$id/$anchor (local, recursion allowed), boolean
+ * schemas; annotations are ignored.  Anything else is a CINFER_EUNSUPPORTED
+ * error listing each keyword and its location, never a silently looser
+ * grammar — unless options.permissive asks for exactly that.
+ *
+ * A grammar compiled for a model (generation) also keeps sampled numbers
+ * finite: at most max(18, what the schema's bounds need) integer digits and
+ * 15 fraction digits, and multiples of a decimal multipleOf (0.01) as
+ * integers when the range has any, because validators divide in floating
+ * point.  Strings without maxLength and objects open to any key are as long
+ * as the model makes them: bound them in the schema when sampling freely. */
 typedef struct cinfer_grammar cinfer_grammar;
 
 typedef enum {

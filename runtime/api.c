@@ -501,7 +501,10 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
             if (o.logit_fn || gr) {
                 memcpy(s->logits_buf, lg, (size_t)n_vocab * sizeof(float));
                 if (gr && gram_run_mask(gr, s->logits_buf, n_vocab) <= 0) {
-                    rc = fail(err, err_len, CINFER_EARG, "grammar: no token can continue the value");
+                    char exp[128];
+                    gram_run_expected(gr, exp, sizeof exp);
+                    rc = fail(err, err_len, CINFER_EARG,
+                              "grammar: no token of the vocabulary can continue the value (it needs one of: %s)", exp);
                     break;
                 }
                 if (o.logit_fn) o.logit_fn(s->logits_buf, n_vocab, s->tokens, s->ctx->n_past, o.logit_user);
@@ -542,8 +545,8 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
         long at = find_stop(&pend, o.stop, o.n_stop, &hold);
         size_t emit = at >= 0 ? (size_t)at : pend.len - hold;
         int stop_cb = 0;
-        if (cb && (emit || at < 0)) stop_cb = cb(pend.buf, emit, id, user) != 0;
-        memmove(pend.buf, pend.buf + emit, pend.len - emit);
+        if (cb && (emit || at < 0)) stop_cb = cb(pend.buf ? pend.buf : "", emit, id, user) != 0;
+        if (pend.len > emit) memmove(pend.buf, pend.buf + emit, pend.len - emit);
         pend.len -= emit;
         if (at >= 0) {
             r.stop = CINFER_STOP_STRING;

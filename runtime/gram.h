@@ -47,6 +47,10 @@ enum { GRAM_DEC_NONE = 0, GRAM_DEC_ENUM, GRAM_DEC_BOOL, GRAM_DEC_INT };
 /* OBJ frame states (OPEN: before '{', START: after it); key DFA state k is GRAM_OBJ_KEY + k, and "value of
  * label L follows" is GRAM_OBJ_KEY + key.n_states + L. */
 enum { GRAM_OBJ_OPEN = 0, GRAM_OBJ_START, GRAM_OBJ_AFTER, GRAM_OBJ_COMMA, GRAM_OBJ_DONE, GRAM_OBJ_KEY };
+/* Flexible whitespace: at most this many bytes in a row.  In objects, the
+ * states after GRAM_OBJ_KEY + key.n_states + n_labels are "base state after
+ * c whitespace bytes" (gram_obj_base). */
+#define GRAM_WS_MAX 16
 
 typedef struct {
     int n_decl;             /* declared names (properties, required, dependencies) */
@@ -71,6 +75,9 @@ typedef struct {
     uint8_t counted;        /* a string whose code points the frame counts (aux): min/max_count */
     int32_t aux0;           /* aux of a new frame (OBJ: the empty seen set) */
     uint8_t *univ;          /* (DFA or key DFA states) behaves like any string content: set by gram_bind */
+    long cp_span;           /* counted: the largest finite cp_min/cp_max value */
+    int32_t *cp_min, *cp_max; /* counted: (n_states, GRAM_N_TR) fewest / most code points still needed
+                               * to close the string (most: capped at min_count) */
     long min_count, max_count; /* counted: bounds on code points (max -1: none) */
     uint8_t first[32];      /* bitset of bytes that can start the rule */
     gram_dfa fa;            /* GRAM_FA */
@@ -83,20 +90,48 @@ typedef struct {
     int32_t rule, state, aux;
 } gram_frame;
 
+/* Counted strings: aux = code points so far * 16 + where we are in the
+ * current character (the DFA alone does not say, after minimisation). */
+enum { GRAM_TR_BND = 0, GRAM_TR_ESC, GRAM_TR_U0, GRAM_TR_U1, GRAM_TR_U2, GRAM_TR_U3, GRAM_TR_C1, GRAM_TR_C2, GRAM_TR_C3,
+       GRAM_N_TR };
+#define GRAM_CP_INF 0x3fffffff
+
+/* Tracker after byte b; *cost 1 when b starts a code point. */
+static inline int gram_tr_next(int tr, uint8_t b, int *cost) {
+    *cost = 0;
+    switch (tr) {
+    case GRAM_TR_BND:
+        *cost = 1;
+        return b == '\\' ? GRAM_TR_ESC : b < 0x80 ? GRAM_TR_BND : b >= 0xF0 ? GRAM_TR_C3 : b >= 0xE0 ? GRAM_TR_C2 : GRAM_TR_C1;
+    case GRAM_TR_ESC: return b == 'u' ? GRAM_TR_U0 : GRAM_TR_BND;
+    case GRAM_TR_U3: return GRAM_TR_BND;
+    case GRAM_TR_C1: return GRAM_TR_BND;
+    default: return tr + 1 <= GRAM_TR_U3 && tr >= GRAM_TR_U0 ? tr + 1 : tr - 1;
+    }
+}
+
 typedef struct gram_vocab gram_vocab;
 typedef struct gram_cache gram_cache;
+
+typedef struct {
+    uint64_t hash;
+    int32_t count;          /* properties so far (min/maxProperties) */
+    int n_words;
+    uint64_t words[];       /* seen declared keys */
+} gram_aux;
+#define GRAM_AUX_CHUNK 4096
+#define GRAM_AUX_CHUNKS 4096
 
 struct cinfer_grammar {
     gram_rule *rules;
     int n_rules, cap_rules;
     int32_t root;
     int ws_flexible;
-    /* seen-key sets of OBJ frames, interned: aux → words[aux_off[aux] ..] + count */
+    /* seen-key sets of OBJ frames, interned (under lock).  Entries never move:
+     * a reader that got an id from gram_aux_intern reads it without the lock. */
     pthread_mutex_t lock;
-    uint64_t *aux_words;
-    int32_t *aux_off;       /* (n_aux + 1) */
-    int32_t *aux_count;     /* (n_aux) properties so far */
-    int n_aux, cap_aux, aux_words_len, aux_words_cap;
+    gram_aux **aux_dir[GRAM_AUX_CHUNKS]; /* aux id → aux_dir[id / GRAM_AUX_CHUNK][id % GRAM_AUX_CHUNK] */
+    int n_aux;
     int32_t *aux_hash;
     size_t aux_hcap;
     /* bound to a vocabulary (NULL when compiled for checking only) */
@@ -104,6 +139,37 @@ struct cinfer_grammar {
     gram_cache *cache;
 };
 typedef struct cinfer_grammar gram_grammar;
+
+/* One byte of a counted string frame (state, aux); 0 when not allowed.
+ * Keeps only configurations from which the string can still close within
+ * its bounds (so a mask never leads into a dead end). */
+static inline int gram_counted_step(const gram_rule *R, int32_t *state, int32_t *aux, uint8_t b) {
+    int32_t t = gram_dfa_next(&R->fa, *state, b);
+    if (t < 0) return 0;
+    if (*state == 0) {
+        *state = t;
+        *aux = 0;
+        return 1;
+    }
+    int tr = *aux & 15;
+    long count = *aux >> 4;
+    if (tr == GRAM_TR_BND && b == '"') {
+        if (count < R->min_count) return 0;
+        *state = t;
+        return 1;
+    }
+    int cost;
+    int ntr = gram_tr_next(tr, b, &cost);
+    count += cost;
+    if (R->cp_min && R->max_count >= 0 && count + R->cp_min[t * GRAM_N_TR + ntr] > R->max_count) return 0;
+    if (R->max_count >= 0 && count > R->max_count) return 0;
+    if (R->cp_max && R->min_count > 0 && count + R->cp_max[t * GRAM_N_TR + ntr] < R->min_count) return 0;
+    long sat = R->max_count >= 0 ? R->max_count : R->min_count;
+    if (count > sat) count = sat;
+    *state = t;
+    *aux = (int32_t)(count * 16 + ntr);
+    return 1;
+}
 
 /* ---- compile ------------------------------------------------------------------------ */
 
@@ -113,6 +179,8 @@ typedef struct {
     int max_states;    /* per automaton; 0: 200000 */
     int default_draft; /* draft when the schema has no $schema: 4, 6, 7, 2019, 2020 (0: 2020) */
     int format_annotation; /* format is an annotation (2020-12's default) instead of asserted */
+    int gen_limits;    /* for generation: numbers get at most max(18, what the bounds need) integer
+                        * and 16 fraction digits, so a sampled number always ends */
 } gram_options;
 
 /* Compile schema (JSON text) into *out.  Errors: CINFER_EFORMAT (not JSON),
@@ -126,6 +194,9 @@ void gram_free(gram_grammar *g);
 void gram_cache_free(gram_cache *c);
 /* Intern a seen-key set; returns aux id (or -1 out of memory).  Locks. */
 int32_t gram_aux_intern(gram_grammar *g, const uint64_t *words, int n_words, int32_t count);
+static inline const gram_aux *gram_aux_get(const gram_grammar *g, int32_t id) {
+    return g->aux_dir[id / GRAM_AUX_CHUNK][id % GRAM_AUX_CHUNK];
+}
 
 /* Canonical JSON text of a parsed value (malloc'd; NULL out of memory). */
 struct cJSON;
@@ -179,6 +250,18 @@ int gram_matcher_oom(const gram_matcher *m);
  * aux; may the complete key of label L be used now. */
 int gram_obj_viable(const gram_grammar *g, const gram_obj *o, int32_t t, int32_t aux);
 int gram_obj_label_ok(const gram_grammar *g, const gram_obj *o, int32_t L, int32_t aux);
+/* The base state of an OBJ state (whitespace states map to where they
+ * started), *ws = whitespace bytes so far. */
+static inline int32_t gram_obj_base(const gram_obj *o, int32_t st, int *ws) {
+    int32_t base_ws = GRAM_OBJ_KEY + o->key.n_states + o->n_labels;
+    *ws = 0;
+    if (st < base_ws) return st;
+    int32_t idx = st - base_ws, p = idx / GRAM_WS_MAX;
+    *ws = idx % GRAM_WS_MAX + 1;
+    if (p < 3) return p == 0 ? GRAM_OBJ_START : p == 1 ? GRAM_OBJ_AFTER : GRAM_OBJ_COMMA;
+    if (p < 3 + o->n_labels) return GRAM_OBJ_KEY + o->key.n_states + (p - 3);
+    return GRAM_OBJ_KEY + (p - 3 - o->n_labels);
+}
 
 /* ---- canonical JSON ------------------------------------------------------------------- */
 
@@ -239,6 +322,8 @@ int gram_run_mask(gram_run *r, float *logits, int n_vocab);
 int gram_run_accept(gram_run *r, int32_t id, const float *raw_logits);
 /* The value is complete and nothing may follow: stop. */
 int gram_run_done(gram_run *r);
+/* The bytes the grammar allows next, printable (for error messages). */
+int gram_run_expected(gram_run *r, char *buf, size_t cap);
 
 /* ---- confidence (gram_conf.c) --------------------------------------------------------- */
 

@@ -24,7 +24,8 @@ int cinfer_grammar_from_schema(const cinfer_model *m, const char *schema, size_t
     }
     gram_options go = {.ws_flexible = opts && opts->whitespace == CINFER_WS_FLEXIBLE,
                        .permissive = opts && opts->permissive,
-                       .format_annotation = opts && opts->format_annotation};
+                       .format_annotation = opts && opts->format_annotation,
+                       .gen_limits = m != NULL};
     gram_grammar *g;
     int rc = gram_compile(schema, len, &go, &g, err, err_len);
     if (rc) return rc;
@@ -335,6 +336,20 @@ int gram_run_accept(gram_run *r, int32_t id, const float *raw_logits) {
         for (int i = 0; b && i < len; i++) pt_byte(&r->path, b[i]);
     }
     return 0;
+}
+
+int gram_run_expected(gram_run *r, char *buf, size_t cap) {
+    size_t n = 0;
+    if (cap) buf[0] = 0;
+    for (int b = 0; b < 256 && n + 8 < cap; b++) {
+        int32_t save = gram_matcher_state(r->m);
+        char c = (char)b;
+        if (!gram_matcher_feed(r->m, &c, 1)) {
+            n += (size_t)snprintf(buf + n, cap - n, b > 0x20 && b < 0x7f ? "%c" : "\\x%02x", b);
+            gram_matcher_set_state(r->m, save);
+        }
+    }
+    return (int)n;
 }
 
 int gram_run_done(gram_run *r) { return gram_matcher_accepting(r->m) && !gram_matcher_can_continue(r->m); }

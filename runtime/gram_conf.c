@@ -332,21 +332,32 @@ static void partial_decision(gram_conf_track *t, cinfer_confidence *c, const gra
     }
     int chosen = -1;
     double rest = 1;
-    for (; k < TOP && k < n; k++) {
+    for (; k < TOP;) {
         int best = -1;
         for (int i = 0; i < n; i++)
             if (!used[i] && (best < 0 || t->p[i] > t->p[best])) best = i;
+        if (best < 0) break;
         used[best] = 1;
         int len;
         const char *b = gram_vocab_bytes(v, t->ids[best], &len);
+        /* tokens with the same text (a piece and its byte token) are one choice */
+        int same = -1;
+        for (int j = 0; j < k && same < 0; j++)
+            if ((int)strlen(ch[j].value) == len && !memcmp(ch[j].value, b, (size_t)len)) same = j;
+        rest -= t->p[best];
+        if (same >= 0) {
+            ch[same].p += t->p[best];
+            if (t->ids[best] == sampled) chosen = same;
+            continue;
+        }
         char *val = malloc((size_t)len + 1);
         if (!val) break;
         memcpy(val, b, (size_t)len);
         val[len] = 0;
         ch[k].value = val;
         ch[k].p = t->p[best];
-        rest -= t->p[best];
         if (t->ids[best] == sampled) chosen = k;
+        k++;
     }
     free(used);
     (void)rest;

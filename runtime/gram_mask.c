@@ -53,10 +53,8 @@ struct gram_vocab {
     gram_dfa content;  /* any canonical string content; state 0: between characters */
 };
 
-static const gram_vocab *g_sort_vocab; /* qsort has no context argument; guarded by building single-threaded */
-
-static int cmp_tok(const void *a, const void *b) {
-    const gram_vocab *v = g_sort_vocab;
+static int cmp_tok(const void *a, const void *b, void *ctx) {
+    const gram_vocab *v = ctx;
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     int lx = v->off[x + 1] - v->off[x], ly = v->off[y + 1] - v->off[y];
     int c = memcmp(v->bytes + v->off[x], v->bytes + v->off[y], (size_t)(lx < ly ? lx : ly));
@@ -64,8 +62,6 @@ static int cmp_tok(const void *a, const void *b) {
     if (lx != ly) return lx < ly ? -1 : 1;
     return x < y ? -1 : x > y;
 }
-
-static pthread_mutex_t g_sort_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* qsub, the content automaton and u_bits (see struct gram_vocab). */
 static int content_sets(gram_vocab *v) {
@@ -129,11 +125,7 @@ int gram_vocab_new(const tok_vocab *tv, gram_vocab **out) {
         if (tok_is_eog(tv, i)) v->eog[v->n_eog++] = i;
     }
     v->off[n] = (int32_t)pos;
-    pthread_mutex_lock(&g_sort_lock);
-    g_sort_vocab = v;
-    qsort(order, (size_t)n_order, sizeof *order, cmp_tok);
-    g_sort_vocab = NULL;
-    pthread_mutex_unlock(&g_sort_lock);
+    qsort_r(order, (size_t)n_order, sizeof *order, cmp_tok, v);
     /* preorder trie: at most total + 1 nodes */
     size_t cap = total + 1;
     v->nbyte = malloc(cap);
@@ -405,13 +397,16 @@ static int32_t canon_aux(const gram_grammar *g, gram_frame f) {
     const gram_rule *R = &g->rules[f.rule];
     if (free_key_frame(g, f)) return 0;
     if (!R->counted || f.state == 0) return f.aux;
-    long T = g->vocab->max_len + 1;
+    /* positions further than a token plus the longest remaining run from a
+     * bound behave alike */
+    long T = g->vocab->max_len + 1 + R->cp_span;
     long count = f.aux >> 4;
     long dm = R->min_count - count;
     if (dm < 0) dm = 0;
     if (dm > T) dm = T;
     long dx = R->max_count < 0 ? -1 : R->max_count - count;
     if (dx > T) dx = T;
+    if (T > 2000) return f.aux; /* exact keys */
     return (int32_t)((f.aux & 15) + 16 * dm + 16 * 2048 * (dx + 1));
 }
 
@@ -434,34 +429,12 @@ static int ipush(ivec *a, int32_t x) {
     return 0;
 }
 
-/* one byte of a leaf rule (no calls): same rules as gram_match.c step_counted */
-static int leaf_step(const gram_rule *R, int32_t *state, int32_t *aux, uint8_t b) {
+/* one byte of a leaf rule (no calls), as the matcher steps it */
+static inline int leaf_step(const gram_rule *R, int32_t *state, int32_t *aux, uint8_t b) {
+    if (R->counted) return gram_counted_step(R, state, aux, b);
     int32_t t = gram_dfa_next(&R->fa, *state, b);
     if (t < 0) return 0;
-    if (!R->counted || *state == 0) {
-        *state = t;
-        if (R->counted) *aux = 0;
-        return 1;
-    }
-    int tr = *aux & 15;
-    long count = *aux >> 4;
-    int ntr = tr;
-    if (tr == 0) {
-        if (b == '"') {
-            if (count < R->min_count) return 0;
-            *state = t;
-            return 1;
-        }
-        if (R->max_count >= 0 && count >= R->max_count) return 0;
-        long sat = R->max_count >= 0 ? R->max_count : R->min_count;
-        count = count + 1 > sat ? sat : count + 1;
-        ntr = b == '\\' ? 1 : b < 0x80 ? 0 : b >= 0xF0 ? 8 : b >= 0xE0 ? 7 : 6;
-    } else if (tr == 1) ntr = b == 'u' ? 2 : 0;
-    else if (tr >= 2 && tr <= 5) ntr = tr == 5 ? 0 : tr + 1;
-    else if (tr == 6) ntr = 0;
-    else ntr = tr - 1;
     *state = t;
-    *aux = (int32_t)(count * 16 + ntr);
     return 1;
 }
 
@@ -501,7 +474,7 @@ static int walk_leaf(fill_ctx *F, gram_matcher *m, const gram_rule *R, int32_t n
         /* inside a string, between characters, far from any length bound:
          * every quote-free token that is valid content is in; walk the rest */
         long count = aux >> 4;
-        if (!R->counted || R->max_count < 0 || R->max_count - count > v->max_len) {
+        if (!R->counted || R->max_count < 0 || R->max_count - count > v->max_len + R->cp_span) {
             for (int w = 0; w < (v->n_vocab + 31) / 32; w++) F->acc[w] |= v->u_bits[w];
             F->n_acc = v->n_vocab;
             q = 1;
@@ -535,12 +508,19 @@ static int walk_leaf(fill_ctx *F, gram_matcher *m, const gram_rule *R, int32_t n
 
 /* An object frame inside a key: key DFA steps with the viability check;
  * after the closing quote only ':' continues, into the value (general). */
+static int walk_set(fill_ctx *F, gram_matcher *m, int32_t node, int32_t set);
+
 static int walk_key(fill_ctx *F, gram_matcher *m, int32_t rule, int32_t node, int32_t k, int32_t aux, int32_t parent,
                     int q) {
     const gram_vocab *v = F->v;
     const gram_grammar *g = gram_matcher_grammar(m);
     const gram_obj *o = g->rules[rule].obj;
     int32_t L = o->key.label[k];
+    if (L >= 0 && g->ws_flexible) {
+        /* a finished key may be followed by whitespace: the general path */
+        int32_t x = gram_node_make(m, (gram_frame){rule, GRAM_OBJ_KEY + k, aux}, parent);
+        return x < 0 ? -1 : walk_set(F, m, node, gram_set_of_node(m, x));
+    }
     int free_mode = F->free_key && rule == F->free_rule && parent == GRAM_CTX;
     if (free_mode) {
         /* aux-free: every unfinished key is viable; a finished key is a
@@ -606,16 +586,17 @@ static int dispatch(fill_ctx *F, gram_matcher *m, int32_t node, int32_t set) {
         gram_node nd = *gram_node_get(m, items[0]);
         const gram_rule *R = &gram_matcher_grammar(m)->rules[nd.f.rule];
         if (R->kind == GRAM_FA && R->leaf) return walk_leaf(F, m, R, node, nd.f.state, nd.f.aux, nd.parent, 0);
-        if (R->kind == GRAM_OBJ && nd.f.state >= GRAM_OBJ_KEY && nd.f.state < GRAM_OBJ_KEY + R->obj->key.n_states)
+        if (R->kind == GRAM_OBJ && nd.f.state >= GRAM_OBJ_KEY && nd.f.state < GRAM_OBJ_KEY + R->obj->key.n_states &&
+            !(gram_matcher_grammar(m)->ws_flexible && R->obj->key.label[nd.f.state - GRAM_OBJ_KEY] >= 0))
             return walk_key(F, m, nd.f.rule, node, nd.f.state - GRAM_OBJ_KEY, nd.f.aux, nd.parent, 0);
     }
     return walk_set(F, m, node, set);
 }
 
-static const gram_vocab *g_pop_vocab; /* for sorting pop points (under g_sort_lock) */
-static int cmp_pop(const void *a, const void *b) {
+static int cmp_pop(const void *a, const void *b, void *ctx) {
+    const gram_vocab *v = ctx;
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    int bx = g_pop_vocab->nbyte[x], by = g_pop_vocab->nbyte[y];
+    int bx = v->nbyte[x], by = v->nbyte[y];
     if (bx != by) return bx - by;
     return x < y ? -1 : x > y;
 }
@@ -668,10 +649,7 @@ static gram_entry *fill_entry(gram_grammar *g, gram_matcher *m, gram_frame f, in
         return NULL;
     }
     if (F.pop.n) {
-        pthread_mutex_lock(&g_sort_lock);
-        g_pop_vocab = v;
-        qsort(F.pop.v, (size_t)F.pop.n, sizeof *F.pop.v, cmp_pop);
-        pthread_mutex_unlock(&g_sort_lock);
+        qsort_r(F.pop.v, (size_t)F.pop.n, sizeof *F.pop.v, cmp_pop, (void *)v);
         /* drop duplicates */
         int w = 0;
         for (int i = 0; i < F.pop.n; i++)
@@ -748,6 +726,14 @@ int gram_mask(gram_matcher *m, uint32_t *bits, uint32_t *scratch) {
                 }
                 if (!ok) continue;
                 set_node_tokens(v, bits, node);
+                if (g->ws_flexible) {
+                    int32_t x2 = gram_node_make(m, (gram_frame){nd.f.rule, GRAM_OBJ_KEY + ks, nd.f.aux}, nd.parent);
+                    if (x2 < 0 || (v->nend[node] > node + 1 && dispatch(&R, m, node, gram_set_of_node(m, x2)))) {
+                        free(R.pop.v);
+                        return -1;
+                    }
+                    continue;
+                }
                 /* after a finished key only ':' goes on, into the value */
                 for (int32_t c = node + 1; c < v->nend[node]; c = v->nend[c]) {
                     if (v->nbyte[c] != ':') continue;

@@ -25,9 +25,6 @@
 
 #include "gram.h"
 
-/* counted strings: aux = count * 16 + tracker */
-enum { TR_BND = 0, TR_ESC = 1, TR_U0 = 2, TR_U3 = 5, TR_C1 = 6, TR_C2 = 7, TR_C3 = 8 };
-
 typedef struct {
     int32_t *v;
     int n, cap;
@@ -234,7 +231,7 @@ static void emit(gram_matcher *m, gram_frame f, int32_t parent) {
 }
 
 /* OBJ helpers */
-static const uint64_t *aux_words(const gram_grammar *g, int32_t aux) { return &g->aux_words[g->aux_off[aux]]; }
+static const uint64_t *aux_words(const gram_grammar *g, int32_t aux) { return gram_aux_get(g, aux)->words; }
 
 static inline int popcount64(uint64_t x) {
     x = x - ((x >> 1) & 0x5555555555555555ull);
@@ -252,7 +249,7 @@ static int obj_missing_required(const gram_obj *o, const uint64_t *seen) {
 /* Can the key DFA state t still end in a key this object accepts now? */
 int gram_obj_viable(const gram_grammar *g, const gram_obj *o, int32_t t, int32_t aux) {
     const uint64_t *seen = aux_words(g, aux);
-    int count = g->aux_count[aux];
+    int count = gram_aux_get(g, aux)->count;
     const uint64_t *r = &o->reach[(size_t)t * o->n_words];
     if (o->max_props >= 0) {
         int room = o->max_props - count - obj_missing_required(o, seen);
@@ -277,7 +274,7 @@ int gram_obj_label_ok(const gram_grammar *g, const gram_obj *o, int32_t L, int32
         is_req = o->required[L / 64] >> (L % 64) & 1;
     }
     if (o->max_props >= 0 && !is_req) {
-        int room = o->max_props - g->aux_count[aux] - obj_missing_required(o, seen);
+        int room = o->max_props - gram_aux_get(g, aux)->count - obj_missing_required(o, seen);
         if (room < 1) return 0;
     }
     return 1;
@@ -286,7 +283,7 @@ int gram_obj_label_ok(const gram_grammar *g, const gram_obj *o, int32_t L, int32
 static int obj_close_ok(const gram_grammar *g, const gram_obj *o, int32_t aux) {
     const uint64_t *seen = aux_words(g, aux);
     if (obj_missing_required(o, seen)) return 0;
-    if (o->min_props > 0 && g->aux_count[aux] < o->min_props) return 0;
+    if (o->min_props > 0 && gram_aux_get(g, aux)->count < o->min_props) return 0;
     for (int i = 0; i < o->n_decl; i++)
         if ((seen[i / 64] >> (i % 64) & 1) && o->dep_off[i + 1] > o->dep_off[i])
             for (int k = o->dep_off[i]; k < o->dep_off[i + 1]; k++) {
@@ -304,6 +301,23 @@ static void step_obj(gram_matcher *m, const gram_node *nd, int32_t x, uint8_t b,
     int32_t st = f.state, aux = f.aux;
     int nk = o->key.n_states;
     (void)x;
+    if (g->ws_flexible && st != GRAM_OBJ_OPEN && st != GRAM_OBJ_DONE) {
+        int ws;
+        int32_t base = gram_obj_base(o, st, &ws);
+        if (b == ' ' || b == '\t' || b == '\n' || b == '\r') {
+            /* which position: START, AFTER, COMMA, VAL(L), or a finished key */
+            int32_t p = -1;
+            if (base == GRAM_OBJ_START) p = 0;
+            else if (base == GRAM_OBJ_AFTER) p = 1;
+            else if (base == GRAM_OBJ_COMMA) p = 2;
+            else if (base >= GRAM_OBJ_KEY + nk) p = 3 + (base - GRAM_OBJ_KEY - nk);
+            else if (base >= GRAM_OBJ_KEY && o->key.label[base - GRAM_OBJ_KEY] >= 0) p = 3 + o->n_labels + (base - GRAM_OBJ_KEY);
+            if (p >= 0 && ws < GRAM_WS_MAX)
+                emit(m, (gram_frame){f.rule, GRAM_OBJ_KEY + nk + o->n_labels + p * GRAM_WS_MAX + ws, aux}, parent);
+            if (base < GRAM_OBJ_KEY || base >= GRAM_OBJ_KEY + nk || o->key.label[base - GRAM_OBJ_KEY] >= 0) return;
+        }
+        st = base;
+    }
     if (st == GRAM_OBJ_DONE) {
         pop_to(m, parent, b, popped);
         return;
@@ -349,7 +363,7 @@ static void step_obj(gram_matcher *m, const gram_node *nd, int32_t x, uint8_t b,
         int nw = o->n_words;
         for (int w = 0; w < nw; w++) m->words[w] = seen[w];
         if (L < o->n_decl) m->words[L / 64] |= 1ull << (L % 64);
-        int32_t cnt = g->aux_count[aux] + (o->track_count ? 1 : 0);
+        int32_t cnt = gram_aux_get(g, aux)->count + (o->track_count ? 1 : 0);
         naux = gram_aux_intern((gram_grammar *)g, m->words, nw, cnt);
         if (naux < 0) {
             m->oom = 1;
@@ -363,30 +377,8 @@ static void step_obj(gram_matcher *m, const gram_node *nd, int32_t x, uint8_t b,
 }
 
 static void step_counted(gram_matcher *m, const gram_rule *R, gram_frame f, int32_t parent, uint8_t b) {
-    int32_t t = gram_dfa_next(&R->fa, f.state, b);
-    if (t < 0) return;
-    if (f.state == 0) {
-        emit(m, (gram_frame){f.rule, t, 0}, parent);
-        return;
-    }
-    int tr = f.aux & 15;
-    long count = f.aux >> 4;
-    int ntr = tr;
-    if (tr == TR_BND) {
-        if (b == '"') {
-            if (count < R->min_count) return;
-            emit(m, (gram_frame){f.rule, t, f.aux}, parent);
-            return;
-        }
-        if (R->max_count >= 0 && count >= R->max_count) return;
-        long sat = R->max_count >= 0 ? R->max_count : R->min_count;
-        count = count + 1 > sat ? sat : count + 1;
-        ntr = b == '\\' ? TR_ESC : b < 0x80 ? TR_BND : b >= 0xF0 ? TR_C3 : b >= 0xE0 ? TR_C2 : TR_C1;
-    } else if (tr == TR_ESC) ntr = b == 'u' ? TR_U0 : TR_BND;
-    else if (tr >= TR_U0 && tr <= TR_U3) ntr = tr == TR_U3 ? TR_BND : tr + 1;
-    else if (tr == TR_C1) ntr = TR_BND;
-    else ntr = tr - 1;
-    emit(m, (gram_frame){f.rule, t, (int32_t)(count * 16 + ntr)}, parent);
+    int32_t st = f.state, aux = f.aux;
+    if (gram_counted_step(R, &st, &aux, b)) emit(m, (gram_frame){f.rule, st, aux}, parent);
 }
 
 static void step_node(gram_matcher *m, int32_t x, uint8_t b, int *popped) {
@@ -621,9 +613,10 @@ static int32_t set_decision_rule(gram_matcher *m, int32_t set) {
         const gram_node *nd = &m->nodes[m->items[m->off[set] + i]];
         const gram_rule *R = &g->rules[nd->f.rule];
         if (R->kind == GRAM_OBJ) {
-            int nk = R->obj->key.n_states;
-            if (nd->f.state >= GRAM_OBJ_KEY + nk) {
-                int32_t c = R->obj->label_rule[nd->f.state - GRAM_OBJ_KEY - nk];
+            int nk = R->obj->key.n_states, ws;
+            int32_t st = gram_obj_base(R->obj, nd->f.state, &ws);
+            if (st >= GRAM_OBJ_KEY + nk) {
+                int32_t c = R->obj->label_rule[st - GRAM_OBJ_KEY - nk];
                 if (c >= 0 && g->rules[c].decision) {
                     if (found >= 0 && found != c) return -1;
                     found = c;

@@ -921,8 +921,15 @@ typedef struct {
     int n_formats;
     /* arrays */
     long min_items, max_items;
-    /* exclusions (not const/enum) */
+    /* exclusions: not const/enum, not pattern, not multipleOf, not required */
     vlist excluded;
+    const char *not_pattern[8];
+    const cJSON *not_pattern_at[8];
+    int n_not_pattern;
+    char not_mult[4][128];
+    int n_not_mult;
+    const char *forbid[16];
+    int n_forbid;
 } facts;
 
 static void tighten_lo(facts *f, const char *v, int excl) {
@@ -1037,6 +1044,27 @@ static void gather(comp *C, const conj *c, facts *f) {
             } else if (cJSON_IsObject(no)) {
                 int ok = 1, tb = 0, io = 0;
                 const cJSON *nt = kw(no, "type"), *nc = kw(no, "const"), *ne = kw(no, "enum");
+                const cJSON *nr = kw(no, "required"), *np = kw(no, "pattern"), *nm = kw(no, "multipleOf");
+                int n_kw = 0;
+                for (const cJSON *k = no->child; k; k = k->next)
+                    if (!in_list((const char *const[]){"title", "description", "$comment", NULL}, k->string)) n_kw++;
+                int tio = 0, ttb = nt ? type_bits(nt, &tio) : 0;
+                if (nr && cJSON_IsArray(nr) && cJSON_GetArraySize(nr) == 1 && cJSON_IsString(nr->child) &&
+                    n_kw == 1 + (nt != NULL) && (!nt || ttb == T_OBJ) && f->n_forbid < 16) {
+                    /* not {required: [k]}: objects without k (anything else has k "vacuously") */
+                    f->types &= T_OBJ;
+                    f->forbid[f->n_forbid++] = nr->child->valuestring;
+                } else if (np && cJSON_IsString(np) && n_kw == 1 + (nt != NULL) && (!nt || ttb == T_STR) &&
+                           f->n_not_pattern < 8) {
+                    f->types &= T_STR;
+                    f->not_pattern_at[f->n_not_pattern] = n;
+                    f->not_pattern[f->n_not_pattern++] = np->valuestring;
+                } else if (nm && n_kw == 1 + (nt != NULL) && (!nt || (ttb == T_NUM && !tio)) && f->n_not_mult < 4 &&
+                           !num_text(nm, f->not_mult[f->n_not_mult], sizeof f->not_mult[0]) &&
+                           f->not_mult[f->n_not_mult][0] != '-' && strcmp(f->not_mult[f->n_not_mult], "0")) {
+                    f->types &= T_NUM;
+                    f->n_not_mult++;
+                } else {
                 for (const cJSON *k = no->child; k; k = k->next)
                     if (strcmp(k->string, "type") && strcmp(k->string, "const") && strcmp(k->string, "enum") &&
                         !in_list((const char *const[]){"title", "description", "$comment", NULL}, k->string))
@@ -1060,6 +1088,7 @@ static void gather(comp *C, const conj *c, facts *f) {
                             if (json_type_of(e) & (T_OBJ | T_ARR)) ok = 0;
                             else vpush(C, &f->excluded, e);
                         }
+                }
                 }
                 if (!ok) unsupported(C, "not", n);
             }
@@ -1141,6 +1170,61 @@ static int string_content_dfa(comp *C, const facts *f, gram_dfa *out, int *any) 
         }
         *any = 0;
     }
+    /* not {pattern}: intersect with the complement (within string content) */
+    for (int i = 0; i < f->n_not_pattern; i++) {
+        gram_nfa n;
+        gram_nfa_init(&n);
+        gram_frag fr;
+        char e[256];
+        if (gram_regex(&n, f->not_pattern[i], &fr, e, sizeof e)) {
+            char *msg = xasprintf(C, "not pattern /%s/ (%s)", f->not_pattern[i], e);
+            if (msg) unsupported(C, msg, f->not_pattern_at[i]);
+            free(msg);
+            gram_nfa_free(&n);
+            continue;
+        }
+        n.tag[fr.end] = 0;
+        gram_dfa pd, cd, t;
+        int rc = gram_dfa_from_nfa(&n, fr.start, NULL, NULL, max_states(C), &pd);
+        gram_nfa_free(&n);
+        if (rc) {
+            if (rc == -2) too_large(C, "not pattern automaton too large", f->not_pattern_at[i]);
+            else C->oom = 1;
+            continue;
+        }
+        rc = gram_dfa_complement(&pd, &cd);
+        gram_dfa_free(&pd);
+        if (rc) {
+            C->oom = 1;
+            continue;
+        }
+        if (*any) {
+            /* complement over all bytes: keep valid string content only */
+            gram_nfa an;
+            gram_nfa_init(&an);
+            gram_frag af = gram_frag_star(&an, gram_frag_cp_range(&an, 0, 0x10FFFF));
+            an.tag[af.end] = 0;
+            gram_dfa ad;
+            rc = gram_dfa_from_nfa(&an, af.start, NULL, NULL, max_states(C), &ad);
+            gram_nfa_free(&an);
+            if (!rc) {
+                rc = gram_dfa_intersect(&ad, &cd, max_states(C), out);
+                gram_dfa_free(&ad);
+            }
+            if (!rc) *any = 0;
+        } else {
+            rc = gram_dfa_intersect(out, &cd, max_states(C), &t);
+            if (!rc) {
+                gram_dfa_free(out);
+                *out = t;
+            }
+        }
+        gram_dfa_free(&cd);
+        if (rc) {
+            if (rc == -2) too_large(C, "not pattern automaton too large", f->not_pattern_at[i]);
+            else C->oom = 1;
+        }
+    }
     return 0;
 }
 
@@ -1160,6 +1244,40 @@ static int32_t string_rule(comp *C, const facts *f) {
     gram_nfa_free(&n);
     if (id < 0) return -1;
     gram_rule *r = &C->g->rules[id];
+    /* not {const/enum} of strings: take the literals out */
+    int n_ex = 0;
+    for (int i = 0; i < f->excluded.n; i++) n_ex += json_type_of(f->excluded.v[i]) == T_STR;
+    if (n_ex && r->fa.next) {
+        gram_nfa x;
+        gram_nfa_init(&x);
+        int32_t xs = gram_nfa_state(&x), xe = gram_nfa_state(&x);
+        x.tag[xe] = 0;
+        for (int i = 0; i < f->excluded.n; i++) {
+            if (json_type_of(f->excluded.v[i]) != T_STR) continue;
+            char *t = canon_value(C, f->excluded.v[i]);
+            if (!t) continue;
+            gram_frag lf = gram_frag_bytes(&x, t, strlen(t));
+            gram_nfa_edge_add(&x, xs, lf.start, -1, -1);
+            gram_nfa_edge_add(&x, lf.end, xe, -1, -1);
+            free(t);
+        }
+        gram_dfa ex, cx, t;
+        int rc = gram_dfa_from_nfa(&x, xs, NULL, NULL, max_states(C), &ex);
+        gram_nfa_free(&x);
+        if (!rc) {
+            rc = gram_dfa_complement(&ex, &cx);
+            gram_dfa_free(&ex);
+            if (!rc) {
+                rc = gram_dfa_intersect(&r->fa, &cx, max_states(C), &t);
+                gram_dfa_free(&cx);
+                if (!rc) {
+                    gram_dfa_free(&r->fa);
+                    r->fa = t;
+                }
+            }
+        }
+        if (rc) C->oom = 1;
+    }
     if (f->min_len > 0 || f->max_len >= 0) {
         r->counted = 1;
         r->min_count = f->min_len;
@@ -1183,6 +1301,103 @@ static int number_dfa(comp *C, const facts *f, const cJSON *where, gram_dfa *out
         C->oom = 1;
         return -1;
     }
+    for (int i = 0; i < f->n_not_mult; i++) {
+        gram_num_spec m = {.integer = f->int_only, .multiple_of = f->not_mult[i]};
+        gram_dfa d, cd, t;
+        rc = gram_number_dfa(&m, &d, e, sizeof e);
+        if (!rc) {
+            rc = gram_dfa_complement(&d, &cd);
+            gram_dfa_free(&d);
+            if (!rc) {
+                rc = gram_dfa_intersect(out, &cd, max_states(C), &t);
+                gram_dfa_free(&cd);
+                if (!rc) {
+                    gram_dfa_free(out);
+                    *out = t;
+                }
+            }
+        }
+        if (rc) {
+            if (rc == -2) too_large(C, "not multipleOf automaton too large", where);
+            else C->oom = 1;
+            gram_dfa_free(out);
+            return -1;
+        }
+    }
+    if (C->opt.gen_limits) {
+        /* multipleOf with a factor 5 in its denominator (0.01, 0.1, 0.3...):
+         * validators divide in floating point, and 4.1 / 0.01 is not integral
+         * there.  Integer multiples always divide exactly (below 2^53), so
+         * sample those when there are any. */
+        int decimal_mult = 0;
+        for (int i = 0; i < f->n_mult; i++) {
+            const char *dot = strchr(f->mult[i], '.');
+            if (!dot) continue;
+            /* m = a / 10^s: dyadic iff a is divisible by 5^s */
+            int sc = (int)strlen(dot + 1);
+            unsigned long long a = 0;
+            for (const char *p = f->mult[i]; *p; p++)
+                if (*p != '.' && a < 1000000000000ull) a = a * 10 + (unsigned)(*p - '0');
+            for (int k = 0; k < sc; k++) {
+                if (a % 5) {
+                    decimal_mult = 1;
+                    break;
+                }
+                a /= 5;
+            }
+        }
+        if (decimal_mult && !f->int_only) {
+            gram_dfa ints, t;
+            gram_num_spec is = {.integer = 1};
+            char e2[64];
+            if (!gram_number_dfa(&is, &ints, e2, sizeof e2)) {
+                if (!gram_dfa_intersect(out, &ints, max_states(C), &t)) {
+                    if (!gram_dfa_empty(&t)) {
+                        gram_dfa_free(out);
+                        *out = t;
+                    } else gram_dfa_free(&t);
+                }
+                gram_dfa_free(&ints);
+            }
+        }
+        /* digit caps for sampling: wide enough for every bound of the schema */
+        int idig = 18, fdig = 15;
+        const char *texts[10] = {f->has_lo ? f->lo : NULL, f->has_hi ? f->hi : NULL};
+        for (int i = 0; i < f->n_mult && i < 8; i++) texts[2 + i] = f->mult[i];
+        for (int i = 0; i < 10; i++) {
+            if (!texts[i]) continue;
+            const char *t = texts[i] + (texts[i][0] == '-');
+            const char *dot = strchr(t, '.');
+            int il = dot ? (int)(dot - t) : (int)strlen(t), fl = dot ? (int)strlen(dot + 1) : 0;
+            if (il + 1 > idig) idig = il + 1;
+            if (fl + 2 > fdig) fdig = fl + 2;
+        }
+        char pat[128];
+        snprintf(pat, sizeof pat, "^-?(0|[1-9][0-9]{0,%d})(\\.[0-9]{1,%d})?$", idig - 1, fdig);
+        gram_nfa n;
+        gram_nfa_init(&n);
+        gram_frag fr;
+        gram_dfa cap, t;
+        int ok = !gram_regex(&n, pat, &fr, e, sizeof e);
+        if (ok) {
+            n.tag[fr.end] = 0;
+            ok = !gram_dfa_from_nfa(&n, fr.start, NULL, NULL, max_states(C), &cap);
+        }
+        gram_nfa_free(&n);
+        if (ok) {
+            ok = !gram_dfa_intersect(out, &cap, max_states(C), &t);
+            gram_dfa_free(&cap);
+            if (ok) {
+                gram_dfa_free(out);
+                *out = t;
+            }
+        }
+        if (!ok) {
+            C->oom = 1;
+            gram_dfa_free(out);
+            return -1;
+        }
+    }
     for (int i = 1; i < f->n_mult; i++) {
         gram_num_spec m = {.integer = f->int_only, .multiple_of = f->mult[i]};
         gram_dfa d, t;
@@ -1205,7 +1420,7 @@ static int number_dfa(comp *C, const facts *f, const cJSON *where, gram_dfa *out
     return 0;
 }
 
-static int32_t compile_object(comp *C, const conj *c);
+static int32_t compile_object(comp *C, const conj *c, const facts *f);
 static void array_frag(comp *C, const conj *c, const facts *f, gram_nfa *n, int32_t s, int32_t e);
 
 /* Values of enum/const across the conjunction; returns 1 when restricted. */
@@ -1497,9 +1712,6 @@ static void compile_base(comp *C, const conj *c, int32_t id) {
         }
     }
     if (f.types & T_STR) {
-        int excl_str = 0;
-        for (int i = 0; i < f.excluded.n; i++) excl_str |= json_type_of(f.excluded.v[i]) == T_STR;
-        if (excl_str) unsupported(C, "not (string const/enum)", c->v[0].node);
         int32_t sr = string_rule(C, &f);
         if (sr >= 0) {
             if (C->g->rules[sr].counted) {
@@ -1519,7 +1731,7 @@ static void compile_base(comp *C, const conj *c, int32_t id) {
     }
     int32_t obj = -1;
     if (f.types & T_OBJ) {
-        obj = compile_object(C, c);
+        obj = compile_object(C, c, &f);
         if (obj >= 0) {
             gram_frag fr = gram_frag_call(&n, obj);
             ALT_IN(fr);
@@ -1577,6 +1789,23 @@ static long prefix_len(comp *C, const conj *c) {
     return k;
 }
 
+/* Flexible whitespace: up to GRAM_WS_MAX of [ \t\n\r] after state s; returns
+ * the state after them (s itself when whitespace is compact). */
+static int32_t ws_after(comp *C, gram_nfa *n, int32_t s) {
+    if (!C->opt.ws_flexible) return s;
+    int32_t e = gram_nfa_state(n), cur = s;
+    gram_nfa_edge_add(n, s, e, -1, -1);
+    for (int i = 0; i < GRAM_WS_MAX; i++) {
+        int32_t nx = gram_nfa_state(n);
+        gram_nfa_edge_add(n, cur, nx, ' ', ' ');
+        gram_nfa_edge_add(n, cur, nx, '\t', '\n');
+        gram_nfa_edge_add(n, cur, nx, '\r', '\r');
+        gram_nfa_edge_add(n, nx, e, -1, -1);
+        cur = nx;
+    }
+    return e;
+}
+
 static void array_frag(comp *C, const conj *c, const facts *f, gram_nfa *n, int32_t s, int32_t e) {
     long K = prefix_len(C, c), min = f->min_items, max = f->max_items;
     long U = K > min ? K : min; /* positions unrolled */
@@ -1592,6 +1821,7 @@ static void array_frag(comp *C, const conj *c, const facts *f, gram_nfa *n, int3
     }
     int32_t open = gram_nfa_state(n);
     gram_nfa_edge_add(n, s, open, '[', '[');
+    open = ws_after(C, n, open);
     if (min == 0) gram_nfa_edge_add(n, open, e, ']', ']');
     if (max == 0) return;
     /* positions 0 .. last explicit; then a loop (max < 0) or more explicit ones */
@@ -1599,18 +1829,21 @@ static void array_frag(comp *C, const conj *c, const facts *f, gram_nfa *n, int3
     int32_t before = open;              /* state before item p (after '[' or ',') */
     for (long p = 0; p <= last && !n->oom && !C->oom; p++) {
         int32_t rule = item_rule(C, c, p < K ? p : K);
-        int32_t after = gram_nfa_state(n);
-        if (rule >= 0) gram_nfa_edge_add(n, before, after, GRAM_SYM_CALL + rule, GRAM_SYM_CALL + rule);
+        int32_t after0 = gram_nfa_state(n);
+        if (rule >= 0) gram_nfa_edge_add(n, before, after0, GRAM_SYM_CALL + rule, GRAM_SYM_CALL + rule);
+        int32_t after = ws_after(C, n, after0);
         if (p + 1 >= min) gram_nfa_edge_add(n, after, e, ']', ']');
         if (max < 0 && p == U) {
             /* the loop: after the rest item, ',' goes back to before it */
-            gram_nfa_edge_add(n, after, before, ',', ',');
+            int32_t comma = gram_nfa_state(n);
+            gram_nfa_edge_add(n, after, comma, ',', ',');
+            gram_nfa_edge_add(n, ws_after(C, n, comma), before, -1, -1);
             break;
         }
         if (max >= 0 && p + 1 >= max) break;
         int32_t comma = gram_nfa_state(n);
         gram_nfa_edge_add(n, after, comma, ',', ',');
-        before = comma;
+        before = ws_after(C, n, comma);
     }
 }
 
@@ -1808,7 +2041,7 @@ out:
     return rc;
 }
 
-static int32_t compile_object(comp *C, const conj *c) {
+static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
     int32_t id = new_rule(C);
     if (id < 0) return -1;
     slist names = {0};
@@ -1870,6 +2103,7 @@ static int32_t compile_object(comp *C, const conj *c) {
         if ((v = kw(n, "maxProperties")) && cJSON_IsNumber(v) && (max_props < 0 || v->valuedouble < max_props))
             max_props = v->valuedouble < 0 ? 0 : (int)floor(v->valuedouble);
     }
+    for (int i = 0; i < fa->n_forbid; i++) slist_add(C, &names, fa->forbid[i]);
     if (n_pat > 500) unsupported(C, "patternProperties (more than 500)", c->v[0].node);
     int n_decl = names.n;
     gram_obj *o = calloc(1, sizeof *o);
@@ -2041,7 +2275,9 @@ static int32_t compile_object(comp *C, const conj *c) {
                 if (!matched && ad) flatten(C, &vc, ad, 0);
             }
             free(kc);
-            o->label_rule[i] = vc.is_false ? -1 : compile_conj(C, &vc);
+            int forbidden = 0;
+            for (int k = 0; k < fa->n_forbid; k++) forbidden |= !strcmp(fa->forbid[k], names.v[i]);
+            o->label_rule[i] = vc.is_false || forbidden ? -1 : compile_conj(C, &vc);
             conj_free(&vc);
         }
         for (int k = 0; k < L.n_class && !C->oom; k++) {
@@ -2434,6 +2670,59 @@ static int disjoint(const gram_grammar *g, int32_t a, int32_t b, int depth) {
     return fa_disjoint(g, A, B, depth);
 }
 
+/* Counted strings: fewest and most code points from each (state, tracker)
+ * to the closing quote (most capped at min_count: more is never needed). */
+static int counted_dists(gram_rule *R) {
+    const gram_dfa *d = &R->fa;
+    int n = d->n_states, P = n * GRAM_N_TR;
+    R->cp_min = malloc((size_t)P * sizeof *R->cp_min);
+    R->cp_max = malloc((size_t)P * sizeof *R->cp_max);
+    if (!R->cp_min || !R->cp_max) return -1;
+    int32_t cap = R->min_count > 0 ? (int32_t)(R->min_count < GRAM_CP_INF ? R->min_count : GRAM_CP_INF) : 0;
+    for (int i = 0; i < P; i++) {
+        int acc = d->label[i / GRAM_N_TR] >= 0;
+        R->cp_min[i] = acc ? 0 : GRAM_CP_INF;
+        R->cp_max[i] = acc ? 0 : -1; /* -1: cannot close */
+    }
+    for (int iter = 0, changed = 1; changed && iter < 100000; iter++) {
+        changed = 0;
+        for (int s = 1; s < n; s++)
+            for (int tr = 0; tr < GRAM_N_TR; tr++) {
+                int i = s * GRAM_N_TR + tr;
+                for (int b = 0; b < 256; b++) {
+                    int32_t t = gram_dfa_next(d, s, (uint8_t)b);
+                    if (t < 0) continue;
+                    int cost, ntr;
+                    if (tr == GRAM_TR_BND && b == '"') {
+                        if (d->label[t] < 0) continue;
+                        cost = 0;
+                        ntr = tr;
+                    } else ntr = gram_tr_next(tr, (uint8_t)b, &cost);
+                    int j = t * GRAM_N_TR + ntr;
+                    if (R->cp_min[j] < GRAM_CP_INF && R->cp_min[j] + cost < R->cp_min[i]) {
+                        R->cp_min[i] = R->cp_min[j] + cost;
+                        changed = 1;
+                    }
+                    if (R->cp_max[j] >= 0) {
+                        int32_t v = R->cp_max[j] + cost;
+                        if (v > cap) v = cap;
+                        if (v > R->cp_max[i]) {
+                            R->cp_max[i] = v;
+                            changed = 1;
+                        }
+                    }
+                }
+            }
+    }
+    R->cp_span = 0;
+    for (int i = 0; i < P; i++) {
+        if (R->cp_min[i] < GRAM_CP_INF && R->cp_min[i] > R->cp_span) R->cp_span = R->cp_min[i];
+        if (R->cp_max[i] > R->cp_span) R->cp_span = R->cp_max[i];
+        if (R->cp_max[i] < 0) R->cp_max[i] = 0;
+    }
+    return 0;
+}
+
 static int finish(comp *C) {
     gram_grammar *g = C->g;
     int n = g->n_rules;
@@ -2507,6 +2796,10 @@ static int finish(comp *C) {
                 free(prod);
                 return -1;
             }
+        }
+        if (R->kind == GRAM_FA && R->counted && counted_dists(R)) {
+            free(prod);
+            return -1;
         }
         R->leaf = R->kind == GRAM_FA && !R->fa.call_off;
         if (R->kind == GRAM_FA && R->fa.call_off && R->fa.n_calls == 0) {
@@ -2614,6 +2907,18 @@ int gram_compile(const char *schema, size_t len, const gram_options *opts, gram_
     pthread_mutex_init(&g->lock, NULL);
     g->ws_flexible = C->opt.ws_flexible;
     C->g = g;
+    /* cJSON strings end at U+0000: a schema string holding one would be read
+     * short (an enum value "a\u0000b" as "a") — refuse instead */
+    for (size_t i = 0; i + 6 <= len; i++)
+        if (schema[i] == '\\' && schema[i + 1] == 'u' && schema[i + 2] == '0' && schema[i + 3] == '0' &&
+            schema[i + 4] == '0' && schema[i + 5] == '0') {
+            int bs = 0;
+            for (size_t k = i; k > 0 && schema[k - 1] == '\\'; k--) bs++;
+            if (!(bs & 1)) {
+                too_large(C, "a string containing U+0000", C->doc);
+                break;
+            }
+        }
     int unknown_meta;
     C->draft = detect_draft(C->doc, C->opt.default_draft, &unknown_meta);
     index_schema(C, C->doc, "#", "", 0);
@@ -2662,11 +2967,12 @@ void gram_free(gram_grammar *g) {
         for (int i = 0; i < R->n_values; i++) free(R->values[i]);
         free(R->values);
         free(R->univ);
+        free(R->cp_min);
+        free(R->cp_max);
     }
     free(g->rules);
-    free(g->aux_words);
-    free(g->aux_off);
-    free(g->aux_count);
+    for (int i = 0; i < g->n_aux; i++) free(g->aux_dir[i / GRAM_AUX_CHUNK][i % GRAM_AUX_CHUNK]);
+    for (int c = 0; c < GRAM_AUX_CHUNKS && g->aux_dir[c]; c++) free(g->aux_dir[c]);
     free(g->aux_hash);
     gram_cache_free(g->cache);
     pthread_mutex_destroy(&g->lock);
@@ -2688,15 +2994,7 @@ int32_t gram_aux_intern(gram_grammar *g, const uint64_t *words, int n_words, int
         if (!nt) goto out;
         for (size_t i = 0; i < nc; i++) nt[i] = -1;
         for (int i = 0; i < g->n_aux; i++) {
-            /* rehash from stored content */
-            int nw = g->aux_off[i + 1] - g->aux_off[i];
-            uint64_t hh = 0x9e3779b97f4a7c15ull ^ (uint64_t)nw * 31 ^ (uint64_t)(uint32_t)g->aux_count[i] * 0x2545F4914F6CDD1Dull;
-            for (int k = 0; k < nw; k++) {
-                hh ^= g->aux_words[g->aux_off[i] + k];
-                hh *= 0x100000001b3ull;
-                hh ^= hh >> 29;
-            }
-            size_t k = hh & (nc - 1);
+            size_t k = gram_aux_get(g, i)->hash & (nc - 1);
             while (nt[k] >= 0) k = (k + 1) & (nc - 1);
             nt[k] = i;
         }
@@ -2706,37 +3004,28 @@ int32_t gram_aux_intern(gram_grammar *g, const uint64_t *words, int n_words, int
     }
     size_t k = h & (g->aux_hcap - 1);
     while (g->aux_hash[k] >= 0) {
-        int32_t i = g->aux_hash[k];
-        if (g->aux_count[i] == count && g->aux_off[i + 1] - g->aux_off[i] == n_words &&
-            (!n_words || !memcmp(&g->aux_words[g->aux_off[i]], words, (size_t)n_words * sizeof *words))) {
-            id = i;
+        const gram_aux *a = gram_aux_get(g, g->aux_hash[k]);
+        if (a->hash == h && a->count == count && a->n_words == n_words &&
+            (!n_words || !memcmp(a->words, words, (size_t)n_words * sizeof *words))) {
+            id = g->aux_hash[k];
             goto out;
         }
         k = (k + 1) & (g->aux_hcap - 1);
     }
-    if (g->n_aux + 2 > g->cap_aux) {
-        int nc = g->cap_aux ? g->cap_aux * 2 : 64;
-        int32_t *no = realloc(g->aux_off, (size_t)(nc + 1) * sizeof *no);
-        if (!no) goto out;
-        g->aux_off = no;
-        int32_t *ncnt = realloc(g->aux_count, (size_t)nc * sizeof *ncnt);
-        if (!ncnt) goto out;
-        g->aux_count = ncnt;
-        g->cap_aux = nc;
-        if (g->n_aux == 0) g->aux_off[0] = 0;
+    if (g->n_aux >= GRAM_AUX_CHUNK * GRAM_AUX_CHUNKS) goto out;
+    gram_aux **chunk = g->aux_dir[g->n_aux / GRAM_AUX_CHUNK];
+    if (!chunk) {
+        chunk = calloc(GRAM_AUX_CHUNK, sizeof *chunk);
+        if (!chunk) goto out;
+        g->aux_dir[g->n_aux / GRAM_AUX_CHUNK] = chunk;
     }
-    if (g->aux_words_len + n_words > g->aux_words_cap) {
-        int nc = g->aux_words_cap ? g->aux_words_cap * 2 : 256;
-        while (nc < g->aux_words_len + n_words) nc *= 2;
-        uint64_t *nw = realloc(g->aux_words, (size_t)nc * sizeof *nw);
-        if (!nw) goto out;
-        g->aux_words = nw;
-        g->aux_words_cap = nc;
-    }
-    if (n_words) memcpy(&g->aux_words[g->aux_words_len], words, (size_t)n_words * sizeof *words);
-    g->aux_words_len += n_words;
-    g->aux_count[g->n_aux] = count;
-    g->aux_off[g->n_aux + 1] = g->aux_words_len;
+    gram_aux *a = malloc(sizeof *a + (size_t)n_words * sizeof *words);
+    if (!a) goto out;
+    a->hash = h;
+    a->count = count;
+    a->n_words = n_words;
+    if (n_words) memcpy(a->words, words, (size_t)n_words * sizeof *words);
+    chunk[g->n_aux % GRAM_AUX_CHUNK] = a;
     g->aux_hash[k] = g->n_aux;
     id = g->n_aux++;
 out:

@@ -234,9 +234,28 @@ TEST(gram, strings_formats_lengths) {
     gram_free(g);
 }
 
+TEST(gram, not_forms) {
+    gram_grammar *g = compile("{\"properties\":{\"a\":{\"not\":{\"required\":[\"x\"]}},\"b\":{\"not\":{\"pattern\":\"^z\"}},"
+                              "\"c\":{\"not\":{\"multipleOf\":3}},\"d\":{\"type\":\"string\",\"not\":{\"enum\":[\"no\",\"nope\"]}},"
+                              "\"e\":{\"not\":{\"type\":\"integer\"}}}}");
+    if (!g) return;
+    ACCEPT(g, "{\"a\":{\"y\":1},\"b\":\"az\",\"c\":4,\"d\":\"yes\",\"e\":1.5}");
+    REJECT(g, "{\"a\":{\"x\":1}}");
+    REJECT(g, "{\"a\":1}"); /* not {required}: non-objects satisfy required, so they fail the not */
+    REJECT(g, "{\"b\":\"zed\"}");
+    REJECT(g, "{\"b\":1}");
+    REJECT(g, "{\"c\":9}");
+    ACCEPT(g, "{\"c\":1.5}");
+    REJECT(g, "{\"d\":\"nope\"}");
+    ACCEPT(g, "{\"d\":\"nop\"}");
+    REJECT(g, "{\"e\":2}");
+    ACCEPT(g, "{\"e\":\"2\"}");
+    gram_free(g);
+}
+
 TEST(gram, unsupported_keywords_listed) {
     const char *s = "{\"properties\":{\"tags\":{\"type\":\"array\",\"uniqueItems\":true},\"x\":{\"if\":{\"type\":\"string\"},"
-                    "\"then\":{\"minLength\":1}}},\"not\":{\"required\":[\"a\"]}}";
+                    "\"then\":{\"minLength\":1}}},\"not\":{\"required\":[\"a\",\"b\"]}}";
     gram_grammar *g = NULL;
     char err[1024];
     EXPECT_EQ_I(gram_compile(s, strlen(s), NULL, &g, err, sizeof err), CINFER_EUNSUPPORTED);
@@ -292,7 +311,10 @@ static int mask_walk(gram_grammar *g, const gram_vocab *gv, const char *json, in
     char *text;
     size_t tl;
     char err[256];
-    if (gram_canon(json, strlen(json), &text, &tl, err, sizeof err)) {
+    if (g->ws_flexible) { /* the text as it is, whitespace included */
+        text = strdup(json);
+        tl = strlen(json);
+    } else if (gram_canon(json, strlen(json), &text, &tl, err, sizeof err)) {
         test_fail(__FILE__, __LINE__, "%s", err);
         return 0;
     }
@@ -382,6 +404,30 @@ TEST(gram, mask_exact_qwen3) {
         mask_walk(g, gv, mask_cases[c].instances[0], 2, 1);
         gram_free(g);
     }
+    gram_vocab_free(gv);
+    tok_free(tv);
+}
+
+TEST(gram, whitespace_flexible) {
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}},"
+                         "\"b\":{\"type\":\"object\",\"properties\":{\"c\":{\"type\":\"boolean\"}}}},\"required\":[\"a\"]}";
+    gram_options o = {.ws_flexible = 1};
+    gram_grammar *g = NULL;
+    char err[512];
+    EXPECT_EQ_I(gram_compile(schema, strlen(schema), &o, &g, err, sizeof err), 0);
+    if (!g) return;
+    const char *pretty = "{\n  \"a\": [ 1, 2 ],\n  \"b\" : {\"c\": true }\n}";
+    EXPECT_EQ_I(gram_check(g, pretty, strlen(pretty), err, sizeof err), 1);
+    const char *compact = "{\"a\":[],\"b\":{}}";
+    EXPECT_EQ_I(gram_check(g, compact, strlen(compact), err, sizeof err), 1);
+    const char *too_much = "{\"a\":                 [1]}"; /* 17 spaces */
+    EXPECT_EQ_I(gram_check(g, too_much, strlen(too_much), err, sizeof err), 0);
+    const char *inside = "{\"a\":[1\n,2]}";
+    EXPECT_EQ_I(gram_check(g, inside, strlen(inside), err, sizeof err), 1);
+    tok_vocab *tv = NULL;
+    gram_vocab *gv = load_vocab(STORIES, &tv);
+    if (gv && !gram_bind(g, gv)) mask_walk(g, gv, pretty, 1, 1);
+    gram_free(g);
     gram_vocab_free(gv);
     tok_free(tv);
 }

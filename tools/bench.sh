@@ -9,7 +9,8 @@
 #      quantize`: q4_0 (--pure, like DESIGN's 190 MB file: output.weight Q4_0
 #      too), q8_0, q4_k_m (llama-quantize's mixture).  Files are reused when
 #      present.  Types the runtime cannot run yet are skipped with a note.
-#   3. measures memory read bandwidth (membw, 1 and $THREADS threads, medians)
+#   3. measures memory read bandwidth (membw, 1 and $THREADS threads, medians,
+#      before and after the runs; the higher is used)
 #   4. for each file, BENCH_ROUNDS times: cinfer bench, then peer-bench.mjs
 #      (when $PEER_DIR holds node-llama-cpp), so A B A B stay close in time
 #   5. prints the mean t/s per engine, cinfer/peer ratios and the fraction of
@@ -101,10 +102,14 @@ done
 [ -n "$FILES" ] || die "no model file to run"
 
 # ---- memory bandwidth ----------------------------------------------------------------
+# measured before and after the runs; the bound uses the higher median, since
+# a busy machine only ever lowers the measurement
 median() { sed -n 's/.*median \([0-9.]*\) GB\/s.*/\1/p'; }
-BW1=$("$BUILD/tools/membw" 1024 1 7 | tee -a "$RES/membw.txt" | median)
-BWT=$("$BUILD/tools/membw" 1024 "$THREADS" 7 | tee -a "$RES/membw.txt" | median)
-say "bench: memory read bandwidth (median) $BW1 GB/s on 1 thread, $BWT GB/s on $THREADS"
+membw() { "$BUILD/tools/membw" 1024 "$1" 7 | tee -a "$RES/membw.txt" | median; }
+max() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > b ? a : b) }'; }
+BW1=$(membw 1)
+BWT=$(membw "$THREADS")
+say "bench: memory read bandwidth (median) $BW1 GB/s on 1 thread, $BWT GB/s on $THREADS thread(s)"
 
 # ---- interleaved runs -----------------------------------------------------------------
 for f in $FILES; do
@@ -124,6 +129,8 @@ for f in $FILES; do
     done
 done
 echo "load at end: $(load)" | tee -a "$RES/machine.txt" >&2
+BW1=$(max "$BW1" "$(membw 1)")
+BWT=$(max "$BWT" "$(membw "$THREADS")")
 
 # ---- summary ---------------------------------------------------------------------------
 # mean over rounds of each round's avg_ts; the per-round values show the drift
@@ -152,7 +159,7 @@ summary() { # $1: table (one row per file) or rounds (per-round values)
 }
 {
     echo "cinfer bench vs llama.cpp (node-llama-cpp 3.22.1), -p $P -n $N -t $THREADS -r $R, $ROUNDS interleaved rounds, mean t/s"
-    echo "membw medians: $BW1 GB/s (1 thread), $BWT GB/s ($THREADS threads); decode bound = $BWT GB/s / weight bytes per token (all tensors but token_embd, of which a token reads one row)"
+    echo "membw medians (higher of start and end): $BW1 GB/s (1 thread), $BWT GB/s ($THREADS thread(s)); decode bound = $BWT GB/s / weight bytes per token (all tensors but token_embd, of which a token reads one row)"
     echo
     echo "| file | MiB | cinfer pp$P | peer pp$P | pp ratio | cinfer tg$N | peer tg$N | tg ratio | bound t/s | cinfer/bound | peer/bound |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
