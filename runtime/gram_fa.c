@@ -241,22 +241,6 @@ gram_frag gram_frag_cp_range(gram_nfa *n, uint32_t lo, uint32_t hi) {
 
 /* ---- growable int arrays ---------------------------------------------------------------- */
 
-typedef struct {
-    int32_t *v;
-    int n, cap;
-} ivec;
-
-static int ivec_push(ivec *a, int32_t x) {
-    if (a->n == a->cap) {
-        int nc = a->cap ? a->cap * 2 : 16;
-        int32_t *nv = realloc(a->v, (size_t)nc * sizeof *nv);
-        if (!nv) return -1;
-        a->v = nv;
-        a->cap = nc;
-    }
-    a->v[a->n++] = x;
-    return 0;
-}
 
 static int cmp_i32(const void *a, const void *b) {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
@@ -279,7 +263,7 @@ typedef struct {
     uint8_t cls[256];
     int32_t *next;  /* (cap, n_classes) */
     int32_t *label; /* (cap) */
-    ivec *calls;    /* (cap) pairs (rule, next) */
+    gram_ivec *calls;    /* (cap) pairs (rule, next) */
 } raw_dfa;
 
 static int raw_add(raw_dfa *r) {
@@ -291,7 +275,7 @@ static int raw_add(raw_dfa *r) {
         int32_t *lb = realloc(r->label, (size_t)nc * sizeof *lb);
         if (!lb) return -1;
         r->label = lb;
-        ivec *cl = realloc(r->calls, (size_t)nc * sizeof *cl);
+        gram_ivec *cl = realloc(r->calls, (size_t)nc * sizeof *cl);
         if (!cl) return -1;
         r->calls = cl;
         r->cap = nc;
@@ -316,13 +300,13 @@ static void raw_free(raw_dfa *r) {
 static int hopcroft(const raw_dfa *r, const int32_t *live, int32_t *blk) {
     int n = r->n, C = r->n_classes, rc = -1;
     /* symbols: classes, then distinct callees */
-    ivec callees = {0};
+    gram_ivec callees = {0};
     for (int s = 0; s < n; s++)
         for (int k = 0; k + 1 < r->calls[s].n; k += 2) {
             int32_t rule = r->calls[s].v[k];
             int found = 0;
             for (int i = 0; i < callees.n && !found; i++) found = callees.v[i] == rule;
-            if (!found && ivec_push(&callees, rule)) return -1;
+            if (!found && gram_ivec_push(&callees, rule)) return -1;
         }
     int S = C + callees.n;
     /* inverse transitions, grouped by target: (symbol, source) */
@@ -332,7 +316,7 @@ static int hopcroft(const raw_dfa *r, const int32_t *live, int32_t *blk) {
     int32_t *marked = calloc((size_t)n, sizeof *marked), *inw = calloc((size_t)n, sizeof *inw);
     int32_t *isym = NULL, *isrc = NULL, *tmp = NULL, *bstart = calloc((size_t)S + 1, sizeof *bstart);
     int32_t *bfill = calloc((size_t)S + 1, sizeof *bfill), *bsrc = NULL;
-    ivec work = {0}, touched = {0};
+    gram_ivec work = {0}, touched = {0};
     if (!ioff || !elem || !loc || !first || !size || !marked || !inw || !bstart || !bfill) goto out;
 #define EACH_EDGE(BODY)                                                                  \
     for (int s_ = 0; s_ < n; s_++) {                                                     \
@@ -364,14 +348,14 @@ static int hopcroft(const raw_dfa *r, const int32_t *live, int32_t *blk) {
     int nb = 0, ne_live = 0;
     for (int s = 0; s < n; s++) blk[s] = -1;
     {
-        ivec labels = {0};
+        gram_ivec labels = {0};
         for (int s = 0; s < n; s++) {
             if (!live[s]) continue;
             int b = -1;
             for (int i = 0; i < labels.n && b < 0; i++)
                 if (labels.v[i] == r->label[s]) b = i;
             if (b < 0) {
-                if (ivec_push(&labels, r->label[s])) goto out;
+                if (gram_ivec_push(&labels, r->label[s])) goto out;
                 b = labels.n - 1;
                 size[b] = 0;
             }
@@ -391,7 +375,7 @@ static int hopcroft(const raw_dfa *r, const int32_t *live, int32_t *blk) {
         ne_live = pos;
     }
     for (int b = 0; b < nb; b++) {
-        if (ivec_push(&work, b)) goto out;
+        if (gram_ivec_push(&work, b)) goto out;
         inw[b] = 1;
     }
     (void)ne_live;
@@ -416,7 +400,7 @@ static int hopcroft(const raw_dfa *r, const int32_t *live, int32_t *blk) {
             for (int k = bstart[a]; k < bstart[a + 1]; k++) {
                 int32_t p = bsrc[k], b = blk[p];
                 if (loc[p] < first[b] + marked[b]) continue; /* already marked */
-                if (!marked[b] && ivec_push(&touched, b)) goto out;
+                if (!marked[b] && gram_ivec_push(&touched, b)) goto out;
                 int32_t q = elem[first[b] + marked[b]];
                 elem[loc[p]] = q;
                 loc[q] = loc[p];
@@ -436,11 +420,11 @@ static int hopcroft(const raw_dfa *r, const int32_t *live, int32_t *blk) {
                 size[b] -= m;
                 for (int j = 0; j < m; j++) blk[elem[first[nbk] + j]] = nbk;
                 if (inw[b]) {
-                    if (ivec_push(&work, nbk)) goto out;
+                    if (gram_ivec_push(&work, nbk)) goto out;
                     inw[nbk] = 1;
                 } else {
                     int32_t small = size[nbk] <= size[b] ? nbk : b;
-                    if (ivec_push(&work, small)) goto out;
+                    if (gram_ivec_push(&work, small)) goto out;
                     inw[small] = 1;
                 }
             }
@@ -475,29 +459,29 @@ static int raw_finish(raw_dfa *r, gram_dfa *out) {
     int32_t *live = calloc((size_t)n + 1, sizeof *live), *blk = NULL, *nblk = NULL, *sig = NULL;
     int32_t *order = NULL, *remap = NULL;
     uint64_t *hs = NULL;
-    ivec *rev = calloc((size_t)n + 1, sizeof *rev);
+    gram_ivec *rev = calloc((size_t)n + 1, sizeof *rev);
     if (!live || !rev) goto done;
     /* co-reachability */
     for (int s = 0; s < n; s++) {
         for (int c = 0; c < C; c++) {
             int32_t t = r->next[(size_t)s * C + c];
-            if (t >= 0 && ivec_push(&rev[t], s)) goto done;
+            if (t >= 0 && gram_ivec_push(&rev[t], s)) goto done;
         }
         for (int k = 0; k + 1 < r->calls[s].n; k += 2)
-            if (ivec_push(&rev[r->calls[s].v[k + 1]], s)) goto done;
+            if (gram_ivec_push(&rev[r->calls[s].v[k + 1]], s)) goto done;
     }
-    ivec work = {0};
+    gram_ivec work = {0};
     for (int s = 0; s < n; s++)
         if (r->label[s] >= 0) {
             live[s] = 1;
-            if (ivec_push(&work, s)) goto done;
+            if (gram_ivec_push(&work, s)) goto done;
         }
     while (work.n) {
         int32_t t = work.v[--work.n];
         for (int k = 0; k < rev[t].n; k++)
             if (!live[rev[t].v[k]]) {
                 live[rev[t].v[k]] = 1;
-                if (ivec_push(&work, rev[t].v[k])) { free(work.v); goto done; }
+                if (gram_ivec_push(&work, rev[t].v[k])) { free(work.v); goto done; }
             }
     }
     free(work.v);
@@ -517,10 +501,10 @@ static int raw_finish(raw_dfa *r, gram_dfa *out) {
     /* forward reachability from 0 among live states */
     int32_t *reach = calloc((size_t)n + 1, sizeof *reach);
     if (!reach) goto done;
-    ivec st = {0};
+    gram_ivec st = {0};
     if (n > 0 && live[0]) {
         reach[0] = 1;
-        if (ivec_push(&st, 0)) { free(reach); goto done; }
+        if (gram_ivec_push(&st, 0)) { free(reach); goto done; }
     }
     while (st.n) {
         int32_t s = st.v[--st.n];
@@ -528,14 +512,14 @@ static int raw_finish(raw_dfa *r, gram_dfa *out) {
             int32_t t = r->next[(size_t)s * C + c];
             if (t >= 0 && !reach[t]) {
                 reach[t] = 1;
-                if (ivec_push(&st, t)) { free(st.v); free(reach); goto done; }
+                if (gram_ivec_push(&st, t)) { free(st.v); free(reach); goto done; }
             }
         }
         for (int k = 0; k + 1 < r->calls[s].n; k += 2) {
             int32_t t = r->calls[s].v[k + 1];
             if (!reach[t]) {
                 reach[t] = 1;
-                if (ivec_push(&st, t)) { free(st.v); free(reach); goto done; }
+                if (gram_ivec_push(&st, t)) { free(st.v); free(reach); goto done; }
             }
         }
     }
@@ -787,11 +771,11 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
     int32_t *eidx = malloc(((size_t)nf->n_edges + 1) * sizeof *eidx);
     int32_t *mark = calloc((size_t)N + 1, sizeof *mark);
     int32_t *stack = malloc(((size_t)N + 1) * sizeof *stack);
-    ivec cur = {0}, tags = {0}, calls_sym = {0};
-    ivec *bucket = NULL;
+    gram_ivec cur = {0}, tags = {0}, calls_sym = {0};
+    gram_ivec *bucket = NULL;
     set_table st = {0};
     raw_dfa r = {0};
-    ivec work = {0};
+    gram_ivec work = {0};
     if (!eoff || !eidx || !mark || !stack) goto done;
     for (int i = 0; i < nf->n_edges; i++) eoff[nf->edges[i].from + 1]++;
     for (int i = 0; i < N; i++) eoff[i + 1] += eoff[i];
@@ -814,7 +798,7 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
         } else {
             int found = 0;
             for (int k = 0; k < calls_sym.n && !found; k++) found = calls_sym.v[k] == e->lo;
-            if (!found && ivec_push(&calls_sym, e->lo)) goto done;
+            if (!found && gram_ivec_push(&calls_sym, e->lo)) goto done;
         }
     }
     int C = 0;
@@ -842,7 +826,7 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
             }                                                                               \
         while (sp) {                                                                        \
             int32_t s_ = stack[--sp];                                                       \
-            if (ivec_push(&cur, s_)) goto done;                                             \
+            if (gram_ivec_push(&cur, s_)) goto done;                                             \
             for (int k_ = eoff[s_]; k_ < eoff[s_ + 1]; k_++) {                               \
                 const gram_nfa_edge *e_ = &nf->edges[eidx[k_]];                             \
                 if (e_->lo < 0 && mark[e_->to] != gen) {                                    \
@@ -853,19 +837,19 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
         }                                                                                   \
         if (cur.n > 1) qsort(cur.v, (size_t)cur.n, sizeof *cur.v, cmp_i32);                 \
     } while (0)
-    ivec seed = {0};
-    if (ivec_push(&seed, start)) goto done;
+    gram_ivec seed = {0};
+    if (gram_ivec_push(&seed, start)) goto done;
     CLOSURE(seed);
     int is_new;
     int id = set_intern(&st, cur.v, cur.n, &is_new);
-    if (id < 0 || raw_add(&r) < 0 || ivec_push(&work, id)) { free(seed.v); goto done; }
+    if (id < 0 || raw_add(&r) < 0 || gram_ivec_push(&work, id)) { free(seed.v); goto done; }
     while (work.n) {
         int32_t d = work.v[--work.n];
         /* label from tags */
         tags.n = 0;
         for (int k = st.off[d]; k < st.off[d + 1]; k++) {
             int32_t t = nf->tag[st.sets[k]];
-            if (t >= 0 && ivec_push(&tags, t)) { free(seed.v); goto done; }
+            if (t >= 0 && gram_ivec_push(&tags, t)) { free(seed.v); goto done; }
         }
         if (tags.n > 1) qsort(tags.v, (size_t)tags.n, sizeof *tags.v, cmp_i32);
         int w = 0;
@@ -886,10 +870,10 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
                 if (e->lo < 0) continue;
                 if (e->lo < GRAM_SYM_CALL) {
                     for (int c = r.cls[e->lo]; c <= r.cls[e->hi]; c++)
-                        if (ivec_push(&bucket[c], e->to)) { free(seed.v); goto done; }
+                        if (gram_ivec_push(&bucket[c], e->to)) { free(seed.v); goto done; }
                 } else {
                     for (int c = 0; c < calls_sym.n; c++)
-                        if (calls_sym.v[c] == e->lo && ivec_push(&bucket[C + c], e->to)) { free(seed.v); goto done; }
+                        if (calls_sym.v[c] == e->lo && gram_ivec_push(&bucket[C + c], e->to)) { free(seed.v); goto done; }
                 }
             }
         }
@@ -904,10 +888,10 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
                     rc = -2;
                     goto done;
                 }
-                if (raw_add(&r) < 0 || ivec_push(&work, t)) { free(seed.v); goto done; }
+                if (raw_add(&r) < 0 || gram_ivec_push(&work, t)) { free(seed.v); goto done; }
             }
             if (s < C) r.next[(size_t)d * C + s] = t;
-            else if (ivec_push(&r.calls[d], calls_sym.v[s - C] - GRAM_SYM_CALL) || ivec_push(&r.calls[d], t)) {
+            else if (gram_ivec_push(&r.calls[d], calls_sym.v[s - C] - GRAM_SYM_CALL) || gram_ivec_push(&r.calls[d], t)) {
                 free(seed.v);
                 goto done;
             }
@@ -957,7 +941,7 @@ int gram_dfa_intersect(const gram_dfa *a, const gram_dfa *b, int max_states, gra
     int32_t *htab = malloc(hcap * sizeof *htab);
     int32_t *pairs = NULL;
     int np = 0, pcap = 0;
-    ivec work = {0};
+    gram_ivec work = {0};
     if (!htab) return -1;
     for (size_t i = 0; i < hcap; i++) htab[i] = -1;
 #define INTERN(sa, sb, idvar)                                                                 \
@@ -999,7 +983,7 @@ int gram_dfa_intersect(const gram_dfa *a, const gram_dfa *b, int max_states, gra
             pairs[2 * np + 1] = (sb);                                                        \
             htab[k_] = np;                                                                   \
             idvar = np++;                                                                    \
-            if (raw_add(&r) < 0 || ivec_push(&work, idvar)) goto done;                       \
+            if (raw_add(&r) < 0 || gram_ivec_push(&work, idvar)) goto done;                       \
             r.label[idvar] = a->label[sa] >= 0 && b->label[sb] >= 0 ? a->label[sa] : -1;     \
         }                                                                                    \
     } while (0)
@@ -1088,7 +1072,7 @@ int gram_dfa_prune_calls(gram_dfa *d, int (*dead)(int32_t rule, void *u), void *
         r.label[s] = d->label[s];
         for (int k = d->call_off[s]; k < d->call_off[s + 1]; k++)
             if (!dead(d->calls[k].rule, u))
-                if (ivec_push(&r.calls[s], d->calls[k].rule) || ivec_push(&r.calls[s], d->calls[k].next)) {
+                if (gram_ivec_push(&r.calls[s], d->calls[k].rule) || gram_ivec_push(&r.calls[s], d->calls[k].next)) {
                     raw_free(&r);
                     return -1;
                 }
@@ -2315,4 +2299,16 @@ fail:
     gram_dfa_free(out);
     ferr(err, err_len, rc == -2 ? "number range automaton too large" : "out of memory");
     return rc;
+}
+
+int gram_ivec_push(gram_ivec *a, int32_t x) {
+    if (a->n == a->cap) {
+        int nc = a->cap ? a->cap * 2 : 32;
+        int32_t *nv = realloc(a->v, (size_t)nc * sizeof *nv);
+        if (!nv) return -1;
+        a->v = nv;
+        a->cap = nc;
+    }
+    a->v[a->n++] = x;
+    return 0;
 }

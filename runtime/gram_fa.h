@@ -155,4 +155,12 @@ long gram_canon_double(double v, char *buf, size_t cap);
 /* Compare two canonical decimals: <0, 0, >0. */
 int gram_dec_cmp(const char *a, const char *b);
 
+/* A growable int32 array shared by the grammar modules. */
+typedef struct {
+    int32_t *v;
+    int n, cap;
+} gram_ivec;
+/* Append x; 0, or -1 when out of memory (the array is unchanged). */
+int gram_ivec_push(gram_ivec *a, int32_t x);
+
 #endif

@@ -412,22 +412,6 @@ static int32_t canon_aux(const gram_grammar *g, gram_frame f) {
 
 /* ---- the fill walk ---------------------------------------------------------------------- */
 
-typedef struct {
-    int32_t *v;
-    int n, cap;
-} ivec;
-
-static int ipush(ivec *a, int32_t x) {
-    if (a->n == a->cap) {
-        int nc = a->cap ? a->cap * 2 : 256;
-        int32_t *nv = realloc(a->v, (size_t)nc * sizeof *nv);
-        if (!nv) return -1;
-        a->v = nv;
-        a->cap = nc;
-    }
-    a->v[a->n++] = x;
-    return 0;
-}
 
 /* one byte of a leaf rule (no calls), as the matcher steps it */
 static inline int leaf_step(const gram_rule *R, int32_t *state, int32_t *aux, uint8_t b) {
@@ -442,8 +426,8 @@ typedef struct {
     const gram_vocab *v;
     uint32_t *acc;   /* accepted bitset being built */
     int n_acc;
-    ivec pop;
-    ivec kpop;       /* free-key fills: (node, key state) pairs */
+    gram_ivec pop;
+    gram_ivec kpop;       /* free-key fills: (node, key state) pairs */
     int free_key;    /* the fill's frame is a free-key frame: do not look at aux */
     int32_t free_rule;
 } fill_ctx;
@@ -485,13 +469,13 @@ static int walk_leaf(fill_ctx *F, gram_matcher *m, const gram_rule *R, int32_t n
         uint8_t b = v->nbyte[c];
         if (accepting && parent != GRAM_BOTTOM) {
             if (parent == GRAM_CTX) {
-                if (ipush(&F->pop, c)) return -1;
+                if (gram_ivec_push(&F->pop, c)) return -1;
             } else {
                 if (pset < 0) pset = gram_set_of_node(m, parent);
                 int popped;
                 int32_t t = gram_set_step(m, pset, b, &popped);
                 if (gram_matcher_oom(m)) return -1;
-                if (popped && ipush(&F->pop, c)) return -1;
+                if (popped && gram_ivec_push(&F->pop, c)) return -1;
                 if (t) {
                     mark_tokens(F, c);
                     if (v->nend[c] > c + 1 && dispatch(F, m, c, t)) return -1;
@@ -536,7 +520,7 @@ static int walk_key(fill_ctx *F, gram_matcher *m, int32_t rule, int32_t node, in
             int32_t t = gram_dfa_next(&o->key, k, v->nbyte[c]);
             if (t < 0) continue;
             if (o->key.label[t] >= 0) {
-                if (ipush(&F->kpop, c) || ipush(&F->kpop, t)) return -1;
+                if (gram_ivec_push(&F->kpop, c) || gram_ivec_push(&F->kpop, t)) return -1;
                 continue;
             }
             mark_tokens(F, c);
@@ -569,7 +553,7 @@ static int walk_set(fill_ctx *F, gram_matcher *m, int32_t node, int32_t set) {
         int popped;
         int32_t t = gram_set_step(m, set, v->nbyte[c], &popped);
         if (gram_matcher_oom(m)) return -1;
-        if (popped && ipush(&F->pop, c)) return -1;
+        if (popped && gram_ivec_push(&F->pop, c)) return -1;
         if (!t) continue;
         mark_tokens(F, c);
         if (v->nend[c] > c + 1 && dispatch(F, m, c, t)) return -1;

@@ -25,22 +25,6 @@
 
 #include "gram.h"
 
-typedef struct {
-    int32_t *v;
-    int n, cap;
-} i32vec;
-
-static int vpush(i32vec *a, int32_t x) {
-    if (a->n == a->cap) {
-        int nc = a->cap ? a->cap * 2 : 32;
-        int32_t *nv = realloc(a->v, (size_t)nc * sizeof *nv);
-        if (!nv) return -1;
-        a->v = nv;
-        a->cap = nc;
-    }
-    a->v[a->n++] = x;
-    return 0;
-}
 
 struct gram_matcher {
     const gram_grammar *g;
@@ -62,7 +46,7 @@ struct gram_matcher {
     int32_t *mval;
     size_t mcap, mn;
     /* scratch */
-    i32vec out;
+    gram_ivec out;
     uint64_t *words; /* (max n_words) */
     int max_words;
     int32_t cur, start;
@@ -227,7 +211,7 @@ static void pop_to(gram_matcher *m, int32_t parent, uint8_t b, int *popped) {
 
 static void emit(gram_matcher *m, gram_frame f, int32_t parent) {
     int32_t y = gram_node_make(m, f, parent);
-    if (y >= 0 && vpush(&m->out, y)) m->oom = 1;
+    if (y >= 0 && gram_ivec_push(&m->out, y)) m->oom = 1;
 }
 
 /* OBJ helpers */
