@@ -38,6 +38,7 @@ typedef struct {
     const char *model;
     int n_prompt, n_gen, n_threads, reps;
     cinfer_compile_mode mode;
+    int activations; /* CINFER_ACT_* */
     int json, verbose;
     unsigned long long seed;
     double bw_gbs; /* memory bandwidth for the decode bound; 0: not given */
@@ -64,6 +65,7 @@ static void bench_usage(FILE *f) {
             "  -t N          threads (default: physical cores)\n"
             "  -r N          timed repetitions after one warm-up (default 3)\n"
             "  --jit | --aot compile with libtcc (default) or cc -O3 (cached)\n"
+            "  --activations f32|q8  matmul activations (default: the library's, q8)\n"
             "  --json        JSON array with llama-bench's field names instead of the table\n"
             "  --bw GB/S     memory read bandwidth: also report the decode bound\n"
             "                (bandwidth / weight bytes per token) and the fraction reached\n"
@@ -109,6 +111,14 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                 return -1;
             }
             a->bw_gbs = d;
+            i++;
+        } else if (!strcmp(f, "--activations")) {
+            if (v && !strcmp(v, "f32")) a->activations = CINFER_ACT_F32;
+            else if (v && !strcmp(v, "q8")) a->activations = CINFER_ACT_Q8;
+            else {
+                fprintf(stderr, "cinfer bench: --activations takes f32 or q8\n");
+                return -1;
+            }
             i++;
         } else if (!strcmp(f, "--jit")) a->mode = CINFER_JIT;
         else if (!strcmp(f, "--aot")) a->mode = CINFER_AOT;
@@ -301,7 +311,8 @@ int cli_bench(int argc, char **argv) {
     const double load_ms = (now_ns() - t0) * 1e-6, compile_ms = cinfer_model_compile_ms(m);
     const int n_vocab = cinfer_model_n_vocab(m);
     const int n_ctx = a.n_prompt > a.n_gen ? a.n_prompt : a.n_gen;
-    if (cinfer_session_new(m, &(cinfer_session_options){.n_ctx = n_ctx, .n_threads = n_threads}, &s,
+    if (cinfer_session_new(m, &(cinfer_session_options){.n_ctx = n_ctx, .n_threads = n_threads,
+                                                      .activations = a.activations}, &s,
                            err, sizeof err)) {
         fprintf(stderr, "cinfer bench: %s\n", err);
         goto out;
@@ -356,6 +367,7 @@ int cli_bench(int argc, char **argv) {
     const uint64_t rss = peak_rss_bytes();
     const double bound_ts = a.bw_gbs > 0 ? a.bw_gbs * 1e9 / (double)mi.decode_bytes : 0;
     const char *mode = a.mode == CINFER_AOT ? "aot" : "jit";
+    const char *act = a.activations == CINFER_ACT_F32 ? "f32" : a.activations == CINFER_ACT_Q8 ? "q8" : "default";
 
     if (a.json) {
         char cpu[256], when[32];
@@ -372,6 +384,7 @@ int cli_bench(int argc, char **argv) {
             cJSON_AddStringToObject(o, "backends", "CPU");
             cJSON_AddStringToObject(o, "isa", isa);
             cJSON_AddStringToObject(o, "compile", mode);
+            cJSON_AddStringToObject(o, "activations", act);
             cJSON_AddStringToObject(o, "model_filename", a.model);
             cJSON_AddStringToObject(o, "model_type", mi.type);
             cJSON_AddNumberToObject(o, "model_size", (double)mi.size_bytes);
@@ -427,11 +440,11 @@ int cli_bench(int argc, char **argv) {
             printf("| %-30.30s | %-22.22s | %10s | %10s | %-8s | %7d | %8s | %20s |\n", base, mi.type,
                    sz, np, backend, n_threads, tests[k].name, ts);
         }
-        printf("\nload %.1f ms (%s compile %.1f ms%s), peak RSS %.1f MiB, %d repetitions; "
-               "a decoded token reads %.1f MiB of weights",
+        printf("\nload %.1f ms (%s compile %.1f ms%s), %s activations, peak RSS %.1f MiB, "
+               "%d repetitions; a decoded token reads %.1f MiB of weights",
                load_ms, a.mode == CINFER_AOT ? "AOT" : "JIT", compile_ms,
-               a.mode == CINFER_AOT && compile_ms == 0 ? ", cached" : "", rss / 1048576.0, a.reps,
-               mi.decode_bytes / 1048576.0);
+               a.mode == CINFER_AOT && compile_ms == 0 ? ", cached" : "", act, rss / 1048576.0,
+               a.reps, mi.decode_bytes / 1048576.0);
         if (bound_ts > 0) printf("; at %.1f GB/s decode is bounded by %.1f t/s", a.bw_gbs, bound_ts);
         printf("\n");
         if (bound_ts > 0 && a.n_gen)
