@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -103,6 +104,27 @@ char *read_file(const char *path, size_t *len) {
     buf[n] = 0;
     if (len) *len = (size_t)n;
     return buf;
+}
+
+int run_captured(int (*fn)(int, char **), int argc, char **argv, char **out) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/captured-stdout", test_tmpdir());
+    *out = NULL;
+    fflush(stdout);
+    int saved = dup(1), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (saved < 0 || fd < 0) {
+        if (saved >= 0) close(saved);
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    dup2(fd, 1);
+    close(fd);
+    int rc = fn(argc, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    *out = read_file(path, NULL);
+    return rc;
 }
 
 const char *test_tmpdir(void) {

@@ -67,6 +67,10 @@ int run_cmd(const char *cmd, bool merge_stderr, char **out);
 /* The cinfer binary under test: $CINFER_BIN (make test sets it to
  * $(BUILD)/cinfer), default build/cinfer. */
 const char *cinfer_bin(void);
+/* Call fn(argc, argv) (a cli_* subcommand) in-process with stdout redirected
+ * to a file; return its result and put what it printed into *out (malloc'd,
+ * NUL-terminated, may be NULL on error; caller frees). */
+int run_captured(int (*fn)(int, char **), int argc, char **argv, char **out);
 /* Read a whole file into a malloc'd NUL-terminated buffer; NULL on error. */
 char *read_file(const char *path, size_t *len);
 /* A fresh temporary directory for this test (removed at exit). */

@@ -65,22 +65,12 @@ TEST(bench, json_from_binary) {
 /* In-process under the sanitizers, stdout captured in a file. */
 TEST(bench, json_in_process) {
     NEED_SHARED(model, STORIES);
-    char path[1024], m[1024];
+    char m[1024];
     snprintf(m, sizeof m, "%s", model);
-    snprintf(path, sizeof path, "%s/bench.json", test_tmpdir());
-    fflush(stdout);
-    int saved = dup(1), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    EXPECT(saved >= 0 && fd >= 0);
-    if (saved < 0 || fd < 0) return;
-    dup2(fd, 1);
-    close(fd);
     char *argv[] = {"bench", m, "-p", "16", "-n", "4", "-r", "1", "-t", "1", "-o", "json", NULL};
-    int rc = cli_bench(12, argv);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
+    char *txt = NULL;
+    int rc = run_captured(cli_bench, 12, argv, &txt);
     EXPECT_EQ_I(rc, 0);
-    char *txt = read_file(path, NULL);
     EXPECT(txt != NULL);
     if (txt) check_json(txt);
     free(txt);

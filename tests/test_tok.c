@@ -787,19 +787,8 @@ TEST(tok, load_types_and_pre) {
 
 /* Run cli_tokenize in-process with stdout captured. */
 static int run_cli_tokenize(int argc, char **argv, char *out, size_t cap) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/stdout", test_tmpdir());
-    fflush(stdout);
-    int saved = dup(1);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fd, 1);
-    close(fd);
-    int rc = cli_tokenize(argc, argv);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    size_t n;
-    char *s = read_file(path, &n);
+    char *s = NULL;
+    int rc = run_captured(cli_tokenize, argc, argv, &s);
     snprintf(out, cap, "%s", s ? s : "");
     free(s);
     return rc;

@@ -1145,19 +1145,8 @@ TEST(tok_wpm, bert_special_and_decode) {
 /* ---- cinfer tokenize on a tokenizer.json and a vocab-only GGUF ---------------------------- */
 
 static int run_cli(int argc, char **argv, char *out, size_t cap) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/stdout_bpe", test_tmpdir());
-    fflush(stdout);
-    int saved = dup(1);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fd, 1);
-    close(fd);
-    int rc = cli_tokenize(argc, argv);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    size_t n;
-    char *s = read_file(path, &n);
+    char *s = NULL;
+    int rc = run_captured(cli_tokenize, argc, argv, &s);
     snprintf(out, cap, "%s", s ? s : "");
     free(s);
     return rc;
