@@ -16,7 +16,7 @@
 #ifndef CINFER_PRELUDE_H
 #define CINFER_PRELUDE_H
 
-#define CF_ABI_VERSION 1
+#define CF_ABI_VERSION 2
 
 /* ggml type ids as used in calls (same values as enum ggml_type in gguf.h). */
 #define CF_F32 0
@@ -28,6 +28,11 @@
 #define CF_Q5_0 6
 #define CF_Q5_1 7
 #define CF_BF16 30
+/* cinfer's own repacked weight types (compute precisions; layouts in
+ * runtime/kern.h): groups of 8 rows interleaved for SIMD.  Not ggml types:
+ * only .giw files (cinfer.* keys) store them. */
+#define CF_Q4_0_R8 100
+#define CF_Q8_0_R8 101
 
 /* RoPE layouts: "norm" rotates adjacent pairs (x[2i], x[2i+1]) — llama;
  * "neox" rotates (x[i], x[i + n_rot/2]) — GPT-NeoX, qwen2, phi3, gemma. */
@@ -111,6 +116,9 @@ struct cf_env {
                            * 1 converted per row to the weight type's ggml
                            * vec_dot_type (Q8_0/Q8_1/Q8_K/F16/BF16) with integer
                            * dots, like llama.cpp's CPU backend (runtime/kern_q8.h) */
+    float *hidden;        /* NULL, or (n_tokens, n_embd): the logits op copies its
+                           * input, the final normalized hidden state, of every
+                           * token here (embeddings) */
 };
 
 /* What a generated module tells the runtime about itself. */
@@ -488,6 +496,6 @@ void cf_forward(cf_env *E) {
 #line 49 "archspecs/llama.lua"
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[1], 64, 9.99999975e-06f, T * 1); /* output_norm.weight */
 #line 50 "archspecs/llama.lua"
-    if (E->logits_all) { K->matmul(E, E->logits, A + 32768, W[2], 0, 512, 64, T); } else { K->last_row(E, A + 0, A + 32768, 64, T); K->matmul(E, E->logits, A + 0, W[2], 0, 512, 64, 1); } K->logits_post(E, E->logits, 512, E->logits_all ? T : 1, 1.0f, 0.0f); /* output.weight */
+    if (E->hidden) K->copy_cols(E, E->hidden, A + 32768, 64, 0, 64, T); if (E->logits_all) { K->matmul(E, E->logits, A + 32768, W[2], 0, 512, 64, T); } else { K->last_row(E, A + 0, A + 32768, 64, T); K->matmul(E, E->logits, A + 0, W[2], 0, 512, 64, 1); } K->logits_post(E, E->logits, 512, E->logits_all ? T : 1, 1.0f, 0.0f); /* output.weight */
 #line 75 "templates/forward.c.in"
 }

@@ -13,7 +13,7 @@
 #ifndef CINFER_PRELUDE_H
 #define CINFER_PRELUDE_H
 
-#define CF_ABI_VERSION 1
+#define CF_ABI_VERSION 2
 
 /* ggml type ids as used in calls (same values as enum ggml_type in gguf.h). */
 #define CF_F32 0
@@ -25,6 +25,11 @@
 #define CF_Q5_0 6
 #define CF_Q5_1 7
 #define CF_BF16 30
+/* cinfer's own repacked weight types (compute precisions; layouts in
+ * runtime/kern.h): groups of 8 rows interleaved for SIMD.  Not ggml types:
+ * only .giw files (cinfer.* keys) store them. */
+#define CF_Q4_0_R8 100
+#define CF_Q8_0_R8 101
 
 /* RoPE layouts: "norm" rotates adjacent pairs (x[2i], x[2i+1]) — llama;
  * "neox" rotates (x[i], x[i + n_rot/2]) — GPT-NeoX, qwen2, phi3, gemma. */
@@ -108,6 +113,9 @@ struct cf_env {
                            * 1 converted per row to the weight type's ggml
                            * vec_dot_type (Q8_0/Q8_1/Q8_K/F16/BF16) with integer
                            * dots, like llama.cpp's CPU backend (runtime/kern_q8.h) */
+    float *hidden;        /* NULL, or (n_tokens, n_embd): the logits op copies its
+                           * input, the final normalized hidden state, of every
+                           * token here (embeddings) */
 };
 
 /* What a generated module tells the runtime about itself. */
