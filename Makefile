@@ -12,7 +12,8 @@ Q        := $(if $(filter 1,$(V)),,@)
 
 # Debian packages the project builds against (DESIGN.md §5).
 DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-openssl-dev \
-            libmicrohttpd-dev libxxhash-dev libssl-dev pkg-config tmux python3-jsonschema
+            libmicrohttpd-dev libxxhash-dev libssl-dev pkg-config tmux python3-jsonschema \
+            chromium
 
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CSTD     := -std=c11 -D_GNU_SOURCE
@@ -29,18 +30,21 @@ COMPILER_SRC := $(wildcard compiler/*.c)
 CLI_SRC      := $(wildcard cli/*.c)
 TEST_SRC     := $(wildcard tests/*.c)
 LIB_SRC      := $(RUNTIME_SRC) $(COMPILER_SRC) $(filter-out cli/main.c,$(CLI_SRC))
-# Archspecs and templates are embedded in the binary (single-file deploy).
-EMBED_SRC    := $(wildcard archspecs/*.lua) $(wildcard templates/*.h) $(wildcard templates/*.in)
+# Archspecs, templates and the web UI page are embedded in the binary (single-file deploy).
+EMBED_SRC    := $(wildcard archspecs/*.lua) $(wildcard templates/*.h) $(wildcard templates/*.in) runtime/webui/index.html
 
 # SIMD kernels get their ISA flags per file; the rest stays portable and the
 # runtime picks the kernel table from CPU features at start-up.
 AVX2_FLAGS := -mavx2 -mfma -mf16c
+# *_vnni.c / *_avx512.c: AVX-512 (kern_r8_vnni.c, kern_att_avx512.c), CPUID-gated at run time.
+VNNI_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512vnni
+ISA_FLAGS   = $(if $(findstring _avx2,$<),$(AVX2_FLAGS))$(if $(findstring _vnni,$<),$(VNNI_FLAGS))$(if $(findstring _avx512,$<),$(VNNI_FLAGS))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
 CLI_OBJ  := $(BUILD)/cli/main.o
 SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_SRC:%.c=$(BUILD)/san/%.o)
 
-.PHONY: all test check demo deps deb-pkgs golden fuzz bench clean help install unicode bench-tok fuzz-tokjson bench-grammar
+.PHONY: all test check demo deps deb-pkgs golden fuzz bench clean help install unicode bench-tok bench-matmul fuzz-tokjson bench-grammar
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
@@ -65,12 +69,12 @@ deps:
 $(BUILD)/%.o: %.c | $(BUILD)/.deps-ok
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
-	$(Q)$(CC) $(CFLAGS_ALL) $(if $(findstring _avx2,$<),$(AVX2_FLAGS)) $(DEPFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS_ALL) $(ISA_FLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/san/%.o: %.c | $(BUILD)/.deps-ok
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC san  $<")
-	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fPIC -DCINFER_LINK_LIBS='"$(LIBS)"' $(SAN) $(CFLAGS) $(if $(findstring _avx2,$<),$(AVX2_FLAGS)) \
+	$(Q)$(CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fPIC -DCINFER_LINK_LIBS='"$(LIBS)"' $(SAN) $(CFLAGS) $(ISA_FLAGS) \
 	  -DCINFER_TEST_BUILD $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/tools/embed: tools/embed.c
@@ -151,6 +155,14 @@ golden: $(BUILD)/cinfer
 bench: $(BUILD)/cinfer
 	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/bench.sh
 
+# One matmul per bench-model shape, native vs row-interleaved (tools/bench_matmul.c):
+# make bench-matmul BENCH_MM_ARGS="-t 2 -n 512" (-f: f32 activations, -i avx2|vnni|scalar).
+BENCH_MM_ARGS ?= -t 2 -n 512
+$(BUILD)/bench_matmul: tools/bench_matmul.c $(BUILD)/libcinfer.a
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ tools/bench_matmul.c $(BUILD)/libcinfer.a $(LIBS)
+bench-matmul: $(BUILD)/bench_matmul
+	@$(BUILD)/bench_matmul $(BENCH_MM_ARGS)
+
 # Tokenizer throughput (tests/bench_tok.c, -O2, not sanitized): 1 MiB of mixed text.
 $(BUILD)/bench_tok: tests/bench_tok.c $(BUILD)/libcinfer.a
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ tests/bench_tok.c $(BUILD)/libcinfer.a $(LIBS)
@@ -222,9 +234,48 @@ fuzz-chat: $(FUZZ_DIR)/fuzz_chat
 	@cp $(SHARED)/chat-templates/*.jinja $(FUZZ_DIR)/corpus-chat/ 2>/dev/null || true
 	$(FUZZ_DIR)/fuzz_chat -max_len=16384 -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus-chat
+# server request bodies (fuzz/fuzz_srv.c: route byte + JSON body through the handler's parsing and job
+# building, no network) on the Qwen3 chat test model; the whole library is built with clang under
+# $(FUZZ_DIR)/srv-obj; seeds from fuzz/srv_seeds.txt (one request a line), dictionary fuzz/srv.dict
+FUZZ_SRV_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/srv-obj/%.o) $(FUZZ_DIR)/srv-obj/gen/embedded.o
+# (the SIMD kernels, which requests never reach, are built by $(CC) unsanitized: clang 14 rejects some of their intrinsics)
+$(FUZZ_DIR)/srv-obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC fuzz $<")
+	$(Q)$(if $(findstring runtime/kern,$<),$(CC) $(CSTD) -O2 $(INCLUDES) -fPIC $(ISA_FLAGS) -c $< -o $@,\
+	  $(FUZZ_CC) $(CSTD) -O1 -g $(WARN) -Wno-error $(INCLUDES) -fPIC -DCINFER_LINK_LIBS='"$(LIBS)"' $(ISA_FLAGS) \
+	  -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined $(DEPFLAGS) -c $< -o $@)
+$(FUZZ_DIR)/srv-obj/gen/embedded.o: $(BUILD)/gen/embedded.c
+	@mkdir -p $(dir $@)
+	$(Q)$(FUZZ_CC) $(CSTD) -O1 $(INCLUDES) -fPIC -c $< -o $@
+$(FUZZ_DIR)/fuzz_srv: fuzz/fuzz_srv.c $(FUZZ_SRV_OBJ)
+	$(if $(Q),@echo "  FUZZ    $@")
+	$(Q)$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=undefined -o $@ fuzz/fuzz_srv.c $(FUZZ_SRV_OBJ) $(LIBS)
+fuzz-srv: $(FUZZ_DIR)/fuzz_srv
+	@mkdir -p $(FUZZ_DIR)/corpus-srv
+	@n=0; while IFS= read -r line; do n=$$((n+1)); printf '%s' "$$line" > $(FUZZ_DIR)/corpus-srv/seed-$$n.json; \
+	  done < fuzz/srv_seeds.txt
+	CINFER_FUZZ_MODEL=$(SHARED)/models/chat/qwen3-chat.gguf $(FUZZ_DIR)/fuzz_srv -max_len=8192 \
+	  -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 -dict=fuzz/srv.dict \
+	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus-srv
 fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/corpus/.seeded
 	$(FUZZ_DIR)/fuzz_gguf -max_len=131072 -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus
+
+# ---- serve tests (tests/serve: official SDKs, API-reference JSON Schemas, web UI, load) ----
+# npm ci from the committed package-lock.json into tests/serve/node_modules
+# (git-ignored); `make test` (suite serve_sdk) only uses what is installed and
+# skips without it; nothing fetches at test time.  Needs node and npm (Node 20+).
+SERVE_DIR := tests/serve
+.PHONY: serve-deps loadtest
+serve-deps: $(SERVE_DIR)/node_modules/.package-lock.json
+$(SERVE_DIR)/node_modules/.package-lock.json: $(SERVE_DIR)/package.json $(SERVE_DIR)/package-lock.json
+	npm ci --prefix $(SERVE_DIR) --no-audit --no-fund --loglevel=error
+# The serve load test alone, with its numbers (also run by make test as serve_sdk/load).
+LOAD_ARGS ?= --requests 200 --clients 8
+loadtest: $(BUILD)/cinfer serve-deps
+	@CINFER_BIN=$(BUILD)/cinfer CINFER_BUILD=$(BUILD) node $(SERVE_DIR)/load.mjs $(LOAD_ARGS)
 
 clean:
 	rm -rf $(BUILD)
@@ -237,9 +288,12 @@ help:
 	@echo "make golden     regenerate generated/ golden sources"
 	@echo "make fuzz       build and run the libFuzzer targets (FUZZ_SECONDS=600)"
 	@echo "make bench      benchmarks (not part of make test)"
+	@echo "make serve-deps npm ci the serve tests' packages into tests/serve/node_modules"
+	@echo "make loadtest   serve load test: 200 requests, 8 clients (LOAD_ARGS=...)"
 	@echo "make bench-tok  tokenizer throughput on 1 MiB of mixed text"
 	@echo "make bench-grammar  JSON Schema suites, mask timing, constrained generation (structured output)"
 	@echo "make fuzz-tokjson  libFuzzer on tokenizer.json loading (FUZZ_SECONDS)"
+	@echo "make fuzz-srv   libFuzzer on cinfer serve request bodies (FUZZ_SECONDS)"
 	@echo "make unicode    regenerate runtime/unicode_data.c from /usr/share/unicode (unicode-data)"
 	@echo "make install    PREFIX=/usr/local: cinfer, libcinfer.a, cinfer.h, cinfer.pc"
 	@echo "make clean      remove build/"

@@ -39,6 +39,7 @@ typedef struct {
     int n_prompt, n_gen, n_threads, reps;
     cinfer_compile_mode mode;
     int activations; /* CINFER_ACT_* */
+    int precision;   /* CINFER_PRECISION_* (--quant) */
     int json, verbose;
     unsigned long long seed;
     double bw_gbs; /* memory bandwidth for the decode bound; 0: not given */
@@ -66,6 +67,7 @@ static void bench_usage(FILE *f) {
             "  -r N          timed repetitions after one warm-up (default 3)\n"
             "  --jit | --aot compile with libtcc (default) or cc -O3 (cached)\n"
             "  --activations f32|q8  matmul activations (default: the library's, q8)\n"
+            "  --quant P     compute precision: native (default), f32, int8, int8int8, int4, int4mix\n"
             "  --json        JSON array with llama-bench's field names instead of the table\n"
             "  --bw GB/S     memory read bandwidth: also report the decode bound\n"
             "                (bandwidth / weight bytes per token) and the fraction reached\n"
@@ -117,6 +119,13 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             else if (v && !strcmp(v, "q8")) a->activations = CINFER_ACT_Q8;
             else {
                 fprintf(stderr, "cinfer bench: --activations takes f32 or q8\n");
+                return -1;
+            }
+            i++;
+        } else if (!strcmp(f, "--quant")) {
+            if (!v || (a->precision = cinfer_precision_from_name(v)) < 0) {
+                fprintf(stderr, "cinfer bench: --quant '%s': expected native, f32, int8, int8int8, "
+                        "int4 or int4mix\n", v ? v : "");
                 return -1;
             }
             i++;
@@ -304,7 +313,7 @@ int cli_bench(int argc, char **argv) {
     int32_t *ids = NULL, *hist = NULL;
     double *samples = NULL;
     int rc = 1;
-    if (cinfer_model_open(a.model, &(cinfer_model_options){.compile = a.mode}, &m, err, sizeof err)) {
+    if (cinfer_model_open(a.model, &(cinfer_model_options){.compile = a.mode, .precision = a.precision}, &m, err, sizeof err)) {
         fprintf(stderr, "cinfer bench: %s\n", err);
         return 1;
     }
@@ -368,6 +377,10 @@ int cli_bench(int argc, char **argv) {
     const double bound_ts = a.bw_gbs > 0 ? a.bw_gbs * 1e9 / (double)mi.decode_bytes : 0;
     const char *mode = a.mode == CINFER_AOT ? "aot" : "jit";
     const char *act = a.activations == CINFER_ACT_F32 ? "f32" : a.activations == CINFER_ACT_Q8 ? "q8" : "default";
+    const char *prec = cinfer_precision_name(cinfer_model_precision(m));
+    size_t repacked_bytes = 0;
+    double repack_ms = 0;
+    cinfer_model_repack_stats(m, NULL, &repacked_bytes, &repack_ms);
 
     if (a.json) {
         char cpu[256], when[32];
@@ -385,6 +398,7 @@ int cli_bench(int argc, char **argv) {
             cJSON_AddStringToObject(o, "isa", isa);
             cJSON_AddStringToObject(o, "compile", mode);
             cJSON_AddStringToObject(o, "activations", act);
+            cJSON_AddStringToObject(o, "precision", prec);
             cJSON_AddStringToObject(o, "model_filename", a.model);
             cJSON_AddStringToObject(o, "model_type", mi.type);
             cJSON_AddNumberToObject(o, "model_size", (double)mi.size_bytes);
@@ -407,6 +421,8 @@ int cli_bench(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "load_ms", load_ms);
             cJSON_AddNumberToObject(o, "compile_ms", compile_ms);
             cJSON_AddNumberToObject(o, "peak_rss_bytes", (double)rss);
+            cJSON_AddNumberToObject(o, "repacked_bytes", (double)repacked_bytes);
+            cJSON_AddNumberToObject(o, "repack_ms", repack_ms);
             cJSON_AddNumberToObject(o, "decode_bytes_per_token", (double)mi.decode_bytes);
             if (bound_ts > 0 && t->n_gen) {
                 cJSON_AddNumberToObject(o, "membw_gbs", a.bw_gbs);
@@ -440,10 +456,12 @@ int cli_bench(int argc, char **argv) {
             printf("| %-30.30s | %-22.22s | %10s | %10s | %-8s | %7d | %8s | %20s |\n", base, mi.type,
                    sz, np, backend, n_threads, tests[k].name, ts);
         }
-        printf("\nload %.1f ms (%s compile %.1f ms%s), %s activations, peak RSS %.1f MiB, "
-               "%d repetitions; a decoded token reads %.1f MiB of weights",
+        printf("\nload %.1f ms (%s compile %.1f ms%s), precision %s (repacked %.1f MiB in %.1f ms), "
+               "%s activations, peak RSS %.1f MiB, "
+               "%d repetitions; a decoded token reads %.1f MiB of weights (file types)",
                load_ms, a.mode == CINFER_AOT ? "AOT" : "JIT", compile_ms,
-               a.mode == CINFER_AOT && compile_ms == 0 ? ", cached" : "", act, rss / 1048576.0,
+               a.mode == CINFER_AOT && compile_ms == 0 ? ", cached" : "", prec,
+               repacked_bytes / 1048576.0, repack_ms, act, rss / 1048576.0,
                a.reps, mi.decode_bytes / 1048576.0);
         if (bound_ts > 0) printf("; at %.1f GB/s decode is bounded by %.1f t/s", a.bw_gbs, bound_ts);
         printf("\n");

@@ -141,6 +141,7 @@ static int conv_load(conversation *c, const char *path, char *err, size_t err_le
 static void usage(FILE *f) {
     fprintf(f, "usage: cinfer chat MODEL [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                "                   [--min-p P] [--seed S] [-t THREADS] [-c N_CTX] [--aot] [--show-prompt]\n"
+               "                   [--quant native|f32|int8|int8int8|int4|int4mix]\n"
                "  interactive on a terminal (/reset, /save FILE, /load FILE, /quit; Ctrl-C stops a reply);\n"
                "  otherwise one user message per input line, one reply per message.\n");
 }
@@ -167,7 +168,11 @@ int cli_chat(int argc, char **argv) {
         else if (v && !strcmp(f, "--seed")) go.seed = strtoull(argv[++i], &end, 10);
         else if (v && !strcmp(f, "-t")) so.n_threads = (int)strtol(argv[++i], &end, 10);
         else if (v && !strcmp(f, "-c")) so.n_ctx = (int)strtol(argv[++i], &end, 10);
-        else if (f[0] == '-' && f[1]) {
+        else if (v && !strcmp(f, "--quant")) {
+            if ((mo.precision = cinfer_precision_from_name(argv[++i])) < 0)
+                return fprintf(stderr, "cinfer chat: --quant '%s': expected native, f32, int8, "
+                               "int8int8, int4 or int4mix\n", argv[i]), 2;
+        } else if (f[0] == '-' && f[1]) {
             fprintf(stderr, "cinfer chat: unknown or incomplete option '%s'\n", f);
             return usage(stderr), 2;
         } else if (!model) model = f;

@@ -1,8 +1,10 @@
 /*
- * compile.c — `cinfer compile MODEL [--aot] [--emit-c FILE] [-o OUT]`:
+ * compile.c — `cinfer compile MODEL [--quant P] [--aot] [--emit-c FILE] [-o OUT]`:
  *   --emit-c FILE   write the generated C translation unit ("-" = stdout)
  *   --aot -o PROG   build a standalone executable (needs only the GGUF file)
  *   --aot           build and cache the shared object `cinfer run --aot` loads
+ *   -o OUT.giw      (no --aot) save the weights repacked for --quant P as a
+ *                   .giw file that `cinfer run OUT.giw` maps without repacking
  *   (default)       JIT-compile with libtcc and report the timings
  */
 #include <errno.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cinfer.h"
 #include "cli.h"
 #include "compile.h"
 #include "gguf.h"
@@ -23,7 +26,39 @@ static double now_ms(void) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: cinfer compile MODEL [--aot] [--emit-c FILE] [-o OUT] [--archspec FILE]\n"
-               "                      [--quant native] [--batch N] [-v]\n");
+               "                      [--quant P] [--batch N] [-v]\n"
+               "  --quant P     native (default), f32, int8, int8int8, int4, int4mix (docs/precisions.md)\n"
+               "  -o OUT.giw    without --aot: save the repacked weights as a .giw file\n"
+               "                (GGUF container, cinfer types; `cinfer run OUT.giw` maps it zero-copy)\n"
+               "  --aot -o PROG a standalone executable\n");
+}
+
+/* -o OUT without --aot: open the model in the precision (repacking) and save a .giw. */
+static int write_giw(const char *model, const cc_options *o, const char *out_path) {
+    char err[1024];
+    cinfer_model *m = NULL;
+    double t0 = now_ms();
+    cinfer_model_options mo = {.archspec_path = o->archspec_path, .verbose = o->verbose,
+                               .precision = o->precision};
+    if (cinfer_model_open(model, &mo, &m, err, sizeof err)) {
+        fprintf(stderr, "cinfer compile: %s\n", err);
+        return 1;
+    }
+    double t_open = now_ms() - t0;
+    int n_rep = 0;
+    size_t rep_bytes = 0;
+    double rep_ms = 0;
+    cinfer_model_repack_stats(m, &n_rep, &rep_bytes, &rep_ms);
+    t0 = now_ms();
+    int rc = cinfer_model_save_giw(m, out_path, err, sizeof err);
+    if (rc) fprintf(stderr, "cinfer compile: %s\n", err);
+    else
+        fprintf(stderr, "cinfer compile: wrote %s (%s: %d tensors repacked, %.1f MiB, repack %.0f ms, "
+                "open %.0f ms, write %.0f ms); run it as: cinfer run %s -p \"...\"\n", out_path,
+                cinfer_precision_name(cinfer_model_precision(m)), n_rep, rep_bytes / 1048576.0,
+                rep_ms, t_open, now_ms() - t0, out_path);
+    cinfer_model_close(m);
+    return rc ? 1 : 0;
 }
 
 int cli_compile(int argc, char **argv) {
@@ -45,8 +80,9 @@ int cli_compile(int argc, char **argv) {
                 return fprintf(stderr, "cinfer compile: --batch: expected 1..65536\n"), 2;
             o.n_batch = (int)n;
         } else if (v && !strcmp(f, "--quant")) {
-            if (strcmp(argv[++i], "native"))
-                return fprintf(stderr, "cinfer compile: --quant %s is not implemented yet\n", argv[i]), 2;
+            if ((o.precision = cinfer_precision_from_name(argv[++i])) < 0)
+                return fprintf(stderr, "cinfer compile: --quant '%s': expected native, f32, int8, "
+                               "int8int8, int4 or int4mix\n", argv[i]), 2;
         } else if (f[0] == '-' && f[1]) {
             fprintf(stderr, "cinfer compile: unknown or incomplete option '%s'\n", f);
             return usage(stderr), 2;
@@ -54,8 +90,12 @@ int cli_compile(int argc, char **argv) {
         else return fprintf(stderr, "cinfer compile: unexpected argument '%s'\n", f), 2;
     }
     if (!model) return usage(stderr), 2;
-    if (out_path && o.mode != CC_AOT) {
-        fprintf(stderr, "cinfer compile: -o builds a standalone executable; add --aot\n");
+    if (out_path && o.mode != CC_AOT) return write_giw(model, &o, out_path);
+    if (out_path && o.precision != 0) {
+        /* a linked program opens a plain GGUF as native: its precision must come from the file */
+        fprintf(stderr, "cinfer compile: a standalone executable takes its precision from a .giw: "
+                "cinfer compile %s --quant %s -o m.giw, then cinfer compile m.giw --aot -o %s\n",
+                model, cinfer_precision_name(o.precision), out_path);
         return 2;
     }
 

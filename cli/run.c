@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "cinfer.h"
@@ -31,6 +32,7 @@ typedef struct {
     int verbose;
     int no_bos;
     int activations; /* CINFER_ACT_* */
+    int precision;   /* CINFER_PRECISION_* (--quant) */
     cc_mode mode;
     samp_params sp;
     const char *json_schema; /* --json-schema: constrain output to this JSON Schema */
@@ -49,9 +51,12 @@ static void run_usage(FILE *f) {
             "  -t N                    threads (default: physical cores)\n"
             "  -c N                    context size in tokens (default: model's, at most 4096)\n"
             "  --jit | --aot           compile in memory with libtcc (default) or with cc -O3\n"
-            "  --quant native          compute precision (only native for now)\n"
+            "  --quant P               compute precision: native (default: the GGUF blocks, zero copy),\n"
+            "                          f32, int8, int8int8, int4, int4mix (repacked at load; a .giw\n"
+            "                          file runs in the precision it was saved in; docs/precisions.md)\n"
             "  --activations f32|q8    matmul activations: f32 (exact dequantized weights) or\n"
-            "                          q8 (quantized per row like llama.cpp; faster; the default)\n"
+            "                          q8 (quantized per row like llama.cpp; faster; the default for\n"
+            "                          native; other precisions default to their own)\n"
             "  --dump-logits FILE      write {\"prompt_ids\":[...],\"logits\":[...]} at the last prompt position\n"
             "  --archspec FILE         use this architecture descriptor instead of the built-in one\n"
             "  --no-bos                do not add BOS to the prompt\n"
@@ -60,6 +65,13 @@ static void run_usage(FILE *f) {
             "  --confidence            with --json-schema: the model's distribution at each enum, boolean\n"
             "                          and integer value, as a JSON array on stderr\n"
             "  -v                      verbose: compile/cache details\n");
+}
+
+/* Peak resident set (getrusage ru_maxrss, KiB on Linux) in MiB: with native
+ * weights it counts only the mapped pages the model touched. */
+static double peak_rss_mib(void) {
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) ? 0.0 : ru.ru_maxrss / 1024.0;
 }
 
 static double now_ms(void) {
@@ -131,8 +143,9 @@ static int parse_args(int argc, char **argv, run_args *a) {
         else if (!strcmp(f, "-v") || !strcmp(f, "--verbose")) a->verbose = 1;
         else if (!strcmp(f, "--quant")) {
             NEED_VAL();
-            if (strcmp(v, "native")) {
-                fprintf(stderr, "cinfer run: --quant %s is not implemented yet (only native)\n", v);
+            if ((a->precision = cinfer_precision_from_name(v)) < 0) {
+                fprintf(stderr, "cinfer run: --quant '%s': expected native, f32, int8, int8int8, "
+                        "int4 or int4mix\n", v);
                 return -1;
             }
         } else if (!strcmp(f, "--json-schema")) {
@@ -250,7 +263,8 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
     run_stream rs = {.t_start = now_ms()};
 
     cinfer_model_options mo = {.compile = a.mode == CC_AOT ? CINFER_AOT : CINFER_JIT,
-                               .archspec_path = a.archspec, .verbose = a.verbose};
+                               .archspec_path = a.archspec, .verbose = a.verbose,
+                               .precision = a.precision};
     if (describe ? cinfer_model_open_linked(a.model, describe, forward, &m, err, sizeof err)
                  : cinfer_model_open(a.model, &mo, &m, err, sizeof err))
         goto fail;
@@ -333,12 +347,13 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
     fflush(stdout);
     fprintf(stderr,
             "cinfer: open %.1f ms (%s %.1f ms%s) | prompt %zu tok %.1f tok/s | "
-            "gen %d tok %.1f tok/s | first token %.1f ms | %d threads, %s\n",
+            "gen %d tok %.1f tok/s | first token %.1f ms | %d threads, %s, %s | peak RSS %.1f MiB\n",
             t_open, describe ? "linked" : a.mode == CC_AOT ? "aot" : "jit",
             cinfer_model_compile_ms(m), describe ? "" : cinfer_model_compile_ms(m) == 0 && a.mode == CC_AOT ? ", cached" : "",
             n_prompt, t_prompt > 0 ? n_prompt * 1e3 / t_prompt : 0.0, res.n_generated,
             res.gen_ms > 0 ? res.n_generated * 1e3 / res.gen_ms : 0.0, rs.t_first_ms,
-            a.n_threads > 0 ? a.n_threads : pool_default_threads(), kern_isa_name(kern_best_isa()));
+            a.n_threads > 0 ? a.n_threads : pool_default_threads(), kern_isa_name(kern_best_isa()),
+            cinfer_precision_name(cinfer_model_precision(m)), peak_rss_mib());
     rc = 0;
     goto done;
 fail:

@@ -1,6 +1,7 @@
 /*
- * serve.c — `cinfer serve MODEL`: the OpenAI- and Anthropic-compatible HTTP
- * server of runtime/srv.h over one model, until SIGINT or SIGTERM.
+ * serve.c — `cinfer serve MODEL | --model NAME=PATH...`: the OpenAI- and
+ * Anthropic-compatible HTTP server of runtime/srv.h over one or more models
+ * (each opened and given its session at start), until SIGINT or SIGTERM.
  *
  * The signals are blocked before any thread starts (so every server thread
  * inherits the mask) and taken with sigwait on the main thread, which then
@@ -19,15 +20,22 @@
 static void serve_usage(FILE *f) {
     fprintf(f,
             "usage: cinfer serve MODEL [options]\n"
+            "       cinfer serve --model NAME=PATH [--model NAME=PATH...] [options]\n"
+            "  --model NAME=PATH  serve the GGUF at PATH as model NAME (repeatable; requests pick one\n"
+            "                     with their \"model\" field, the first is the default); PATH alone:\n"
+            "                     NAME is the file name without .gguf.  Every model loads at start\n"
+            "                     and keeps its own KV cache (n_ctx positions) in memory\n"
             "  --host ADDR        address to bind (default 127.0.0.1; loopback only unless given)\n"
             "  --port N           port (default 8080; 0: any free port)\n"
             "  --api-key K        require K as 'Authorization: Bearer K' or 'x-api-key: K'\n"
-            "  --name NAME        model id clients use (default: file name without .gguf)\n"
-            "  -c, --ctx-size N   context positions (default min(n_ctx_train, 4096))\n"
-            "  -t, --threads N    threads (default: physical cores)\n"
-            "  --queue N          requests that may wait behind the running one (default 16)\n"
-            "endpoints: GET /health, GET /v1/models, POST /v1/chat/completions,\n"
-            "  /v1/completions, /v1/messages, /v1/messages/count_tokens\n");
+            "  --name NAME        model id of the positional MODEL (default: file name without .gguf)\n"
+            "  -c, --ctx-size N   context positions per model (default min(n_ctx_train, 4096))\n"
+            "  -t, --threads N    threads per model (default: physical cores)\n"
+            "  --queue N          requests that may wait behind the running one, per model (default 16)\n"
+            "  --no-webui         no chat page at GET /\n"
+            "endpoints: GET / (web UI), GET /health, GET /v1/models, POST /v1/chat/completions,\n"
+            "  /v1/completions, /v1/responses, /v1/embeddings, /v1/messages, /v1/messages/count_tokens\n"
+            "docs: docs/serve.md\n");
 }
 
 static int parse_int(const char *flag, const char *v, long lo, long hi, long *out) {
@@ -42,9 +50,22 @@ static int parse_int(const char *flag, const char *v, long lo, long hi, long *ou
     return 0;
 }
 
+/* NAME from a model path: the file name without .gguf. */
+static void stem(const char *path, char *name, size_t cap) {
+    const char *b = strrchr(path, '/');
+    snprintf(name, cap, "%s", b ? b + 1 : path);
+    size_t n = strlen(name);
+    if (n > 5 && !strcmp(name + n - 5, ".gguf")) name[n - 5] = 0;
+}
+
+enum { MAX_MODELS = 16 };
+
 int cli_serve(int argc, char **argv) {
     srv_options o = {.port = 8080};
     const char *path = NULL;
+    const char *paths[MAX_MODELS];
+    char names[MAX_MODELS][256];
+    int n_models = 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
@@ -54,10 +75,15 @@ int cli_serve(int argc, char **argv) {
         }
         if (f[0] != '-') {
             if (path) {
-                fprintf(stderr, "cinfer serve: one MODEL expected, got '%s' and '%s'\n", path, f);
+                fprintf(stderr, "cinfer serve: one MODEL expected, got '%s' and '%s' (more models: --model NAME=PATH)\n",
+                        path, f);
                 return 2;
             }
             path = f;
+            continue;
+        }
+        if (!strcmp(f, "--no-webui")) {
+            o.no_webui = 1;
             continue;
         }
         if (!v) {
@@ -68,6 +94,25 @@ int cli_serve(int argc, char **argv) {
         if (!strcmp(f, "--host")) o.host = v;
         else if (!strcmp(f, "--api-key")) o.api_key = v;
         else if (!strcmp(f, "--name")) o.model_name = v;
+        else if (!strcmp(f, "--model")) {
+            if (n_models == MAX_MODELS) {
+                fprintf(stderr, "cinfer serve: at most %d --model\n", MAX_MODELS);
+                return 2;
+            }
+            const char *eq = strchr(v, '=');
+            if (eq) {
+                if (eq == v || !eq[1] || (size_t)(eq - v) >= sizeof names[0]) {
+                    fprintf(stderr, "cinfer serve: --model '%s': expected NAME=PATH\n", v);
+                    return 2;
+                }
+                snprintf(names[n_models], sizeof names[0], "%.*s", (int)(eq - v), v);
+                paths[n_models] = eq + 1;
+            } else {
+                stem(v, names[n_models], sizeof names[0]);
+                paths[n_models] = v;
+            }
+            n_models++;
+        }
         else if (!strcmp(f, "--port")) { if (parse_int(f, v, 0, 65535, &x)) return 2; o.port = (int)x; }
         else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) { if (parse_int(f, v, 0, 1 << 24, &x)) return 2; o.n_ctx = (int)x; }
         else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) { if (parse_int(f, v, 0, 1024, &x)) return 2; o.n_threads = (int)x; }
@@ -77,18 +122,28 @@ int cli_serve(int argc, char **argv) {
             return 2;
         }
     }
-    if (!path) {
+    if (!path && !n_models) {
         serve_usage(stderr);
         return 2;
     }
+    if (o.model_name && !path) {
+        fprintf(stderr, "cinfer serve: --name names the positional MODEL; with --model use NAME=PATH\n");
+        return 2;
+    }
     char name[256];
-    if (!o.model_name) {
-        const char *b = strrchr(path, '/');
-        snprintf(name, sizeof name, "%s", b ? b + 1 : path);
-        size_t n = strlen(name);
-        if (n > 5 && !strcmp(name + n - 5, ".gguf")) name[n - 5] = 0;
+    if (path && !o.model_name) {
+        stem(path, name, sizeof name);
         o.model_name = name;
     }
+    /* duplicate names fail here, before any model loads */
+    for (int i = 0; i < n_models; i++)
+        for (int k = -1; k < i; k++) {
+            const char *other = k < 0 ? (path ? o.model_name : NULL) : names[k];
+            if (other && !strcmp(other, names[i])) {
+                fprintf(stderr, "cinfer serve: two models are named '%s' (use --model NAME=PATH)\n", names[i]);
+                return 2;
+            }
+        }
 
     sigset_t set;
     sigemptyset(&set);
@@ -98,25 +153,44 @@ int cli_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     char err[512];
+    int rc = 1;
     cinfer_model *m = NULL;
-    if (cinfer_model_open(path, NULL, &m, err, sizeof err)) {
-        fprintf(stderr, "cinfer serve: %s\n", err);
-        return 1;
-    }
+    srv_model extra[MAX_MODELS];
+    int n_open = 0;
     srv *s = NULL;
+    if (path && cinfer_model_open(path, NULL, &m, err, sizeof err)) {
+        fprintf(stderr, "cinfer serve: %s\n", err);
+        goto out;
+    }
+    for (; n_open < n_models; n_open++) {
+        extra[n_open].name = names[n_open];
+        if (cinfer_model_open(paths[n_open], NULL, &extra[n_open].m, err, sizeof err)) {
+            fprintf(stderr, "cinfer serve: model '%s': %s\n", names[n_open], err);
+            goto out;
+        }
+    }
+    o.models = extra;
+    o.n_models = n_models;
     if (srv_start(m, &o, &s, err, sizeof err)) {
         fprintf(stderr, "cinfer serve: %s\n", err);
-        cinfer_model_close(m);
-        return 1;
+        goto out;
     }
     const char *host = o.host ? o.host : "127.0.0.1";
-    fprintf(stderr, "cinfer serve: model '%s' at http://%s%s%s:%d/v1 (Ctrl-C to stop)\n", o.model_name,
-            strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", srv_port(s));
+    int port = srv_port(s);
+    int v6 = strchr(host, ':') != NULL;
+    for (int i = path ? -1 : 0; i < n_models; i++)
+        fprintf(stderr, "cinfer serve: model '%s'%s\n", i < 0 ? o.model_name : names[i],
+                i == (path ? -1 : 0) ? " (default)" : "");
+    fprintf(stderr, "cinfer serve: API at http://%s%s%s:%d/v1%s (Ctrl-C to stop)\n", v6 ? "[" : "", host,
+            v6 ? "]" : "", port, o.no_webui ? "" : ", web UI at /");
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "cinfer serve: %s, shutting down\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    rc = 0;
+out:
     srv_stop(s);
+    for (int i = 0; i < n_open; i++) cinfer_model_close(extra[i].m);
     cinfer_model_close(m);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-    return 0;
+    return rc;
 }

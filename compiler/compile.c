@@ -89,6 +89,81 @@ int cc_spec_file(const char *name, char **data, size_t *len, char *err, size_t e
                     name), -1;
 }
 
+/* ---- compute precisions ------------------------------------------------------ */
+
+int cc_precision_act_quant(int precision) {
+    switch (precision) {
+    case CINFER_PRECISION_F32: case CINFER_PRECISION_INT8: return 0;
+    case CINFER_PRECISION_INT8INT8: case CINFER_PRECISION_INT4: case CINFER_PRECISION_INT4MIX: return 1;
+    default: return -1;
+    }
+}
+
+/* Does the tensor name end with suffix ("blk.3.attn_v.weight", "attn_v.weight")? */
+static int name_is(const char *name, const char *suffix) {
+    size_t n = strlen(name), k = strlen(suffix);
+    return n >= k && !strcmp(name + n - k, suffix) && (n == k || name[n - k - 1] == '.');
+}
+
+int cc_precision_weight_type(int precision, const char *name, int src_type, long n_rows,
+                             long n_cols) {
+    int dst;
+    switch (precision) {
+    case CINFER_PRECISION_F32: dst = CF_F32; break;
+    case CINFER_PRECISION_INT8: case CINFER_PRECISION_INT8INT8: dst = CF_Q8_0_R8; break;
+    case CINFER_PRECISION_INT4: dst = CF_Q4_0_R8; break;
+    case CINFER_PRECISION_INT4MIX:
+        /* measured (docs/precisions.md): keeping these three in 8 bits cuts the
+         * logit error of int4 3-18x on the trained test models; output.weight
+         * alone matters most where it is not tied to the embeddings */
+        dst = name_is(name, "attn_v.weight") || name_is(name, "ffn_down.weight") ||
+                      name_is(name, "output.weight")
+                  ? CF_Q8_0_R8 : CF_Q4_0_R8;
+        break;
+    default: return src_type;
+    }
+    if (dst == src_type || dst == CF_F32) return dst;
+    if (n_rows % 8 || n_rows > 0x7fffffff || n_cols > 0x7fffffff) return src_type;
+    if (!kern_repack_bytes(dst, (int)n_rows, (int)n_cols)) return src_type;
+    return dst;
+}
+
+/* Choose the compiled type of every weight that only matmuls read (IR_MATMUL
+ * and IR_LOGITS); a weight also read by get_rows (tied embeddings), a norm or
+ * a bias keeps its file type.  A tensor already in a repacked type (a .giw)
+ * must keep it: it cannot be converted again. */
+static int apply_precision(ir_program *p, int precision, char *err, size_t err_len) {
+    if (precision == CINFER_PRECISION_NATIVE) return 0;
+    if (precision < 0 || precision >= CINFER_PRECISION_COUNT)
+        return snprintf(err, err_len, "compute precision %d: expected 0..%d", precision,
+                        CINFER_PRECISION_COUNT - 1), -1;
+    char *mm = calloc((size_t)p->n_weights + 1, 1); /* 1: matmul only, 2: other use */
+    if (!mm) return snprintf(err, err_len, "out of memory"), -1;
+    for (int o = 0; o < p->n_ops; o++) {
+        const ir_op *op = &p->ops[o];
+        int is_mm = op->code == IR_MATMUL || op->code == IR_LOGITS;
+        if (op->w >= 0) mm[op->w] |= is_mm ? 1 : 2;
+        if (op->code == IR_LAYER_NORM && op->i[0] >= 0) mm[op->i[0]] |= 2;
+    }
+    int rc = 0;
+    for (int w = 0; w < p->n_weights && !rc; w++) {
+        const gguf_tensor *t = p->weights[w].t;
+        long n_rows = (long)(t->n_elems / (uint64_t)t->ne[0]);
+        int dst = mm[w] == 1 ? cc_precision_weight_type(precision, t->name, (int)t->type, n_rows,
+                                                        (long)t->ne[0])
+                             : (int)t->type;
+        if ((int)t->type >= GGUF_CINFER_TYPE_FIRST && dst != (int)t->type) {
+            snprintf(err, err_len, "tensor '%s' is already repacked as %s: compile %s from the "
+                     "source GGUF, not from a .giw", t->name, ggml_type_name(t->type),
+                     cinfer_precision_name(precision));
+            rc = -1;
+        }
+        p->weights[w].type = dst;
+    }
+    free(mm);
+    return rc;
+}
+
 /* ---- generation ------------------------------------------------------------- */
 
 int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src_len, char *err,
@@ -141,7 +216,8 @@ int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src
         cc_spec_file("templates/forward.c.in", &fwd, &n, err, err_len) ||
         cc_spec_file("templates/ops.c.in", &ops, &n, err, err_len))
         goto done;
-    if (archspec_build(g, common, common_len, spec, spec_len, spec_name, &p, err, err_len))
+    if (archspec_build(g, common, common_len, spec, spec_len, spec_name, &p, err, err_len) ||
+        apply_precision(p, o->precision, err, err_len))
         goto done;
     emit_options eo = {
         .generator_version = CINFER_VERSION,
@@ -150,6 +226,7 @@ int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src
         .forward_template_name = "templates/forward.c.in",
         .ops_template = ops,
         .n_batch = o->n_batch > 0 ? o->n_batch : 512,
+        .precision = cinfer_precision_name(o->precision),
     };
     rc = emit_c(p, &eo, src, src_len, err, err_len);
 done:
@@ -313,6 +390,10 @@ static int aot(cc_module *m, const gguf_file *g, const char *src, size_t src_len
     XXH3_64bits_update(h, CINFER_VERSION, strlen(CINFER_VERSION));
     XXH3_64bits_update(h, cpu, strlen(cpu));
     XXH3_64bits_update(h, c_compiler(), strlen(c_compiler()));
+    /* the source names the weight types already; the precision keeps keys
+     * apart even if two precisions ever generate the same text */
+    const char *prec = cinfer_precision_name(o->precision);
+    XXH3_64bits_update(h, prec ? prec : "?", prec ? strlen(prec) : 1);
     uint64_t key = XXH3_64bits_digest(h);
     XXH3_freeState(h);
     snprintf(base, sizeof base, "%s/%016llx-%016llx", dir, (unsigned long long)gguf_fingerprint(g),

@@ -182,7 +182,7 @@ static int expand_op(sbuf *b, const ir_program *p, const ir_op *op, const long *
             else sb_puts(b, "(const void *)0");
         }
         else if (IS("wname") && op->w >= 0) sb_puts(b, p->weights[op->w].name);
-        else if (IS("wtype") && op->w >= 0) sb_printf(b, "%u", p->weights[op->w].t->type);
+        else if (IS("wtype") && op->w >= 0) sb_printf(b, "%d", p->weights[op->w].type);
         else if (IS("n") && op->out >= 0) sb_printf(b, "%d", p->values[op->out].n);
         else if (kl == 2 && k[0] == 'i' && k[1] >= '0' && k[1] < '0' + IR_MAX_I)
             sb_printf(b, "%lld", (long long)op->i[k[1] - '0']);
@@ -208,6 +208,9 @@ static void emit_region(sbuf *b, const char *name, const ir_program *p, const em
                   " * Do not edit: regenerate with `cinfer compile MODEL --emit-c FILE`. */\n",
                   o->generator_version, p->archspec_path, (unsigned long long)p->fingerprint,
                   p->arch);
+        if (o->precision && strcmp(o->precision, "native"))
+            sb_printf(b, "/* Compute precision: %s (matmul weights repacked at load, see "
+                         "docs/precisions.md). */\n", o->precision);
     } else if (!strcmp(name, "prelude")) {
         sb_puts(b, o->prelude);
         if (b->len && b->s[b->len - 1] != '\n') sb_puts(b, "\n");
@@ -226,8 +229,8 @@ static void emit_region(sbuf *b, const char *name, const ir_program *p, const em
         for (int w = 0; w < p->n_weights; w++) sb_printf(b, "    \"%s\",\n", p->weights[w].name);
     } else if (!strcmp(name, "weight_types")) {
         for (int w = 0; w < p->n_weights; w++)
-            sb_printf(b, "    %u, /* %s */\n", p->weights[w].t->type,
-                      ggml_type_name(p->weights[w].t->type));
+            sb_printf(b, "    %d, /* %s */\n", p->weights[w].type,
+                      ggml_type_name((uint32_t)p->weights[w].type));
     } else if (!strcmp(name, "weight_shapes")) {
         for (int w = 0; w < p->n_weights; w++) {
             const int64_t *ne = p->weights[w].t->ne;

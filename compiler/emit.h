@@ -15,6 +15,8 @@ typedef struct {
     const char *forward_template_name; /* for #line: "templates/forward.c.in" */
     const char *ops_template;          /* text of templates/ops.c.in */
     int n_batch;                       /* max tokens per forward call */
+    const char *precision;             /* banner: compute precision ("int4"); NULL or
+                                        * "native" adds nothing */
 } emit_options;
 
 /* Emit p as C.  *out is malloc'd (caller frees), NUL-terminated, *out_len

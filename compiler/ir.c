@@ -76,7 +76,7 @@ int ir_add_weight(ir_program *p, const char *name, const gguf_tensor *t) {
     if (grow((void **)&p->weights, &p->cap_weights, p->n_weights + 1, sizeof *p->weights)) return -1;
     char *dup = strdup(name);
     if (!dup) return -1;
-    p->weights[p->n_weights] = (ir_weight){.name = dup, .t = t};
+    p->weights[p->n_weights] = (ir_weight){.name = dup, .t = t, .type = (int)t->type};
     return p->n_weights++;
 }
 

@@ -63,6 +63,8 @@ typedef struct {
 typedef struct {
     char *name;              /* GGUF tensor name */
     const gguf_tensor *t;    /* bound tensor */
+    int type;                /* type the code computes with: t->type, or the repacked
+                              * type a compute precision chose (compile.c) */
 } ir_weight;
 
 typedef struct {

@@ -61,10 +61,40 @@ typedef struct cinfer_session cinfer_session;
 
 typedef enum { CINFER_JIT = 0, CINFER_AOT = 1 } cinfer_compile_mode;
 
+/* Compute precision (`--quant`): what the matmul weights are computed in.
+ * Only weights used by matmuls change; embeddings, norms, biases, weights
+ * also read by an embedding lookup (tied output), and matrices whose row
+ * count is not a multiple of 8 keep their GGUF type.  Non-native precisions
+ * repack at load (threads over tensors) into cinfer's own row-interleaved
+ * layouts (runtime/kern.h), held in memory next to the mapping; save the
+ * result with cinfer_model_save_giw and it maps zero-copy next time.
+ * Accuracy, bytes and load times per precision: docs/precisions.md. */
+typedef enum {
+    CINFER_PRECISION_NATIVE = 0,   /* compute on the GGUF blocks straight from the mmap:
+                                    * no copy, no load work (default) */
+    CINFER_PRECISION_F32 = 1,      /* weights dequantized to f32, f32 activations: exact
+                                    * (llama.cpp on the F32 dequantization), 4 bytes/weight */
+    CINFER_PRECISION_INT8 = 2,     /* Q8_0 weights, 8 rows interleaved (Q8_0_R8), f32 activations */
+    CINFER_PRECISION_INT8INT8 = 3, /* Q8_0_R8 weights, activations quantized to Q8_0 (W8A8) */
+    CINFER_PRECISION_INT4 = 4,     /* Q4_0_R8 weights, Q8_0 activations (W4A8) */
+    CINFER_PRECISION_INT4MIX = 5,  /* as INT4, but attn_v.weight, ffn_down.weight and an
+                                    * untied output.weight in Q8_0_R8: 3-18x less logit error
+                                    * than INT4 on the trained test models (measured) */
+    CINFER_PRECISION_COUNT = 6,
+} cinfer_precision;
+
+/* "native", "f32", "int8", "int8int8", "int4", "int4mix"; NULL when out of range. */
+const char *cinfer_precision_name(int precision);
+/* The CINFER_PRECISION_* for a name above, or -1. */
+int cinfer_precision_from_name(const char *name);
+
 typedef struct {
     cinfer_compile_mode compile; /* JIT (libtcc, default) or AOT (cc -O3, cached) */
     const char *archspec_path;   /* NULL: the built-in archspecs/<arch>.lua */
     int verbose;                 /* 1: compile/cache messages on stderr */
+    int precision;               /* CINFER_PRECISION_*; 0 = native.  A .giw file opens in
+                                  * the precision it was saved in (cinfer.precision); asking
+                                  * it for another one is CINFER_EARG */
 } cinfer_model_options;
 
 /* Map the GGUF file at path, load its tokenizer and compile its forward pass.
@@ -92,6 +122,23 @@ int cinfer_model_n_ctx_train(const cinfer_model *m);
 const char *cinfer_model_arch(const cinfer_model *m);
 /* Milliseconds spent compiling at open (0 for an AOT cache hit). */
 double cinfer_model_compile_ms(const cinfer_model *m);
+/* The compute precision the model runs in (CINFER_PRECISION_*). */
+int cinfer_model_precision(const cinfer_model *m);
+/* Weights repacked at open: *n_tensors tensors, *n_bytes bytes held in memory
+ * (0 and 0 in native precision and for a .giw of the same precision, whose
+ * weights are bound straight from the mapping), *ms milliseconds spent.  Any
+ * pointer may be NULL. */
+void cinfer_model_repack_stats(const cinfer_model *m, int *n_tensors, size_t *n_bytes, double *ms);
+
+/* Save the model's weights in the types it computes with as a .giw file: a
+ * GGUF v3 container with every metadata key of the source plus
+ * cinfer.precision (string), cinfer.source_fingerprint (16 hex chars) and
+ * cinfer.version, and every tensor in its compiled type (repacked matmul
+ * weights use cinfer type ids >= 100, runtime/gguf.h), data aligned to 64
+ * bytes.  cinfer_model_open maps it zero-copy, no repacking.  llama.cpp
+ * refuses such files (unknown tensor types).  Written to path.tmp.PID,
+ * fsync'ed and renamed: path is never a half-written file.  CINFER_EIO. */
+int cinfer_model_save_giw(const cinfer_model *m, const char *path, char *err, size_t err_len);
 
 /* ---- tokens ----------------------------------------------------------------- */
 
@@ -427,6 +474,36 @@ void cinfer_free(void *p);
 int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
                            const cinfer_gen_options *opts, cinfer_token_cb cb, void *user,
                            cinfer_gen_result *res, char *err, size_t err_len);
+
+/* ---- embeddings ---------------------------------------------------------------- */
+
+/* Pooling of per-token hidden states into one vector (cinfer_embed), as
+ * llama.cpp's --pooling.  OR in CINFER_EMBED_RAW to skip the L2
+ * normalisation (llama.cpp's --embd-normalize -1); without it every output
+ * vector (each row, for NONE) has Euclidean norm 1 (--embd-normalize 2). */
+enum {
+    CINFER_POOL_MEAN = 0, /* mean over the tokens (default) */
+    CINFER_POOL_LAST = 1, /* the last token's state (decoder embedding models) */
+    CINFER_POOL_CLS = 2,  /* the first token's state */
+    CINFER_POOL_NONE = 3, /* no pooling: one row per token */
+    CINFER_EMBED_RAW = 0x100,
+};
+
+/* Width of the model's hidden state: floats per embedding. */
+int cinfer_model_n_embd(const cinfer_model *m);
+
+/* Embed tokens[0..n): evaluate them as the session's whole history (from
+ * position 0; the previous history is replaced by tokens, so a later
+ * generation that starts with them reuses the cache) and pool the final
+ * normalized hidden state (the input of the output projection, (n,
+ * n_embd)) with `pooling` (CINFER_POOL_* | CINFER_EMBED_RAW).  Any model
+ * embeds: a generative model gives llama.cpp-style pooled hidden states.
+ * out receives n_embd floats, or n * n_embd for CINFER_POOL_NONE (token
+ * major); n_out is its capacity in floats.  Errors: CINFER_EARG (n < 1, a
+ * bad pooling, out too small, an id out of range), CINFER_ECTX (n > n_ctx),
+ * CINFER_ENOMEM. */
+int cinfer_embed(cinfer_session *s, const int32_t *tokens, int n, int pooling, float *out,
+                 int n_out, char *err, size_t err_len);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,7 @@
 #include "chat.h"
 #include "compile.h"
 #include "engine.h"
+#include "giw.h"
 #include "gguf.h"
 #include "gram.h"
 #include "samp.h"
@@ -42,6 +43,7 @@ struct cinfer_model {
     char chat_err[256];   /* why chat is NULL */
     gram_vocab *gv;       /* token trie for grammars: built on first use (api_gram_vocab) */
     pthread_mutex_t gv_lock;
+    int precision;        /* CINFER_PRECISION_* the forward pass computes in */
 };
 
 struct cinfer_session {
@@ -106,8 +108,30 @@ static int model_open(const char *path, const cinfer_model_options *opts,
         rc = fail(err, err_len, CINFER_EUNSUPPORTED, "%s", e);
         goto bad;
     }
+    if (o.precision < 0 || o.precision >= CINFER_PRECISION_COUNT) {
+        rc = fail(err, err_len, CINFER_EARG, "precision %d: expected CINFER_PRECISION_* (0..%d)",
+                  o.precision, CINFER_PRECISION_COUNT - 1);
+        goto bad;
+    }
+    /* A .giw says what it holds; it can only run in that precision. */
+    int giw_prec = giw_precision(m->g, e, sizeof e);
+    if (giw_prec == -2) {
+        rc = fail(err, err_len, CINFER_EFORMAT, "%s: %s", path, e);
+        goto bad;
+    }
+    if (giw_prec >= 0) {
+        if (o.precision != CINFER_PRECISION_NATIVE && o.precision != giw_prec) {
+            rc = fail(err, err_len, CINFER_EARG, "%s holds %s weights (a .giw); it cannot run as %s: "
+                      "use the source GGUF", path, cinfer_precision_name(giw_prec),
+                      cinfer_precision_name(o.precision));
+            goto bad;
+        }
+        o.precision = giw_prec;
+    }
+    m->precision = o.precision;
     cc_options co = {.mode = o.compile == CINFER_AOT ? CC_AOT : CC_JIT,
-                     .archspec_path = o.archspec_path, .verbose = o.verbose};
+                     .archspec_path = o.archspec_path, .verbose = o.verbose,
+                     .precision = o.precision};
     if (describe) {
         char fp[17];
         snprintf(fp, sizeof fp, "%016llx", (unsigned long long)gguf_fingerprint(m->g));
@@ -130,9 +154,13 @@ static int model_open(const char *path, const cinfer_model_options *opts,
         goto bad;
     }
     if (eng_model_bind(&m->em, m->g, m->mod->desc, m->mod->forward, e, sizeof e)) {
-        rc = fail(err, err_len, CINFER_EFORMAT, "%s", e);
+        rc = fail(err, err_len, strstr(e, "out of memory") ? CINFER_ENOMEM : CINFER_EFORMAT, "%s", e);
         goto bad;
     }
+    if (o.verbose && m->em.n_repacked)
+        fprintf(stderr, "cinfer: %s: repacked %d tensors, %.1f MiB in %.1f ms\n",
+                cinfer_precision_name(m->precision), m->em.n_repacked,
+                m->em.repacked_bytes / 1048576.0, m->em.repack_ms);
     if (tok_n_vocab(m->vocab) != m->mod->desc->n_vocab) {
         rc = fail(err, err_len, CINFER_EFORMAT, "tokenizer has %d tokens, the output layer %d",
                   tok_n_vocab(m->vocab), m->mod->desc->n_vocab);
@@ -181,6 +209,36 @@ const gram_vocab *api_gram_vocab(const cinfer_model *cm) {
 }
 
 int cinfer_model_n_vocab(const cinfer_model *m) { return m->mod->desc->n_vocab; }
+int cinfer_model_precision(const cinfer_model *m) { return m->precision; }
+
+void cinfer_model_repack_stats(const cinfer_model *m, int *n_tensors, size_t *n_bytes, double *ms) {
+    if (n_tensors) *n_tensors = m->em.n_repacked;
+    if (n_bytes) *n_bytes = m->em.repacked_bytes;
+    if (ms) *ms = m->em.repack_ms;
+}
+
+static const char *const precision_names[CINFER_PRECISION_COUNT] = {
+    [CINFER_PRECISION_NATIVE] = "native", [CINFER_PRECISION_F32] = "f32",
+    [CINFER_PRECISION_INT8] = "int8",     [CINFER_PRECISION_INT8INT8] = "int8int8",
+    [CINFER_PRECISION_INT4] = "int4",     [CINFER_PRECISION_INT4MIX] = "int4mix",
+};
+
+const char *cinfer_precision_name(int p) {
+    return p >= 0 && p < CINFER_PRECISION_COUNT ? precision_names[p] : NULL;
+}
+
+int cinfer_precision_from_name(const char *name) {
+    for (int p = 0; name && p < CINFER_PRECISION_COUNT; p++)
+        if (!strcmp(name, precision_names[p])) return p;
+    return -1;
+}
+
+int cinfer_model_save_giw(const cinfer_model *m, const char *path, char *err, size_t err_len) {
+    char e[1024];
+    int rc = giw_write(m->g, &m->em, cinfer_precision_name(m->precision), path, e, sizeof e);
+    if (rc) return fail(err, err_len, CINFER_EIO, "%s", e);
+    return 0;
+}
 int cinfer_model_n_ctx_train(const cinfer_model *m) { return m->mod->desc->n_ctx_train; }
 const char *cinfer_model_arch(const cinfer_model *m) { return m->arch; }
 double cinfer_model_compile_ms(const cinfer_model *m) { return m->mod->compile_ms; }
@@ -213,7 +271,11 @@ int cinfer_session_new(cinfer_model *m, const cinfer_session_options *opts,
     if (o.activations < CINFER_ACT_DEFAULT || o.activations > CINFER_ACT_Q8)
         return fail(err, err_len, CINFER_EARG, "activations %d: expected CINFER_ACT_F32 (1), "
                     "CINFER_ACT_Q8 (2) or 0 (default)", o.activations);
-    const int act_quant = o.activations != CINFER_ACT_F32; /* default: Q8 (measured faster) */
+    /* default: the precision's own mode (int8 and f32: f32 activations), and
+     * for native Q8 (measured faster) */
+    const int prec_act = cc_precision_act_quant(m->precision);
+    const int act_quant = o.activations == CINFER_ACT_DEFAULT && prec_act >= 0
+                              ? prec_act : o.activations != CINFER_ACT_F32;
     cinfer_session *s = calloc(1, sizeof *s);
     if (!s) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
     s->m = m;
@@ -662,4 +724,81 @@ int cinfer_chat(cinfer_session *s, const cinfer_message *msgs, size_t n,
     rc = cinfer_generate(s, p, &o, cb, user, res, err, err_len);
     free(prompt);
     return rc;
+}
+
+/* ---- embeddings ------------------------------------------------------------------ */
+
+int cinfer_model_n_embd(const cinfer_model *m) { return m->mod->desc->n_embd; }
+
+/* Scale v (n) to Euclidean norm 1; a zero vector stays zero (llama.cpp's
+ * common_embd_normalize with embd_norm = 2). */
+static void l2_normalize(float *v, int n) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)v[i] * v[i];
+    double k = ss > 0 ? 1.0 / sqrt(ss) : 0.0;
+    for (int i = 0; i < n; i++) v[i] = (float)(v[i] * k);
+}
+
+int cinfer_embed(cinfer_session *s, const int32_t *tokens, int n, int pooling, float *out,
+                 int n_out, char *err, size_t err_len) {
+    const cf_model_desc *d = s->m->mod->desc;
+    const int n_embd = d->n_embd, pool = pooling & ~CINFER_EMBED_RAW;
+    if (!tokens || n < 1) return fail(err, err_len, CINFER_EARG, "nothing to embed (%d tokens)", n);
+    if (pool < CINFER_POOL_MEAN || pool > CINFER_POOL_NONE)
+        return fail(err, err_len, CINFER_EARG, "pooling %#x: expected CINFER_POOL_* [| CINFER_EMBED_RAW]",
+                    (unsigned)pooling);
+    if (n > s->ctx->n_ctx)
+        return fail(err, err_len, CINFER_ECTX, "%d tokens do not fit the context of %d", n, s->ctx->n_ctx);
+    size_t need = pool == CINFER_POOL_NONE ? (size_t)n * (size_t)n_embd : (size_t)n_embd;
+    if (!out || n_out < 0 || (size_t)n_out < need)
+        return fail(err, err_len, CINFER_EARG, "output holds %d floats, %zu needed", n_out, need);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= d->n_vocab)
+            return fail(err, err_len, CINFER_EARG, "token id %d at %d out of range [0, %d)", tokens[i], i,
+                        d->n_vocab);
+    /* Every pooling but LAST needs the state of every token, so the whole
+     * history is evaluated; LAST keeps the cached common prefix. */
+    int keep = 0;
+    if (pool == CINFER_POOL_LAST) {
+        while (keep < s->ctx->n_past && keep < n - 1 && s->tokens[keep] == tokens[keep]) keep++;
+    }
+    const int rows = n - keep;
+    float *h = malloc((size_t)rows * (size_t)n_embd * sizeof *h);
+    if (!h) return fail(err, err_len, CINFER_ENOMEM, "out of memory for %d hidden states", rows);
+    eng_truncate(s->ctx, keep);
+    s->evaluated = 0;
+    char e[512];
+    int rc = 0;
+    /* one forward call per batch: cf_env.hidden receives that batch's rows */
+    for (int i = keep; i < n && !rc; i += d->n_batch) {
+        int nb = n - i < d->n_batch ? n - i : d->n_batch;
+        s->ctx->env.hidden = h + (size_t)(i - keep) * (size_t)n_embd;
+        if (eng_eval(s->ctx, (const int *)tokens + i, nb, e, sizeof e)) rc = -1;
+    }
+    s->ctx->env.hidden = NULL;
+    if (rc) {
+        eng_truncate(s->ctx, keep);
+        free(h);
+        return fail(err, err_len, CINFER_EARG, "%s", e);
+    }
+    memmove(s->tokens + keep, tokens + keep, (size_t)rows * sizeof *tokens);
+    s->evaluated = 1;
+    switch (pool) {
+    case CINFER_POOL_MEAN:
+        for (int c = 0; c < n_embd; c++) {
+            double acc = 0;
+            for (int t = 0; t < rows; t++) acc += h[(size_t)t * (size_t)n_embd + (size_t)c];
+            out[c] = (float)(acc / rows);
+        }
+        break;
+    case CINFER_POOL_LAST:
+        memcpy(out, h + (size_t)(rows - 1) * (size_t)n_embd, (size_t)n_embd * sizeof *out);
+        break;
+    case CINFER_POOL_CLS: memcpy(out, h, (size_t)n_embd * sizeof *out); break;
+    default: memcpy(out, h, need * sizeof *out); break;
+    }
+    free(h);
+    if (!(pooling & CINFER_EMBED_RAW))
+        for (size_t r = 0; r < need / (size_t)n_embd; r++) l2_normalize(out + r * (size_t)n_embd, n_embd);
+    return 0;
 }

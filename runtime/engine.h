@@ -20,7 +20,12 @@ typedef struct {
     const gguf_file *g;        /* borrowed: must outlive the model */
     const cf_model_desc *desc; /* from the generated module */
     void (*forward)(cf_env *E);
-    const void **W;            /* (desc->n_weights) tensor data in the mapping */
+    const void **W;            /* (desc->n_weights) tensor data: in the mapping, or a
+                                * repacked copy when the compiled type differs */
+    void *region;              /* every repacked weight (each 64-byte aligned), or NULL */
+    int n_repacked;            /* weights repacked at bind */
+    size_t repacked_bytes;     /* bytes of `region` */
+    double repack_ms;          /* wall time of the repacking */
 } eng_model;
 
 typedef struct {
@@ -39,7 +44,19 @@ typedef struct {
 } eng_ctx;
 
 /* Bind every weight slot of desc to the tensor of the same name in g, checking
- * type and shape.  Errors: -1, "tensor 'X': type Q8_0 in the file, compiled for F32". */
+ * shape.  A weight whose compiled type (desc->weight_types, chosen by the
+ * compute precision) equals the file's is bound to the mapping (no copy);
+ * otherwise it is converted once into memory of its own: dequantized for CF_F32
+ * (kern_dequant_row), repacked with kern_repack for the interleaved types,
+ * into one anonymous mapping (transparent huge pages), the tensors spread
+ * over up to n_threads_hint threads (<= 0: physical cores).  Weights bound to
+ * the mapping that the first forward reads in full are prefaulted
+ * (gguf_populate) when they fit in half the RAM.
+ * Errors: -1, "tensor 'X': type Q8_0 in the file, compiled for Q4_K". */
+int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc *desc,
+                           void (*forward)(cf_env *), int n_threads_hint, char *err,
+                           size_t err_len);
+/* eng_model_bind_threads with the default thread count. */
 int eng_model_bind(eng_model *m, const gguf_file *g, const cf_model_desc *desc,
                    void (*forward)(cf_env *), char *err, size_t err_len);
 void eng_model_release(eng_model *m);

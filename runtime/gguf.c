@@ -140,7 +140,19 @@ static_assert(sizeof type_table / sizeof type_table[0] == GGML_TYPE_COUNT,
               "type_table must have one entry per ggml type id");
 static_assert(GGML_TYPE_MXFP4 == 39 && GGML_TYPE_COUNT == 40, "ggml_type ids drifted");
 
+/* cinfer's repacked types (gguf.h): 8 rows interleaved, the bytes of the 8
+ * plain rows; block and byte sizes per 32 elements of one row, so row bytes
+ * and tensor sizes come out as for the plain type.  kern_repack_bytes must
+ * agree (tests/test_precision.c checks it). */
+static const ggml_type_info cinfer_type_table[GGUF_CINFER_TYPE_LAST - GGUF_CINFER_TYPE_FIRST + 1] = {
+    [GGUF_CINFER_TYPE_Q4_0_R8 - GGUF_CINFER_TYPE_FIRST] = {"Q4_0_R8", 32, SZ_Q4_0},
+    [GGUF_CINFER_TYPE_Q8_0_R8 - GGUF_CINFER_TYPE_FIRST] = {"Q8_0_R8", 32, SZ_Q8_0},
+};
+
 const ggml_type_info *ggml_type_get(uint32_t t) {
+    if (t >= GGUF_CINFER_TYPE_FIRST && t <= GGUF_CINFER_TYPE_LAST)
+        return cinfer_type_table[t - GGUF_CINFER_TYPE_FIRST].name
+                   ? &cinfer_type_table[t - GGUF_CINFER_TYPE_FIRST] : NULL;
     if (t >= GGML_TYPE_COUNT || !type_table[t].name) return NULL;
     return &type_table[t];
 }
@@ -586,9 +598,17 @@ static int parse_tensor_infos(reader *r) {
         uint64_t tat = r->off;
         if ((rc = rd_u32(r, &t->type, "type", ctx))) return rc;
         const ggml_type_info *ti = ggml_type_get(t->type);
+        bool cinfer_type = t->type >= GGUF_CINFER_TYPE_FIRST && t->type <= GGUF_CINFER_TYPE_LAST;
+        if (ti && cinfer_type && gguf_find_key(g, "cinfer.version") < 0)
+            return FAIL(r, "%stype id %u (%s) at offset %llu is a cinfer repacked type, valid only in a .giw "
+                        "file (one with a cinfer.version key)", ctx, t->type, ti->name, (unsigned long long)tat);
         if (!ti)
             return FAIL(r, "%sunknown ggml type id %u at offset %llu (known ids: 0..%d, ids 4, 5, 31-33, 36-38 were "
-                        "removed from ggml)", ctx, t->type, (unsigned long long)tat, GGML_TYPE_COUNT - 1);
+                        "removed from ggml; cinfer .giw types: %d, %d)", ctx, t->type, (unsigned long long)tat,
+                        GGML_TYPE_COUNT - 1, GGUF_CINFER_TYPE_Q4_0_R8, GGUF_CINFER_TYPE_Q8_0_R8);
+        if (cinfer_type && (n_elems / (uint64_t)t->ne[0]) % GGUF_CINFER_TYPE_ROWS)
+            return FAIL(r, "%stype %s: %llu rows, expected a multiple of %d (interleaved groups)", ctx, ti->name,
+                        (unsigned long long)(n_elems / (uint64_t)t->ne[0]), GGUF_CINFER_TYPE_ROWS);
         if ((uint64_t)t->ne[0] % ti->blck_size)
             return FAIL(r, "%stype %s: ne[0] = %lld is not a multiple of the block size %u", ctx, ti->name,
                         (long long)t->ne[0], ti->blck_size);
@@ -786,6 +806,25 @@ int gguf_open(const char *path, gguf_file **out, char *err, size_t err_len) {
 }
 
 /* ==== accessors ============================================================ */
+
+int gguf_populate(const gguf_file *g, const void *p, uint64_t n) {
+    const uint8_t *b = p;
+    if (!g->mapped || b < g->base || n > g->size || b - g->base > (ptrdiff_t)(g->size - n)) return -1;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)b & ~(page - 1), hi = (uintptr_t)(b + n);
+    return madvise((void *)lo, hi - lo, MADV_POPULATE_READ) ? -1 : 0;
+}
+
+int gguf_release_pages(const gguf_file *g, const void *p, uint64_t n) {
+    const uint8_t *b = p;
+    if (!g->mapped || b < g->base || n > g->size || b - g->base > (ptrdiff_t)(g->size - n)) return -1;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)b + page - 1) & ~(page - 1), hi = (uintptr_t)(b + n) & ~(page - 1);
+    if (hi <= lo) return 0;
+    /* a private read-only file mapping: the pages go back to the page cache and
+     * would fault in again, unchanged, on the next read */
+    return madvise((void *)lo, hi - lo, MADV_DONTNEED) ? -1 : 0;
+}
 
 uint32_t gguf_version(const gguf_file *g) { return g->version; }
 uint32_t gguf_alignment(const gguf_file *g) { return g->alignment; }

@@ -54,6 +54,22 @@ enum ggml_type {
     GGML_TYPE_COUNT = 40,
 };
 
+/* cinfer's own repacked weight types (templates/prelude.h CF_Q4_0_R8 / CF_Q8_0_R8,
+ * layouts in runtime/kern.h): ids GGUF_CINFER_TYPE_FIRST..LAST, which ggml
+ * does not define.  gguf_open accepts them only in a file that carries a
+ * `cinfer.version` key (a .giw bundle, runtime/giw.h); anywhere else they are
+ * an unknown-type error, as in llama.cpp.  Tensors of these types need a row
+ * count (ne[1]·ne[2]·ne[3]) that is a multiple of GGUF_CINFER_TYPE_ROWS: they
+ * store groups of 8 rows interleaved, in exactly the bytes of the 8 plain rows
+ * (Q4_0_R8: 18 bytes per 32 elements, Q8_0_R8: 34). */
+enum {
+    GGUF_CINFER_TYPE_Q4_0_R8 = 100,
+    GGUF_CINFER_TYPE_Q8_0_R8 = 101,
+    GGUF_CINFER_TYPE_FIRST = 100,
+    GGUF_CINFER_TYPE_LAST = 109,
+    GGUF_CINFER_TYPE_ROWS = 8,
+};
+
 #define GGUF_MAX_DIMS 4
 #define GGUF_DEFAULT_ALIGNMENT 32
 
@@ -63,7 +79,8 @@ typedef struct {
     uint32_t type_size; /* bytes per block */
 } ggml_type_info;
 
-/* Type table entry for id t, or NULL when t is unknown/removed. */
+/* Type table entry for id t (a ggml type, or a cinfer repacked type above),
+ * or NULL when t is unknown/removed. */
 const ggml_type_info *ggml_type_get(uint32_t t);
 /* "Q4_K", or "unknown" */
 const char *ggml_type_name(uint32_t t);
@@ -164,6 +181,18 @@ bool gguf_str_eq(gguf_str s, const char *c);
 uint64_t gguf_n_tensors(const gguf_file *g);
 const gguf_tensor *gguf_tensor_at(const gguf_file *g, uint64_t i);
 const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name); /* NULL if absent */
+
+/* Map the pages of [p, p + n) (inside g's mapping) now, in one call
+ * (madvise MADV_POPULATE_READ, Linux 5.14+): reads what is not in the page
+ * cache yet and saves a page fault per 64 KiB on first use.  -1 when g is
+ * not a file mapping, the range is outside it or the kernel refuses. */
+int gguf_populate(const gguf_file *g, const void *p, uint64_t n);
+
+/* Drop the whole pages inside [p, p + n) from this process's mapping
+ * (madvise MADV_DONTNEED): they leave its RSS, stay in the page cache and
+ * read back unchanged if touched again.  For tensors copied elsewhere (a
+ * compute precision's repacked weights).  -1 as for gguf_populate. */
+int gguf_release_pages(const gguf_file *g, const void *p, uint64_t n);
 
 /* 64-bit fingerprint of everything that shapes generated code: the header,
  * metadata and tensor table bytes (not the tensor data) plus the file size.

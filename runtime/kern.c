@@ -27,6 +27,7 @@
 #include "kern_elem.h"
 #include "kern_kquants.h"
 #include "kern_q8.h"
+#include "kern_r8.h"
 
 #include <assert.h>
 #include <math.h>
@@ -53,7 +54,7 @@ static_assert(CF_F32 == 0 && CF_F16 == 1 && CF_Q4_0 == 2 && CF_Q4_1 == 3 && CF_Q
               CF_Q5_1 == 7 && CF_Q8_0 == 8 && CF_IQ4_NL == 20 && CF_BF16 == 30,
               "prelude type ids are ggml's");
 
-#define KERN_TYPE_COUNT 40 /* GGML_TYPE_COUNT */
+#define KERN_TYPE_COUNT 102 /* GGML_TYPE_COUNT is 40; cinfer's R8 types are 100, 101 */
 
 const int8_t kern_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                       1,    13,   25,  38,  53,  69,  89,  113};
@@ -223,6 +224,10 @@ static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
     KQ_TYPE(KERN_T_TQ1_0, "TQ1_0", tq1_0),
     KQ_TYPE(KERN_T_TQ2_0, "TQ2_0", tq2_0),
 #undef KQ_TYPE
+    /* row-interleaved (kern.h, kern_r8.c): no per-row leaves; matmul goes to
+     * kern_r8_matmul.  type_size is the ggml block's, per row (kern_row_bytes). */
+    [CF_Q4_0_R8] = {"q4_0_r8", 32, 18, {0}, {0}, CF_Q8_0, {0}},
+    [CF_Q8_0_R8] = {"q8_0_r8", 32, 34, {0}, {0}, CF_Q8_0, {0}},
 };
 
 const kern_type_ops *kern_type_ops_get(int type) {
@@ -346,7 +351,8 @@ static void *scratch_get(cf_env *E, int ith, size_t need) {
 }
 
 size_t kern_scratch_bytes(int n_ctx) {
-    size_t att = (size_t)(n_ctx > 0 ? n_ctx : 0) * sizeof(float);
+    /* attention scores of up to 4 heads (att_head4) */
+    size_t att = (size_t)(n_ctx > 0 ? n_ctx : 0) * 4 * sizeof(float);
     return att > KERN_MM_TILE_BYTES ? att : KERN_MM_TILE_BYTES;
 }
 
@@ -381,6 +387,11 @@ static void mm_vec_worker(void *arg, int ith, int nth) {
     const mm_job *j = arg;
     kern_dot_fn dot = j->ty->dot[j->isa];
     long r0, r1;
+    if (kern_type_is_r8(j->type)) { /* whole 8-row groups */
+        split(j->n_out / 8, ith, nth, &r0, &r1);
+        kern_r8_dot_groups(j->isa, j->type, j->w, j->n_in, r0, r1, j->x, j->y);
+        return;
+    }
     split(j->n_out, ith, nth, &r0, &r1);
     for (long r = r0; r < r1; r++) j->y[r] = dot(j->w + (size_t)r * j->row_bytes, j->x, j->n_in);
 }
@@ -395,7 +406,11 @@ static void mm_mat_tiles(const mm_job *j, float *tile, long tile0, long tile1) {
             int kc = j->n_in - k0 < KERN_MM_KC ? j->n_in - k0 : KERN_MM_KC;
             const float *wt;
             size_t ws;
-            if (j->type == CF_F32) { /* already f32: multiply in place */
+            if (kern_type_is_r8(j->type)) { /* nr is a multiple of 8 (n_out % 8 == 0) */
+                kern_r8_deq_rows(j->isa, j->type, j->w, j->n_in, (int)r0, nr, k0, kc, tile, KERN_MM_KC);
+                wt = tile;
+                ws = KERN_MM_KC;
+            } else if (j->type == CF_F32) { /* already f32: multiply in place */
                 wt = (const float *)j->w + (size_t)r0 * j->n_in + k0;
                 ws = (size_t)j->n_in;
             } else {
@@ -428,8 +443,8 @@ static void mm_mat_worker(void *arg, int ith, int nth) {
 void kern_matmul_f32act(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
                         int n_out, int n_in, int n_tok) {
     const kern_type_ops *ty = kern_type_ops_get(type);
-    if (!ty || n_in % ty->blck) { /* the compiler checks types; never crash here */
-        fill_nan(y, (long)n_out * n_tok);
+    if (!ty || n_in % ty->blck || (kern_type_is_r8(type) && n_out % 8)) {
+        fill_nan(y, (long)n_out * n_tok); /* the compiler checks types; never crash here */
         return;
     }
     mm_job j = {E, isa_ops(isa), ty, isa, y, x, w, type, n_out, n_in, n_tok,
@@ -444,7 +459,9 @@ void kern_matmul_f32act(int isa, cf_env *E, float *y, const float *x, const void
 static void matmul_drv(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
                        int n_out, int n_in, int n_tok) {
     const kern_type_ops *ty = kern_type_ops_get(type);
-    if (E->act_quant && ty && ty->vec_dot_type != CF_F32)
+    if (kern_type_is_r8(type))
+        kern_r8_matmul(isa, E, y, x, w, type, n_out, n_in, n_tok);
+    else if (E->act_quant && ty && ty->vec_dot_type != CF_F32)
         kern_q8_matmul(isa, E, y, x, w, type, n_out, n_in, n_tok);
     else
         kern_matmul_f32act(isa, E, y, x, w, type, n_out, n_in, n_tok);
@@ -455,7 +472,7 @@ static void matmul_drv(int isa, cf_env *E, float *y, const float *x, const void 
 static void get_rows_drv(int isa, cf_env *E, float *y, const void *w, int type, int n,
                          const int *ids, int n_tok) {
     const kern_type_ops *ty = kern_type_ops_get(type);
-    if (!ty || n % ty->blck) {
+    if (!ty || !ty->dequant[isa] || n % ty->blck) { /* R8 types: rows not addressable */
         fill_nan(y, (long)n * n_tok);
         return;
     }
@@ -535,6 +552,7 @@ static void rope_drv(cf_env *E, float *x, int n_head, int head_dim, int n_rot, f
 typedef struct {
     cf_env *E;
     const kern_isa_ops *ops;
+    int isa;
     float *out;
     const float *q;
     const float *kc, *vc; /* this layer's caches (n_ctx, kv_dim) */
@@ -557,6 +575,20 @@ static void att_head(const att_job *j, float *s, int t, int h) {
     const float *qh = j->q + ((size_t)t * j->n_head + h) * hd;
     const float *kh = j->kc + ((size_t)p0 * kv_dim + (size_t)kvh * hd);
     const float *vh = j->vc + ((size_t)p0 * kv_dim + (size_t)kvh * hd);
+    float *o = j->out + ((size_t)t * j->n_head + h) * hd;
+    if (j->isa == KERN_ISA_AVX2 && hd % 8 == 0) { /* kern_att_avx2.c: register-blocked */
+        float max = kern_avx2_att_scores(qh, kh, (size_t)kv_dim, n_kv, hd, j->scale, s);
+        if (j->softcap > 0.0f) {
+            max = -INFINITY;
+            for (int p = 0; p < n_kv; p++) {
+                s[p] = tanhf(s[p] * (1.0f / j->softcap)) * j->softcap;
+                if (s[p] > max) max = s[p];
+            }
+        }
+        const float inv = (float)(1.0 / j->ops->softmax_exp(s, n_kv, max));
+        kern_avx2_att_wsum(o, s, inv, vh, (size_t)kv_dim, n_kv, hd);
+        return;
+    }
     float max = -INFINITY;
     for (int p = 0; p < n_kv; p++) {
         float sc = j->ops->dot_f32(qh, kh + (size_t)p * kv_dim, hd) * j->scale;
@@ -565,28 +597,78 @@ static void att_head(const att_job *j, float *s, int t, int h) {
         if (sc > max) max = sc;
     }
     const float inv = (float)(1.0 / j->ops->softmax_exp(s, n_kv, max));
-    float *o = j->out + ((size_t)t * j->n_head + h) * hd;
     memset(o, 0, (size_t)hd * sizeof *o);
     for (int p = 0; p < n_kv; p++) j->ops->axpy(o, s[p] * inv, vh + (size_t)p * kv_dim, hd);
 }
 
-static void att_units(const att_job *j, float *s, long u0, long u1) {
-    for (long u = u0; u < u1; u++) att_head(j, s, (int)(u / j->n_head), (int)(u % j->n_head));
+/* Unit u = (kv head, token, head of its group) in that order: a thread's
+ * consecutive units read the same kv head's K/V rows (<= n_ctx * head_dim
+ * floats each), so those stay in L2 instead of cycling through every kv
+ * head's rows per token (measured 3x slower at 512 tokens).  Threads take
+ * units round-robin (ith, ith + nth, ...): causal work grows with the
+ * token, so contiguous ranges would leave the first thread idle. */
+/* Heads h0..h0+3 of token t, which share one kv head, through the AVX-512
+ * leaves (kern_att_avx512.c): each K/V row is read once for the 4 heads.
+ * Softmax per head as att_head; s holds 4 rows of ss floats. */
+static void att_head4(const att_job *j, float *s, size_t ss, int t, int h0) {
+    const int kv_dim = j->n_head_kv * j->head_dim, hd = j->head_dim;
+    const int kvh = h0 / (j->n_head / j->n_head_kv);
+    const int p_end = j->pos + t + 1;
+    const int p0 = j->window > 0 && p_end > j->window ? p_end - j->window : 0;
+    const int n_kv = p_end - p0;
+    const float *qh = j->q + ((size_t)t * j->n_head + h0) * hd;
+    const float *kh = j->kc + ((size_t)p0 * kv_dim + (size_t)kvh * hd);
+    const float *vh = j->vc + ((size_t)p0 * kv_dim + (size_t)kvh * hd);
+    float max[4], inv[4];
+    kern_avx512_att_scores4(qh, (size_t)hd, kh, (size_t)kv_dim, n_kv, hd, j->scale, s, ss, max);
+    for (int h = 0; h < 4; h++) {
+        float *sh = s + (size_t)h * ss;
+        if (j->softcap > 0.0f) {
+            max[h] = -INFINITY;
+            for (int p = 0; p < n_kv; p++) {
+                sh[p] = tanhf(sh[p] * (1.0f / j->softcap)) * j->softcap;
+                if (sh[p] > max[h]) max[h] = sh[p];
+            }
+        }
+        inv[h] = (float)(1.0 / j->ops->softmax_exp(sh, n_kv, max[h]));
+    }
+    kern_avx512_att_wsum4(j->out + ((size_t)t * j->n_head + h0) * hd, (size_t)hd, s, ss, inv, vh,
+                          (size_t)kv_dim, n_kv, hd);
 }
 
-/* Units are (token, head) pairs in token-major, head-minor order, so one
- * thread's consecutive heads share a KV head and reuse its rows from cache. */
+/* Unit u = (kv head, token, head of its group — or quad of heads with
+ * att_head4) in that order: a thread's consecutive units read the same kv
+ * head's K/V rows, so those stay in L2 instead of cycling through every kv
+ * head's rows per token.  Threads take units round-robin (ith, ith + nth,
+ * ...): causal work grows with the token, so contiguous ranges would leave
+ * the first thread idle.  Each unit's arithmetic is independent of the
+ * partition. */
+static int att_quads(const att_job *j) {
+    return j->isa == KERN_ISA_AVX2 && (j->n_head / j->n_head_kv) % 4 == 0 && j->head_dim % 16 == 0 &&
+           kern_r8_impl_available(KERN_R8_VNNI);
+}
+
+static void att_units(const att_job *j, float *s, size_t ss, long u0, long n, int step) {
+    const int quads = att_quads(j), w = quads ? 4 : 1;
+    const int g = j->n_head / j->n_head_kv / w; /* units per token and kv head */
+    for (long u = u0; u < n; u += step) {
+        const long kvh = u / ((long)j->n_tok * g), rem = u % ((long)j->n_tok * g);
+        const int t = (int)(rem / g), h = (int)(kvh * g + rem % g) * w;
+        if (quads) att_head4(j, s, ss, t, h);
+        else att_head(j, s, t, h);
+    }
+}
+
 static void att_worker(void *arg, int ith, int nth) {
     const att_job *j = arg;
-    long u0, u1;
-    split((long)j->n_tok * j->n_head, ith, nth, &u0, &u1);
-    if (u0 == u1) return;
-    float *s = scratch_get(j->E, ith, (size_t)j->E->n_ctx * sizeof(float));
+    const long n = (long)j->n_tok * j->n_head / (att_quads(j) ? 4 : 1);
+    if (ith >= n) return;
+    float *s = scratch_get(j->E, ith, (size_t)j->E->n_ctx * 4 * sizeof(float));
     if (s) {
-        att_units(j, s, u0, u1);
+        att_units(j, s, (size_t)j->E->n_ctx, ith, n, nth);
     } else {
-        float stack_s[j->pos + j->n_tok];
-        att_units(j, stack_s, u0, u1);
+        float stack_s[4 * (j->pos + j->n_tok)];
+        att_units(j, stack_s, (size_t)(j->pos + j->n_tok), ith, n, nth);
     }
 }
 
@@ -602,7 +684,7 @@ static void attention_drv(int isa, cf_env *E, float *out, const float *q, const 
     /* Store first (all threads read every stored row afterwards). */
     memcpy(kc + (size_t)E->pos * kv_dim, k, (size_t)n_tok * kv_dim * sizeof(float));
     memcpy(vc + (size_t)E->pos * kv_dim, v, (size_t)n_tok * kv_dim * sizeof(float));
-    att_job j = {E, isa_ops(isa), out, q, kc, vc, n_head, n_head_kv, head_dim, n_tok, E->pos,
+    att_job j = {E, isa_ops(isa), isa, out, q, kc, vc, n_head, n_head_kv, head_dim, n_tok, E->pos,
                  scale, window, softcap};
     long work = (long)n_tok * n_head * head_dim * (E->pos + n_tok) * 2;
     run(E, work, att_worker, &j);
@@ -728,7 +810,7 @@ void kern_dequant_row(int type, const void *src, float *dst, int n) {
 
 void kern_dequant_row_isa(int isa, int type, const void *src, float *dst, int n) {
     const kern_type_ops *t = kern_type_ops_get(type);
-    if (!t || !kern_isa_available(isa) || n % t->blck) {
+    if (!t || !kern_isa_available(isa) || !t->dequant[isa] || n % t->blck) {
         fill_nan(dst, n);
         return;
     }
@@ -737,7 +819,7 @@ void kern_dequant_row_isa(int isa, int type, const void *src, float *dst, int n)
 
 float kern_dot_row(int isa, int type, const void *w_row, const float *x, int n) {
     const kern_type_ops *t = kern_type_ops_get(type);
-    if (!t || !kern_isa_available(isa) || n % t->blck) return NAN;
+    if (!t || !kern_isa_available(isa) || !t->dot[isa] || n % t->blck) return NAN;
     return t->dot[isa](w_row, x, n);
 }
 

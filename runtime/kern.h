@@ -2,10 +2,13 @@
  * kern.h — CPU compute kernels behind the cf_kernels table (templates/prelude.h).
  *
  * Two instruction sets: KERN_ISA_SCALAR (portable C, the reference every
- * other path is tested against) and KERN_ISA_AVX2 (AVX2 + FMA + F16C, in
- * kern_avx2.c, the only file built with those flags).  kern_best_isa() picks
- * one from CPUID once at start-up; nothing here executes an AVX2 instruction
- * unless the caller chose KERN_ISA_AVX2.
+ * other path is tested against) and KERN_ISA_AVX2 (AVX2 + FMA + F16C, in the
+ * *_avx2.c files, the only ones built with those flags).  kern_best_isa()
+ * picks one from CPUID once at start-up; nothing here executes an AVX2
+ * instruction unless the caller chose KERN_ISA_AVX2.  Within KERN_ISA_AVX2
+ * some leaves have an AVX-512 variant (*_vnni.c, *_avx512.c: the R8 integer
+ * GEMM, 4-head attention) that runs only when CPUID reports AVX-512
+ * F/BW/VL/VNNI with ZMM state enabled (kern_r8_impl_available, kern_r8.h).
  *
  * Numerics (the parity target is llama.cpp run on the exact F32
  * dequantization of the weights): activations and accumulators are f32;
@@ -29,7 +32,8 @@
  * per-thread scratch owned by the pool in E->pool: size it once, outside the
  * token loop, with pool_reserve(pool, kern_scratch_bytes(n_ctx)).  With
  * E->pool == NULL kernels run single-threaded on stack buffers
- * (KERN_MM_TILE_BYTES + 4*n_ctx bytes of stack; meant for tests and tools).
+ * (KERN_MM_TILE_BYTES + 16*n_ctx bytes of stack: scores of up to 4 attention
+ * heads; meant for tests and tools).
  * A test build (CINFER_TEST_BUILD) aborts when a non-NULL pool has too
  * little scratch; other builds fall back to the stack.
  */
@@ -125,6 +129,58 @@ uint16_t kern_f32_to_f16(float f);
 void kern_f16_to_f32_row(int isa, const uint16_t *src, float *dst, int n);
 void kern_f32_to_f16_row(int isa, const float *src, uint16_t *dst, int n);
 
+/* ---- row-interleaved repacked types (compute precisions; kern_r8.c) -------
+ * CF_Q4_0_R8 (100) and CF_Q8_0_R8 (101) hold ggml Q4_0 / Q8_0 numerics
+ * (w = d * (code - 8), w = d * q) re-laid so that one 256-bit load feeds 8
+ * output rows.  A matrix of n_rows x n_cols (n_rows % 8 == 0, n_cols % 32
+ * == 0) is n_rows/8 row groups, stored one after the other; group g holds
+ * rows 8g..8g+7 as n_cols/32 blocks in column order.  Block b of a group
+ * covers columns 32b..32b+31 of its 8 rows, byte by byte:
+ *
+ *   Q4_0_R8 block, 144 bytes (= 8 ggml block_q4_0):
+ *     [  0.. 15]  d[r], r = 0..7: f16 scale of row r (little-endian)
+ *     [ 16..143]  4 chunks of 32 bytes; chunk c (0..3), byte 4r+i (r 0..7,
+ *                 i 0..3): low nibble = code of (row r, column 4c+i), high
+ *                 nibble = code of (row r, column 16+4c+i); code = q + 8.
+ *                 (= bytes qs[4c..4c+3] of row r's ggml block: a 4-byte
+ *                 interleave, so Q4_0 -> Q4_0_R8 is lossless)
+ *   Q8_0_R8 block, 272 bytes (= 8 ggml block_q8_0):
+ *     [  0.. 15]  d[r], f16 as above
+ *     [ 16..271]  8 chunks of 32 bytes; chunk c (0..7), byte 4r+i: the int8
+ *                 q of (row r, column 4c+i)  (= ggml qs[4c..4c+3] of row r)
+ *
+ * So 32-bit lane r of a chunk loaded into a ymm holds row r's codes for 4
+ * consecutive columns: vpdpbusd / vpmaddubsw+vpmaddwd against the 4 matching
+ * activation bytes broadcast to every lane give 8 rows' partial dots at once.
+ * Size semantics: kern_row_bytes(type, n) is the bytes per row *averaged over
+ * a group* (n/32 * 18 or 34, the ggml sizes), so n_rows * kern_row_bytes is
+ * the matrix size, but a single row is not addressable on its own: the
+ * per-row helpers (kern_dequant_row*, kern_dot_row, get_rows) refuse these
+ * types (NaN).  matmul needs n_out % 8 == 0 (else NaN output, never a crash)
+ * and runs both act_quant modes: 1 = activations to Q8_0 and integer dots
+ * (W4A8/W8A8, llama.cpp's numerics), 0 = f32 activations times the exactly
+ * dequantized weights. */
+#define KERN_R8_ROWS 8
+#define KERN_Q4_0_R8_BLOCK 144
+#define KERN_Q8_0_R8_BLOCK 272
+
+/* 1 for CF_Q4_0_R8 / CF_Q8_0_R8. */
+int kern_type_is_r8(int type);
+/* Bytes the repacked copy of an n_rows x n_cols matrix takes; 0 when dst_type
+ * cannot hold it (not an R8 type, n_rows % 8, n_cols % 32, non-positive). */
+size_t kern_repack_bytes(int dst_type, int n_rows, int n_cols);
+/* dst = src (n_rows x n_cols, ggml type src_type, any supported type) re-laid
+ * as dst_type.  Q4_0->Q4_0_R8 and Q8_0->Q8_0_R8 (and R8 -> the same R8 type)
+ * are byte shuffles (lossless); other sources are dequantized to f32 and
+ * quantized with ggml's reference quantizer (quantize_row_q4_0_ref /
+ * q8_0_ref rounding, runtime/quant.c).  0, or -1 with a one-line message in
+ * err when the type pair or shape is unsupported or memory runs out. */
+int kern_repack(int dst_type, int src_type, const void *src, int n_rows, int n_cols, void *dst,
+                char *err, size_t err_len);
+/* dst (n_rows x n_cols f32, row-major) = exact values of an R8 matrix
+ * (scalar).  0, or -1 for a non-R8 type or bad shape (dst untouched). */
+int kern_r8_dequant(int type, const void *src, int n_rows, int n_cols, float *dst);
+
 /* ---- internal: shared between kern.c and kern_avx2.c ----------------------
  * Not for other modules. */
 
@@ -191,6 +247,23 @@ float kern_avx2_dot_q5_0(const void *w, const float *x, int n);
 float kern_avx2_dot_q5_1(const void *w, const float *x, int n);
 float kern_avx2_dot_q8_0(const void *w, const float *x, int n);
 float kern_avx2_dot_iq4_nl(const void *w, const float *x, int n);
+
+/* kern_att_avx2.c: one attention head, head_dim % 8 == 0 (kern.c att_head).
+ * scores: s[p] = scale * Σ_d q[d] k[p*ks + d] for p < n; returns max s.
+ * wsum: o[d] = Σ_p (s[p] * inv) v[p*vs + d], fma in key order. */
+float kern_avx2_att_scores(const float *q, const float *k, size_t ks, int n, int hd, float scale,
+                           float *s);
+void kern_avx2_att_wsum(float *o, const float *s, float inv, const float *v, size_t vs, int n, int hd);
+
+/* kern_att_avx512.c: 4 query heads sharing a kv head (rows q + h*qs, h < 4),
+ * head_dim % 16 == 0; only when kern_r8_impl_available(KERN_R8_VNNI) (the
+ * AVX-512 F/BW/VL/VNNI gate, kern_r8.h).  scores4: s[h*ss + p] = scale *
+ * q_h·k_p, p < n, and max[h] = max_p of head h's scores.  wsum4: o[h*os + d]
+ * = Σ_p (s[h*ss + p] * inv[h]) v[p*vs + d], fma in key order. */
+void kern_avx512_att_scores4(const float *q, size_t qs, const float *k, size_t ks, int n, int hd,
+                             float scale, float *s, size_t ss, float *max);
+void kern_avx512_att_wsum4(float *o, size_t os, const float *s, size_t ss, const float *inv,
+                           const float *v, size_t vs, int n, int hd);
 
 /* ggml block layouts (ggml-common.h); kern.c static_asserts their sizes. */
 #define KERN_QK 32

@@ -249,3 +249,29 @@ int samp_sample(samp_state *s, const float *logits, const int32_t *history, int 
     }
     return c[best].id; /* rounding left r at the very top: take the mode */
 }
+
+/* ---- OpenAI frequency / presence penalties ----------------------------------------- */
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int samp_penalize_counts(float *logits, int n_vocab, const int32_t *tokens, int n, float frequency,
+                         float presence) {
+    if (!logits || n_vocab < 0 || n < 0 || (n && !tokens)) return SAMP_EINVAL;
+    if (!n || (frequency == 0.0f && presence == 0.0f)) return 0;
+    int32_t *t = malloc((size_t)n * sizeof *t);
+    if (!t) return SAMP_ENOMEM;
+    memcpy(t, tokens, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_i32);
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && t[j] == t[i]) j++;
+        int32_t id = t[i];
+        if (id >= 0 && id < n_vocab) logits[id] -= (float)(j - i) * frequency + presence;
+        i = j;
+    }
+    free(t);
+    return 0;
+}

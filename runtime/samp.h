@@ -63,4 +63,17 @@ void samp_seed(samp_state *s, uint64_t seed);
  * when top_k is off and top_p is on. */
 int samp_sample(samp_state *s, const float *logits, const int32_t *history, int n_history);
 
+/* OpenAI's frequency and presence penalties (platform.openai.com/docs/
+ * advanced-usage, "Frequency and presence penalties"), applied in place:
+ *
+ *   logits[t] -= c[t] * frequency + (c[t] > 0) * presence
+ *
+ * where c[t] counts t in tokens[0..n) — the tokens generated so far (not the
+ * prompt).  frequency and presence are in [-2, 2] in OpenAI's API (not
+ * checked here); -inf logits stay -inf.  Ids outside [0, n_vocab) are
+ * ignored.  O(n log n); allocates a copy of tokens.  Returns 0, SAMP_EINVAL
+ * (NULL logits, negative n or n_vocab) or SAMP_ENOMEM. */
+int samp_penalize_counts(float *logits, int n_vocab, const int32_t *tokens, int n, float frequency,
+                         float presence);
+
 #endif

@@ -6,12 +6,13 @@
  * Threads.  libmicrohttpd gives each connection its own thread, so a handler
  * may block: it parses and validates the body, renders the chat template and
  * tokenizes the prompt (the model is read-only and shared), then enqueues a
- * job.  The single worker thread owns the session and runs jobs in order,
- * which keeps the KV cache of the previous request for prefix reuse.  A
+ * job.  Each model's worker thread owns that model's session and runs its
+ * jobs in order, which keeps the KV cache of the previous request for prefix
+ * reuse (several models: one struct srv each, see the struct).  A
  * non-streaming handler waits for its job; a streaming one returns a
  * callback response whose reader drains the SSE bytes the worker appends.
- * One mutex and one condition variable guard the queue and every job's
- * output — contention is one wake-up per token, far below decode cost.
+ * One mutex and one condition variable per model guard its queue and every
+ * job's output — contention is one wake-up per token, far below decode cost.
  *
  * Lifetime.  A job is referenced by its handler or its stream response and
  * by the worker; the last unref frees it.  When the stream response is
@@ -19,6 +20,17 @@
  * worker's token callback stops generation.
  */
 #include "srv.h"
+
+/* Seconds a connection may sit idle (no bytes either way) before it is
+ * closed: keep-alive between requests, and clients that never finish a
+ * request line (libmicrohttpd 0.9.75 silently skips a line of NUL bytes,
+ * e.g. a TLS handshake sent to this plain-HTTP port, and would otherwise hold
+ * the connection and its thread).  A request waiting in the queue or being
+ * generated is not idle from the daemon's side. */
+#define SRV_IDLE_TIMEOUT_S 10
+#include "srv_impl.h"
+#include "srv_embed.h"
+#include "srv_webui.h"
 
 #include <arpa/inet.h>
 #include <cJSON.h>
@@ -35,7 +47,6 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { API_CHAT, API_COMPL, API_MSG };
 
 /* ---- growable byte buffer ---------------------------------------------------------- */
 
@@ -112,6 +123,10 @@ typedef struct srv_job {
     char err[256];
     cinfer_gen_result res;
     const char *stop_hit; /* the stop string that ended generation (one of stop[]), or NULL */
+    srvx *x;              /* tools, response_format, logprobs, penalties (srv_tools.c), or NULL */
+    int seq;              /* streamed events so far (responses' sequence_number) */
+    cJSON *echo;          /* responses: request fields echoed in the response (instructions, metadata) */
+    srv_embed *embed;     /* POST /v1/embeddings: the worker embeds instead of generating */
 } srv_job;
 
 struct srv {
@@ -131,6 +146,20 @@ struct srv {
     int n_active; /* requests begun and not yet completed (sent or failed) */
     unsigned long long n_req;
     long started;
+    /* Several models: one struct srv per model, each with its own worker,
+     * session, queue, mutex and counters.  The first (the hub) also owns the
+     * HTTP daemon, the model list and n_active; routes run on the hub and
+     * hand a request to the model its "model" field names. */
+    struct srv *hub;
+    struct srv **models; /* hub: (n_models), models[0] == hub */
+    int n_models;
+    int n_threads;
+    int no_webui;
+    char *csp;              /* hub: Content-Security-Policy of the web UI page */
+    cinfer_session *esess;  /* embeddings' own session (worker thread), made on first use */
+    /* guarded by mu: the session's cached tokens and totals since start */
+    int n_past;
+    unsigned long long n_done, n_prompt_tokens, n_cached_tokens, n_gen_tokens, n_embed_tokens;
 };
 
 static void job_unref_locked(srv_job *j) {
@@ -140,6 +169,9 @@ static void job_unref_locked(srv_job *j) {
     free(j->ids);
     free(j->out.p);
     free(j->text.p);
+    srv_embed_free(j->embed);
+    srvx_free(j->x);
+    cJSON_Delete(j->echo);
     free(j);
 }
 static void job_unref(srv_job *j) {
@@ -149,11 +181,16 @@ static void job_unref(srv_job *j) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static const char *finish_openai(cinfer_stop_reason r) {
-    return r == CINFER_STOP_MAX_TOKENS || r == CINFER_STOP_CTX_FULL ? "length" : "stop";
+static int n_calls(const srv_job *j) { return j->x ? j->x->n_calls : 0; }
+static const char *finish_openai_j(const srv_job *j) {
+    cinfer_stop_reason r = j->res.stop;
+    if (r == CINFER_STOP_MAX_TOKENS || r == CINFER_STOP_CTX_FULL) return "length";
+    return n_calls(j) ? "tool_calls" : "stop";
 }
-static const char *finish_anthropic(cinfer_stop_reason r) {
+static const char *finish_anthropic_j(const srv_job *j) {
+    cinfer_stop_reason r = j->res.stop;
     if (r == CINFER_STOP_MAX_TOKENS || r == CINFER_STOP_CTX_FULL) return "max_tokens";
+    if (n_calls(j)) return "tool_use";
     if (r == CINFER_STOP_STRING) return "stop_sequence";
     return "end_turn";
 }
@@ -181,35 +218,6 @@ static const char *matched_stop(srv *s, const srv_job *j) {
 
 /* ---- streaming chunks (worker side) -------------------------------------------------- */
 
-static void emit_delta(srv *s, srv_job *j, const char *piece, size_t len) {
-    sbuf *b = &j->out;
-    char num[32];
-    switch (j->api) {
-    case API_CHAT:
-    case API_COMPL:
-        sb_str(b, "data: {\"id\":\"");
-        sb_str(b, j->id);
-        sb_str(b, j->api == API_CHAT ? "\",\"object\":\"chat.completion.chunk\",\"created\":"
-                                     : "\",\"object\":\"text_completion\",\"created\":");
-        snprintf(num, sizeof num, "%ld", j->created);
-        sb_str(b, num);
-        sb_str(b, ",\"model\":");
-        sb_json(b, s->name, strlen(s->name));
-        sb_str(b, j->api == API_CHAT ? ",\"choices\":[{\"index\":0,\"delta\":{\"content\":"
-                                     : ",\"choices\":[{\"index\":0,\"text\":");
-        sb_json(b, piece, len);
-        sb_str(b, j->api == API_CHAT ? "},\"logprobs\":null,\"finish_reason\":null}]}\n\n"
-                                     : ",\"logprobs\":null,\"finish_reason\":null}]}\n\n");
-        break;
-    case API_MSG:
-        sb_str(b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
-                  "\"delta\":{\"type\":\"text_delta\",\"text\":");
-        sb_json(b, piece, len);
-        sb_str(b, "}}\n\n");
-        break;
-    }
-}
-
 static void emit_event(sbuf *b, const char *event, cJSON *data) {
     char *t = cJSON_PrintUnformatted(data);
     if (event) {
@@ -222,6 +230,146 @@ static void emit_event(sbuf *b, const char *event, cJSON *data) {
     sb_str(b, "\n\n");
     free(t);
     cJSON_Delete(data);
+}
+
+/* Logprob entries not yet streamed as the chunk's "logprobs" value (JSON
+ * text, malloc'd), or NULL when there are none.  text_base: bytes of text
+ * before this chunk (legacy text_offset). */
+static char *pending_logprobs(srv_job *j, size_t text_base) {
+    srvx *x = j->x;
+    if (!x || !x->logprobs || x->lp_sent >= x->n_lp) return NULL;
+    cJSON *l = j->api == API_COMPL ? srvx_logprobs_legacy(x, x->lp_sent, x->n_lp, text_base)
+                                   : srvx_logprobs_chat(x, x->lp_sent, x->n_lp);
+    x->lp_sent = x->n_lp;
+    char *t = cJSON_PrintUnformatted(l);
+    cJSON_Delete(l);
+    return t;
+}
+static cJSON *pending_logprobs_json(srv_job *j, size_t text_base) {
+    char *t = pending_logprobs(j, text_base);
+    cJSON *v = t ? cJSON_Parse(t) : NULL;
+    free(t);
+    return v ? v : cJSON_CreateNull();
+}
+
+/* Responses API: an event object with its type and sequence_number. */
+static cJSON *resp_event(srv_job *j, const char *type) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "type", type);
+    cJSON_AddNumberToObject(e, "sequence_number", j->seq++);
+    return e;
+}
+static void resp_item_id(const srv_job *j, char *out, size_t cap) {
+    snprintf(out, cap, "msg_%s", j->id + (strncmp(j->id, "resp_", 5) ? 0 : 5));
+}
+static void resp_indices(cJSON *e, const srv_job *j) {
+    char item[80];
+    resp_item_id(j, item, sizeof item);
+    cJSON_AddStringToObject(e, "item_id", item);
+    cJSON_AddNumberToObject(e, "output_index", 0);
+    cJSON_AddNumberToObject(e, "content_index", 0);
+}
+
+/* The output text part, and the message item holding it (text: with the
+ * generated text, else empty). */
+static cJSON *resp_part(srv_job *j, int text) {
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "type", "output_text");
+    cJSON_AddStringToObject(p, "text", text && j->text.p ? j->text.p : "");
+    cJSON_AddArrayToObject(p, "annotations");
+    return p;
+}
+static cJSON *resp_message(srv_job *j, const char *status, int text) {
+    char item[80];
+    resp_item_id(j, item, sizeof item);
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "type", "message");
+    cJSON_AddStringToObject(m, "id", item);
+    cJSON_AddStringToObject(m, "status", status);
+    cJSON_AddStringToObject(m, "role", "assistant");
+    cJSON *c = cJSON_AddArrayToObject(m, "content");
+    if (text >= 0) cJSON_AddItemToArray(c, resp_part(j, text));
+    return m;
+}
+
+/* The response object of POST /v1/responses: status "in_progress" (no
+ * output yet), "completed", or "incomplete" (max_output_tokens reached). */
+static cJSON *resp_object(srv *s, srv_job *j, int final) {
+    cJSON *o = cJSON_CreateObject();
+    int trunc = final && (j->res.stop == CINFER_STOP_MAX_TOKENS || j->res.stop == CINFER_STOP_CTX_FULL);
+    cJSON_AddStringToObject(o, "id", j->id);
+    cJSON_AddStringToObject(o, "object", "response");
+    cJSON_AddNumberToObject(o, "created_at", (double)j->created);
+    cJSON_AddStringToObject(o, "status", !final ? "in_progress" : trunc ? "incomplete" : "completed");
+    cJSON_AddNullToObject(o, "error");
+    if (trunc) cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "incomplete_details"), "reason", "max_output_tokens");
+    else cJSON_AddNullToObject(o, "incomplete_details");
+    const cJSON *ins = cJSON_GetObjectItemCaseSensitive(j->echo, "instructions");
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(j->echo, "metadata");
+    cJSON_AddItemToObject(o, "instructions", cJSON_IsString(ins) ? cJSON_CreateString(ins->valuestring) : cJSON_CreateNull());
+    cJSON_AddStringToObject(o, "model", s->name);
+    cJSON *out = cJSON_AddArrayToObject(o, "output");
+    cJSON_AddTrueToObject(o, "parallel_tool_calls");
+    cJSON_AddItemToObject(o, "metadata", cJSON_IsObject(md) ? cJSON_Duplicate(md, 1) : cJSON_CreateObject());
+    cJSON_AddStringToObject(o, "tool_choice", "auto");
+    cJSON_AddArrayToObject(o, "tools");
+    cJSON_AddNumberToObject(o, "temperature", j->go.temperature);
+    cJSON_AddNumberToObject(o, "top_p", j->go.top_p);
+    if (j->go.max_tokens) cJSON_AddNumberToObject(o, "max_output_tokens", j->go.max_tokens);
+    else cJSON_AddNullToObject(o, "max_output_tokens");
+    if (final) {
+        cJSON_AddItemToArray(out, resp_message(j, trunc ? "incomplete" : "completed", 1));
+        cJSON *u = cJSON_AddObjectToObject(o, "usage");
+        cJSON_AddNumberToObject(u, "input_tokens", j->res.n_prompt);
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "input_tokens_details"), "cached_tokens", j->res.n_reused);
+        cJSON_AddNumberToObject(u, "output_tokens", j->res.n_generated);
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "output_tokens_details"), "reasoning_tokens", 0);
+        cJSON_AddNumberToObject(u, "total_tokens", j->res.n_prompt + j->res.n_generated);
+    }
+    return o;
+}
+
+static void emit_delta(srv *s, srv_job *j, const char *piece, size_t len) {
+    sbuf *b = &j->out;
+    char num[32];
+    switch (j->api) {
+    case API_CHAT:
+    case API_COMPL: {
+        char *lp = pending_logprobs(j, j->text.len >= len ? j->text.len - len : 0);
+        sb_str(b, "data: {\"id\":\"");
+        sb_str(b, j->id);
+        sb_str(b, j->api == API_CHAT ? "\",\"object\":\"chat.completion.chunk\",\"created\":"
+                                     : "\",\"object\":\"text_completion\",\"created\":");
+        snprintf(num, sizeof num, "%ld", j->created);
+        sb_str(b, num);
+        sb_str(b, ",\"model\":");
+        sb_json(b, s->name, strlen(s->name));
+        sb_str(b, j->api == API_CHAT ? ",\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+                                     : ",\"choices\":[{\"index\":0,\"text\":");
+        sb_json(b, piece, len);
+        sb_str(b, j->api == API_CHAT ? "},\"logprobs\":" : ",\"logprobs\":");
+        sb_str(b, lp ? lp : "null");
+        sb_str(b, ",\"finish_reason\":null}]}\n\n");
+        free(lp);
+        break;
+    }
+    case API_MSG:
+        sb_str(b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+                  "\"delta\":{\"type\":\"text_delta\",\"text\":");
+        sb_json(b, piece, len);
+        sb_str(b, "}}\n\n");
+        break;
+    case API_RESP: {
+        cJSON *e = resp_event(j, "response.output_text.delta");
+        resp_indices(e, j);
+        char *t = strndup(piece, len);
+        cJSON_AddStringToObject(e, "delta", t ? t : "");
+        free(t);
+        cJSON_AddArrayToObject(e, "logprobs");
+        emit_event(b, "response.output_text.delta", e);
+        break;
+    }
+    }
 }
 
 static cJSON *oai_chunk(srv *s, srv_job *j) {
@@ -238,8 +386,14 @@ static cJSON *oai_usage(const srv_job *j) {
     cJSON_AddNumberToObject(u, "prompt_tokens", j->res.n_prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", j->res.n_generated);
     cJSON_AddNumberToObject(u, "total_tokens", j->res.n_prompt + j->res.n_generated);
+    /* prompt tokens whose KV cache was reused from the previous request */
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", j->res.n_reused);
     return u;
 }
+
+/* Does the Anthropic stream open a text block?  Not when a tool call is
+ * forced (the response is one tool_use block). */
+static int msg_text_block(const srv_job *j) { return !(j->x && j->x->tool_mode == SRVX_TOOLS_REQUIRED); }
 
 /* The opening events, written by the handler before the job is queued so the
  * client sees its headers at once. */
@@ -269,16 +423,61 @@ static void emit_head(srv *s, srv_job *j) {
         cJSON_AddNumberToObject(u, "input_tokens", (double)j->n_ids);
         cJSON_AddNumberToObject(u, "output_tokens", 0);
         emit_event(&j->out, "message_start", e);
-        e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "type", "content_block_start");
-        cJSON_AddNumberToObject(e, "index", 0);
-        cJSON *cb = cJSON_AddObjectToObject(e, "content_block");
-        cJSON_AddStringToObject(cb, "type", "text");
-        cJSON_AddStringToObject(cb, "text", "");
-        emit_event(&j->out, "content_block_start", e);
+        if (msg_text_block(j)) {
+            e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "type", "content_block_start");
+            cJSON_AddNumberToObject(e, "index", 0);
+            cJSON *cb = cJSON_AddObjectToObject(e, "content_block");
+            cJSON_AddStringToObject(cb, "type", "text");
+            cJSON_AddStringToObject(cb, "text", "");
+            emit_event(&j->out, "content_block_start", e);
+        }
         e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "type", "ping");
         emit_event(&j->out, "ping", e);
+    } else if (j->api == API_RESP) {
+        cJSON *e = resp_event(j, "response.created");
+        cJSON_AddItemToObject(e, "response", resp_object(s, j, 0));
+        emit_event(&j->out, "response.created", e);
+        e = resp_event(j, "response.in_progress");
+        cJSON_AddItemToObject(e, "response", resp_object(s, j, 0));
+        emit_event(&j->out, "response.in_progress", e);
+        e = resp_event(j, "response.output_item.added");
+        cJSON_AddNumberToObject(e, "output_index", 0);
+        cJSON_AddItemToObject(e, "item", resp_message(j, "in_progress", -1));
+        emit_event(&j->out, "response.output_item.added", e);
+        e = resp_event(j, "response.content_part.added");
+        resp_indices(e, j);
+        cJSON_AddItemToObject(e, "part", resp_part(j, 0));
+        emit_event(&j->out, "response.content_part.added", e);
+    }
+}
+
+/* OpenAI chat: the tool call as two chunks (id, type, name; then the
+ * arguments), as OpenAI streams them. */
+static void emit_tool_chunks(srv *s, srv_job *j) {
+    for (int i = 0; i < n_calls(j); i++) {
+        char id[96];
+        srvx_call_id(j->x, j->id, i, id, sizeof id);
+        for (int part = 0; part < 2; part++) {
+            cJSON *c = oai_chunk(s, j), *ch = cJSON_AddArrayToObject(c, "choices"), *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "index", 0);
+            cJSON *d = cJSON_AddObjectToObject(o, "delta"), *tc = cJSON_AddArrayToObject(d, "tool_calls"),
+                  *t = cJSON_CreateObject(), *f;
+            cJSON_AddNumberToObject(t, "index", i);
+            if (!part) {
+                cJSON_AddStringToObject(t, "id", id);
+                cJSON_AddStringToObject(t, "type", "function");
+            }
+            f = cJSON_AddObjectToObject(t, "function");
+            if (!part) cJSON_AddStringToObject(f, "name", j->x->calls[i].name);
+            cJSON_AddStringToObject(f, "arguments", part ? j->x->calls[i].arguments : "");
+            cJSON_AddItemToArray(tc, t);
+            cJSON_AddItemToObject(o, "logprobs", part ? pending_logprobs_json(j, j->text.len) : cJSON_CreateNull());
+            cJSON_AddNullToObject(o, "finish_reason");
+            cJSON_AddItemToArray(ch, o);
+            emit_event(&j->out, NULL, c);
+        }
     }
 }
 
@@ -291,6 +490,13 @@ static void emit_tail(srv *s, srv_job *j) {
             cJSON_AddStringToObject(er, "type", "api_error");
             cJSON_AddStringToObject(er, "message", j->err);
             emit_event(b, "error", e);
+        } else if (j->api == API_RESP) {
+            cJSON_Delete(e);
+            e = resp_event(j, "error");
+            cJSON_AddStringToObject(e, "code", "server_error");
+            cJSON_AddStringToObject(e, "message", j->err);
+            cJSON_AddNullToObject(e, "param");
+            emit_event(b, "error", e);
         } else {
             cJSON_AddStringToObject(er, "message", j->err);
             cJSON_AddStringToObject(er, "type", "server_error");
@@ -301,15 +507,63 @@ static void emit_tail(srv *s, srv_job *j) {
         }
         return;
     }
+    if (j->api == API_RESP) {
+        cJSON *e = resp_event(j, "response.output_text.done");
+        resp_indices(e, j);
+        cJSON_AddStringToObject(e, "text", j->text.p ? j->text.p : "");
+        cJSON_AddArrayToObject(e, "logprobs");
+        emit_event(b, "response.output_text.done", e);
+        int trunc = j->res.stop == CINFER_STOP_MAX_TOKENS || j->res.stop == CINFER_STOP_CTX_FULL;
+        e = resp_event(j, "response.content_part.done");
+        resp_indices(e, j);
+        cJSON_AddItemToObject(e, "part", resp_part(j, 1));
+        emit_event(b, "response.content_part.done", e);
+        e = resp_event(j, "response.output_item.done");
+        cJSON_AddNumberToObject(e, "output_index", 0);
+        cJSON_AddItemToObject(e, "item", resp_message(j, trunc ? "incomplete" : "completed", 1));
+        emit_event(b, "response.output_item.done", e);
+        e = resp_event(j, "response.completed");
+        cJSON_AddItemToObject(e, "response", resp_object(s, j, 1));
+        emit_event(b, "response.completed", e);
+        return;
+    }
     if (j->api == API_MSG) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "type", "content_block_stop");
-        cJSON_AddNumberToObject(e, "index", 0);
-        emit_event(b, "content_block_stop", e);
+        int text = msg_text_block(j);
+        cJSON *e;
+        if (text) {
+            e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "type", "content_block_stop");
+            cJSON_AddNumberToObject(e, "index", 0);
+            emit_event(b, "content_block_stop", e);
+        }
+        for (int i = 0; i < n_calls(j); i++) {
+            char id[96];
+            srvx_call_id(j->x, j->id, i, id, sizeof id);
+            e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "type", "content_block_start");
+            cJSON_AddNumberToObject(e, "index", text + i);
+            cJSON *cb = cJSON_AddObjectToObject(e, "content_block");
+            cJSON_AddStringToObject(cb, "type", "tool_use");
+            cJSON_AddStringToObject(cb, "id", id);
+            cJSON_AddStringToObject(cb, "name", j->x->calls[i].name);
+            cJSON_AddObjectToObject(cb, "input");
+            emit_event(b, "content_block_start", e);
+            e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "type", "content_block_delta");
+            cJSON_AddNumberToObject(e, "index", text + i);
+            cJSON *d = cJSON_AddObjectToObject(e, "delta");
+            cJSON_AddStringToObject(d, "type", "input_json_delta");
+            cJSON_AddStringToObject(d, "partial_json", j->x->calls[i].arguments);
+            emit_event(b, "content_block_delta", e);
+            e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "type", "content_block_stop");
+            cJSON_AddNumberToObject(e, "index", text + i);
+            emit_event(b, "content_block_stop", e);
+        }
         e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "type", "message_delta");
         cJSON *d = cJSON_AddObjectToObject(e, "delta");
-        cJSON_AddStringToObject(d, "stop_reason", finish_anthropic(j->res.stop));
+        cJSON_AddStringToObject(d, "stop_reason", finish_anthropic_j(j));
         if (j->stop_hit) cJSON_AddStringToObject(d, "stop_sequence", j->stop_hit);
         else cJSON_AddNullToObject(d, "stop_sequence");
         cJSON *u = cJSON_AddObjectToObject(e, "usage");
@@ -320,12 +574,13 @@ static void emit_tail(srv *s, srv_job *j) {
         emit_event(b, "message_stop", e);
         return;
     }
+    if (j->api == API_CHAT) emit_tool_chunks(s, j);
     cJSON *c = oai_chunk(s, j), *ch = cJSON_AddArrayToObject(c, "choices"), *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "index", 0);
     if (j->api == API_CHAT) cJSON_AddObjectToObject(o, "delta");
     else cJSON_AddStringToObject(o, "text", "");
-    cJSON_AddNullToObject(o, "logprobs");
-    cJSON_AddStringToObject(o, "finish_reason", finish_openai(j->res.stop));
+    cJSON_AddItemToObject(o, "logprobs", pending_logprobs_json(j, j->text.len));
+    cJSON_AddStringToObject(o, "finish_reason", finish_openai_j(j));
     cJSON_AddItemToArray(ch, o);
     emit_event(b, NULL, c);
     if (j->include_usage) {
@@ -343,7 +598,8 @@ static int on_token(const char *piece, size_t len, int32_t token, void *user) {
     srv_job *j = user;
     srv *s = j->s;
     pthread_mutex_lock(&s->mu);
-    int stop = j->cancelled || s->stopping;
+    int stop = j->cancelled || s->stopping, xstop = 0;
+    if (!stop && j->x) xstop = srvx_on_token(j->x, &piece, &len, token);
     if (!stop && len) {
         sb_put(&j->text, piece, len);
         if (j->stream) {
@@ -353,7 +609,28 @@ static int on_token(const char *piece, size_t len, int32_t token, void *user) {
         stop = j->out.oom || j->text.oom;
     }
     pthread_mutex_unlock(&s->mu);
-    return stop;
+    return stop || xstop;
+}
+
+/* Embeddings run on their own session, made on first use, so a chat's
+ * cached prefix survives them.  Worker thread. */
+static int embed_job(srv *s, srv_job *j) {
+    int rc = 0;
+    if (!s->esess)
+        rc = cinfer_session_new(s->m, &(cinfer_session_options){.n_ctx = s->n_ctx, .n_threads = s->n_threads},
+                                &s->esess, j->err, sizeof j->err);
+    if (!rc) rc = srv_embed_run(j->embed, s->esess, j->err, sizeof j->err);
+    return rc;
+}
+
+/* Totals for /health after a generation (worker thread, s->mu held). */
+static void count_job(srv *s, srv_job *j, int rc) {
+    s->n_past = cinfer_session_n_past(s->sess);
+    if (rc) return;
+    s->n_done++;
+    s->n_prompt_tokens += (unsigned long long)j->res.n_prompt;
+    s->n_cached_tokens += (unsigned long long)j->res.n_reused;
+    s->n_gen_tokens += (unsigned long long)j->res.n_generated;
 }
 
 static void *worker_main(void *arg) {
@@ -369,12 +646,19 @@ static void *worker_main(void *arg) {
         if (j->cancelled || s->stopping) {
             j->gen_rc = CINFER_EARG;
             snprintf(j->err, sizeof j->err, "%s", s->stopping ? "server shutting down" : "request cancelled");
+        } else if (j->embed) {
+            s->busy = 1;
+            pthread_mutex_unlock(&s->mu);
+            j->gen_rc = embed_job(s, j);
+            pthread_mutex_lock(&s->mu);
+            s->busy = 0;
+            if (!j->gen_rc) s->n_embed_tokens += (unsigned long long)srv_embed_n_tokens(j->embed);
         } else {
             s->busy = 1;
             pthread_mutex_unlock(&s->mu);
             cinfer_gen_result res = {0};
             char err[256] = "";
-            int rc = cinfer_generate_tokens(s->sess, j->ids, j->n_ids, &j->go, on_token, j, &res, err,
+            int rc = srvx_generate(s->sess, j->x, j->ids, j->n_ids, &j->go, on_token, j, &res, err,
                                             sizeof err);
             if (rc) cinfer_session_reset(s->sess);
             pthread_mutex_lock(&s->mu);
@@ -383,6 +667,7 @@ static void *worker_main(void *arg) {
             j->gen_rc = rc;
             if (!rc) j->stop_hit = matched_stop(s, j);
             if (rc) snprintf(j->err, sizeof j->err, "generation failed: %.230s", err);
+            count_job(s, j, rc);
         }
         if (j->stream) emit_tail(s, j);
         j->done = 1;
@@ -426,6 +711,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int api, unsigned st
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    srvx_clean_msg(msg); /* one line of valid UTF-8, whatever request text it quotes */
     cJSON *e = cJSON_CreateObject();
     if (api == API_MSG) {
         const char *type = status == 401   ? "authentication_error"
@@ -462,11 +748,6 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int api, unsigned st
 /* ---- request parsing -------------------------------------------------------------------- */
 
 /* A validation failure: the field (param) and message, answered with 400. */
-typedef struct {
-    char param[96];
-    char msg[400];
-    unsigned status;
-} bad_req;
 
 static int bad(bad_req *b, unsigned status, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -477,6 +758,8 @@ static int bad(bad_req *b, unsigned status, const char *param, const char *fmt, 
     va_start(ap, fmt);
     vsnprintf(b->msg, sizeof b->msg, fmt, ap);
     va_end(ap);
+    srvx_clean_msg(b->msg); /* request text quoted in it: one line of valid UTF-8 */
+    srvx_clean_msg(b->param);
     return -1;
 }
 
@@ -490,40 +773,6 @@ static int get_num(cJSON *o, const char *key, double lo, double hi, int integer,
     if (!(d >= lo && d <= hi)) return bad(b, 400, key, "'%s' must be in [%g, %g], got %g", key, lo, hi, d);
     *out = d;
     return 1;
-}
-
-/* Text of an OpenAI or Anthropic content value: a string, or an array of
- * {"type":"text","text":..} parts, joined.  malloc'd; NULL with b filled. */
-static char *content_text(cJSON *v, const char *where, bad_req *b) {
-    if (cJSON_IsString(v)) return strdup(v->valuestring);
-    if (!cJSON_IsArray(v)) {
-        bad(b, 400, where, "'%s' must be a string or an array of text blocks", where);
-        return NULL;
-    }
-    sbuf t = {0};
-    sb_put(&t, "", 0);
-    int i = 0;
-    cJSON *part;
-    cJSON_ArrayForEach(part, v) {
-        cJSON *ty = cJSON_GetObjectItemCaseSensitive(part, "type");
-        cJSON *tx = cJSON_GetObjectItemCaseSensitive(part, "text");
-        if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "text") || !cJSON_IsString(tx)) {
-            char p[96];
-            snprintf(p, sizeof p, "%s[%d]", where, i);
-            bad(b, 400, p, "'%s' must be a text block {\"type\":\"text\",\"text\":...}%s%s", p,
-                cJSON_IsString(ty) ? "; unsupported type " : "", cJSON_IsString(ty) ? ty->valuestring : "");
-            free(t.p);
-            return NULL;
-        }
-        sb_str(&t, tx->valuestring);
-        i++;
-    }
-    if (t.oom) {
-        free(t.p);
-        bad(b, 500, where, "out of memory");
-        return NULL;
-    }
-    return t.p;
 }
 
 static int parse_stop(srv_job *j, cJSON *v, const char *key, bad_req *b) {
@@ -592,53 +841,6 @@ static int check_model(srv *s, cJSON *r, int required, bad_req *b) {
     return 0;
 }
 
-/* Build the cinfer_message list of a chat request into msgs (n_max), with the
- * texts malloc'd into texts[].  OpenAI: messages[] with system/developer/
- * user/assistant roles.  Anthropic: a top-level system plus user/assistant. */
-static int parse_messages(int api, cJSON *r, cinfer_message *msgs, char **texts, size_t n_max, size_t *n,
-                          bad_req *b) {
-    *n = 0;
-    if (api == API_MSG) {
-        cJSON *sys = cJSON_GetObjectItemCaseSensitive(r, "system");
-        if (sys && !cJSON_IsNull(sys)) {
-            char *t = content_text(sys, "system", b);
-            if (!t) return -1;
-            texts[*n] = t;
-            msgs[(*n)++] = (cinfer_message){"system", t};
-        }
-    }
-    cJSON *arr = cJSON_GetObjectItemCaseSensitive(r, "messages");
-    if (!arr) return bad(b, 400, "messages", "'messages' is required");
-    if (!cJSON_IsArray(arr) || !cJSON_GetArraySize(arr))
-        return bad(b, 400, "messages", "'messages' must be a non-empty array");
-    if ((size_t)cJSON_GetArraySize(arr) + *n > n_max)
-        return bad(b, 400, "messages", "'messages' has more than %zu entries", n_max - 1);
-    int i = 0;
-    cJSON *m;
-    cJSON_ArrayForEach(m, arr) {
-        char p[64];
-        snprintf(p, sizeof p, "messages[%d].role", i);
-        cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        if (!cJSON_IsObject(m)) return bad(b, 400, p, "'messages[%d]' must be an object", i);
-        if (!cJSON_IsString(role)) return bad(b, 400, p, "'%s' is required", p);
-        const char *rs = role->valuestring;
-        int ok = !strcmp(rs, "user") || !strcmp(rs, "assistant") ||
-                 (api != API_MSG && (!strcmp(rs, "system") || !strcmp(rs, "developer")));
-        if (!ok)
-            return bad(b, 400, p, "'%s' must be one of %s, got '%.64s'", p,
-                       api == API_MSG ? "user, assistant" : "system, developer, user, assistant", rs);
-        snprintf(p, sizeof p, "messages[%d].content", i);
-        cJSON *ct = cJSON_GetObjectItemCaseSensitive(m, "content");
-        if (!ct || cJSON_IsNull(ct)) return bad(b, 400, p, "'%s' is required", p);
-        char *t = content_text(ct, p, b);
-        if (!t) return -1;
-        texts[*n] = t;
-        msgs[(*n)++] = (cinfer_message){!strcmp(rs, "developer") ? "system" : rs, t};
-        i++;
-    }
-    return 0;
-}
-
 /* Tokenize text (add_special: the model's BOS; parse_special: control-token
  * text) into j->ids, checking it leaves room to generate in n_ctx. */
 static int tokenize_prompt(srv *s, srv_job *j, const char *text, int parse_special, bad_req *b) {
@@ -647,7 +849,7 @@ static int tokenize_prompt(srv *s, srv_job *j, const char *text, int parse_speci
     if (!j->ids) return bad(b, 500, NULL, "out of memory");
     int rc = cinfer_tokenize(s->m, text, strlen(text), 1, parse_special, j->ids, cap, &n);
     if (rc == CINFER_EARG || n >= (size_t)s->n_ctx)
-        return bad(b, 400, j->api == API_COMPL ? "prompt" : "messages",
+        return bad(b, 400, j->api == API_COMPL ? "prompt" : j->api == API_RESP ? "input" : "messages",
                    "the prompt is %zu tokens; the context holds %d (prompt plus output)", n, s->n_ctx);
     if (rc) return bad(b, 500, NULL, "tokenizer failed (%d)", rc);
     /* a template that writes BOS itself, on a vocabulary that adds BOS: keep one */
@@ -670,10 +872,6 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
     j->s = s;
     j->refs = 1;
     j->api = api;
-    enum { MAX_MSGS = 1024 };
-    cinfer_message *msgs = NULL;
-    char **texts = NULL;
-    size_t n = 0;
     char *prompt = NULL;
     int ok = 0;
     if (!cJSON_IsObject(r)) {
@@ -681,6 +879,7 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
         goto out;
     }
     if (check_model(s, r, api == API_MSG, b)) goto out;
+    if (srvx_parse(s->m, api, r, &j->x, b)) goto out;
     if (api == API_COMPL) {
         cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "prompt");
         if (!p) {
@@ -695,17 +894,17 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
         }
         if (tokenize_prompt(s, j, p->valuestring, 0, b)) goto out;
     } else {
-        msgs = calloc(MAX_MSGS + 1, sizeof *msgs);
-        texts = calloc(MAX_MSGS + 1, sizeof *texts);
-        if (!msgs || !texts) {
-            bad(b, 500, NULL, "out of memory");
-            goto out;
-        }
-        if (parse_messages(api, r, msgs, texts, MAX_MSGS + 1, &n, b)) goto out;
-        char err[256];
-        int rc = cinfer_chat_prompt(s->m, msgs, n, 1, &prompt, err, sizeof err);
+        /* the conversation (and tools) in the template's shape (srv_tools.c) */
+        cJSON *ma = srvx_messages(api, r, b);
+        if (!ma) goto out;
+        char *mj = cJSON_PrintUnformatted(ma), err[256] = "out of memory";
+        cJSON_Delete(ma);
+        int rc = mj ? cinfer_chat_prompt_json(s->m, mj, j->x ? j->x->tools_json : NULL, 1, &prompt, err, sizeof err)
+                    : CINFER_ENOMEM;
+        free(mj);
         if (rc) {
-            bad(b, rc == CINFER_EUNSUPPORTED ? 500 : 400, "messages", "chat template: %s", err);
+            bad(b, rc == CINFER_EUNSUPPORTED || rc == CINFER_ENOMEM ? 500 : 400, api == API_RESP ? "input" : "messages",
+                "chat template: %s", err);
             goto out;
         }
         if (tokenize_prompt(s, j, prompt, 1, b)) goto out;
@@ -718,6 +917,17 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
     if (api == API_MSG) {
         if (parse_max_tokens(j, r, "max_tokens", 1, b)) goto out;
         if (parse_stop(j, cJSON_GetObjectItemCaseSensitive(r, "stop_sequences"), "stop_sequences", b)) goto out;
+    } else if (api == API_RESP) {
+        if (parse_max_tokens(j, r, "max_output_tokens", 0, b)) goto out;
+        cJSON *md = cJSON_GetObjectItemCaseSensitive(r, "metadata");
+        if (md && !cJSON_IsNull(md) && !cJSON_IsObject(md)) {
+            bad(b, 400, "metadata", "'metadata' must be an object");
+            goto out;
+        }
+        j->echo = cJSON_CreateObject();
+        if (cJSON_IsObject(md)) cJSON_AddItemToObject(j->echo, "metadata", cJSON_Duplicate(md, 1));
+        cJSON *ins = cJSON_GetObjectItemCaseSensitive(r, "instructions");
+        if (cJSON_IsString(ins)) cJSON_AddStringToObject(j->echo, "instructions", ins->valuestring);
     } else {
         if (parse_max_tokens(j, r, "max_tokens", 0, b)) goto out;
         if (api == API_CHAT && parse_max_tokens(j, r, "max_completion_tokens", 0, b)) goto out;
@@ -745,9 +955,6 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
     }
     ok = 1;
 out:
-    for (size_t i = 0; texts && i < n; i++) free(texts[i]);
-    free(texts);
-    free(msgs);
     cinfer_free(prompt);
     if (!ok) {
         job_unref(j);
@@ -759,23 +966,46 @@ out:
 /* ---- responses --------------------------------------------------------------------------- */
 
 static cJSON *final_body(srv *s, srv_job *j) {
+    if (j->api == API_RESP) return resp_object(s, j, 1);
     cJSON *o = cJSON_CreateObject();
     const char *text = j->text.p ? j->text.p : "";
+    srvx *x = j->x;
+    /* a call that began but did not complete (max_tokens): its text stays visible */
+    char *full = NULL;
+    if (x && x->call_broken && x->call && x->call_len) {
+        size_t n = strlen(text) + x->call_len + 16;
+        if ((full = malloc(n))) snprintf(full, n, "%s<tool_call>\n%s", text, x->call);
+        if (full) text = full;
+    }
     if (j->api == API_MSG) {
         cJSON_AddStringToObject(o, "id", j->id);
         cJSON_AddStringToObject(o, "type", "message");
         cJSON_AddStringToObject(o, "role", "assistant");
         cJSON_AddStringToObject(o, "model", s->name);
-        cJSON *c = cJSON_AddArrayToObject(o, "content"), *blk = cJSON_CreateObject();
-        cJSON_AddStringToObject(blk, "type", "text");
-        cJSON_AddStringToObject(blk, "text", text);
-        cJSON_AddItemToArray(c, blk);
-        cJSON_AddStringToObject(o, "stop_reason", finish_anthropic(j->res.stop));
+        cJSON *c = cJSON_AddArrayToObject(o, "content");
+        if (text[0] || !n_calls(j)) {
+            cJSON *blk = cJSON_CreateObject();
+            cJSON_AddStringToObject(blk, "type", "text");
+            cJSON_AddStringToObject(blk, "text", text);
+            cJSON_AddItemToArray(c, blk);
+        }
+        for (int i = 0; i < n_calls(j); i++) {
+            char id[96];
+            srvx_call_id(x, j->id, i, id, sizeof id);
+            cJSON *blk = cJSON_CreateObject(), *in = cJSON_Parse(x->calls[i].arguments);
+            cJSON_AddStringToObject(blk, "type", "tool_use");
+            cJSON_AddStringToObject(blk, "id", id);
+            cJSON_AddStringToObject(blk, "name", x->calls[i].name);
+            cJSON_AddItemToObject(blk, "input", in ? in : cJSON_CreateObject());
+            cJSON_AddItemToArray(c, blk);
+        }
+        cJSON_AddStringToObject(o, "stop_reason", finish_anthropic_j(j));
         if (j->stop_hit) cJSON_AddStringToObject(o, "stop_sequence", j->stop_hit);
         else cJSON_AddNullToObject(o, "stop_sequence");
         cJSON *u = cJSON_AddObjectToObject(o, "usage");
         cJSON_AddNumberToObject(u, "input_tokens", j->res.n_prompt);
         cJSON_AddNumberToObject(u, "output_tokens", j->res.n_generated);
+        free(full);
         return o;
     }
     cJSON_AddStringToObject(o, "id", j->id);
@@ -787,14 +1017,34 @@ static cJSON *final_body(srv *s, srv_job *j) {
     if (j->api == API_CHAT) {
         cJSON *m = cJSON_AddObjectToObject(c0, "message");
         cJSON_AddStringToObject(m, "role", "assistant");
-        cJSON_AddStringToObject(m, "content", text);
+        if (n_calls(j) && !text[0]) cJSON_AddNullToObject(m, "content");
+        else cJSON_AddStringToObject(m, "content", text);
+        cJSON_AddNullToObject(m, "refusal");
+        if (n_calls(j)) {
+            cJSON *tc = cJSON_AddArrayToObject(m, "tool_calls");
+            for (int i = 0; i < n_calls(j); i++) {
+                char id[96];
+                srvx_call_id(x, j->id, i, id, sizeof id);
+                cJSON *t = cJSON_CreateObject(), *f;
+                cJSON_AddStringToObject(t, "id", id);
+                cJSON_AddStringToObject(t, "type", "function");
+                f = cJSON_AddObjectToObject(t, "function");
+                cJSON_AddStringToObject(f, "name", x->calls[i].name);
+                cJSON_AddStringToObject(f, "arguments", x->calls[i].arguments);
+                cJSON_AddItemToArray(tc, t);
+            }
+        }
     } else {
         cJSON_AddStringToObject(c0, "text", text);
     }
-    cJSON_AddNullToObject(c0, "logprobs");
-    cJSON_AddStringToObject(c0, "finish_reason", finish_openai(j->res.stop));
+    if (x && x->logprobs)
+        cJSON_AddItemToObject(c0, "logprobs", j->api == API_COMPL ? srvx_logprobs_legacy(x, 0, x->n_lp, 0)
+                                                                  : srvx_logprobs_chat(x, 0, x->n_lp));
+    else cJSON_AddNullToObject(c0, "logprobs");
+    cJSON_AddStringToObject(c0, "finish_reason", finish_openai_j(j));
     cJSON_AddItemToArray(ch, c0);
     cJSON_AddItemToObject(o, "usage", oai_usage(j));
+    free(full);
     return o;
 }
 
@@ -857,7 +1107,7 @@ static enum MHD_Result run_job(srv *s, struct MHD_Connection *c, srv_job *j) {
         if (stopping) return send_error(c, api, 503, NULL, "server shutting down");
         return send_error(c, api, 429, NULL, "the request queue is full (%d waiting); retry later", qm);
     }
-    const char *pre = j->api == API_CHAT ? "chatcmpl-" : j->api == API_COMPL ? "cmpl-" : "msg_";
+    const char *pre = j->api == API_CHAT ? "chatcmpl-" : j->api == API_COMPL ? "cmpl-" : j->api == API_RESP ? "resp_" : "msg_";
     snprintf(j->id, sizeof j->id, "%s%lx%06llx", pre, (unsigned long)time(NULL), k);
     j->created = (long)time(NULL);
     if (j->stream) emit_head(s, j);
@@ -900,35 +1150,106 @@ static enum MHD_Result run_job(srv *s, struct MHD_Connection *c, srv_job *j) {
     else if (j->text.oom)
         ret = send_error(c, j->api, 500, NULL, "out of memory");
     else
-        ret = send_json(c, MHD_HTTP_OK, final_body(s, j), 0);
+        ret = send_json(c, MHD_HTTP_OK, j->embed ? srv_embed_body(j->embed, s->name) : final_body(s, j), 0);
     job_unref(j);
     return ret;
 }
 
 /* ---- routes ------------------------------------------------------------------------------- */
 
-static enum MHD_Result do_health(srv *s, struct MHD_Connection *c) {
-    cJSON *o = cJSON_CreateObject();
-    pthread_mutex_lock(&s->mu);
-    int q = s->n_queued, busy = s->busy;
-    pthread_mutex_unlock(&s->mu);
+/* {"status":"ok","model":first id,"queued":N,"busy":N (sums over models),
+ * "models":[{"id","queued","busy","n_ctx","cached_tokens","requests",
+ * "prompt_tokens","prompt_tokens_cached","completion_tokens",
+ * "embedding_tokens"}]}: cached_tokens is the history the next request can
+ * reuse; prompt_tokens_cached of prompt_tokens were taken from the cache. */
+static enum MHD_Result do_health(srv *hub, struct MHD_Connection *c) {
+    cJSON *o = cJSON_CreateObject(), *arr = cJSON_CreateArray();
+    int q = 0, busy = 0;
+    for (int i = 0; i < hub->n_models; i++) {
+        srv *s = hub->models[i];
+        cJSON *m = cJSON_CreateObject();
+        pthread_mutex_lock(&s->mu);
+        int mq = s->n_queued, mb = s->busy, np = s->n_past;
+        unsigned long long nd = s->n_done, pt = s->n_prompt_tokens, ct = s->n_cached_tokens, gt = s->n_gen_tokens,
+                           et = s->n_embed_tokens;
+        pthread_mutex_unlock(&s->mu);
+        q += mq;
+        busy += mb;
+        cJSON_AddStringToObject(m, "id", s->name);
+        cJSON_AddNumberToObject(m, "queued", mq);
+        cJSON_AddNumberToObject(m, "busy", mb);
+        cJSON_AddNumberToObject(m, "n_ctx", s->n_ctx);
+        cJSON_AddNumberToObject(m, "cached_tokens", np);
+        cJSON_AddNumberToObject(m, "requests", (double)nd);
+        cJSON_AddNumberToObject(m, "prompt_tokens", (double)pt);
+        cJSON_AddNumberToObject(m, "prompt_tokens_cached", (double)ct);
+        cJSON_AddNumberToObject(m, "completion_tokens", (double)gt);
+        cJSON_AddNumberToObject(m, "embedding_tokens", (double)et);
+        cJSON_AddItemToArray(arr, m);
+    }
     cJSON_AddStringToObject(o, "status", "ok");
-    cJSON_AddStringToObject(o, "model", s->name);
+    cJSON_AddStringToObject(o, "model", hub->name);
     cJSON_AddNumberToObject(o, "queued", q);
     cJSON_AddNumberToObject(o, "busy", busy);
+    cJSON_AddItemToObject(o, "models", arr);
     return send_json(c, MHD_HTTP_OK, o, 0);
 }
 
-static enum MHD_Result do_models(srv *s, struct MHD_Connection *c) {
+static enum MHD_Result do_models(srv *hub, struct MHD_Connection *c) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "object", "list");
-    cJSON *d = cJSON_AddArrayToObject(o, "data"), *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", s->name);
-    cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", (double)s->started);
-    cJSON_AddStringToObject(m, "owned_by", "cinfer");
-    cJSON_AddItemToArray(d, m);
+    cJSON *d = cJSON_AddArrayToObject(o, "data");
+    for (int i = 0; i < hub->n_models; i++) {
+        srv *s = hub->models[i];
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "id", s->name);
+        cJSON_AddStringToObject(m, "object", "model");
+        cJSON_AddNumberToObject(m, "created", (double)s->started);
+        cJSON_AddStringToObject(m, "owned_by", "cinfer");
+        /* beyond OpenAI's four fields: what a client needs to size requests */
+        cJSON_AddStringToObject(m, "arch", cinfer_model_arch(s->m));
+        cJSON_AddNumberToObject(m, "n_ctx", s->n_ctx);
+        cJSON_AddNumberToObject(m, "n_embd", cinfer_model_n_embd(s->m));
+        cJSON_AddItemToArray(d, m);
+    }
     return send_json(c, MHD_HTTP_OK, o, 0);
+}
+
+/* The model a request body names ("model"; absent or not a string: the
+ * first model, and parse_job reports a missing or non-string field where
+ * the API requires one).  NULL when no model has that name. */
+static srv *pick_model(srv *hub, const cJSON *r) {
+    const cJSON *v = cJSON_IsObject(r) ? cJSON_GetObjectItemCaseSensitive(r, "model") : NULL;
+    if (!cJSON_IsString(v)) return hub;
+    for (int i = 0; i < hub->n_models; i++)
+        if (!strcmp(v->valuestring, hub->models[i]->name)) return hub->models[i];
+    return NULL;
+}
+
+/* 404 naming the unknown model and the ones served. */
+static enum MHD_Result send_no_model(srv *hub, struct MHD_Connection *c, int api, const cJSON *r) {
+    char have[512];
+    size_t n = 0;
+    have[0] = 0;
+    for (int i = 0; i < hub->n_models && n < sizeof have - 1; i++)
+        n += (size_t)snprintf(have + n, sizeof have - n, "%s'%s'", i ? ", " : "", hub->models[i]->name);
+    return send_error(c, api, 404, "model", "model '%.200s' not found; this server has %s",
+                      cJSON_GetObjectItemCaseSensitive(r, "model")->valuestring, have);
+}
+
+static enum MHD_Result do_webui(srv *hub, struct MHD_Connection *c) {
+    size_t len = 0;
+    const char *html = srv_webui_html(&len);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)html, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+    MHD_add_response_header(r, "Content-Security-Policy", hub->csp);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
 }
 
 static int key_ok(srv *s, struct MHD_Connection *c) {
@@ -937,6 +1258,25 @@ static int key_ok(srv *s, struct MHD_Connection *c) {
     if (x && !strcmp(x, s->api_key)) return 1;
     const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     return a && !strncasecmp(a, "Bearer ", 7) && !strcmp(a + 7, s->api_key);
+}
+
+/* POST /v1/embeddings on model s (srv_embed.h): validated here, computed by
+ * the model's worker like a generation.  Takes r. */
+static enum MHD_Result do_embeddings(srv *s, struct MHD_Connection *c, cJSON *r) {
+    bad_req b = {0};
+    srv_embed *e = srv_embed_parse(s->m, s->n_ctx, r, &b.status, b.param, sizeof b.param, b.msg, sizeof b.msg);
+    cJSON_Delete(r);
+    if (!e) return send_error(c, API_CHAT, b.status, b.param[0] ? b.param : NULL, "%s", b.msg);
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        srv_embed_free(e);
+        return send_error(c, API_CHAT, 500, NULL, "out of memory");
+    }
+    j->s = s;
+    j->refs = 1;
+    j->api = API_CHAT;
+    j->embed = e;
+    return run_job(s, c, j);
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -962,6 +1302,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     int api = !strncmp(url, "/v1/messages", 12) ? API_MSG : API_CHAT;
     int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
+    if (!strcmp(url, "/") && !s->no_webui) { /* the page asks for the key itself */
+        if (!get && strcmp(method, "HEAD")) return send_error(c, api, 405, NULL, "use GET %s", url);
+        return do_webui(s, c);
+    }
     if (!strcmp(url, "/health")) {
         if (!get) return send_error(c, api, 405, NULL, "use GET %s", url);
         return do_health(s, c);
@@ -972,6 +1316,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
                 : !strcmp(url, "/v1/completions")        ? 3
                 : !strcmp(url, "/v1/messages")           ? 4
                 : !strcmp(url, "/v1/messages/count_tokens") ? 5
+                : !strcmp(url, "/v1/embeddings")         ? 6
+                : !strcmp(url, "/v1/responses")          ? 7
                                                          : 0;
     if (!route) return send_error(c, api, 404, NULL, "no route for %s %.200s", method, url);
     if (route == 1) {
@@ -989,7 +1335,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return send_error(c, api, 400, NULL, "the request body is not valid JSON (error at byte %zu of %zu)", at,
                           rq->body.len);
     }
-    int kind = route == 2 ? API_CHAT : route == 3 ? API_COMPL : API_MSG;
+    srv *hub = s;
+    if (!(s = pick_model(hub, r))) {
+        enum MHD_Result ret = send_no_model(hub, c, api, r);
+        cJSON_Delete(r);
+        return ret;
+    }
+    if (route == 6) return do_embeddings(s, c, r);
+    int kind = route == 2 ? API_CHAT : route == 3 ? API_COMPL : route == 7 ? API_RESP : API_MSG;
     bad_req b = {0};
     srv_job *j = parse_job(s, kind, r, &b, route == 5);
     cJSON_Delete(r);
@@ -1001,6 +1354,34 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return send_json(c, MHD_HTTP_OK, o, 0);
     }
     return run_job(s, c, j);
+}
+
+unsigned srv_check_request(srv *s, const char *route, const char *body, size_t len, char *msg, size_t cap) {
+    int kind = !strcmp(route, "/v1/chat/completions")        ? API_CHAT
+               : !strcmp(route, "/v1/completions")           ? API_COMPL
+               : !strcmp(route, "/v1/messages")              ? API_MSG
+               : !strcmp(route, "/v1/messages/count_tokens") ? API_MSG
+               : !strcmp(route, "/v1/responses")             ? API_RESP
+                                                             : -1;
+    if (kind < 0) {
+        snprintf(msg, cap, "no route for POST %.200s", route);
+        return 404;
+    }
+    cJSON *r = cJSON_ParseWithLengthOpts(body ? body : "", len, NULL, 0);
+    if (!r) {
+        snprintf(msg, cap, "the request body is not valid JSON");
+        return 400;
+    }
+    bad_req b = {0};
+    srv_job *j = parse_job(s, kind, r, &b, !strcmp(route, "/v1/messages/count_tokens"));
+    cJSON_Delete(r);
+    if (!j) {
+        snprintf(msg, cap, "%s", b.msg);
+        return b.status;
+    }
+    job_unref(j);
+    snprintf(msg, cap, "ok");
+    return 200;
 }
 
 static void request_done(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -1019,6 +1400,41 @@ static void request_done(void *cls, struct MHD_Connection *c, void **con_cls,
 }
 
 /* ---- start / stop ---------------------------------------------------------------------------- */
+
+/* A model's half of the server: its session, queue and worker thread. */
+static int model_start(srv *hub, const char *name, cinfer_model *m, const srv_options *o, srv **out, char *err,
+                       size_t err_len) {
+    srv *s = calloc(1, sizeof *s);
+    if (!s || !(s->name = strdup(name))) {
+        free(s);
+        snprintf(err, err_len, "out of memory");
+        return CINFER_ENOMEM;
+    }
+    *out = s;
+    s->hub = hub ? hub : s;
+    s->m = m;
+    s->queue_max = o->queue_max > 0 ? o->queue_max : 16;
+    s->max_body = o->max_body_bytes ? o->max_body_bytes : (size_t)8 << 20;
+    s->n_threads = o->n_threads;
+    s->no_webui = o->no_webui;
+    s->started = (long)time(NULL);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    char e[400];
+    int rc = cinfer_session_new(m, &(cinfer_session_options){.n_ctx = o->n_ctx, .n_threads = o->n_threads},
+                                &s->sess, e, sizeof e);
+    if (rc) {
+        snprintf(err, err_len, "model '%s': %s", name, e);
+        return rc;
+    }
+    s->n_ctx = cinfer_session_n_ctx(s->sess);
+    if (pthread_create(&s->worker, NULL, worker_main, s)) {
+        snprintf(err, err_len, "cannot start the worker thread");
+        return CINFER_ENOMEM;
+    }
+    s->worker_started = 1;
+    return 0;
+}
 
 int srv_start(cinfer_model *m, const srv_options *opts, srv **out, char *err, size_t err_len) {
     srv_options o = opts ? *opts : (srv_options){0};
@@ -1041,32 +1457,61 @@ int srv_start(cinfer_model *m, const srv_options *opts, srv **out, char *err, si
         snprintf(err, err_len, "port %d out of range 0..65535", o.port);
         return CINFER_EARG;
     }
-    srv *s = calloc(1, sizeof *s);
-    if (!s) return CINFER_ENOMEM;
-    s->m = m;
-    s->name = strdup(o.model_name ? o.model_name : "default");
-    s->api_key = o.api_key ? strdup(o.api_key) : NULL;
-    s->queue_max = o.queue_max > 0 ? o.queue_max : 16;
-    s->max_body = o.max_body_bytes ? o.max_body_bytes : (size_t)8 << 20;
-    s->started = (long)time(NULL);
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    int rc = cinfer_session_new(m, &(cinfer_session_options){.n_ctx = o.n_ctx, .n_threads = o.n_threads},
-                                &s->sess, err, err_len);
+    /* the models: m (named model_name) first, then o.models */
+    int n_extra = o.n_models > 0 && o.models ? o.n_models : 0, total = (m ? 1 : 0) + n_extra;
+    if (total == 0) {
+        snprintf(err, err_len, "no model to serve");
+        return CINFER_EARG;
+    }
+    for (int i = 0; i < total; i++) {
+        const char *ni = m && i == 0 ? (o.model_name ? o.model_name : "default") : o.models[i - (m ? 1 : 0)].name;
+        const cinfer_model *mi = m && i == 0 ? m : o.models[i - (m ? 1 : 0)].m;
+        if (!ni || !ni[0] || !mi) {
+            snprintf(err, err_len, "model %d: %s", i + 1, !mi ? "no model handle" : "empty name");
+            return CINFER_EARG;
+        }
+        for (int k = 0; k < i; k++) {
+            const char *nk = m && k == 0 ? (o.model_name ? o.model_name : "default") : o.models[k - (m ? 1 : 0)].name;
+            if (!strcmp(ni, nk)) {
+                snprintf(err, err_len, "two models are named '%s'; names must be unique", ni);
+                return CINFER_EARG;
+            }
+        }
+    }
+    srv **list = calloc((size_t)total, sizeof *list);
+    if (!list) return CINFER_ENOMEM;
+    srv *s = NULL;
+    int rc = 0;
+    for (int i = 0; i < total && !rc; i++) {
+        const srv_model *x = m && i == 0 ? NULL : &o.models[i - (m ? 1 : 0)];
+        srv *t = NULL;
+        rc = model_start(s, x ? x->name : o.model_name ? o.model_name : "default", x ? x->m : m, &o, &t, err,
+                         err_len);
+        if (!t) break;
+        if (!s) {
+            s = t;
+            s->models = list;
+        }
+        t->n_req = (unsigned long long)s->n_models << 40; /* request ids unique across models */
+        list[s->n_models++] = t;
+    }
+    if (!s) {
+        free(list);
+        return rc ? rc : CINFER_ENOMEM;
+    }
     if (rc) goto fail;
-    s->n_ctx = cinfer_session_n_ctx(s->sess);
-    if (pthread_create(&s->worker, NULL, worker_main, s)) {
-        snprintf(err, err_len, "cannot start the worker thread");
-        rc = CINFER_ENOMEM;
+    s->api_key = o.api_key ? strdup(o.api_key) : NULL;
+    if (!s->no_webui && !(s->csp = srv_webui_csp())) {
+        snprintf(err, err_len, "the web UI page is not embedded in this build");
+        rc = CINFER_EFORMAT;
         goto fail;
     }
-    s->worker_started = 1;
     s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
                                 (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
                             (uint16_t)o.port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_NOTIFY_COMPLETED, request_done, s, MHD_OPTION_CONNECTION_LIMIT,
                             (unsigned)256, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)600, MHD_OPTION_END);
+                            (unsigned)SRV_IDLE_TIMEOUT_S, MHD_OPTION_END);
     if (!s->d) {
         snprintf(err, err_len, "cannot listen on %s:%d (address in use, or not local?)", host, o.port);
         rc = CINFER_EIO;
@@ -1091,11 +1536,16 @@ void srv_stop(srv *s) {
     if (!s) return;
     /* stop accepting; the listening socket is then ours to close */
     MHD_socket lfd = s->d ? MHD_quiesce_daemon(s->d) : MHD_INVALID_SOCKET;
-    pthread_mutex_lock(&s->mu);
-    s->stopping = 1; /* the worker finishes queued jobs as cancelled, the running one at its next token */
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    if (s->worker_started) pthread_join(s->worker, NULL);
+    /* each worker finishes queued jobs as cancelled, the running one at its next token */
+    for (int i = 0; i < s->n_models; i++) {
+        srv *t = s->models[i];
+        pthread_mutex_lock(&t->mu);
+        t->stopping = 1;
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->mu);
+    }
+    for (int i = 0; i < s->n_models; i++)
+        if (s->models[i]->worker_started) pthread_join(s->models[i]->worker, NULL);
     /* let answers in flight go out — final stream events, 503s for the queue
      * (bounded: a stalled client must not hold up the shutdown) */
     struct timespec ts;
@@ -1106,10 +1556,17 @@ void srv_stop(srv *s) {
     pthread_mutex_unlock(&s->mu);
     if (s->d) MHD_stop_daemon(s->d); /* joins connection threads: every job is done by now */
     if (lfd != MHD_INVALID_SOCKET) close(lfd);
-    cinfer_session_free(s->sess);
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
-    free(s->name);
+    for (int i = s->n_models - 1; i >= 0; i--) {
+        srv *t = s->models[i];
+        cinfer_session_free(t->sess);
+        cinfer_session_free(t->esess);
+        pthread_cond_destroy(&t->cv);
+        pthread_mutex_destroy(&t->mu);
+        free(t->name);
+        if (t != s) free(t);
+    }
+    free(s->models);
     free(s->api_key);
+    free(s->csp);
     free(s);
 }

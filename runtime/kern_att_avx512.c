@@ -1,0 +1,100 @@
+/*
+ * kern_att_avx512.c — AVX-512F leaves of attention for 4 query heads that
+ * share one kv head (GQA), head_dim % 16 == 0; built with -mavx512f (+ the
+ * AVX2 flags; Makefile rule for *_vnni/_avx512 files) and called from kern.c
+ * att_head4 only when CPUID reports AVX-512F with ZMM state enabled
+ * (kern_att_avx512_available).
+ *
+ * Each K and V row is loaded once for the 4 heads instead of once per head:
+ *  - scores: 4 heads x 4 keys = 16 zmm accumulators over the head dimension,
+ *    reduced per head to 4 scores (add halves, hadd tree), and each head's max;
+ *  - wsum: 4 heads x 64 dims = 16 zmm accumulators over the keys, o_h =
+ *    fma(p_h, v, o_h) in key order (the same arithmetic per element as the
+ *    per-key axpy of the one-head path, p_h = s_h[p] * inv_h in float).
+ */
+#include <immintrin.h>
+#include <math.h>
+
+#include "kern.h"
+
+static inline __m256 half_sum(__m512 v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v),
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+/* the 4 horizontal sums of a0..a3 */
+static inline __m128 reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(half_sum(a0), half_sum(a1)),
+                                    _mm256_hadd_ps(half_sum(a2), half_sum(a3)));
+    return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+void kern_avx512_att_scores4(const float *q, size_t qs, const float *k, size_t ks, int n, int hd,
+                             float scale, float *s, size_t ss, float *max) {
+    const __m128 vs = _mm_set1_ps(scale);
+    __m128 vmax[4];
+    for (int h = 0; h < 4; h++) vmax[h] = _mm_set1_ps(-INFINITY);
+    int p = 0;
+    for (; p + 4 <= n; p += 4) {
+        const float *kp = k + (size_t)p * ks;
+        __m512 a[4][4];
+        _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++)
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[h][j] = _mm512_setzero_ps();
+        for (int d = 0; d < hd; d += 16) {
+            __m512 kv[4];
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) kv[j] = _mm512_loadu_ps(kp + (size_t)j * ks + d);
+            _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) {
+                const __m512 qv = _mm512_loadu_ps(q + (size_t)h * qs + d);
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[h][j] = _mm512_fmadd_ps(qv, kv[j], a[h][j]);
+            }
+        }
+        _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) {
+            const __m128 r = _mm_mul_ps(reduce4(a[h][0], a[h][1], a[h][2], a[h][3]), vs);
+            _mm_storeu_ps(s + (size_t)h * ss + p, r);
+            vmax[h] = _mm_max_ps(vmax[h], r);
+        }
+    }
+    for (int h = 0; h < 4; h++) {
+        __m128 m = _mm_max_ps(vmax[h], _mm_movehl_ps(vmax[h], vmax[h]));
+        max[h] = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+    }
+    for (; p < n; p++)
+        for (int h = 0; h < 4; h++) {
+            __m512 a = _mm512_setzero_ps();
+            for (int d = 0; d < hd; d += 16)
+                a = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)h * qs + d), _mm512_loadu_ps(k + (size_t)p * ks + d), a);
+            s[(size_t)h * ss + p] = _mm512_reduce_add_ps(a) * scale;
+            if (s[(size_t)h * ss + p] > max[h]) max[h] = s[(size_t)h * ss + p];
+        }
+}
+
+void kern_avx512_att_wsum4(float *o, size_t os, const float *s, size_t ss, const float *inv,
+                           const float *v, size_t vs, int n, int hd) {
+    for (int d0 = 0; d0 < hd; d0 += 64) {
+        const int nv = (hd - d0 < 64 ? hd - d0 : 64) / 16;
+        __m512 acc[4][4];
+        _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++)
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[h][j] = _mm512_setzero_ps();
+        if (nv == 4) {
+            for (int p = 0; p < n; p++) {
+                const float *vp = v + (size_t)p * vs + d0;
+                __m512 vv[4];
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) vv[j] = _mm512_loadu_ps(vp + 16 * j);
+                _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++) {
+                    const __m512 w = _mm512_set1_ps(s[(size_t)h * ss + p] * inv[h]);
+                    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[h][j] = _mm512_fmadd_ps(w, vv[j], acc[h][j]);
+                }
+            }
+        } else {
+            for (int p = 0; p < n; p++) {
+                const float *vp = v + (size_t)p * vs + d0;
+                for (int h = 0; h < 4; h++) {
+                    const __m512 w = _mm512_set1_ps(s[(size_t)h * ss + p] * inv[h]);
+                    for (int j = 0; j < nv; j++) acc[h][j] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vp + 16 * j), acc[h][j]);
+                }
+            }
+        }
+        for (int h = 0; h < 4; h++)
+            for (int j = 0; j < nv; j++) _mm512_storeu_ps(o + (size_t)h * os + d0 + 16 * j, acc[h][j]);
+    }
+}

@@ -1,0 +1,92 @@
+/*
+ * kern_r8.h — internal to the kernels: the row-interleaved types CF_Q4_0_R8 /
+ * CF_Q8_0_R8 (layout: kern.h "row-interleaved repacked types").
+ *
+ * Implementations ("impls") of the leaves, picked per call from the kern ISA:
+ *   KERN_R8_SCALAR  portable C (kern_r8.c), the reference;
+ *   KERN_R8_AVX2    AVX2+FMA+F16C, vpmaddubsw + vpmaddwd (kern_r8_avx2.c);
+ *   KERN_R8_VNNI    AVX-512 F/BW/VL/VNNI on ymm registers (32 of them),
+ *                   vpdpbusd (kern_r8_vnni.c).
+ * KERN_ISA_SCALAR runs KERN_R8_SCALAR; KERN_ISA_AVX2 runs the best impl the
+ * CPU has (CPUID once), unless kern_r8_force_impl() chose one (tests,
+ * benchmarks).
+ *
+ * Integer path (act_quant = 1).  Activations are quantized per token to ggml
+ * Q8_0 with the ISA's quantizer (kern_q8.h, the bytes llama.cpp's x86 build
+ * writes) and packed 4 tokens per kern_block_q8x4 (f32 d, Σq).  A leaf takes
+ * one row group and up to KERN_R8_NT tokens and forms per block and row
+ *   sumi = Σ_j u_j·a_j - o·Σ_j a_j       (u = code + o >= 0: Q4_0 o = 8; the
+ *                                         VNNI Q8_0 leaf uses u = q + 128)
+ *   y += (float)sumi · (d_w · d_a)
+ * which is ggml's vec_dot_q4_0_q8_0 / q8_0_q8_0 (the float sum order differs).
+ */
+#ifndef CINFER_KERN_R8_H
+#define CINFER_KERN_R8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kern.h"
+#include "kern_q8.h"
+
+enum { KERN_R8_SCALAR = 0, KERN_R8_AVX2 = 1, KERN_R8_VNNI = 2, KERN_R8_IMPL_COUNT = 3 };
+
+/* Tokens one gemm leaf call takes at most (two kern_block_q8x4 quads). */
+#define KERN_R8_NT 8
+
+/* 1 when this CPU runs impl. */
+int kern_r8_impl_available(int impl);
+/* "scalar", "avx2", "vnni"; "unknown". */
+const char *kern_r8_impl_name(int impl);
+/* Pin the impl KERN_ISA_AVX2 calls use (-1: best available, the default).
+ * Returns 0, or -1 when impl is unavailable (nothing changes).  Not
+ * thread-safe against running matmuls: set it between calls. */
+int kern_r8_force_impl(int impl);
+/* The impl a call with kern ISA isa runs. */
+int kern_r8_impl_for_isa(int isa);
+
+/* Bytes per 32-column block of a group (144 / 272); 0 for other types. */
+int kern_r8_block_bytes(int type);
+
+/* y (n_tok, n_out) = x (n_tok, n_in) · Wᵀ for an R8 matrix w (n_out % 8 == 0,
+ * n_in % 32 == 0; otherwise y = NaN).  E->act_quant picks the integer path
+ * (1) or f32 activations (0).  Threads over row groups through E->pool. */
+void kern_r8_matmul(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
+                    int n_out, int n_in, int n_tok);
+/* The same with an explicit impl (tests; impl must be available). */
+void kern_r8_matmul_impl(int impl, cf_env *E, float *y, const float *x, const void *w, int type,
+                         int n_out, int n_in, int n_tok);
+
+/* f32-activation helpers for kern.c's kern_matmul_f32act (isa's impl):
+ * deq_rows: rows r0..r0+nr-1 (r0, nr multiples of 8), columns k0..k0+kc-1
+ * (multiples of 32) of the R8 matrix w (rows of n_in) as f32 into
+ * dst[r * ld + k]; dot_groups: y[8g + r] = Σ_k w[8g + r][k] x[k] for row
+ * groups g0 <= g < g1. */
+void kern_r8_deq_rows(int isa, int type, const void *w, int n_in, int r0, int nr, int k0, int kc,
+                      float *dst, size_t ld);
+void kern_r8_dot_groups(int isa, int type, const void *w, int n_in, long g0, long g1, const float *x,
+                        float *y);
+
+/* ---- leaves ---------------------------------------------------------------
+ * gemm: one row group wg (nb blocks) against nt tokens (1..KERN_R8_NT) whose
+ * Q8_0 rows are packed as kern_block_q8x4: quad q (tokens 4q..4q+3) at
+ * a + q * a_quad_stride blocks; tokens >= nt of the last quad may be zero
+ * rows and are not stored.  y[t * ldy + r] = result for row r, token t.
+ * dot8_f32: y[r] = Σ_k dequant(w)[r][k] · x[k] for one row group.
+ * dequant8: rows 0..7 of a group's blocks [b0, b0 + nbk) as f32 into
+ * dst[r * ld + k]. */
+typedef void (*kern_r8_gemm_fn)(const void *wg, const kern_block_q8x4 *a, size_t a_quad_stride,
+                                int nb, int nt, float *y, size_t ldy);
+typedef void (*kern_r8_dot8_fn)(const void *wg, const float *x, int nb, float *y);
+typedef void (*kern_r8_deq8_fn)(const void *wg, int b0, int nbk, float *dst, size_t ld);
+
+typedef struct {
+    kern_r8_gemm_fn gemm[2];  /* [0] Q4_0_R8, [1] Q8_0_R8 */
+    kern_r8_dot8_fn dot8[2];
+    kern_r8_deq8_fn deq8[2];
+} kern_r8_leaves;
+
+extern const kern_r8_leaves kern_r8_avx2_leaves;
+extern const kern_r8_leaves kern_r8_vnni_leaves;
+
+#endif

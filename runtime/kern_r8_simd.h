@@ -1,0 +1,257 @@
+/*
+ * kern_r8_simd.h — the SIMD leaves of the row-interleaved types (kern_r8.h),
+ * written once and compiled twice: kern_r8_avx2.c (R8_VNNI 0: vpmaddubsw +
+ * vpmaddwd) and kern_r8_vnni.c (R8_VNNI 1: vpdpbusd, AVX-512 VL encoding, so
+ * 32 ymm registers).  Included only by those two files; R8_LEAVES names the
+ * kern_r8_leaves table to define.
+ *
+ * gemm micro-kernel: one row group (8 rows = the 8 int32 lanes of a ymm) x
+ * NTOK tokens.  Per 32-column block the group's codes are loaded once (4 or
+ * 8 chunks of 32 bytes = 4 columns x 8 rows each) and reused for every
+ * token; a token's 4 activation bytes per chunk are broadcast to all lanes.
+ * Integer sums per (row, token, block) are exact:
+ *   Q4_0: u = code in 0..15, sumi = Σ u·a - 8·Σa (the accumulator starts at
+ *         -8·Σa, Σa from kern_block_q8x4.sum);
+ *   Q8_0, VNNI: u = q ^ 0x80 = q + 128 in 0..255, start at -128·Σa;
+ *   Q8_0, AVX2: ggml's sign trick |q| x sign(a, q) (vpmaddubsw would
+ *         saturate on q + 128); maddubs never saturates: 2·128·127 < 32768.
+ * then acc += float(sumi) · (d_w · d_a) with one FMA per (block, token).
+ * Two independent integer chains per token (low/high halves of the block)
+ * keep the dot latency below the throughput bound.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kern_r8.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 8")
+
+INLINE __m256i bc32(const int8_t *p) {
+    int v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+INLINE __m256i loadu(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+#if R8_VNNI
+INLINE __m256i dp(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+#else
+INLINE __m256i dp(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+#endif
+
+INLINE __m256 dw8(const uint8_t *blk) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk)); }
+
+/* ---- gemm: Q4_0_R8 ------------------------------------------------------------ */
+
+INLINE void gemm_q4(const uint8_t *wg, const kern_block_q8x4 *a, size_t qstride, int nb, int nt,
+                    float *y, size_t ldy, const int NTOK) {
+    __m256 acc[NTOK];
+    UNROLL for (int t = 0; t < NTOK; t++) acc[t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = wg + (size_t)b * KERN_Q4_0_R8_BLOCK;
+        const __m256 dw = dw8(blk);
+        __m256i lo[4], hi[4];
+        UNROLL for (int c = 0; c < 4; c++) {
+            const __m256i v = loadu(blk + 16 + 32 * c);
+            lo[c] = _mm256_and_si256(v, m4);
+            hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        }
+        UNROLL for (int t = 0; t < NTOK; t++) {
+            const kern_block_q8x4 *ab = a + (size_t)(t / 4) * qstride + b;
+            const int8_t *q = ab->qs[t % 4];
+            __m256i s0 = _mm256_set1_epi32(-8 * ab->sum[t % 4]), s1 = _mm256_setzero_si256();
+            UNROLL for (int c = 0; c < 4; c++) {
+                s0 = dp(s0, lo[c], bc32(q + 4 * c));
+                s1 = dp(s1, hi[c], bc32(q + 16 + 4 * c));
+            }
+            const __m256 f = _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1));
+            acc[t] = _mm256_fmadd_ps(f, _mm256_mul_ps(dw, _mm256_set1_ps(ab->d[t % 4])), acc[t]);
+        }
+    }
+    UNROLL for (int t = 0; t < NTOK; t++)
+        if (t < nt) _mm256_storeu_ps(y + (size_t)t * ldy, acc[t]);
+}
+
+/* ---- gemm: Q8_0_R8 ------------------------------------------------------------ */
+
+INLINE void gemm_q8(const uint8_t *wg, const kern_block_q8x4 *a, size_t qstride, int nb, int nt,
+                    float *y, size_t ldy, const int NTOK) {
+    __m256 acc[NTOK];
+    UNROLL for (int t = 0; t < NTOK; t++) acc[t] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = wg + (size_t)b * KERN_Q8_0_R8_BLOCK;
+        const __m256 dw = dw8(blk);
+        __m256i u[8];
+#if R8_VNNI
+        UNROLL for (int c = 0; c < 8; c++) u[c] = _mm256_xor_si256(loadu(blk + 16 + 32 * c), _mm256_set1_epi8(-128));
+#else
+        UNROLL for (int c = 0; c < 8; c++) u[c] = _mm256_abs_epi8(loadu(blk + 16 + 32 * c));
+#endif
+        UNROLL for (int t = 0; t < NTOK; t++) {
+            const kern_block_q8x4 *ab = a + (size_t)(t / 4) * qstride + b;
+            const int8_t *q = ab->qs[t % 4];
+#if R8_VNNI
+            __m256i s0 = _mm256_set1_epi32(-128 * ab->sum[t % 4]), s1 = _mm256_setzero_si256();
+            UNROLL for (int c = 0; c < 4; c++) {
+                s0 = dp(s0, u[c], bc32(q + 4 * c));
+                s1 = dp(s1, u[4 + c], bc32(q + 16 + 4 * c));
+            }
+#else
+            __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+            UNROLL for (int c = 0; c < 4; c++) {
+                s0 = dp(s0, u[c], _mm256_sign_epi8(bc32(q + 4 * c), loadu(blk + 16 + 32 * c)));
+                s1 = dp(s1, u[4 + c], _mm256_sign_epi8(bc32(q + 16 + 4 * c), loadu(blk + 144 + 32 * c)));
+            }
+#endif
+            const __m256 f = _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1));
+            acc[t] = _mm256_fmadd_ps(f, _mm256_mul_ps(dw, _mm256_set1_ps(ab->d[t % 4])), acc[t]);
+        }
+    }
+    UNROLL for (int t = 0; t < NTOK; t++)
+        if (t < nt) _mm256_storeu_ps(y + (size_t)t * ldy, acc[t]);
+}
+
+/* NTOK: 1 (decode), 4, or 8 (VNNI: 32 registers hold 8 accumulators + the codes) */
+#if R8_VNNI
+#define R8_WIDE 8
+#else
+#define R8_WIDE 4
+#endif
+
+#define GEMM_ENTRY(name, body)                                                                  \
+    static void name(const void *wg, const kern_block_q8x4 *a, size_t qs, int nb, int nt, float *y, \
+                     size_t ldy) {                                                              \
+        if (nt == 1) {                                                                          \
+            body((const uint8_t *)wg, a, qs, nb, 1, y, ldy, 1);                                 \
+            return;                                                                             \
+        }                                                                                       \
+        for (int t0 = 0; t0 < nt; t0 += R8_WIDE) {                                              \
+            const int n = nt - t0 < R8_WIDE ? nt - t0 : R8_WIDE;                                \
+            if (n <= 4) body((const uint8_t *)wg, a + (size_t)(t0 / 4) * qs, qs, nb, n, y + (size_t)t0 * ldy, ldy, 4); \
+            else body((const uint8_t *)wg, a + (size_t)(t0 / 4) * qs, qs, nb, n, y + (size_t)t0 * ldy, ldy, R8_WIDE); \
+        }                                                                                       \
+    }
+GEMM_ENTRY(gemm_q4_entry, gemm_q4)
+GEMM_ENTRY(gemm_q8_entry, gemm_q8)
+
+/* ---- f32 activations ------------------------------------------------------------- */
+
+/* Column 4c+i (Q8: chunk c) / low-high nibble columns of the 8 rows as f32. */
+INLINE __m256 q4_col(__m256i v, int shift) {
+    const __m256i c = _mm256_and_si256(_mm256_srli_epi32(v, shift), _mm256_set1_epi32(0x0f));
+    return _mm256_sub_ps(_mm256_cvtepi32_ps(c), _mm256_set1_ps(8.0f));
+}
+INLINE __m256 q8_col(__m256i v, int i) {
+    return _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 24 - 8 * i), 24));
+}
+
+static void dot8_q4(const void *wg, const float *x, int nb, float *y) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++, x += 32) {
+        const uint8_t *blk = (const uint8_t *)wg + (size_t)b * KERN_Q4_0_R8_BLOCK;
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+        UNROLL for (int c = 0; c < 4; c++) {
+            const __m256i v = loadu(blk + 16 + 32 * c);
+            UNROLL for (int i = 0; i < 4; i++) {
+                s0 = _mm256_fmadd_ps(q4_col(v, 8 * i), _mm256_broadcast_ss(x + 4 * c + i), s0);
+                s1 = _mm256_fmadd_ps(q4_col(v, 8 * i + 4), _mm256_broadcast_ss(x + 16 + 4 * c + i), s1);
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), dw8(blk), acc);
+    }
+    _mm256_storeu_ps(y, acc);
+}
+
+static void dot8_q8(const void *wg, const float *x, int nb, float *y) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++, x += 32) {
+        const uint8_t *blk = (const uint8_t *)wg + (size_t)b * KERN_Q8_0_R8_BLOCK;
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+        UNROLL for (int c = 0; c < 8; c += 2) {
+            const __m256i v0 = loadu(blk + 16 + 32 * c), v1 = loadu(blk + 48 + 32 * c);
+            UNROLL for (int i = 0; i < 4; i++) {
+                s0 = _mm256_fmadd_ps(q8_col(v0, i), _mm256_broadcast_ss(x + 4 * c + i), s0);
+                s1 = _mm256_fmadd_ps(q8_col(v1, i), _mm256_broadcast_ss(x + 4 * c + 4 + i), s1);
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), dw8(blk), acc);
+    }
+    _mm256_storeu_ps(y, acc);
+}
+
+/* 8 rows x 32 columns of one block into dst[r * ld + k].  Lane r of chunk c
+ * holds row r's 4 code bytes of columns 4c..4c+3, so a 32-bit transpose of
+ * the chunks gives each row's codes in column order (Q4_0: ggml's 16 qs
+ * bytes, Q8_0: its 32 qs); then (code - 8) * d / q * d exactly like the
+ * scalar reference. */
+INLINE void store8(float *p, __m256i q32, __m256 d, __m256 off) {
+    _mm256_storeu_ps(p, _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(q32), off), d));
+}
+
+static void deq8_q4(const void *wg, int b0, int nbk, float *dst, size_t ld) {
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m256 off = _mm256_set1_ps(8.0f);
+    for (int b = 0; b < nbk; b++) {
+        const uint8_t *blk = (const uint8_t *)wg + (size_t)(b0 + b) * KERN_Q4_0_R8_BLOCK;
+        _Alignas(32) float d[8];
+        _mm256_store_ps(d, dw8(blk));
+        const __m256i v0 = loadu(blk + 16), v1 = loadu(blk + 48), v2 = loadu(blk + 80), v3 = loadu(blk + 112);
+        const __m256i a0 = _mm256_unpacklo_epi32(v0, v1), a1 = _mm256_unpackhi_epi32(v0, v1);
+        const __m256i a2 = _mm256_unpacklo_epi32(v2, v3), a3 = _mm256_unpackhi_epi32(v2, v3);
+        __m256i rows[4] = {_mm256_unpacklo_epi64(a0, a2), _mm256_unpackhi_epi64(a0, a2),
+                           _mm256_unpacklo_epi64(a1, a3), _mm256_unpackhi_epi64(a1, a3)};
+        UNROLL for (int r = 0; r < 8; r++) {
+            /* rows[i] holds row i (low 128) and row i + 4 (high 128) */
+            const __m128i q = r < 4 ? _mm256_castsi256_si128(rows[r]) : _mm256_extracti128_si256(rows[r - 4], 1);
+            const __m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+            const __m256 dr = _mm256_set1_ps(d[r]);
+            float *o = dst + (size_t)r * ld + 32 * b;
+            store8(o, _mm256_cvtepu8_epi32(lo), dr, off);
+            store8(o + 8, _mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)), dr, off);
+            store8(o + 16, _mm256_cvtepu8_epi32(hi), dr, off);
+            store8(o + 24, _mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)), dr, off);
+        }
+    }
+}
+
+static void deq8_q8(const void *wg, int b0, int nbk, float *dst, size_t ld) {
+    const __m256 zero = _mm256_setzero_ps();
+    for (int b = 0; b < nbk; b++) {
+        const uint8_t *blk = (const uint8_t *)wg + (size_t)(b0 + b) * KERN_Q8_0_R8_BLOCK;
+        _Alignas(32) float d[8];
+        _mm256_store_ps(d, dw8(blk));
+        __m256i v[8], a[8], t[8];
+        UNROLL for (int c = 0; c < 8; c++) v[c] = loadu(blk + 16 + 32 * c);
+        UNROLL for (int c = 0; c < 8; c += 2) {
+            a[c] = _mm256_unpacklo_epi32(v[c], v[c + 1]);
+            a[c + 1] = _mm256_unpackhi_epi32(v[c], v[c + 1]);
+        }
+        UNROLL for (int c = 0; c < 8; c += 4) {
+            t[c] = _mm256_unpacklo_epi64(a[c], a[c + 2]);
+            t[c + 1] = _mm256_unpackhi_epi64(a[c], a[c + 2]);
+            t[c + 2] = _mm256_unpacklo_epi64(a[c + 1], a[c + 3]);
+            t[c + 3] = _mm256_unpackhi_epi64(a[c + 1], a[c + 3]);
+        }
+        UNROLL for (int r = 0; r < 4; r++) {
+            v[r] = _mm256_permute2x128_si256(t[r], t[r + 4], 0x20);     /* row r */
+            v[r + 4] = _mm256_permute2x128_si256(t[r], t[r + 4], 0x31); /* row r + 4 */
+        }
+        UNROLL for (int r = 0; r < 8; r++) {
+            const __m256 dr = _mm256_set1_ps(d[r]);
+            const __m128i lo = _mm256_castsi256_si128(v[r]), hi = _mm256_extracti128_si256(v[r], 1);
+            float *o = dst + (size_t)r * ld + 32 * b;
+            store8(o, _mm256_cvtepi8_epi32(lo), dr, zero);
+            store8(o + 8, _mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)), dr, zero);
+            store8(o + 16, _mm256_cvtepi8_epi32(hi), dr, zero);
+            store8(o + 24, _mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)), dr, zero);
+        }
+    }
+}
+
+const kern_r8_leaves R8_LEAVES = {
+    {gemm_q4_entry, gemm_q8_entry}, {dot8_q4, dot8_q8}, {deq8_q4, deq8_q8}};

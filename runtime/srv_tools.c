@@ -1,0 +1,1180 @@
+/*
+ * srv_tools.c — `cinfer serve` request features (srv_impl.h): tools and
+ * tool_choice, response_format, logprobs, frequency/presence penalties, and
+ * the conversion of OpenAI chat / Anthropic messages / OpenAI responses
+ * conversations into the chat template's message array.
+ *
+ * Tool calls.  The template renders the tools (chat_context_new's "tools").
+ * The call syntax supported for generation and parsing is Hermes'
+ * (CHAT_FAMILY_HERMES, CHAT_FAMILY_QWEN3):
+ *
+ *   <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>
+ *
+ * found by rendering a probe conversation with one assistant tool call and
+ * looking for that text.  The call object is generated under a grammar
+ * compiled from
+ *   {"anyOf": [{"type":"object","properties":{"name":{"const":NAME},"arguments":PARAMETERS},
+ *               "required":["name","arguments"],"additionalProperties":false}, ...]}
+ * so the arguments always validate against the chosen tool's parameters.
+ * tool_choice "required" / a named tool: the opener "<tool_call>\n" is
+ * appended to the prompt and the grammar runs from the first token.
+ * "auto": free generation; when the model samples the opener's token the
+ * first pass stops, the opener's newline is appended and a second pass runs
+ * under the grammar on the same session (its KV cache is reused) — the lazy
+ * grammar of llama.cpp's grammar triggers.  Parallel calls (unless
+ * parallel_tool_calls: false / disable_parallel_tool_use: true): after a
+ * call, "\n</tool_call>\n" is appended and another call follows, under the
+ * grammar, when the opener is then the model's most likely token; at most
+ * SRVX_MAX_CALLS.
+ *
+ * Logprobs.  Reported from the logits the sampler actually received: the
+ * model's logits after the grammar mask (disallowed tokens are -inf) and
+ * after logit_bias and frequency/presence penalties, log-softmaxed over the whole
+ * vocabulary — before repetition penalty, temperature, top-k/top-p/min-p
+ * (as OpenAI, whose logprobs do not depend on temperature).  A token the
+ * grammar forces (the only one allowed) has logprob 0.
+ *
+ * Penalties.  OpenAI's formula (platform.openai.com/docs/advanced-usage,
+ * "frequency and presence penalties"): logit[t] -= c[t] * frequency_penalty
+ * + (c[t] > 0) * presence_penalty, c[t] = times t was generated so far in
+ * this response (runtime/samp.h samp_penalize_counts).
+ */
+#include "srv_impl.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "samp.h"
+
+void srvx_clean_msg(char *s) {
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        unsigned char c = *p;
+        int l = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        int ok = l > 0;
+        for (int k = 1; ok && k < l; k++) ok = (p[k] >> 6) == 2;
+        if (!ok) {
+            *p++ = '?';
+            continue;
+        }
+        if (c < 0x20 || c == 0x7f) *p = ' ';
+        p += l;
+    }
+}
+
+static int xbad(bad_req *b, unsigned status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int xbad(bad_req *b, unsigned status, const char *param, const char *fmt, ...) {
+    b->status = status;
+    snprintf(b->param, sizeof b->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->msg, sizeof b->msg, fmt, ap);
+    va_end(ap);
+    srvx_clean_msg(b->msg);
+    srvx_clean_msg(b->param);
+    return -1;
+}
+
+static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+static int present(const cJSON *v) { return v && !cJSON_IsNull(v); }
+
+/* ---- messages ----------------------------------------------------------------------- */
+
+/* Text of a content value: a string, or an array of text parts whose type is
+ * one of types (NULL-terminated), joined.  malloc'd; NULL with b filled. */
+static char *content_text(const cJSON *v, const char *where, const char *const *types, bad_req *b) {
+    if (cJSON_IsString(v)) return strdup(v->valuestring);
+    if (!cJSON_IsArray(v)) {
+        xbad(b, 400, where, "'%s' must be a string or an array of text parts", where);
+        return NULL;
+    }
+    size_t len = 0;
+    char *t = calloc(1, 1);
+    int i = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, v) {
+        const cJSON *ty = get(part, "type"), *tx = get(part, "text");
+        int ok = cJSON_IsString(ty) && cJSON_IsString(tx);
+        for (int k = 0; ok && types[k]; k++)
+            if (!strcmp(ty->valuestring, types[k])) goto good;
+        {
+            char p[96];
+            snprintf(p, sizeof p, "%s[%d]", where, i);
+            xbad(b, 400, p, "'%s' must be a text part {\"type\":\"%s\",\"text\":...}%s%.40s", p, types[0],
+                 cJSON_IsString(ty) ? "; unsupported type " : "", cJSON_IsString(ty) ? ty->valuestring : "");
+            free(t);
+            return NULL;
+        }
+    good:;
+        size_t n = strlen(tx->valuestring);
+        char *nt = t ? realloc(t, len + n + 1) : NULL;
+        if (!nt) {
+            free(t);
+            xbad(b, 500, where, "out of memory");
+            return NULL;
+        }
+        t = nt;
+        memcpy(t + len, tx->valuestring, n + 1);
+        len += n;
+        i++;
+    }
+    if (!t) xbad(b, 500, where, "out of memory");
+    return t;
+}
+
+static const char *const OAI_TEXT[] = {"text", NULL};
+static const char *const ANT_TEXT[] = {"text", NULL};
+static const char *const RESP_TEXT[] = {"input_text", "output_text", "text", NULL};
+
+static cJSON *msg_new(const char *role, char *content_owned) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "role", role);
+    if (content_owned) cJSON_AddStringToObject(o, "content", content_owned);
+    else cJSON_AddStringToObject(o, "content", "");
+    free(content_owned);
+    return o;
+}
+
+/* Arguments for the template: the JSON value of a string when it parses to
+ * an object, else the string itself. */
+static cJSON *args_value(const char *s) {
+    cJSON *v = cJSON_Parse(s);
+    if (cJSON_IsObject(v)) return v;
+    cJSON_Delete(v);
+    return cJSON_CreateString(s);
+}
+
+static int oai_tool_calls(const cJSON *tc, cJSON *msg, int i, bad_req *b) {
+    char p[96];
+    snprintf(p, sizeof p, "messages[%d].tool_calls", i);
+    if (!cJSON_IsArray(tc)) return xbad(b, 400, p, "'%s' must be an array", p);
+    cJSON *arr = cJSON_AddArrayToObject(msg, "tool_calls");
+    int k = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, tc) {
+        snprintf(p, sizeof p, "messages[%d].tool_calls[%d].function", i, k);
+        const cJSON *f = get(c, "function"), *name = get(f, "name"), *args = get(f, "arguments");
+        if (!cJSON_IsObject(f) || !cJSON_IsString(name))
+            return xbad(b, 400, p, "'%s' must be an object with a string name", p);
+        if (present(args) && !cJSON_IsString(args) && !cJSON_IsObject(args))
+            return xbad(b, 400, p, "'%s.arguments' must be a JSON string", p);
+        cJSON *o = cJSON_CreateObject(), *fo;
+        const cJSON *id = get(c, "id");
+        if (cJSON_IsString(id)) cJSON_AddStringToObject(o, "id", id->valuestring);
+        cJSON_AddStringToObject(o, "type", "function");
+        fo = cJSON_AddObjectToObject(o, "function");
+        cJSON_AddStringToObject(fo, "name", name->valuestring);
+        if (cJSON_IsString(args)) cJSON_AddItemToObject(fo, "arguments", args_value(args->valuestring));
+        else if (cJSON_IsObject(args)) cJSON_AddItemToObject(fo, "arguments", cJSON_Duplicate(args, 1));
+        else cJSON_AddItemToObject(fo, "arguments", cJSON_CreateObject());
+        cJSON_AddItemToArray(arr, o);
+        k++;
+    }
+    return 0;
+}
+
+static int oai_messages(const cJSON *arr, cJSON *out, bad_req *b) {
+    if (!arr) return xbad(b, 400, "messages", "'messages' is required");
+    if (!cJSON_IsArray(arr) || !cJSON_GetArraySize(arr))
+        return xbad(b, 400, "messages", "'messages' must be a non-empty array");
+    int i = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, arr) {
+        char p[96];
+        snprintf(p, sizeof p, "messages[%d].role", i);
+        if (!cJSON_IsObject(m)) return xbad(b, 400, p, "'messages[%d]' must be an object", i);
+        const cJSON *role = get(m, "role");
+        if (!cJSON_IsString(role)) return xbad(b, 400, p, "'%s' is required", p);
+        const char *rs = role->valuestring;
+        if (strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "system") && strcmp(rs, "developer") &&
+            strcmp(rs, "tool"))
+            return xbad(b, 400, p, "'%s' must be one of system, developer, user, assistant, tool, got '%.64s'", p,
+                        rs);
+        snprintf(p, sizeof p, "messages[%d].content", i);
+        const cJSON *ct = get(m, "content"), *tc = get(m, "tool_calls");
+        int is_asst = !strcmp(rs, "assistant");
+        char *t = NULL;
+        if (present(ct)) {
+            if (!(t = content_text(ct, p, OAI_TEXT, b))) return -1;
+        } else if (!(is_asst && present(tc))) {
+            return xbad(b, 400, p, "'%s' is required", p);
+        }
+        cJSON *o = msg_new(!strcmp(rs, "developer") ? "system" : rs, t);
+        cJSON_AddItemToArray(out, o);
+        if (is_asst && present(tc) && oai_tool_calls(tc, o, i, b)) return -1;
+        if (!strcmp(rs, "tool")) {
+            const cJSON *id = get(m, "tool_call_id");
+            snprintf(p, sizeof p, "messages[%d].tool_call_id", i);
+            if (!cJSON_IsString(id)) return xbad(b, 400, p, "'%s' is required for role tool", p);
+            cJSON_AddStringToObject(o, "tool_call_id", id->valuestring);
+            const cJSON *nm = get(m, "name");
+            if (cJSON_IsString(nm)) cJSON_AddStringToObject(o, "name", nm->valuestring);
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* Anthropic: content string or blocks (text, tool_use, tool_result, and
+ * thinking / redacted_thinking, which are dropped). */
+static int ant_messages(const cJSON *r, cJSON *out, bad_req *b) {
+    const cJSON *sys = get(r, "system");
+    if (present(sys)) {
+        char *t = content_text(sys, "system", ANT_TEXT, b);
+        if (!t) return -1;
+        cJSON_AddItemToArray(out, msg_new("system", t));
+    }
+    const cJSON *arr = get(r, "messages");
+    if (!arr) return xbad(b, 400, "messages", "'messages' is required");
+    if (!cJSON_IsArray(arr) || !cJSON_GetArraySize(arr))
+        return xbad(b, 400, "messages", "'messages' must be a non-empty array");
+    int i = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, arr) {
+        char p[96];
+        snprintf(p, sizeof p, "messages[%d].role", i);
+        if (!cJSON_IsObject(m)) return xbad(b, 400, p, "'messages[%d]' must be an object", i);
+        const cJSON *role = get(m, "role");
+        if (!cJSON_IsString(role)) return xbad(b, 400, p, "'%s' is required", p);
+        const char *rs = role->valuestring;
+        if (strcmp(rs, "user") && strcmp(rs, "assistant"))
+            return xbad(b, 400, p, "'%s' must be one of user, assistant, got '%.64s'", p, rs);
+        int asst = !strcmp(rs, "assistant");
+        snprintf(p, sizeof p, "messages[%d].content", i);
+        const cJSON *ct = get(m, "content");
+        if (!present(ct)) return xbad(b, 400, p, "'%s' is required", p);
+        if (cJSON_IsString(ct)) {
+            cJSON_AddItemToArray(out, msg_new(rs, strdup(ct->valuestring)));
+            i++;
+            continue;
+        }
+        if (!cJSON_IsArray(ct)) return xbad(b, 400, p, "'%s' must be a string or an array of content blocks", p);
+        /* text blocks join into one message; tool_use become its tool_calls;
+         * each tool_result is a "tool" message (before the user's text) */
+        char *text = calloc(1, 1);
+        size_t tl = 0;
+        cJSON *calls = NULL;
+        int k = 0;
+        const cJSON *blk;
+        cJSON_ArrayForEach(blk, ct) {
+            char q[128];
+            snprintf(q, sizeof q, "messages[%d].content[%d]", i, k);
+            const cJSON *ty = get(blk, "type");
+            if (!cJSON_IsString(ty)) {
+                free(text);
+                cJSON_Delete(calls);
+                return xbad(b, 400, q, "'%s.type' is required", q);
+            }
+            const char *ts = ty->valuestring;
+            if (!strcmp(ts, "text")) {
+                const cJSON *tx = get(blk, "text");
+                if (!cJSON_IsString(tx)) {
+                    free(text);
+                    cJSON_Delete(calls);
+                    return xbad(b, 400, q, "'%s.text' must be a string", q);
+                }
+                size_t n = strlen(tx->valuestring);
+                char *nt = realloc(text, tl + n + 1);
+                if (!nt) {
+                    free(text);
+                    cJSON_Delete(calls);
+                    return xbad(b, 500, q, "out of memory");
+                }
+                text = nt;
+                memcpy(text + tl, tx->valuestring, n + 1);
+                tl += n;
+            } else if (!strcmp(ts, "tool_use") && asst) {
+                const cJSON *id = get(blk, "id"), *nm = get(blk, "name"), *in = get(blk, "input");
+                if (!cJSON_IsString(id) || !cJSON_IsString(nm) || (present(in) && !cJSON_IsObject(in))) {
+                    free(text);
+                    cJSON_Delete(calls);
+                    return xbad(b, 400, q, "'%s' must have string id and name and an object input", q);
+                }
+                if (!calls) calls = cJSON_CreateArray();
+                cJSON *c = cJSON_CreateObject(), *f;
+                cJSON_AddStringToObject(c, "id", id->valuestring);
+                cJSON_AddStringToObject(c, "type", "function");
+                f = cJSON_AddObjectToObject(c, "function");
+                cJSON_AddStringToObject(f, "name", nm->valuestring);
+                cJSON_AddItemToObject(f, "arguments", present(in) ? cJSON_Duplicate(in, 1) : cJSON_CreateObject());
+                cJSON_AddItemToArray(calls, c);
+            } else if (!strcmp(ts, "tool_result") && !asst) {
+                const cJSON *id = get(blk, "tool_use_id"), *rc = get(blk, "content");
+                if (!cJSON_IsString(id)) {
+                    free(text);
+                    cJSON_Delete(calls);
+                    return xbad(b, 400, q, "'%s.tool_use_id' must be a string", q);
+                }
+                char q2[160];
+                snprintf(q2, sizeof q2, "%s.content", q);
+                char *rt = present(rc) ? content_text(rc, q2, ANT_TEXT, b) : strdup("");
+                if (!rt) {
+                    free(text);
+                    cJSON_Delete(calls);
+                    return -1;
+                }
+                cJSON *o = msg_new("tool", rt);
+                cJSON_AddStringToObject(o, "tool_call_id", id->valuestring);
+                cJSON_AddItemToArray(out, o);
+            } else if (!strcmp(ts, "thinking") || !strcmp(ts, "redacted_thinking")) {
+                /* accepted and ignored */
+            } else {
+                free(text);
+                cJSON_Delete(calls);
+                return xbad(b, 400, q, "'%s': unsupported content block type '%.40s' for role %s", q, ts, rs);
+            }
+            k++;
+        }
+        if (tl || calls || !k) {
+            cJSON *o = msg_new(rs, text);
+            text = NULL;
+            if (calls) cJSON_AddItemToObject(o, "tool_calls", calls);
+            cJSON_AddItemToArray(out, o);
+        }
+        free(text);
+        i++;
+    }
+    return 0;
+}
+
+/* OpenAI responses: instructions + input (a string, or message items). */
+static int resp_messages(const cJSON *r, cJSON *out, bad_req *b) {
+    const cJSON *ins = get(r, "instructions");
+    if (present(ins)) {
+        if (!cJSON_IsString(ins)) return xbad(b, 400, "instructions", "'instructions' must be a string");
+        cJSON_AddItemToArray(out, msg_new("system", strdup(ins->valuestring)));
+    }
+    const cJSON *in = get(r, "input");
+    if (!present(in)) return xbad(b, 400, "input", "'input' is required");
+    if (cJSON_IsString(in)) {
+        cJSON_AddItemToArray(out, msg_new("user", strdup(in->valuestring)));
+        return 0;
+    }
+    if (!cJSON_IsArray(in) || !cJSON_GetArraySize(in))
+        return xbad(b, 400, "input", "'input' must be a string or a non-empty array of messages");
+    int i = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, in) {
+        char p[96];
+        snprintf(p, sizeof p, "input[%d]", i);
+        if (!cJSON_IsObject(m)) return xbad(b, 400, p, "'%s' must be an object", p);
+        const cJSON *ty = get(m, "type"), *role = get(m, "role");
+        if (present(ty) && (!cJSON_IsString(ty) || strcmp(ty->valuestring, "message")))
+            return xbad(b, 400, p, "'%s.type' must be \"message\" (other item types are not supported)", p);
+        snprintf(p, sizeof p, "input[%d].role", i);
+        if (!cJSON_IsString(role)) return xbad(b, 400, p, "'%s' is required", p);
+        const char *rs = role->valuestring;
+        if (strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "system") && strcmp(rs, "developer"))
+            return xbad(b, 400, p, "'%s' must be one of system, developer, user, assistant, got '%.64s'", p, rs);
+        snprintf(p, sizeof p, "input[%d].content", i);
+        const cJSON *ct = get(m, "content");
+        if (!present(ct)) return xbad(b, 400, p, "'%s' is required", p);
+        char *t = content_text(ct, p, RESP_TEXT, b);
+        if (!t) return -1;
+        cJSON_AddItemToArray(out, msg_new(!strcmp(rs, "developer") ? "system" : rs, t));
+        i++;
+    }
+    return 0;
+}
+
+cJSON *srvx_messages(int api, const cJSON *r, bad_req *b) {
+    cJSON *out = cJSON_CreateArray();
+    if (!out) {
+        xbad(b, 500, NULL, "out of memory");
+        return NULL;
+    }
+    int rc = api == API_MSG ? ant_messages(r, out, b) : api == API_RESP ? resp_messages(r, out, b)
+                                                                         : oai_messages(get(r, "messages"), out, b);
+    if (rc) {
+        cJSON_Delete(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* ---- tools ------------------------------------------------------------------------------ */
+
+static int valid_name(const char *s) {
+    size_t n = strlen(s);
+    if (!n || n > 64) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-' && s[i] != '.') return 0;
+    return 1;
+}
+
+/* The request's tools as the template's OpenAI-shape array (names checked,
+ * parameters defaulted to an empty object schema). */
+static cJSON *parse_tools(int api, const cJSON *tools, bad_req *b) {
+    if (!cJSON_IsArray(tools)) {
+        xbad(b, 400, "tools", "'tools' must be an array");
+        return NULL;
+    }
+    cJSON *out = cJSON_CreateArray();
+    int i = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        char p[96];
+        snprintf(p, sizeof p, "tools[%d]", i);
+        const cJSON *name, *desc, *params;
+        if (!cJSON_IsObject(t)) goto bad_obj;
+        if (api == API_MSG) {
+            const cJSON *ty = get(t, "type");
+            if (present(ty) && (!cJSON_IsString(ty) || strcmp(ty->valuestring, "custom"))) {
+                cJSON_Delete(out);
+                xbad(b, 400, p, "'%s.type': server tool '%.40s' is not supported (client tools only)", p,
+                     cJSON_IsString(ty) ? ty->valuestring : "?");
+                return NULL;
+            }
+            name = get(t, "name");
+            desc = get(t, "description");
+            params = get(t, "input_schema");
+            snprintf(p, sizeof p, "tools[%d].input_schema", i);
+            if (!cJSON_IsObject(params)) {
+                cJSON_Delete(out);
+                xbad(b, 400, p, "'%s' must be a JSON Schema object", p);
+                return NULL;
+            }
+        } else {
+            const cJSON *ty = get(t, "type"), *f = get(t, "function");
+            if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function") || !cJSON_IsObject(f)) {
+                cJSON_Delete(out);
+                xbad(b, 400, p, "'%s' must be {\"type\":\"function\",\"function\":{name, description, parameters}}", p);
+                return NULL;
+            }
+            name = get(f, "name");
+            desc = get(f, "description");
+            params = get(f, "parameters");
+            snprintf(p, sizeof p, "tools[%d].function.parameters", i);
+            if (present(params) && !cJSON_IsObject(params)) {
+                cJSON_Delete(out);
+                xbad(b, 400, p, "'%s' must be a JSON Schema object", p);
+                return NULL;
+            }
+        }
+        if (!cJSON_IsString(name) || !valid_name(name->valuestring)) {
+            snprintf(p, sizeof p, api == API_MSG ? "tools[%d].name" : "tools[%d].function.name", i);
+            cJSON_Delete(out);
+            xbad(b, 400, p, "'%s' must be 1-64 letters, digits, '_', '-' or '.'", p);
+            return NULL;
+        }
+        if (present(desc) && !cJSON_IsString(desc)) {
+            snprintf(p, sizeof p, api == API_MSG ? "tools[%d].description" : "tools[%d].function.description", i);
+            cJSON_Delete(out);
+            xbad(b, 400, p, "'%s' must be a string", p);
+            return NULL;
+        }
+        for (const cJSON *o = out->child; o; o = o->next)
+            if (!strcmp(get(get(o, "function"), "name")->valuestring, name->valuestring)) {
+                cJSON_Delete(out);
+                xbad(b, 400, "tools", "tool name '%.64s' appears twice in 'tools'", name->valuestring);
+                return NULL;
+            }
+        cJSON *o = cJSON_CreateObject(), *f;
+        cJSON_AddStringToObject(o, "type", "function");
+        f = cJSON_AddObjectToObject(o, "function");
+        cJSON_AddStringToObject(f, "name", name->valuestring);
+        if (present(desc)) cJSON_AddStringToObject(f, "description", desc->valuestring);
+        if (present(params)) cJSON_AddItemToObject(f, "parameters", cJSON_Duplicate(params, 1));
+        else cJSON_AddItemToObject(f, "parameters", cJSON_Parse("{\"type\":\"object\",\"properties\":{}}"));
+        cJSON_AddItemToArray(out, o);
+        i++;
+        continue;
+    bad_obj:
+        cJSON_Delete(out);
+        xbad(b, 400, p, "'%s' must be an object", p);
+        return NULL;
+    }
+    return out;
+}
+
+/* The unsupported-keyword message of the grammar compiler, as a 400 on field. */
+static int schema_error(bad_req *b, int rc, const char *field, const char *err) {
+    if (rc == CINFER_ENOMEM) return xbad(b, 500, field, "out of memory compiling '%s'", field);
+    return xbad(b, 400, field, "'%s': %.300s", field, err);
+}
+
+/* Does the model's template write Hermes tool calls?  Rendered probe: an
+ * assistant turn with one call. */
+static int hermes_template(const cinfer_model *m) {
+    static const char probe[] =
+        "[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":"
+        "[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"probe_fn\",\"arguments\":{}}}]}]";
+    char *out = NULL, err[256];
+    if (cinfer_chat_prompt_json(m, probe, NULL, 0, &out, err, sizeof err)) return 0;
+    int yes = strstr(out, "<tool_call>\n{\"name\": \"probe_fn\"") != NULL;
+    cinfer_free(out);
+    return yes;
+}
+
+/* tool_choice → mode and (for a named tool) the single allowed name. */
+static int parse_tool_choice(int api, const cJSON *tc, int *mode, const char **only, bad_req *b) {
+    *only = NULL;
+    *mode = SRVX_TOOLS_AUTO;
+    if (!present(tc)) return 0;
+    if (api == API_MSG) {
+        const cJSON *ty = get(tc, "type");
+        if (!cJSON_IsObject(tc) || !cJSON_IsString(ty))
+            return xbad(b, 400, "tool_choice", "'tool_choice' must be {\"type\":\"auto\"|\"any\"|\"tool\"|\"none\"}");
+        const char *t = ty->valuestring;
+        if (!strcmp(t, "auto")) return 0;
+        if (!strcmp(t, "none")) return *mode = SRVX_TOOLS_OFF, 0;
+        if (!strcmp(t, "any")) return *mode = SRVX_TOOLS_REQUIRED, 0;
+        if (!strcmp(t, "tool")) {
+            const cJSON *n = get(tc, "name");
+            if (!cJSON_IsString(n)) return xbad(b, 400, "tool_choice.name", "'tool_choice.name' is required for type tool");
+            *only = n->valuestring;
+            *mode = SRVX_TOOLS_REQUIRED;
+            return 0;
+        }
+        return xbad(b, 400, "tool_choice.type", "'tool_choice.type' must be auto, any, tool or none, got '%.40s'", t);
+    }
+    if (cJSON_IsString(tc)) {
+        const char *t = tc->valuestring;
+        if (!strcmp(t, "auto")) return 0;
+        if (!strcmp(t, "none")) return *mode = SRVX_TOOLS_OFF, 0;
+        if (!strcmp(t, "required")) return *mode = SRVX_TOOLS_REQUIRED, 0;
+        return xbad(b, 400, "tool_choice", "'tool_choice' must be auto, none, required or a function, got '%.40s'", t);
+    }
+    const cJSON *ty = get(tc, "type"), *f = get(tc, "function"), *n = get(f, "name");
+    if (!cJSON_IsObject(tc) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "function") || !cJSON_IsString(n))
+        return xbad(b, 400, "tool_choice",
+                    "'tool_choice' must be auto, none, required or {\"type\":\"function\",\"function\":{\"name\":...}}");
+    *only = n->valuestring;
+    *mode = SRVX_TOOLS_REQUIRED;
+    return 0;
+}
+
+/* The call grammar over the allowed tools (all, or the one named). */
+static int build_call_grammar(srvx *x, const cJSON *tools, const char *only, int api, bad_req *b) {
+    cJSON *any = cJSON_CreateArray();
+    int i = 0;
+    for (const cJSON *t = tools->child; t; t = t->next, i++) {
+        const cJSON *f = get(t, "function");
+        const char *name = get(f, "name")->valuestring;
+        if (only && strcmp(only, name)) continue;
+        char field[96], err[1024];
+        snprintf(field, sizeof field, api == API_MSG ? "tools[%d].input_schema" : "tools[%d].function.parameters", i);
+        /* each tool's schema on its own first: the error names that tool */
+        char *ps = cJSON_PrintUnformatted(get(f, "parameters"));
+        cinfer_grammar *g = NULL;
+        int rc = ps ? cinfer_grammar_from_schema(NULL, ps, strlen(ps), NULL, &g, err, sizeof err) : CINFER_ENOMEM;
+        free(ps);
+        cinfer_grammar_free(g);
+        if (rc) {
+            cJSON_Delete(any);
+            return schema_error(b, rc, field, err);
+        }
+        cJSON *br = cJSON_CreateObject(), *props = cJSON_AddObjectToObject(br, "properties"), *nm;
+        cJSON_AddStringToObject(br, "type", "object");
+        nm = cJSON_AddObjectToObject(props, "name");
+        cJSON_AddStringToObject(nm, "const", name);
+        cJSON_AddItemToObject(props, "arguments", cJSON_Duplicate(get(f, "parameters"), 1));
+        cJSON_AddItemToObject(br, "required", cJSON_Parse("[\"name\",\"arguments\"]"));
+        cJSON_AddFalseToObject(br, "additionalProperties");
+        cJSON_AddItemToArray(any, br);
+    }
+    if (!any->child) {
+        cJSON_Delete(any);
+        return xbad(b, 400, api == API_MSG ? "tool_choice.name" : "tool_choice.function.name",
+                    "tool_choice names '%.64s', which is not in 'tools'", only ? only : "");
+    }
+    cJSON *sch;
+    if (!any->child->next) {
+        sch = cJSON_DetachItemFromArray(any, 0);
+        cJSON_Delete(any);
+    } else {
+        sch = cJSON_CreateObject();
+        cJSON_AddItemToObject(sch, "anyOf", any);
+    }
+    char *s = cJSON_PrintUnformatted(sch);
+    cJSON_Delete(sch);
+    char err[1024];
+    int rc = s ? cinfer_grammar_from_schema(x->m, s, strlen(s), NULL, &x->call_gram, err, sizeof err) : CINFER_ENOMEM;
+    free(s);
+    if (rc) return schema_error(b, rc, "tools", err);
+    return 0;
+}
+
+static int tokenize_text(const cinfer_model *m, const char *t, int32_t **ids, int *n) {
+    size_t cap = strlen(t) + 8, k = 0;
+    *ids = malloc(cap * sizeof **ids);
+    if (!*ids || cinfer_tokenize(m, t, strlen(t), 0, 1, *ids, cap, &k)) return -1;
+    *n = (int)k;
+    return 0;
+}
+
+static int parse_float_field(const cJSON *r, const char *k, double lo, double hi, float *out, bad_req *b) {
+    const cJSON *v = get(r, k);
+    if (!present(v)) return 0;
+    if (!cJSON_IsNumber(v)) return xbad(b, 400, k, "'%s' must be a number", k);
+    if (!(v->valuedouble >= lo && v->valuedouble <= hi))
+        return xbad(b, 400, k, "'%s' must be in [%g, %g], got %g", k, lo, hi, v->valuedouble);
+    *out = (float)v->valuedouble;
+    return 1;
+}
+
+int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_req *b) {
+    *out = NULL;
+    srvx *x = calloc(1, sizeof *x);
+    if (!x) return xbad(b, 500, NULL, "out of memory");
+    x->m = m;
+    x->api = api;
+    x->trigger_id = -1;
+    int used = 0;
+    cJSON *tools = NULL;
+    /* tools and tool_choice */
+    const cJSON *tv = api == API_COMPL ? NULL : get(r, "tools");
+    const cJSON *tc = api == API_COMPL ? NULL : get(r, "tool_choice");
+    if (present(tv) && cJSON_IsArray(tv) && !cJSON_GetArraySize(tv)) tv = NULL;
+    if (present(tv) && api == API_RESP) {
+        xbad(b, 400, "tools", "'tools' is not supported on /v1/responses; use /v1/chat/completions");
+        goto fail;
+    }
+    if (present(tv)) {
+        if (!(tools = parse_tools(api, tv, b))) goto fail;
+        const char *only;
+        if (parse_tool_choice(api, tc, &x->tool_mode, &only, b)) goto fail;
+        x->tools_json = cJSON_PrintUnformatted(tools);
+        used = 1;
+        /* several calls in one reply unless the request says otherwise */
+        const cJSON *pt = api == API_MSG ? get(tc, "disable_parallel_tool_use") : get(r, "parallel_tool_calls");
+        const char *ptn = api == API_MSG ? "tool_choice.disable_parallel_tool_use" : "parallel_tool_calls";
+        if (present(pt) && !cJSON_IsBool(pt)) {
+            xbad(b, 400, ptn, "'%s' must be a boolean", ptn);
+            goto fail;
+        }
+        x->parallel = api == API_MSG ? !cJSON_IsTrue(pt) : !cJSON_IsFalse(pt);
+        if (x->tool_mode != SRVX_TOOLS_OFF) {
+            if (!hermes_template(m)) {
+                if (x->tool_mode == SRVX_TOOLS_REQUIRED) {
+                    xbad(b, 400, "tool_choice",
+                         "forced tool calls need a chat template with Hermes-style <tool_call> syntax; this model's "
+                         "template has none");
+                    goto fail;
+                }
+                x->tool_mode = SRVX_TOOLS_OFF; /* tools rendered; output is text */
+            } else {
+                if (build_call_grammar(x, tools, only, api, b)) goto fail;
+                if (tokenize_text(m, "<tool_call>\n", &x->opener, &x->n_opener) || x->n_opener < 2) {
+                    xbad(b, 500, NULL, "cannot tokenize the tool-call opener");
+                    goto fail;
+                }
+                if (tokenize_text(m, "\n</tool_call>\n", &x->closer, &x->n_closer)) x->n_closer = 0;
+                /* the lazy trigger needs the opener as one token (Qwen, Hermes: an added token) */
+                int32_t *one = NULL;
+                int n1 = 0;
+                if (!tokenize_text(m, "<tool_call>", &one, &n1) && n1 == 1) x->trigger_id = one[0];
+                free(one);
+                snprintf(x->trigger_text, sizeof x->trigger_text, "<tool_call>");
+            }
+        }
+    } else if (present(tc)) {
+        int mode;
+        const char *only;
+        if (parse_tool_choice(api, tc, &mode, &only, b)) goto fail;
+        if (mode == SRVX_TOOLS_REQUIRED) {
+            xbad(b, 400, "tool_choice", "'tool_choice' requires 'tools'");
+            goto fail;
+        }
+    }
+    /* response_format (OpenAI chat; responses: text.format) */
+    const cJSON *rf = api == API_CHAT ? get(r, "response_format") : NULL;
+    const char *rf_name = "response_format";
+    if (api == API_RESP) {
+        const cJSON *txt = get(r, "text");
+        if (present(txt) && !cJSON_IsObject(txt)) {
+            xbad(b, 400, "text", "'text' must be an object");
+            goto fail;
+        }
+        rf = get(txt, "format");
+        rf_name = "text.format";
+    }
+    if (present(rf)) {
+        const cJSON *ty = get(rf, "type");
+        char p[96];
+        snprintf(p, sizeof p, "%s.type", rf_name);
+        if (!cJSON_IsObject(rf) || !cJSON_IsString(ty)) {
+            xbad(b, 400, rf_name, "'%s' must be {\"type\":\"text\"|\"json_object\"|\"json_schema\",...}", rf_name);
+            goto fail;
+        }
+        const char *t = ty->valuestring;
+        const cJSON *sch = NULL;
+        char field[96];
+        if (!strcmp(t, "text")) {
+        } else if (!strcmp(t, "json_object")) {
+            snprintf(field, sizeof field, "%s", rf_name);
+        } else if (!strcmp(t, "json_schema")) {
+            /* chat: {"type":"json_schema","json_schema":{"name","schema","strict"}};
+             * responses: {"type":"json_schema","name","schema","strict"} */
+            const cJSON *js = api == API_RESP ? rf : get(rf, "json_schema");
+            const char *jn = api == API_RESP ? "text.format" : "response_format.json_schema";
+            if (!cJSON_IsObject(js)) {
+                xbad(b, 400, jn, "'%s' is required for type json_schema", jn);
+                goto fail;
+            }
+            const cJSON *nm = get(js, "name"), *st = get(js, "strict");
+            snprintf(field, sizeof field, "%s.name", jn);
+            if (present(nm) && !cJSON_IsString(nm)) {
+                xbad(b, 400, field, "'%s' must be a string", field);
+                goto fail;
+            }
+            snprintf(field, sizeof field, "%s.strict", jn);
+            if (present(st) && !cJSON_IsBool(st)) {
+                xbad(b, 400, field, "'%s' must be a boolean", field);
+                goto fail;
+            }
+            sch = get(js, "schema");
+            snprintf(field, sizeof field, "%s.schema", jn);
+            if (!cJSON_IsObject(sch) && !cJSON_IsBool(sch)) {
+                xbad(b, 400, field, "'%s' must be a JSON Schema object", field);
+                goto fail;
+            }
+        } else {
+            xbad(b, 400, p, "'%s' must be text, json_object or json_schema, got '%.40s'", p, t);
+            goto fail;
+        }
+        if (strcmp(t, "text")) {
+            char *s = sch ? cJSON_PrintUnformatted(sch) : strdup("{\"type\":\"object\"}");
+            char err[1024];
+            int rc = s ? cinfer_grammar_from_schema(m, s, strlen(s), NULL, &x->fmt_gram, err, sizeof err)
+                       : CINFER_ENOMEM;
+            free(s);
+            if (rc) {
+                schema_error(b, rc, field, err);
+                goto fail;
+            }
+            used = 1;
+            if (x->tool_mode == SRVX_TOOLS_AUTO) x->tool_mode = SRVX_TOOLS_OFF; /* the format wins over free calls */
+        }
+    }
+    /* logprobs */
+    const cJSON *lp = get(r, "logprobs");
+    if (api == API_COMPL) {
+        if (present(lp)) {
+            if (!cJSON_IsNumber(lp) || lp->valuedouble != (int)lp->valuedouble || lp->valuedouble < 0 ||
+                lp->valuedouble > 5) {
+                xbad(b, 400, "logprobs", "'logprobs' must be an integer in [0, 5]");
+                goto fail;
+            }
+            x->logprobs = 1;
+            x->top_logprobs = (int)lp->valuedouble;
+            used = 1;
+        }
+    } else if (api == API_CHAT) {
+        const cJSON *tl = get(r, "top_logprobs");
+        if (present(lp) && !cJSON_IsBool(lp)) {
+            xbad(b, 400, "logprobs", "'logprobs' must be a boolean");
+            goto fail;
+        }
+        if (present(tl)) {
+            if (!cJSON_IsNumber(tl) || tl->valuedouble != (int)tl->valuedouble || tl->valuedouble < 0 ||
+                tl->valuedouble > 20) {
+                xbad(b, 400, "top_logprobs", "'top_logprobs' must be an integer in [0, 20]");
+                goto fail;
+            }
+            if (!cJSON_IsTrue(lp)) {
+                xbad(b, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+                goto fail;
+            }
+            x->top_logprobs = (int)tl->valuedouble;
+        }
+        if (cJSON_IsTrue(lp)) x->logprobs = used = 1;
+    }
+    /* logit_bias: {"token id": bias in [-100, 100]} */
+    const cJSON *lb = api == API_CHAT || api == API_COMPL ? get(r, "logit_bias") : NULL;
+    if (present(lb)) {
+        if (!cJSON_IsObject(lb)) {
+            xbad(b, 400, "logit_bias", "'logit_bias' must be an object mapping token ids to numbers");
+            goto fail;
+        }
+        int n = cJSON_GetArraySize(lb), nv = cinfer_model_n_vocab(m);
+        x->bias_id = calloc((size_t)n + 1, sizeof *x->bias_id);
+        x->bias_val = calloc((size_t)n + 1, sizeof *x->bias_val);
+        if (!x->bias_id || !x->bias_val) {
+            xbad(b, 500, "logit_bias", "out of memory");
+            goto fail;
+        }
+        const cJSON *e;
+        cJSON_ArrayForEach(e, lb) {
+            char *end = NULL;
+            long id = strtol(e->string, &end, 10);
+            if (!e->string[0] || *end || id < 0 || id >= nv) {
+                xbad(b, 400, "logit_bias", "'logit_bias' key '%.40s' is not a token id in [0, %d)", e->string, nv);
+                goto fail;
+            }
+            if (!cJSON_IsNumber(e) || !(e->valuedouble >= -100 && e->valuedouble <= 100)) {
+                xbad(b, 400, "logit_bias", "'logit_bias[\"%.40s\"]' must be a number in [-100, 100]", e->string);
+                goto fail;
+            }
+            x->bias_id[x->n_bias] = (int32_t)id;
+            x->bias_val[x->n_bias++] = (float)e->valuedouble;
+        }
+        if (x->n_bias) used = 1;
+    }
+    /* penalties */
+    if (api != API_MSG) {
+        int rc1 = parse_float_field(r, "frequency_penalty", -2, 2, &x->freq_pen, b);
+        if (rc1 < 0) goto fail;
+        int rc2 = parse_float_field(r, "presence_penalty", -2, 2, &x->pres_pen, b);
+        if (rc2 < 0) goto fail;
+        if (x->freq_pen != 0 || x->pres_pen != 0) used = 1;
+    } else {
+        /* accepted and ignored: thinking, metadata (cache_control sits inside blocks) */
+        const cJSON *th = get(r, "thinking"), *md = get(r, "metadata");
+        if (present(th) && !cJSON_IsObject(th)) {
+            xbad(b, 400, "thinking", "'thinking' must be an object");
+            goto fail;
+        }
+        if (present(md) && !cJSON_IsObject(md)) {
+            xbad(b, 400, "metadata", "'metadata' must be an object");
+            goto fail;
+        }
+    }
+    cJSON_Delete(tools);
+    if (!used) {
+        srvx_free(x);
+        return 0;
+    }
+    *out = x;
+    return 0;
+fail:
+    cJSON_Delete(tools);
+    srvx_free(x);
+    return -1;
+}
+
+void srvx_free(srvx *x) {
+    if (!x) return;
+    free(x->tools_json);
+    cinfer_grammar_free(x->call_gram);
+    cinfer_grammar_free(x->fmt_gram);
+    free(x->opener);
+    free(x->closer);
+    free(x->call);
+    free(x->lp);
+    free(x->bias_id);
+    free(x->bias_val);
+    for (int i = 0; i < x->n_calls; i++) {
+        free(x->calls[i].name);
+        free(x->calls[i].arguments);
+    }
+    free(x);
+}
+
+/* ---- generation ---------------------------------------------------------------------- */
+
+/* logit_fn: penalties, then the log-softmax bookkeeping for logprobs. */
+static void x_logits(float *lg, int n_vocab, const int32_t *hist, int n_hist, void *user) {
+    srvx *x = user;
+    for (int i = 0; i < x->n_bias; i++)
+        if (x->bias_id[i] < n_vocab) lg[x->bias_id[i]] += x->bias_val[i];
+    if ((x->freq_pen != 0 || x->pres_pen != 0) && n_hist > x->n_prompt)
+        samp_penalize_counts(lg, n_vocab, hist + x->n_prompt, n_hist - x->n_prompt, x->freq_pen, x->pres_pen);
+    if (!x->logprobs) return;
+    float mx = -INFINITY;
+    for (int i = 0; i < n_vocab; i++)
+        if (lg[i] > mx) mx = lg[i];
+    double sum = 0;
+    if (mx > -INFINITY)
+        for (int i = 0; i < n_vocab; i++) sum += exp((double)lg[i] - mx);
+    x->cur_lse = mx > -INFINITY ? mx + (float)log(sum) : 0;
+    x->cur_logits = lg;
+    x->have_logits = 1;
+    /* the top_logprobs best (insertion into a short sorted list) */
+    int k = x->top_logprobs, n = 0;
+    for (int i = 0; i < n_vocab && k > 0; i++) {
+        float l = lg[i];
+        if (!(l > -INFINITY)) continue;
+        if (n == k && l <= x->cur_top[n - 1].logprob) continue;
+        int at = n < k ? n++ : n - 1;
+        while (at > 0 && x->cur_top[at - 1].logprob < l) {
+            x->cur_top[at] = x->cur_top[at - 1];
+            at--;
+        }
+        x->cur_top[at] = (srvx_top){l, i};
+    }
+    for (int i = 0; i < n; i++) x->cur_top[i].logprob -= x->cur_lse;
+    x->cur_n_top = n;
+}
+
+int srvx_on_token(srvx *x, const char **piece, size_t *len, int32_t token) {
+    if (!x) return 0;
+    if (x->logprobs && token >= 0) {
+        if (x->n_lp == x->cap_lp) {
+            int nc = x->cap_lp ? 2 * x->cap_lp : 64;
+            srvx_lp *np = realloc(x->lp, (size_t)nc * sizeof *np);
+            if (np) x->lp = np, x->cap_lp = nc;
+        }
+        if (x->n_lp < x->cap_lp) {
+            srvx_lp *e = &x->lp[x->n_lp++];
+            memset(e, 0, sizeof *e);
+            e->id = token;
+            if (x->have_logits) {
+                e->logprob = x->cur_logits[token] - x->cur_lse;
+                e->n_top = x->cur_n_top;
+                memcpy(e->top, x->cur_top, (size_t)x->cur_n_top * sizeof *e->top);
+            } else { /* forced by the grammar: the only allowed token */
+                e->logprob = 0;
+                e->n_top = x->top_logprobs > 0;
+                e->top[0] = (srvx_top){0, token};
+            }
+        }
+        x->have_logits = 0;
+    }
+    if (x->phase == 1) {
+        if (*len) {
+            if (x->call_len + *len + 1 > x->call_cap) {
+                size_t nc = x->call_cap ? 2 * x->call_cap : 256;
+                while (nc < x->call_len + *len + 1) nc *= 2;
+                char *np = realloc(x->call, nc);
+                if (!np) return 1;
+                x->call = np;
+                x->call_cap = nc;
+            }
+            memcpy(x->call + x->call_len, *piece, *len);
+            x->call_len += *len;
+            x->call[x->call_len] = 0;
+        }
+        *len = 0;
+        return 0;
+    }
+    if (x->tool_mode == SRVX_TOOLS_AUTO && token >= 0 && token == x->trigger_id) {
+        /* the opener: text before it is content; the call follows in pass 2 */
+        size_t tl = strlen(x->trigger_text);
+        if (*len >= tl && !memcmp(*piece + *len - tl, x->trigger_text, tl)) *len -= tl;
+        x->triggered = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Parse x->call (one call object) into x->calls[n_calls]; a call that does
+ * not parse (cut by max_tokens, cancelled) sets call_broken and stays in
+ * x->call for the reply's text. */
+static void parse_call(srvx *x) {
+    cJSON *c = x->call ? cJSON_Parse(x->call) : NULL;
+    const cJSON *name = get(c, "name"), *args = get(c, "arguments");
+    char *n = NULL, *a = NULL;
+    if (cJSON_IsString(name) && cJSON_IsObject(args) && x->n_calls < SRVX_MAX_CALLS) {
+        n = strdup(name->valuestring);
+        a = cJSON_PrintUnformatted(args);
+    }
+    if (n && a) {
+        x->calls[x->n_calls].name = n;
+        x->calls[x->n_calls++].arguments = a;
+        x->call_len = 0;
+        if (x->call) x->call[0] = 0;
+    } else {
+        free(n);
+        free(a);
+        x->call_broken = 1;
+    }
+    cJSON_Delete(c);
+}
+
+/* Append extra[0..n_extra) to the session's history (prompt and everything
+ * generated) as the next generation's prompt: ids malloc'd into *out. */
+static int history_plus(cinfer_session *sess, const int32_t *extra, int n_extra, int32_t **out, size_t *n_out) {
+    int n_past = cinfer_session_n_past(sess);
+    *out = malloc(((size_t)n_past + (size_t)n_extra + 1) * sizeof **out);
+    if (!*out) return CINFER_ENOMEM;
+    memcpy(*out, cinfer_session_tokens(sess), (size_t)n_past * sizeof **out);
+    memcpy(*out + n_past, extra, (size_t)n_extra * sizeof **out);
+    *n_out = (size_t)n_past + (size_t)n_extra;
+    return 0;
+}
+
+/* One call object under the call grammar, after history + extra (the rest
+ * of the opener).  Counts are added to res. */
+static int call_pass(cinfer_session *sess, srvx *x, cinfer_gen_options o, const int32_t *extra, int n_extra,
+                     const cinfer_gen_options *go, cinfer_token_cb cb, void *user, cinfer_gen_result *res, char *err,
+                     size_t err_len) {
+    int left = go->max_tokens ? go->max_tokens - res->n_generated : 0;
+    if (go->max_tokens && left <= 0) {
+        res->stop = CINFER_STOP_MAX_TOKENS;
+        return 0;
+    }
+    int32_t *buf;
+    size_t n;
+    if (history_plus(sess, extra, n_extra, &buf, &n)) {
+        snprintf(err, err_len, "out of memory");
+        return CINFER_ENOMEM;
+    }
+    o.grammar = x->call_gram;
+    o.stop = NULL; /* stop strings do not cut a call */
+    o.n_stop = 0;
+    o.max_tokens = left;
+    x->phase = 1;
+    cinfer_gen_result r = {0};
+    int rc = cinfer_generate_tokens(sess, buf, n, &o, cb, user, &r, err, err_len);
+    free(buf);
+    res->n_generated += r.n_generated;
+    res->stop = r.stop;
+    res->gen_ms += r.prompt_ms + r.gen_ms;
+    return rc;
+}
+
+/* After a call: does the model open another?  "\n</tool_call>\n" is
+ * appended and evaluated; another call follows when the opener token is then
+ * the most likely (after logit_bias and penalties) — the greedy choice, as
+ * the grammar of llama.cpp's parallel calls leaves it to the model.  1: yes,
+ * 0: no, < 0: error. */
+static int another_call(cinfer_session *sess, srvx *x, char *err, size_t err_len) {
+    if (x->trigger_id < 0 || x->n_closer <= 0) return 0;
+    int32_t *buf;
+    size_t n;
+    if (history_plus(sess, x->closer, x->n_closer, &buf, &n)) return CINFER_ENOMEM;
+    int rc = cinfer_eval(sess, buf, n, err, err_len);
+    free(buf);
+    if (rc) return rc;
+    int nv = cinfer_model_n_vocab(x->m);
+    float *lg = malloc((size_t)nv * sizeof *lg);
+    if (!lg) return CINFER_ENOMEM;
+    memcpy(lg, cinfer_logits(sess), (size_t)nv * sizeof *lg);
+    int lp = x->logprobs;
+    x->logprobs = 0; /* a decision, not a token: no logprob entry */
+    x_logits(lg, nv, cinfer_session_tokens(sess), cinfer_session_n_past(sess), x);
+    x->logprobs = lp;
+    int best = 0;
+    for (int i = 1; i < nv; i++)
+        if (lg[i] > lg[best]) best = i;
+    free(lg);
+    return best == x->trigger_id;
+}
+
+int srvx_generate(cinfer_session *sess, srvx *x, const int32_t *ids, size_t n_ids, const cinfer_gen_options *go,
+                  cinfer_token_cb cb, void *user, cinfer_gen_result *res, char *err, size_t err_len) {
+    if (!x) return cinfer_generate_tokens(sess, ids, n_ids, go, cb, user, res, err, err_len);
+    cinfer_gen_options o = *go;
+    if (x->logprobs || x->freq_pen != 0 || x->pres_pen != 0 || x->n_bias) {
+        o.logit_fn = x_logits;
+        o.logit_user = x;
+    }
+    if (x->fmt_gram) o.grammar = x->fmt_gram;
+    int32_t *buf = NULL;
+    if (x->tool_mode == SRVX_TOOLS_REQUIRED) {
+        /* the opener goes into the prompt; the grammar writes the call object */
+        buf = malloc((n_ids + (size_t)x->n_opener) * sizeof *buf);
+        if (!buf) {
+            snprintf(err, err_len, "out of memory");
+            return CINFER_ENOMEM;
+        }
+        memcpy(buf, ids, n_ids * sizeof *buf);
+        memcpy(buf + n_ids, x->opener, (size_t)x->n_opener * sizeof *buf);
+        n_ids += (size_t)x->n_opener;
+        ids = buf;
+        o.grammar = x->call_gram;
+        o.stop = NULL; /* stop strings do not cut a call */
+        o.n_stop = 0;
+        x->phase = 1;
+    }
+    x->n_prompt = (int)n_ids;
+    int rc = cinfer_generate_tokens(sess, ids, n_ids, &o, cb, user, res, err, err_len);
+    free(buf);
+    /* auto: the opener's token was sampled; pass 2 writes the call (the opener's rest appended) */
+    if (!rc && x->triggered && res->stop == CINFER_STOP_CALLBACK)
+        rc = call_pass(sess, x, o, x->opener + 1, x->n_opener - 1, go, cb, user, res, err, err_len);
+    /* each complete call: parse it; with parallel calls, another may follow */
+    while (!rc && x->phase == 1) {
+        parse_call(x);
+        if (res->stop != CINFER_STOP_GRAMMAR || x->call_broken || x->n_calls >= (x->parallel ? SRVX_MAX_CALLS : 1))
+            break;
+        int more = another_call(sess, x, err, err_len);
+        if (more < 0) rc = more;
+        if (more <= 0) break;
+        rc = call_pass(sess, x, o, x->opener, x->n_opener, go, cb, user, res, err, err_len);
+    }
+    return rc;
+}
+
+/* ---- output --------------------------------------------------------------------------- */
+
+/* Token text: valid UTF-8 for JSON (invalid bytes → U+FFFD); raw bytes in *raw. */
+static void token_text(const srvx *x, int32_t id, char *out, size_t cap, unsigned char *raw, size_t *n_raw) {
+    char b[256];
+    size_t n = 0;
+    if (cinfer_detokenize(x->m, &id, 1, b, sizeof b, &n) || n >= sizeof b) n = 0;
+    memcpy(raw, b, n);
+    *n_raw = n;
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 4 < cap;) {
+        unsigned char c = (unsigned char)b[i];
+        int l = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        int ok = l > 0 && i + (size_t)l <= n;
+        for (int k = 1; ok && k < l; k++) ok = ((unsigned char)b[i + k] >> 6) == 2;
+        if (ok) {
+            memcpy(out + o, b + i, (size_t)l);
+            o += (size_t)l;
+            i += (size_t)l;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    out[o] = 0;
+}
+
+static cJSON *lp_token(const srvx *x, int32_t id, float logprob) {
+    cJSON *o = cJSON_CreateObject();
+    char t[512];
+    unsigned char raw[256];
+    size_t nr;
+    token_text(x, id, t, sizeof t, raw, &nr);
+    cJSON_AddStringToObject(o, "token", t);
+    cJSON_AddNumberToObject(o, "logprob", logprob);
+    cJSON *by = cJSON_AddArrayToObject(o, "bytes");
+    for (size_t i = 0; i < nr; i++) cJSON_AddItemToArray(by, cJSON_CreateNumber(raw[i]));
+    return o;
+}
+
+cJSON *srvx_logprobs_chat(const srvx *x, int from, int to) {
+    cJSON *o = cJSON_CreateObject(), *c = cJSON_AddArrayToObject(o, "content");
+    for (int i = from; i < to && i < x->n_lp; i++) {
+        const srvx_lp *e = &x->lp[i];
+        cJSON *t = lp_token(x, e->id, e->logprob), *tl = cJSON_AddArrayToObject(t, "top_logprobs");
+        for (int k = 0; k < e->n_top && k < x->top_logprobs; k++)
+            cJSON_AddItemToArray(tl, lp_token(x, e->top[k].id, e->top[k].logprob));
+        cJSON_AddItemToArray(c, t);
+    }
+    cJSON_AddNullToObject(o, "refusal");
+    return o;
+}
+
+cJSON *srvx_logprobs_legacy(const srvx *x, int from, int to, size_t text_base) {
+    cJSON *o = cJSON_CreateObject(), *toks = cJSON_AddArrayToObject(o, "tokens"),
+          *lps = cJSON_AddArrayToObject(o, "token_logprobs"), *tops = cJSON_AddArrayToObject(o, "top_logprobs"),
+          *offs = cJSON_AddArrayToObject(o, "text_offset");
+    size_t off = text_base;
+    for (int i = from; i < to && i < x->n_lp; i++) {
+        const srvx_lp *e = &x->lp[i];
+        char t[512];
+        unsigned char raw[256];
+        size_t nr;
+        token_text(x, e->id, t, sizeof t, raw, &nr);
+        cJSON_AddItemToArray(toks, cJSON_CreateString(t));
+        cJSON_AddItemToArray(lps, cJSON_CreateNumber(e->logprob));
+        cJSON *tp = cJSON_CreateObject();
+        for (int k = 0; k < e->n_top && k < x->top_logprobs; k++) {
+            char tt[512];
+            token_text(x, e->top[k].id, tt, sizeof tt, raw, &nr);
+            if (!cJSON_GetObjectItemCaseSensitive(tp, tt)) cJSON_AddNumberToObject(tp, tt, e->top[k].logprob);
+        }
+        cJSON_AddItemToArray(tops, tp);
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        token_text(x, e->id, t, sizeof t, raw, &nr);
+        off += nr;
+    }
+    return o;
+}
+
+void srvx_call_id(const srvx *x, const char *req_id, int i, char *out, size_t cap) {
+    const char *tail = strchr(req_id, '-');
+    tail = tail ? tail + 1 : strchr(req_id, '_') ? strchr(req_id, '_') + 1 : req_id;
+    snprintf(out, cap, "%s%s%d", x->api == API_MSG ? "toolu_" : "call_", tail, i);
+}

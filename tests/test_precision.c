@@ -1,0 +1,425 @@
+/*
+ * test_precision.c — compute precisions (--quant) and .giw files.
+ *
+ * Accuracy: every precision on real models from ../shared/models, logits at
+ * the last prompt position of the three reference prompts compared with
+ * ../shared/reference/dequant-f32/<stem>.json (llama.cpp on the exact F32
+ * dequantization; for F32 models the plain reference): cosine and the argmax
+ * (top-1 must agree unless the reference's top-2 gap is a near-tie).  The
+ * bounds are the worst measured values with a margin (docs/precisions.md has
+ * the measurements); f32 must be exact to float rounding like the parity
+ * tests.
+ *
+ * .giw: a saved file maps without repacking (repack stats 0) and gives
+ * bit-identical logits to the in-memory precision; damaged files fail with a
+ * message; an interrupted write never leaves a file under the final name.
+ */
+#include <cJSON.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cinfer.h"
+#include "compile.h"
+#include "gguf.h"
+#include "kern.h"
+#include "test.h"
+
+static cJSON *load_json(const char *path) {
+    char *txt = read_file(path, NULL);
+    if (!txt) return NULL;
+    cJSON *j = cJSON_Parse(txt);
+    free(txt);
+    return j;
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static int open_prec(const char *path, int precision, cinfer_model **m, cinfer_session **s) {
+    char err[1024];
+    *m = NULL;
+    *s = NULL;
+    cinfer_model_options mo = {.precision = precision};
+    if (cinfer_model_open(path, &mo, m, err, sizeof err) ||
+        cinfer_session_new(*m, &(cinfer_session_options){.n_ctx = 512, .n_threads = 1}, s, err,
+                           sizeof err)) {
+        test_fail(__FILE__, __LINE__, "open %s as %s: %s", path, cinfer_precision_name(precision),
+                  err);
+        cinfer_model_close(*m);
+        *m = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Worst cosine and argmax agreement of `precision` on model vs ref over the
+ * reference prompts; fails the test below the bounds. */
+static void check_precision(const char *model_rel, const char *ref_rel, int precision,
+                            double min_cos) {
+    const char *mp = shared_path(model_rel);
+    if (!mp) SKIP("../shared/%s absent", model_rel);
+    char model[1024];
+    snprintf(model, sizeof model, "%s", mp);
+    const char *ref = shared_path(ref_rel);
+    if (!ref) SKIP("../shared/%s absent", ref_rel);
+    cJSON *j = load_json(ref);
+    EXPECT_MSG(j, "cannot parse %s", ref);
+    if (!j) return;
+    cinfer_model *m;
+    cinfer_session *s;
+    if (open_prec(model, precision, &m, &s)) {
+        cJSON_Delete(j);
+        return;
+    }
+    EXPECT_EQ_I(cinfer_model_precision(m), precision);
+    int n_vocab = cinfer_model_n_vocab(m), pi = 0, agree = 0;
+    double worst = 1;
+    cJSON *pr;
+    cJSON_ArrayForEach(pr, cJSON_GetObjectItem(j, "prompts")) {
+        cJSON *pids = cJSON_GetObjectItem(pr, "prompt_ids");
+        cJSON *lref = cJSON_GetObjectItem(pr, "logits_last");
+        int n = cJSON_GetArraySize(pids);
+        int32_t ids[600];
+        for (int i = 0; i < n && i < 600; i++) ids[i] = cJSON_GetArrayItem(pids, i)->valueint;
+        char err[512];
+        if (cinfer_eval(s, ids, (size_t)n, err, sizeof err)) {
+            test_fail(__FILE__, __LINE__, "%s: %s", model_rel, err);
+            break;
+        }
+        const float *lg = cinfer_logits(s);
+        double dot = 0, na = 0, nb = 0, best_r = -INFINITY, second_r = -INFINITY;
+        int ref_top = 0;
+        for (int i = 0; i < n_vocab && i < cJSON_GetArraySize(lref); i++) {
+            double r = cJSON_GetArrayItem(lref, i)->valuedouble, x = lg[i];
+            dot += r * x;
+            na += x * x;
+            nb += r * r;
+            if (r > best_r) second_r = best_r, best_r = r, ref_top = i;
+            else if (r > second_r) second_r = r;
+        }
+        double cosv = dot / (sqrt(na) * sqrt(nb) + 1e-30);
+        if (cosv < worst) worst = cosv;
+        int top = argmax(lg, n_vocab);
+        agree += top == ref_top;
+        EXPECT_MSG(cosv >= min_cos, "%s %s prompt %d: cosine %.6f < bound %.6f", model_rel,
+                   cinfer_precision_name(precision), pi, cosv, min_cos);
+        /* int4 moves logits by ~1e-1 on these tiny models: only a clear
+         * reference winner must stay on top */
+        double tie = precision == CINFER_PRECISION_F32 ? 1e-3 : 0.5;
+        EXPECT_MSG(top == ref_top || best_r - second_r < tie,
+                   "%s %s prompt %d: argmax %d, reference %d (top-2 gap %.3g)", model_rel,
+                   cinfer_precision_name(precision), pi, top, ref_top, best_r - second_r);
+        pi++;
+    }
+    printf("    %-44s %-8s worst cosine %.6f, argmax %d/%d\n", model_rel,
+           cinfer_precision_name(precision), worst, agree, pi);
+    cinfer_session_free(s);
+    cinfer_model_close(m);
+    cJSON_Delete(j);
+}
+
+/* Bounds per precision: the worst cosine measured over the models below
+ * (docs/precisions.md) with margin. */
+static const double min_cos[CINFER_PRECISION_COUNT] = {
+    [CINFER_PRECISION_NATIVE] = 0.999,  [CINFER_PRECISION_F32] = 0.99999,
+    [CINFER_PRECISION_INT8] = 0.9995,   [CINFER_PRECISION_INT8INT8] = 0.999,
+    [CINFER_PRECISION_INT4] = 0.97,     [CINFER_PRECISION_INT4MIX] = 0.985,
+};
+
+static void check_all(const char *model_rel, const char *ref_rel) {
+    for (int p = CINFER_PRECISION_F32; p < CINFER_PRECISION_COUNT; p++)
+        check_precision(model_rel, ref_rel, p, min_cos[p]);
+}
+
+TEST(precision, stories260K) {
+    check_all("models/stories260K/stories260K.gguf", "reference/stories260K.json");
+}
+TEST(precision, tinystories_q8_0) {
+    check_all("models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf",
+              "reference/dequant-f32/TinyStories-656K-Q8_0.json");
+}
+TEST(precision, synth_q4_0) {
+    check_all("models/synthetic/synth-d256-Q4_0.gguf", "reference/dequant-f32/synth-d256-Q4_0.json");
+}
+TEST(precision, synth_q4_k_m) {
+    check_all("models/synthetic/synth-d256-Q4_K_M.gguf",
+              "reference/dequant-f32/synth-d256-Q4_K_M.json");
+}
+TEST(precision, synth_f16) {
+    check_all("models/synthetic/synth-d256-F16.gguf", "reference/dequant-f32/synth-d256-F16.json");
+}
+
+TEST(precision, names) {
+    for (int p = 0; p < CINFER_PRECISION_COUNT; p++)
+        EXPECT_EQ_I(cinfer_precision_from_name(cinfer_precision_name(p)), p);
+    EXPECT_EQ_I(cinfer_precision_from_name("int3"), -1);
+    EXPECT_EQ_I(cinfer_precision_from_name(""), -1);
+    EXPECT(cinfer_precision_name(CINFER_PRECISION_COUNT) == NULL);
+    EXPECT(cinfer_precision_name(-1) == NULL);
+    EXPECT_STR_EQ(cinfer_precision_name(CINFER_PRECISION_INT4MIX), "int4mix");
+}
+
+/* The .giw size table in gguf.c and the kernels' layout agree. */
+TEST(precision, r8_sizes_match_gguf_table) {
+    const int types[] = {CF_Q4_0_R8, CF_Q8_0_R8};
+    for (int k = 0; k < 2; k++)
+        for (int rows = 8; rows <= 64; rows += 8)
+            for (int cols = 32; cols <= 256; cols += 32)
+                EXPECT_EQ_I(kern_repack_bytes(types[k], rows, cols),
+                            ggml_row_bytes((uint32_t)types[k], (uint64_t)cols) * (uint64_t)rows);
+    EXPECT_EQ_I(kern_repack_bytes(CF_Q4_0_R8, 12, 64), 0); /* rows not a multiple of 8 */
+}
+
+TEST(precision, bad_arguments) {
+    NEED_SHARED(mp, "models/stories260K/stories260K.gguf");
+    char cmd[2048], *out = NULL;
+    const char *sub[] = {"run %s --quant int3 -n 1", "bench %s --quant int3", "compile %s --quant int3",
+                         "chat %s --quant int3"};
+    for (int i = 0; i < 4; i++) {
+        char c2[1200];
+        snprintf(c2, sizeof c2, sub[i], mp);
+        snprintf(cmd, sizeof cmd, "%s %s </dev/null", cinfer_bin(), c2);
+        int st = run_cmd(cmd, true, &out);
+        EXPECT_MSG(st != 0 && st < 128 && out && strstr(out, "--quant 'int3'") &&
+                   strstr(out, "int4mix"), "%s -> %d: %s", cmd, st, out ? out : "");
+        free(out);
+    }
+    /* a standalone executable cannot carry a precision of its own */
+    snprintf(cmd, sizeof cmd, "%s compile %s --aot --quant int4 -o %s/prog", cinfer_bin(), mp,
+             test_tmpdir());
+    int st = run_cmd(cmd, true, &out);
+    EXPECT_MSG(st == 2 && out && strstr(out, "from a .giw"), "%s -> %d: %s", cmd, st, out ? out : "");
+    free(out);
+    cinfer_model *m = NULL;
+    char err[512] = "";
+    EXPECT_EQ_I(cinfer_model_open(mp, &(cinfer_model_options){.precision = 17}, &m, err, sizeof err),
+                CINFER_EARG);
+    EXPECT(strstr(err, "precision 17"));
+}
+
+/* Native binds the mapping: nothing repacked. */
+TEST(precision, native_is_zero_copy) {
+    NEED_SHARED(mp, "models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf");
+    cinfer_model *m;
+    cinfer_session *s;
+    if (open_prec(mp, CINFER_PRECISION_NATIVE, &m, &s)) return;
+    int n = -1;
+    size_t bytes = 1;
+    cinfer_model_repack_stats(m, &n, &bytes, NULL);
+    EXPECT_EQ_I(n, 0);
+    EXPECT_EQ_I(bytes, 0);
+    cinfer_session_free(s);
+    cinfer_model_close(m);
+    if (open_prec(mp, CINFER_PRECISION_INT4, &m, &s)) return;
+    cinfer_model_repack_stats(m, &n, &bytes, NULL);
+    EXPECT_MSG(n > 0 && bytes > 0, "int4 repacked %d tensors, %zu bytes", n, bytes);
+    cinfer_session_free(s);
+    cinfer_model_close(m);
+}
+
+/* The generated code names the precision and its types, so the AOT cache key
+ * (a hash of the source plus the precision) differs per precision. */
+TEST(precision, generated_code_names_precision) {
+    NEED_SHARED(mp, "models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf");
+    char err[512];
+    gguf_file *g;
+    if (gguf_open(mp, &g, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "%s", err);
+        return;
+    }
+    char *src[CINFER_PRECISION_COUNT] = {0};
+    for (int p = 0; p < CINFER_PRECISION_COUNT; p++) {
+        size_t len;
+        cc_options o = {.precision = p};
+        EXPECT_MSG(!cc_generate(g, &o, &src[p], &len, err, sizeof err), "%s", err);
+    }
+    if (src[0] && src[4] && src[5] && src[2]) {
+        EXPECT(!strstr(src[0], "Compute precision"));
+        EXPECT(strstr(src[4], "Compute precision: int4"));
+        EXPECT(strstr(src[4], "100, /* Q4_0_R8 */"));
+        EXPECT(!strstr(src[4], "101, /* Q8_0_R8 */"));
+        EXPECT(strstr(src[5], "101, /* Q8_0_R8 */") && strstr(src[5], "100, /* Q4_0_R8 */"));
+        EXPECT(strstr(src[2], "101, /* Q8_0_R8 */") && strcmp(src[2], src[3]));
+        /* the tied token_embd (get_rows + logits) keeps Q8_0 */
+        EXPECT(strstr(src[4], "8, /* Q8_0 */"));
+    }
+    for (int p = 0; p < CINFER_PRECISION_COUNT; p++) free(src[p]);
+    gguf_close(g);
+}
+
+static int logits_of(const char *path, int precision, float *out, int n_max, int *n_rep) {
+    cinfer_model *m;
+    cinfer_session *s;
+    if (open_prec(path, precision, &m, &s)) return -1;
+    cinfer_model_repack_stats(m, n_rep, NULL, NULL);
+    const int32_t ids[] = {1, 400, 200, 100, 50, 25};
+    char err[512];
+    int rc = cinfer_eval(s, ids, 6, err, sizeof err);
+    int n = cinfer_model_n_vocab(m) < n_max ? cinfer_model_n_vocab(m) : n_max;
+    if (!rc) memcpy(out, cinfer_logits(s), (size_t)n * sizeof *out);
+    else test_fail(__FILE__, __LINE__, "%s", err);
+    cinfer_session_free(s);
+    cinfer_model_close(m);
+    return rc ? -1 : n;
+}
+
+static int save_giw(const char *model, int precision, const char *out) {
+    cinfer_model *m;
+    char err[1024];
+    if (cinfer_model_open(model, &(cinfer_model_options){.precision = precision}, &m, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "%s", err);
+        return -1;
+    }
+    int rc = cinfer_model_save_giw(m, out, err, sizeof err);
+    if (rc) test_fail(__FILE__, __LINE__, "save %s: %s", out, err);
+    cinfer_model_close(m);
+    return rc;
+}
+
+TEST(precision, giw_roundtrip) {
+    NEED_SHARED(mp, "models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf");
+    char model[1024], giw[1100];
+    snprintf(model, sizeof model, "%s", mp);
+    static float a[4096], b[4096];
+    const int precs[] = {CINFER_PRECISION_INT4, CINFER_PRECISION_INT4MIX, CINFER_PRECISION_F32};
+    for (int k = 0; k < 3; k++) {
+        int p = precs[k], rep_a = 0, rep_b = -1;
+        snprintf(giw, sizeof giw, "%s/m-%s.giw", test_tmpdir(), cinfer_precision_name(p));
+        int n = logits_of(model, p, a, 4096, &rep_a);
+        if (n < 0 || save_giw(model, p, giw)) return;
+        EXPECT_MSG(rep_a > 0, "%s: nothing repacked", cinfer_precision_name(p));
+        /* default options: the precision comes from cinfer.precision */
+        EXPECT_EQ_I(logits_of(giw, CINFER_PRECISION_NATIVE, b, 4096, &rep_b), n);
+        EXPECT_EQ_I(rep_b, 0); /* mapped, not repacked */
+        EXPECT_MSG(!memcmp(a, b, (size_t)n * sizeof *a), "%s: .giw logits differ from in-memory",
+                   cinfer_precision_name(p));
+        cinfer_model *m = NULL;
+        char err[512] = "";
+        EXPECT_EQ_I(cinfer_model_open(giw, NULL, &m, err, sizeof err), 0);
+        if (m) EXPECT_EQ_I(cinfer_model_precision(m), p);
+        cinfer_model_close(m);
+        m = NULL;
+        int other = p == CINFER_PRECISION_INT4 ? CINFER_PRECISION_INT8 : CINFER_PRECISION_INT4;
+        EXPECT_EQ_I(cinfer_model_open(giw, &(cinfer_model_options){.precision = other}, &m, err,
+                                      sizeof err), CINFER_EARG);
+        EXPECT_MSG(strstr(err, "source GGUF"), "%s", err);
+        cinfer_model_close(m);
+    }
+    /* the CLI path: compile -o, run the .giw */
+    char cmd[6000], *out = NULL;
+    snprintf(giw, sizeof giw, "%s/cli.giw", test_tmpdir());
+    snprintf(cmd, sizeof cmd, "(%s compile %s --quant int8 -o %s && %s run %s -p 'Once upon' -n 4 "
+             "--temp 0 -t 1 -v) 2>&1", cinfer_bin(), model, giw, cinfer_bin(), giw);
+    int st = run_cmd(cmd, true, &out);
+    EXPECT_MSG(st == 0 && out && strstr(out, "wrote") && strstr(out, ", int8 | peak RSS") &&
+               !strstr(out, "int8: repacked"), "%d: %s", st, out ? out : "");
+    free(out);
+}
+
+/* A copy of file src with bytes [off, off+n) replaced by rep (rep NULL:
+ * truncated at off). */
+static int write_variant(const char *src, const char *dst, size_t off, const void *rep, size_t n) {
+    size_t len;
+    char *buf = read_file(src, &len);
+    if (!buf) return -1;
+    FILE *f = fopen(dst, "wb");
+    if (!f) return free(buf), -1;
+    if (rep) memcpy(buf + off, rep, n);
+    size_t w = rep ? len : off;
+    int bad = fwrite(buf, 1, w, f) != w;
+    bad |= fclose(f) != 0;
+    free(buf);
+    return bad ? -1 : 0;
+}
+
+TEST(precision, giw_damaged) {
+    NEED_SHARED(mp, "models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf");
+    char giw[1100], bad[1100], err[1024];
+    snprintf(giw, sizeof giw, "%s/d.giw", test_tmpdir());
+    snprintf(bad, sizeof bad, "%s/bad.giw", test_tmpdir());
+    if (save_giw(mp, CINFER_PRECISION_INT4, giw)) return;
+    size_t len;
+    char *buf = read_file(giw, &len);
+    if (!buf) return test_fail(__FILE__, __LINE__, "cannot read %s", giw);
+    /* truncated: header only, mid-table, mid-data */
+    size_t cuts[] = {20, len / 100, len / 2, len - 1};
+    for (int k = 0; k < 4; k++) {
+        EXPECT(!write_variant(giw, bad, cuts[k], NULL, 0));
+        cinfer_model *m = NULL;
+        err[0] = 0;
+        int rc = cinfer_model_open(bad, NULL, &m, err, sizeof err);
+        EXPECT_MSG(rc == CINFER_EFORMAT && strlen(err) > 10 && !strchr(err, '\n'),
+                   "cut at %zu: rc %d: %s", cuts[k], rc, err);
+        cinfer_model_close(m);
+    }
+    /* without its cinfer.version key the repacked types are refused */
+    char *k = memmem(buf, len, "cinfer.version", 14);
+    EXPECT(k);
+    if (k) {
+        EXPECT(!write_variant(giw, bad, (size_t)(k - buf), "cinfer.versioX", 14));
+        cinfer_model *m = NULL;
+        EXPECT_EQ_I(cinfer_model_open(bad, NULL, &m, err, sizeof err), CINFER_EFORMAT);
+        EXPECT_MSG(strstr(err, "valid only in a .giw"), "%s", err);
+        cinfer_model_close(m);
+    }
+    /* an unknown precision name */
+    char *p = memmem(buf, len, "int4", 4);
+    if (p) {
+        EXPECT(!write_variant(giw, bad, (size_t)(p - buf), "int9", 4));
+        cinfer_model *m = NULL;
+        EXPECT_EQ_I(cinfer_model_open(bad, NULL, &m, err, sizeof err), CINFER_EFORMAT);
+        EXPECT_MSG(strstr(err, "cinfer.precision 'int9'"), "%s", err);
+        cinfer_model_close(m);
+    }
+    free(buf);
+}
+
+/* A write killed part-way (file size limit: SIGXFSZ) leaves nothing under the
+ * final name; one that fails (SIGXFSZ ignored: EFBIG) reports it and removes
+ * its temporary file. */
+TEST(precision, giw_interrupted_write) {
+    NEED_SHARED(mp, "models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf");
+    char giw[1100], model[1024];
+    snprintf(model, sizeof model, "%s", mp);
+    for (int ignore = 0; ignore < 2; ignore++) {
+        snprintf(giw, sizeof giw, "%s/cut%d.giw", test_tmpdir(), ignore);
+        cinfer_model *m;
+        char err[1024];
+        if (cinfer_model_open(model, &(cinfer_model_options){.precision = CINFER_PRECISION_INT8},
+                              &m, err, sizeof err)) {
+            test_fail(__FILE__, __LINE__, "%s", err);
+            return;
+        }
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            struct rlimit rl = {64 << 10, 64 << 10};
+            setrlimit(RLIMIT_FSIZE, &rl);
+            signal(SIGXFSZ, ignore ? SIG_IGN : SIG_DFL);
+            int rc = cinfer_model_save_giw(m, giw, err, sizeof err);
+            _exit(rc == CINFER_EIO && strstr(err, "write failed") ? 3 : rc == 0 ? 4 : 5);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        cinfer_model_close(m);
+        if (ignore) EXPECT_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 3, "status %#x", st);
+        else EXPECT_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGXFSZ, "status %#x", st);
+        struct stat sb;
+        EXPECT_MSG(stat(giw, &sb) != 0, "%s exists after an interrupted write", giw);
+        if (ignore) {
+            char tmp[1200];
+            snprintf(tmp, sizeof tmp, "%s.tmp.%d", giw, (int)pid);
+            EXPECT_MSG(stat(tmp, &sb) != 0, "%s left behind", tmp);
+        }
+    }
+}

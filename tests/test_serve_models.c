@@ -1,0 +1,920 @@
+/*
+ * test_serve_models.c — `cinfer serve` beyond one model (runtime/srv.h):
+ * routing on "model" across two loaded models with per-model queues,
+ * /v1/models and per-model /health; prompt-prefix KV reuse across requests
+ * (usage.prompt_tokens_details.cached_tokens, checked against the token
+ * counts and against a cold evaluation); POST /v1/embeddings and the
+ * cinfer_embed API (checked against the output projection of the hidden
+ * state it returns, and against llama.cpp when peer/ is installed); the
+ * embedded web UI page and its CSP; the CLI flags.
+ * Models: stories260K (llama, SentencePiece) and the random-weight Qwen3
+ * chat model (real tokenizer and template).
+ */
+#include "gguf.h"
+#include "srv.h"
+#include "srv_embed.h"
+#include "test.h"
+
+#include <cJSON.h>
+#include <curl/curl.h>
+#include <math.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define CHAT_REL "models/chat/qwen3-chat.gguf"
+#define STORIES_REL "models/stories260K/stories260K.gguf"
+
+typedef struct {
+    cinfer_model *a, *b;
+    srv *s;
+    char base[64];
+} fx;
+
+/* Serve a (as "chat" or name_a) and optionally b (as "stories"). */
+static int fx_start(fx *f, const char *pa, const char *name_a, const char *pb, int queue_max, const char *key,
+                    int no_webui) {
+    char err[512];
+    memset(f, 0, sizeof *f);
+    if (cinfer_model_open(pa, NULL, &f->a, err, sizeof err) ||
+        (pb && cinfer_model_open(pb, NULL, &f->b, err, sizeof err))) {
+        test_fail(__FILE__, __LINE__, "model open: %s", err);
+        cinfer_model_close(f->a);
+        return -1;
+    }
+    srv_model extra = {"stories", f->b};
+    srv_options o = {.port = 0, .api_key = key, .model_name = name_a, .n_ctx = 1024, .n_threads = 1,
+                     .queue_max = queue_max, .models = pb ? &extra : NULL, .n_models = pb ? 1 : 0,
+                     .no_webui = no_webui};
+    if (srv_start(f->a, &o, &f->s, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "srv_start: %s", err);
+        cinfer_model_close(f->a);
+        cinfer_model_close(f->b);
+        return -1;
+    }
+    snprintf(f->base, sizeof f->base, "http://127.0.0.1:%d", srv_port(f->s));
+    return 0;
+}
+
+static void fx_stop(fx *f) {
+    srv_stop(f->s);
+    cinfer_model_close(f->a);
+    cinfer_model_close(f->b);
+}
+
+/* ---- HTTP ------------------------------------------------------------------------- */
+
+typedef struct {
+    char *p;
+    size_t len;
+    atomic_int *hold; /* non-NULL: block after the first bytes while *hold, then abort */
+    atomic_int *got;
+    char ctype[128], csp[1024], retry[16];
+} resp;
+
+static size_t on_body(char *d, size_t sz, size_t n, void *u) {
+    resp *r = u;
+    size_t k = sz * n;
+    char *np = realloc(r->p, r->len + k + 1);
+    if (!np) return 0;
+    r->p = np;
+    memcpy(r->p + r->len, d, k);
+    r->len += k;
+    r->p[r->len] = 0;
+    if (r->got) atomic_store(r->got, 1);
+    if (r->hold) {
+        while (atomic_load(r->hold)) usleep(1000);
+        return 0;
+    }
+    return k;
+}
+
+static void header_value(const char *d, size_t k, const char *name, char *out, size_t cap) {
+    size_t nl = strlen(name);
+    if (k <= nl || strncasecmp(d, name, nl)) return;
+    d += nl, k -= nl;
+    while (k && (*d == ' ')) d++, k--;
+    while (k && (d[k - 1] == '\r' || d[k - 1] == '\n')) k--;
+    if (k >= cap) k = cap - 1;
+    memcpy(out, d, k);
+    out[k] = 0;
+}
+
+static size_t on_head(char *d, size_t sz, size_t n, void *u) {
+    resp *r = u;
+    size_t k = sz * n;
+    header_value(d, k, "Content-Type:", r->ctype, sizeof r->ctype);
+    header_value(d, k, "Content-Security-Policy:", r->csp, sizeof r->csp);
+    header_value(d, k, "Retry-After:", r->retry, sizeof r->retry);
+    return k;
+}
+
+/* GET (json NULL) or POST base+path with an optional bearer key. */
+static long http(const fx *f, const char *path, const char *json, const char *key, resp *out) {
+    CURL *c = curl_easy_init();
+    char url[256], auth[128];
+    snprintf(url, sizeof url, "%s%s", f->base, path);
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    if (key) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
+        h = curl_slist_append(h, auth);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    if (json) curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_head);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    long status = 0;
+    curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+/* Request and parse the JSON answer (NULL when it is not JSON). */
+static cJSON *req(const fx *f, const char *path, const char *json, long *status) {
+    resp r = {0};
+    *status = http(f, path, json, NULL, &r);
+    cJSON *j = r.p ? cJSON_Parse(r.p) : NULL;
+    if (!j) test_fail(__FILE__, __LINE__, "%s: not JSON (HTTP %ld): %.300s", path, *status, r.p ? r.p : "(empty)");
+    free(r.p);
+    return j;
+}
+
+static const cJSON *jget(const cJSON *o, const char *path) {
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s", path);
+    const cJSON *v = o;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ".", &save); t && v; t = strtok_r(NULL, ".", &save))
+        v = (*t >= '0' && *t <= '9') ? cJSON_GetArrayItem(v, atoi(t)) : cJSON_GetObjectItemCaseSensitive(v, t);
+    return v;
+}
+static const char *jstr(const cJSON *o, const char *path) {
+    const cJSON *v = jget(o, path);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+static double jnum(const cJSON *o, const char *path) {
+    const cJSON *v = jget(o, path);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* The per-model entry of /health. */
+static double health_of(const fx *f, const char *model, const char *field) {
+    long st;
+    cJSON *h = req(f, "/health", NULL, &st);
+    double v = -1;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(h, "models"))
+        if (jstr(m, "id") && !strcmp(jstr(m, "id"), model)) v = jnum(m, field);
+    cJSON_Delete(h);
+    return v;
+}
+
+/* ---- routing ---------------------------------------------------------------------- */
+
+TEST(serve_models, routing) {
+    NEED_SHARED(pc, CHAT_REL);
+    char pa[1024];
+    snprintf(pa, sizeof pa, "%s", pc);
+    NEED_SHARED(pb, STORIES_REL);
+    fx f;
+    if (fx_start(&f, pa, "chat", pb, 4, NULL, 0)) return;
+    long st;
+    cJSON *j = req(&f, "/v1/models", NULL, &st);
+    EXPECT_EQ_I(st, 200);
+    EXPECT_EQ_I(cJSON_GetArraySize(jget(j, "data")), 2);
+    EXPECT_STR_EQ(jstr(j, "data.0.id"), "chat");
+    EXPECT_STR_EQ(jstr(j, "data.1.id"), "stories");
+    EXPECT_EQ_I(jnum(j, "data.1.n_embd"), 64);
+    cJSON_Delete(j);
+
+    j = req(&f, "/v1/completions", "{\"model\":\"stories\",\"prompt\":\"Once upon a time\",\"max_tokens\":4,\"temperature\":0}",
+            &st);
+    EXPECT_EQ_I(st, 200);
+    EXPECT_STR_EQ(jstr(j, "model"), "stories");
+    EXPECT_EQ_I(jnum(j, "usage.completion_tokens"), 4);
+    cJSON_Delete(j);
+    /* no "model": the first */
+    j = req(&f, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":2}", &st);
+    EXPECT_EQ_I(st, 200);
+    EXPECT_STR_EQ(jstr(j, "model"), "chat");
+    cJSON_Delete(j);
+    j = req(&f, "/v1/chat/completions",
+            "{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":2}", &st);
+    EXPECT_EQ_I(st, 200);
+    EXPECT_STR_EQ(jstr(j, "model"), "chat");
+    cJSON_Delete(j);
+
+    /* an unknown model: 404 in each API's shape, naming it and the served ones */
+    j = req(&f, "/v1/chat/completions", "{\"model\":\"gpt-9\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &st);
+    EXPECT_EQ_I(st, 404);
+    EXPECT_STR_EQ(jstr(j, "error.code"), "model_not_found");
+    EXPECT_STR_EQ(jstr(j, "error.param"), "model");
+    const char *msg = jstr(j, "error.message");
+    EXPECT(msg && strstr(msg, "gpt-9") && strstr(msg, "'stories'") && strstr(msg, "'chat'"));
+    cJSON_Delete(j);
+    j = req(&f, "/v1/messages", "{\"model\":\"claude\",\"max_tokens\":3,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+            &st);
+    EXPECT_EQ_I(st, 404);
+    EXPECT_STR_EQ(jstr(j, "type"), "error");
+    EXPECT_STR_EQ(jstr(j, "error.type"), "not_found_error");
+    EXPECT(jstr(j, "error.message") && strstr(jstr(j, "error.message"), "claude"));
+    cJSON_Delete(j);
+    j = req(&f, "/v1/embeddings", "{\"model\":\"nope\",\"input\":\"x\"}", &st);
+    EXPECT_EQ_I(st, 404);
+    EXPECT_STR_EQ(jstr(j, "error.code"), "model_not_found");
+    cJSON_Delete(j);
+
+    /* /health: one entry per model, with its own counters */
+    j = req(&f, "/health", NULL, &st);
+    EXPECT_EQ_I(st, 200);
+    EXPECT_STR_EQ(jstr(j, "status"), "ok");
+    EXPECT_STR_EQ(jstr(j, "model"), "chat");
+    EXPECT_EQ_I(cJSON_GetArraySize(jget(j, "models")), 2);
+    EXPECT_STR_EQ(jstr(j, "models.1.id"), "stories");
+    EXPECT_EQ_I(jnum(j, "models.0.requests"), 2);
+    EXPECT_EQ_I(jnum(j, "models.1.requests"), 1);
+    EXPECT_EQ_I(jnum(j, "models.1.completion_tokens"), 4);
+    EXPECT_EQ_I(jnum(j, "models.0.n_ctx"), 1024);
+    cJSON_Delete(j);
+    fx_stop(&f);
+}
+
+/* srv_start's own checks. */
+TEST(serve_models, start_errors) {
+    NEED_SHARED(pb, STORIES_REL);
+    char err[256];
+    cinfer_model *m = NULL;
+    if (cinfer_model_open(pb, NULL, &m, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "open: %s", err);
+        return;
+    }
+    srv *s = NULL;
+    EXPECT_EQ_I(srv_start(NULL, &(srv_options){.port = 0}, &s, err, sizeof err), CINFER_EARG);
+    EXPECT(strstr(err, "no model"));
+    srv_model two[2] = {{"a", m}, {"a", m}};
+    EXPECT_EQ_I(srv_start(NULL, &(srv_options){.port = 0, .models = two, .n_models = 2}, &s, err, sizeof err),
+                CINFER_EARG);
+    EXPECT(strstr(err, "'a'") && strstr(err, "unique"));
+    EXPECT_EQ_I(srv_start(m, &(srv_options){.port = 0, .model_name = "a", .models = two, .n_models = 1}, &s, err,
+                          sizeof err),
+                CINFER_EARG);
+    srv_model empty = {"", m};
+    EXPECT_EQ_I(srv_start(NULL, &(srv_options){.port = 0, .models = &empty, .n_models = 1}, &s, err, sizeof err),
+                CINFER_EARG);
+    EXPECT(s == NULL);
+    /* the same model file under two names: two workers, both answer */
+    srv_model pair[2] = {{"x", m}, {"y", m}};
+    if (srv_start(NULL, &(srv_options){.port = 0, .models = pair, .n_models = 2, .n_ctx = 256, .n_threads = 1}, &s,
+                  err, sizeof err) == 0) {
+        fx f = {.s = s};
+        snprintf(f.base, sizeof f.base, "http://127.0.0.1:%d", srv_port(s));
+        long st;
+        cJSON *j = req(&f, "/v1/completions", "{\"model\":\"y\",\"prompt\":\"Hi\",\"max_tokens\":1}", &st);
+        EXPECT_EQ_I(st, 200);
+        EXPECT_STR_EQ(jstr(j, "model"), "y");
+        cJSON_Delete(j);
+        srv_stop(s);
+    } else {
+        test_fail(__FILE__, __LINE__, "srv_start: %s", err);
+    }
+    cinfer_model_close(m);
+}
+
+/* A streaming request that blocks its client after the first bytes. */
+typedef struct {
+    const fx *f;
+    atomic_int hold, got;
+    long status;
+} held;
+
+static void *held_stream(void *arg) {
+    held *h = arg;
+    resp r = {.hold = &h->hold, .got = &h->got};
+    h->status = http(h->f, "/v1/chat/completions",
+                     "{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a long story\"}],"
+                     "\"max_tokens\":2000,\"temperature\":0,\"stream\":true}",
+                     NULL, &r);
+    free(r.p);
+    return NULL;
+}
+
+typedef struct {
+    const fx *f;
+    long status;
+} quick;
+
+static void *quick_chat(void *arg) {
+    quick *q = arg;
+    resp r = {0};
+    q->status = http(q->f, "/v1/chat/completions",
+                     "{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":1}", NULL, &r);
+    free(r.p);
+    return NULL;
+}
+
+/* Each model has its own worker and bounded queue: one model's full queue
+ * answers 429 while the other model still serves. */
+TEST(serve_models, queue_per_model) {
+    NEED_SHARED(pc, CHAT_REL);
+    char pa[1024];
+    snprintf(pa, sizeof pa, "%s", pc);
+    NEED_SHARED(pb, STORIES_REL);
+    fx f;
+    if (fx_start(&f, pa, "chat", pb, 1, NULL, 0)) return;
+    held a = {.f = &f};
+    atomic_store(&a.hold, 1);
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, held_stream, &a);
+    for (int i = 0; i < 10000 && !atomic_load(&a.got); i++) usleep(1000);
+    EXPECT(atomic_load(&a.got));
+    quick b = {.f = &f};
+    pthread_create(&tb, NULL, quick_chat, &b);
+    int queued = 0;
+    for (int i = 0; i < 10000 && queued < 1; i++) {
+        queued = (int)health_of(&f, "chat", "queued");
+        if (queued < 1) usleep(1000);
+    }
+    EXPECT_EQ_I(queued, 1);
+    EXPECT_EQ_I(health_of(&f, "chat", "busy"), 1);
+    EXPECT_EQ_I(health_of(&f, "stories", "busy"), 0);
+    /* chat's queue is full */
+    resp r = {0};
+    EXPECT_EQ_I(http(&f, "/v1/chat/completions",
+                     "{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":1}", NULL, &r),
+                429);
+    EXPECT(atoi(r.retry) >= 1);
+    free(r.p);
+    /* stories is not behind it */
+    long st;
+    cJSON *j = req(&f, "/v1/completions", "{\"model\":\"stories\",\"prompt\":\"Once\",\"max_tokens\":2}", &st);
+    EXPECT_EQ_I(st, 200);
+    cJSON_Delete(j);
+    j = req(&f, "/v1/embeddings", "{\"model\":\"stories\",\"input\":\"Once\"}", &st);
+    EXPECT_EQ_I(st, 200);
+    cJSON_Delete(j);
+    atomic_store(&a.hold, 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    EXPECT_EQ_I(b.status, 200);
+    fx_stop(&f);
+}
+
+/* ---- prefix reuse -------------------------------------------------------------------- */
+
+static int n_tokens(const cinfer_model *m, const char *text, int32_t *ids, size_t cap) {
+    size_t n = 0;
+    if (cinfer_tokenize(m, text, strlen(text), 1, 0, ids, cap, &n)) return -1;
+    return (int)n;
+}
+
+TEST(serve_models, prefix_reuse) {
+    NEED_SHARED(pb, STORIES_REL);
+    fx f;
+    if (fx_start(&f, pb, "stories", NULL, 4, NULL, 0)) return;
+    const char *p1 = "Once upon a time, there was a little girl";
+    const char *p2 = "Once upon a time, there was a little girl named Lily. She liked to play";
+    int32_t t1[256], t2[256];
+    int n1 = n_tokens(f.a, p1, t1, 256), n2 = n_tokens(f.a, p2, t2, 256), lcp = 0;
+    while (lcp < n1 && lcp < n2 && t1[lcp] == t2[lcp]) lcp++;
+    EXPECT(lcp > 5 && lcp < n2);
+    char body[512];
+    long st;
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":4,\"temperature\":0}", p1);
+    cJSON *j = req(&f, "/v1/completions", body, &st);
+    EXPECT_EQ_I(st, 200);
+    EXPECT_EQ_I(jnum(j, "usage.prompt_tokens"), n1);
+    EXPECT_EQ_I(jnum(j, "usage.prompt_tokens_details.cached_tokens"), 0);
+    cJSON_Delete(j);
+    /* the second prompt extends the first: its shared tokens come from the cache */
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":8,\"temperature\":0}", p2);
+    j = req(&f, "/v1/completions", body, &st);
+    EXPECT_EQ_I(st, 200);
+    EXPECT_EQ_I(jnum(j, "usage.prompt_tokens"), n2);
+    double cached = jnum(j, "usage.prompt_tokens_details.cached_tokens");
+    EXPECT_MSG(cached >= lcp && cached < n2, "cached_tokens %g, expected %d..%d", cached, lcp, n2 - 1);
+    char warm[1024];
+    snprintf(warm, sizeof warm, "%s", jstr(j, "choices.0.text") ? jstr(j, "choices.0.text") : "(none)");
+    cJSON_Delete(j);
+    EXPECT_EQ_I(health_of(&f, "stories", "prompt_tokens_cached"), cached);
+    EXPECT_EQ_I(health_of(&f, "stories", "prompt_tokens"), n1 + n2);
+    /* an unrelated prompt shares (at most) BOS; then p2 again, nearly cold */
+    j = req(&f, "/v1/completions", "{\"prompt\":\"The big red ball\",\"max_tokens\":2,\"temperature\":0}", &st);
+    EXPECT(jnum(j, "usage.prompt_tokens_details.cached_tokens") <= 1);
+    cJSON_Delete(j);
+    j = req(&f, "/v1/completions", body, &st);
+    EXPECT(jnum(j, "usage.prompt_tokens_details.cached_tokens") <= 1);
+    /* reuse changes nothing in the result */
+    EXPECT_STR_EQ(jstr(j, "choices.0.text"), warm);
+    cJSON_Delete(j);
+    fx_stop(&f);
+}
+
+/* A chat conversation: turn 2 re-sends turn 1 and its reply; the rendered
+ * turn-1 prompt is a prefix of turn 2's, so all of it is cached. */
+TEST(serve_models, chat_prefix_reuse) {
+    NEED_SHARED(pc, CHAT_REL);
+    fx f;
+    if (fx_start(&f, pc, "chat", NULL, 4, NULL, 0)) return;
+    long st;
+    cJSON *j = req(&f, "/v1/chat/completions",
+                   "{\"messages\":[{\"role\":\"system\",\"content\":\"You are terse.\"},"
+                   "{\"role\":\"user\",\"content\":\"Name a colour.\"}],\"max_tokens\":6,\"temperature\":0}",
+                   &st);
+    EXPECT_EQ_I(st, 200);
+    double p1 = jnum(j, "usage.prompt_tokens");
+    const char *reply = jstr(j, "choices.0.message.content");
+    cJSON *turn2 = cJSON_Parse("{\"messages\":[{\"role\":\"system\",\"content\":\"You are terse.\"},"
+                               "{\"role\":\"user\",\"content\":\"Name a colour.\"}],\"max_tokens\":4,\"temperature\":0}");
+    cJSON *msgs = cJSON_GetObjectItem(turn2, "messages"), *a = cJSON_CreateObject(), *u = cJSON_CreateObject();
+    cJSON_AddStringToObject(a, "role", "assistant");
+    cJSON_AddStringToObject(a, "content", reply ? reply : "");
+    cJSON_AddStringToObject(u, "role", "user");
+    cJSON_AddStringToObject(u, "content", "Another one.");
+    cJSON_AddItemToArray(msgs, a);
+    cJSON_AddItemToArray(msgs, u);
+    char *b2 = cJSON_PrintUnformatted(turn2);
+    cJSON_Delete(j);
+    j = req(&f, "/v1/chat/completions", b2, &st);
+    EXPECT_EQ_I(st, 200);
+    double cached = jnum(j, "usage.prompt_tokens_details.cached_tokens"), p2 = jnum(j, "usage.prompt_tokens");
+    EXPECT_MSG(cached >= p1 && cached < p2, "turn 2 cached %g of %g tokens; turn 1's prompt was %g", cached, p2, p1);
+    cJSON_Delete(j);
+    free(b2);
+    cJSON_Delete(turn2);
+    fx_stop(&f);
+}
+
+/* ---- embeddings ------------------------------------------------------------------------ */
+
+/* The embedding of data[i] as floats (float or base64 encoding); n set. */
+static int get_vec(const cJSON *j, int i, float *out, int cap) {
+    char p[64];
+    snprintf(p, sizeof p, "data.%d.embedding", i);
+    const cJSON *e = jget(j, p);
+    if (cJSON_IsString(e)) {
+        size_t l = strlen(e->valuestring);
+        unsigned char *raw = malloc(l);
+        int nb = EVP_DecodeBlock(raw, (const unsigned char *)e->valuestring, (int)l);
+        while (l && e->valuestring[l - 1] == '=') l--, nb--; /* DecodeBlock counts the padding */
+        int n = nb / 4;
+        for (int k = 0; k < n && k < cap; k++) {
+            uint32_t w = (uint32_t)raw[4 * k] | (uint32_t)raw[4 * k + 1] << 8 | (uint32_t)raw[4 * k + 2] << 16 |
+                         (uint32_t)raw[4 * k + 3] << 24;
+            memcpy(&out[k], &w, 4);
+        }
+        free(raw);
+        return n;
+    }
+    int n = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, e) if (n < cap) out[n++] = (float)x->valuedouble;
+    return cJSON_IsArray(e) ? n : -1;
+}
+
+static double norm(const float *v, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += (double)v[i] * v[i];
+    return sqrt(s);
+}
+
+static void expect_embd_error(const fx *f, const char *body, long status, const char *param, const char *needle) {
+    long st;
+    cJSON *j = req(f, "/v1/embeddings", body, &st);
+    EXPECT_MSG(st == status, "%s: HTTP %ld, expected %ld", body, st, status);
+    if (param) EXPECT_STR_EQ(jstr(j, "error.param"), param);
+    const char *m = jstr(j, "error.message");
+    EXPECT_MSG(m && strstr(m, needle), "%s: message '%s' lacks '%s'", body, m ? m : "(none)", needle);
+    cJSON_Delete(j);
+}
+
+TEST(serve_models, embeddings_http) {
+    NEED_SHARED(pb, STORIES_REL);
+    fx f;
+    if (fx_start(&f, pb, "stories", NULL, 4, NULL, 0)) return;
+    long st;
+    float v[4][64], w[64];
+    int32_t ids[64];
+    int n_cat = n_tokens(f.a, "a cat sat", ids, 64), n_dog = n_tokens(f.a, "the dog ran far away", ids, 64);
+    n_tokens(f.a, "a cat sat", ids, 64);
+
+    cJSON *j = req(&f, "/v1/embeddings", "{\"model\":\"stories\",\"input\":\"a cat sat\"}", &st);
+    EXPECT_EQ_I(st, 200);
+    EXPECT_STR_EQ(jstr(j, "object"), "list");
+    EXPECT_STR_EQ(jstr(j, "data.0.object"), "embedding");
+    EXPECT_EQ_I(jnum(j, "data.0.index"), 0);
+    EXPECT_STR_EQ(jstr(j, "model"), "stories");
+    EXPECT_EQ_I(jnum(j, "usage.prompt_tokens"), n_cat);
+    EXPECT_EQ_I(jnum(j, "usage.total_tokens"), n_cat);
+    EXPECT_EQ_I(get_vec(j, 0, v[0], 64), 64);
+    EXPECT_NEAR(norm(v[0], 64), 1.0, 1e-5);
+    cJSON_Delete(j);
+
+    /* a batch: order kept, equal texts equal vectors, different texts differ */
+    j = req(&f, "/v1/embeddings", "{\"input\":[\"a cat sat\",\"the dog ran far away\",\"a cat sat\"]}", &st);
+    EXPECT_EQ_I(st, 200);
+    EXPECT_EQ_I(cJSON_GetArraySize(jget(j, "data")), 3);
+    for (int i = 0; i < 3; i++) {
+        char p[32];
+        snprintf(p, sizeof p, "data.%d.index", i);
+        EXPECT_EQ_I(jnum(j, p), i);
+        EXPECT_EQ_I(get_vec(j, i, v[i + 1], 64), 64);
+    }
+    EXPECT(!memcmp(v[1], v[0], sizeof v[0]));
+    EXPECT(!memcmp(v[3], v[0], sizeof v[0]));
+    double diff = 0;
+    for (int k = 0; k < 64; k++) diff += fabs(v[2][k] - v[1][k]);
+    EXPECT_MSG(diff > 1e-3, "different texts, same embedding (L1 distance %g)", diff);
+    cJSON_Delete(j);
+    j = req(&f, "/v1/embeddings", "{\"input\":[\"the dog ran far away\",\"a cat sat\"]}", &st);
+    get_vec(j, 0, w, 64);
+    EXPECT(!memcmp(w, v[2], sizeof w));
+    get_vec(j, 1, w, 64);
+    EXPECT(!memcmp(w, v[0], sizeof w));
+    cJSON_Delete(j);
+
+    /* token ids, one list and a list of lists, give the text's vector */
+    char body[1024];
+    int len = snprintf(body, sizeof body, "{\"input\":[");
+    for (int i = 0; i < n_cat; i++) len += snprintf(body + len, sizeof body - len, "%s%d", i ? "," : "", ids[i]);
+    snprintf(body + len, sizeof body - len, "]}");
+    j = req(&f, "/v1/embeddings", body, &st);
+    EXPECT_EQ_I(st, 200);
+    get_vec(j, 0, w, 64);
+    EXPECT(!memcmp(w, v[0], sizeof w));
+    cJSON_Delete(j);
+    len = snprintf(body, sizeof body, "{\"input\":[[1],[");
+    for (int i = 0; i < n_cat; i++) len += snprintf(body + len, sizeof body - len, "%s%d", i ? "," : "", ids[i]);
+    snprintf(body + len, sizeof body - len, "]],\"encoding_format\":\"base64\"}");
+    j = req(&f, "/v1/embeddings", body, &st);
+    EXPECT_EQ_I(st, 200);
+    EXPECT_EQ_I(cJSON_GetArraySize(jget(j, "data")), 2);
+    EXPECT_EQ_I(jnum(j, "usage.prompt_tokens"), 1 + n_cat);
+    EXPECT(jstr(j, "data.1.embedding") != NULL);
+    EXPECT_EQ_I(get_vec(j, 1, w, 64), 64);
+    EXPECT(!memcmp(w, v[0], sizeof w));
+    cJSON_Delete(j);
+
+    /* last-token pooling differs from mean pooling, and is unit length too */
+    j = req(&f, "/v1/embeddings", "{\"input\":\"a cat sat\",\"pooling\":\"last\"}", &st);
+    EXPECT_EQ_I(get_vec(j, 0, w, 64), 64);
+    EXPECT_NEAR(norm(w, 64), 1.0, 1e-5);
+    EXPECT(memcmp(w, v[0], sizeof w) != 0);
+    cJSON_Delete(j);
+
+    expect_embd_error(&f, "{}", 400, "input", "'input' is required");
+    expect_embd_error(&f, "{\"input\":[]}", 400, "input", "empty");
+    expect_embd_error(&f, "{\"input\":7}", 400, "input", "string or an array");
+    expect_embd_error(&f, "{\"input\":[1.5]}", 400, "input", "input[0]");
+    expect_embd_error(&f, "{\"input\":[\"a\",3]}", 400, "input", "input[1]");
+    expect_embd_error(&f, "{\"input\":[1e300]}", 400, "input", "input[0]");
+    expect_embd_error(&f, "{\"input\":[[-1]]}", 400, "input[0]", "token id");
+    expect_embd_error(&f, "{\"input\":\"x\",\"dimensions\":1e300}", 400, "dimensions", "64");
+    expect_embd_error(&f, "{\"input\":[[1,99999]]}", 400, "input[0]", "token id");
+    expect_embd_error(&f, "{\"input\":[[]]}", 400, "input[0]", "empty");
+    expect_embd_error(&f, "{\"input\":\"x\",\"encoding_format\":\"hex\"}", 400, "encoding_format", "base64");
+    expect_embd_error(&f, "{\"input\":\"x\",\"dimensions\":16}", 400, "dimensions", "64");
+    expect_embd_error(&f, "{\"input\":\"x\",\"pooling\":\"max\"}", 400, "pooling", "mean");
+    /* longer than the context (1024) */
+    char *big = malloc(8000);
+    int bl = snprintf(big, 8000, "{\"input\":[[");
+    for (int i = 0; i < 1100; i++) bl += snprintf(big + bl, 8000 - bl, "%s5", i ? "," : "");
+    snprintf(big + bl, 8000 - bl, "]]}");
+    expect_embd_error(&f, big, 400, "input[0]", "context");
+    free(big);
+    EXPECT_EQ_I(health_of(&f, "stories", "embedding_tokens"), 7 * n_cat + 2 * n_dog + 1);
+    fx_stop(&f);
+}
+
+/* Embeddings use their own session: a conversation's cache survives them. */
+TEST(serve_models, embeddings_keep_chat_cache) {
+    NEED_SHARED(pb, STORIES_REL);
+    fx f;
+    if (fx_start(&f, pb, "stories", NULL, 4, NULL, 0)) return;
+    long st;
+    cJSON *j = req(&f, "/v1/completions", "{\"prompt\":\"Once upon a time there was a cat\",\"max_tokens\":2}", &st);
+    double p1 = jnum(j, "usage.prompt_tokens");
+    cJSON_Delete(j);
+    j = req(&f, "/v1/embeddings", "{\"input\":\"something else entirely\"}", &st);
+    EXPECT_EQ_I(st, 200);
+    cJSON_Delete(j);
+    j = req(&f, "/v1/completions", "{\"prompt\":\"Once upon a time there was a cat who\",\"max_tokens\":2}", &st);
+    EXPECT_MSG(jnum(j, "usage.prompt_tokens_details.cached_tokens") >= p1 - 1, "cached %g, first prompt %g",
+               jnum(j, "usage.prompt_tokens_details.cached_tokens"), p1);
+    cJSON_Delete(j);
+    fx_stop(&f);
+}
+
+/* cinfer_embed against a direct computation: the hidden state it returns for
+ * the last token, projected by output.weight, gives the logits the forward
+ * pass computed; the pooled vectors are the mean / first / last rows. */
+TEST(serve_models, embed_api) {
+    NEED_SHARED(pb, STORIES_REL);
+    char err[256];
+    cinfer_model *m = NULL;
+    cinfer_session *s = NULL;
+    if (cinfer_model_open(pb, NULL, &m, err, sizeof err) ||
+        cinfer_session_new(m, &(cinfer_session_options){.n_threads = 1, .activations = CINFER_ACT_F32}, &s, err,
+                           sizeof err)) {
+        test_fail(__FILE__, __LINE__, "%s", err);
+        cinfer_model_close(m);
+        return;
+    }
+    const int E = cinfer_model_n_embd(m), V = cinfer_model_n_vocab(m);
+    EXPECT_EQ_I(E, 64);
+    int32_t ids[128];
+    int n = n_tokens(m, "Once upon a time, there was a little dog who liked to run in the park.", ids, 128);
+    EXPECT(n > 10);
+    float *h = malloc((size_t)n * E * sizeof *h), mean[64], last[64], cls[64], raw[64];
+    EXPECT_EQ_I(cinfer_embed(s, ids, n, CINFER_POOL_NONE | CINFER_EMBED_RAW, h, n * E, err, sizeof err), 0);
+    /* logits = output.weight · h[n-1] (F32 weight, ne = {E, V}) */
+    gguf_file *g = NULL;
+    EXPECT_EQ_I(gguf_open(pb, &g, err, sizeof err), 0);
+    const gguf_tensor *t = g ? gguf_find_tensor(g, "output.weight") : NULL;
+    const float *lg = cinfer_logits(s);
+    if (t && t->type == 0 && t->ne[0] == E && t->ne[1] == V && lg) {
+        const float *W = t->data, *x = h + (size_t)(n - 1) * E;
+        double worst = 0, scale = 0;
+        for (int v = 0; v < V; v++) {
+            double acc = 0;
+            for (int k = 0; k < E; k++) acc += (double)W[(size_t)v * E + k] * x[k];
+            if (fabs(acc - lg[v]) > worst) worst = fabs(acc - lg[v]);
+            if (fabs(acc) > scale) scale = fabs(acc);
+        }
+        EXPECT_MSG(worst <= 1e-4 * (scale + 1), "logits from the hidden state differ by %g (max |logit| %g)", worst,
+                   scale);
+    } else {
+        test_fail(__FILE__, __LINE__, "stories260K output.weight: expected F32 {%d, %d}", E, V);
+    }
+    gguf_close(g);
+    /* pooled forms */
+    EXPECT_EQ_I(cinfer_embed(s, ids, n, CINFER_POOL_MEAN, mean, E, err, sizeof err), 0);
+    EXPECT_EQ_I(cinfer_embed(s, ids, n, CINFER_POOL_LAST | CINFER_EMBED_RAW, last, E, err, sizeof err), 0);
+    EXPECT_EQ_I(cinfer_embed(s, ids, n, CINFER_POOL_CLS | CINFER_EMBED_RAW, cls, E, err, sizeof err), 0);
+    double ss = 0, d_mean = 0, d_last = 0, d_cls = 0;
+    float avg[64];
+    for (int k = 0; k < E; k++) {
+        double a = 0;
+        for (int i = 0; i < n; i++) a += h[(size_t)i * E + k];
+        avg[k] = (float)(a / n);
+        ss += (double)avg[k] * avg[k];
+    }
+    for (int k = 0; k < E; k++) {
+        d_mean = fmax(d_mean, fabs(avg[k] / sqrt(ss) - mean[k]));
+        d_last = fmax(d_last, fabs(h[(size_t)(n - 1) * E + k] - last[k]));
+        d_cls = fmax(d_cls, fabs(h[k] - cls[k]));
+    }
+    EXPECT_MSG(d_mean < 1e-6, "mean pooling off by %g", d_mean);
+    /* LAST reuses the cached prefix: its last row came from a 1-token batch */
+    EXPECT_MSG(d_last < 2e-5, "last pooling off by %g", d_last);
+    EXPECT_MSG(d_cls < 1e-6, "cls pooling off by %g", d_cls);
+    EXPECT_NEAR(norm(mean, E), 1.0, 1e-6);
+    /* causal: the rows of a prefix are the first rows of the whole */
+    EXPECT_EQ_I(cinfer_embed(s, ids, 5, CINFER_POOL_NONE | CINFER_EMBED_RAW, raw, E, err, sizeof err),
+                CINFER_EARG); /* 5 rows need 5 * E floats */
+    float *h5 = malloc((size_t)5 * E * sizeof *h5);
+    EXPECT_EQ_I(cinfer_embed(s, ids, 5, CINFER_POOL_NONE | CINFER_EMBED_RAW, h5, 5 * E, err, sizeof err), 0);
+    double d5 = 0;
+    for (int i = 0; i < 5 * E; i++) d5 = fmax(d5, fabs(h5[i] - h[i]));
+    EXPECT_MSG(d5 < 1e-5, "prefix rows differ by %g", d5);
+    free(h5);
+    /* the history is the embedded tokens: a generation over them reuses them all */
+    cinfer_gen_result res;
+    EXPECT_EQ_I(cinfer_embed(s, ids, n, CINFER_POOL_MEAN, mean, E, err, sizeof err), 0);
+    EXPECT_EQ_I(cinfer_generate_tokens(s, ids, (size_t)n, &(cinfer_gen_options){.max_tokens = 1}, NULL, NULL, &res,
+                                       err, sizeof err),
+                0);
+    EXPECT_EQ_I(res.n_reused, n - 1);
+    /* errors, and the session still works after them */
+    int32_t bad[2] = {1, V + 5};
+    EXPECT_EQ_I(cinfer_embed(s, ids, 0, 0, mean, E, err, sizeof err), CINFER_EARG);
+    EXPECT_EQ_I(cinfer_embed(s, ids, n, 7, mean, E, err, sizeof err), CINFER_EARG);
+    EXPECT_EQ_I(cinfer_embed(s, ids, n, 0, mean, E - 1, err, sizeof err), CINFER_EARG);
+    EXPECT_EQ_I(cinfer_embed(s, bad, 2, 0, mean, E, err, sizeof err), CINFER_EARG);
+    EXPECT(strstr(err, "out of range"));
+    EXPECT_EQ_I(cinfer_embed(s, ids, n, CINFER_POOL_LAST | CINFER_EMBED_RAW, raw, E, err, sizeof err), 0);
+    EXPECT(!memcmp(raw, last, sizeof raw));
+    free(h);
+    cinfer_session_free(s);
+    cinfer_model_close(m);
+}
+
+/* ---- web UI ------------------------------------------------------------------------------- */
+
+TEST(serve_models, webui) {
+    NEED_SHARED(pb, STORIES_REL);
+    fx f;
+    if (fx_start(&f, pb, "stories", NULL, 4, "k3y", 0)) return;
+    resp r = {0};
+    EXPECT_EQ_I(http(&f, "/", NULL, NULL, &r), 200); /* the page needs no key; its API calls do */
+    EXPECT(!strncmp(r.ctype, "text/html", 9));
+    const char *page = r.p ? r.p : "";
+    static const char *const ids[] = {"prompt", "send", "messages", "model", "stats", "schema-toggle",
+                                      "schema", "stop", "api-key"};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        char needle[64];
+        snprintf(needle, sizeof needle, "id=\"%s\"", ids[i]);
+        EXPECT_MSG(strstr(page, needle), "the page lacks %s", needle);
+    }
+    /* nothing from elsewhere, and a CSP that allows only this script and style */
+    EXPECT(!strstr(page, "http://") && !strstr(page, "https://"));
+    EXPECT(strstr(r.csp, "default-src 'none'") && strstr(r.csp, "connect-src 'self'"));
+    EXPECT(!strstr(r.csp, "unsafe-inline") && !strstr(r.csp, "http"));
+    const char *tags[2][2] = {{"<script>", "</script>"}, {"<style>", "</style>"}};
+    for (int i = 0; i < 2; i++) {
+        const char *a = strstr(page, tags[i][0]), *b = a ? strstr(a, tags[i][1]) : NULL;
+        EXPECT(a && b);
+        if (!a || !b) continue;
+        a += strlen(tags[i][0]);
+        unsigned char md[32], b64[64];
+        unsigned mdn = 0;
+        EVP_Digest(a, (size_t)(b - a), md, &mdn, EVP_sha256(), NULL);
+        EVP_EncodeBlock(b64, md, 32);
+        char want[128];
+        snprintf(want, sizeof want, "%s 'sha256-%s'", i ? "style-src" : "script-src", (const char *)b64);
+        EXPECT_MSG(strstr(r.csp, want), "CSP '%s' lacks %s", r.csp, want);
+        EXPECT_MSG(!strstr(b + 1, tags[i][0]), "a second %s element would be blocked by the CSP", tags[i][0]);
+    }
+    EXPECT(!strstr(page, " onclick=") && !strstr(page, " style=\""));
+    free(r.p);
+    /* the API behind it still wants the key */
+    memset(&r, 0, sizeof r);
+    EXPECT_EQ_I(http(&f, "/v1/models", NULL, NULL, &r), 401);
+    free(r.p);
+    memset(&r, 0, sizeof r);
+    EXPECT_EQ_I(http(&f, "/v1/models", NULL, "k3y", &r), 200);
+    free(r.p);
+    fx_stop(&f);
+    /* --no-webui */
+    if (fx_start(&f, pb, "stories", NULL, 4, NULL, 1)) return;
+    memset(&r, 0, sizeof r);
+    EXPECT_EQ_I(http(&f, "/", NULL, NULL, &r), 404);
+    free(r.p);
+    fx_stop(&f);
+}
+
+/* ---- CLI ------------------------------------------------------------------------------------ */
+
+TEST(serve_models, cli) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s serve --help", cinfer_bin());
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 0);
+    EXPECT(out && strstr(out, "--model NAME=PATH") && strstr(out, "/v1/embeddings") && strstr(out, "--no-webui"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s serve --model =x.gguf", cinfer_bin());
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
+    EXPECT(out && strstr(out, "expected NAME=PATH"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s serve --model a=x.gguf --model a=y.gguf", cinfer_bin());
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
+    EXPECT(out && strstr(out, "two models are named 'a'"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s serve --model m1=/nonexistent/x.gguf --port 0", cinfer_bin());
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 1);
+    EXPECT(out && strstr(out, "model 'm1'") && strstr(out, "/nonexistent/x.gguf"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s serve --name a --model b=x.gguf", cinfer_bin());
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
+    free(out);
+}
+
+/* Parity with llama.cpp (node-llama-cpp in peer/, when installed): for a
+ * generative model without a pooling type llama.cpp embeds with the last
+ * token's hidden state; cinfer's CINFER_POOL_LAST of the same tokens must
+ * give the same unit vector. */
+TEST(serve_models, embed_peer_parity) {
+    NEED_SHARED(pb, STORIES_REL);
+    const char *peer = "peer/node_modules/node-llama-cpp/dist/index.js";
+    if (access(peer, R_OK)) SKIP("%s absent (npm ci in peer/)", peer);
+    char model[1024], script[1200], cmd[1400], *out = NULL;
+    if (!realpath(pb, model)) SKIP("%s: cannot resolve", pb);
+    snprintf(script, sizeof script, "%s/peer_embed.mjs", test_tmpdir());
+    FILE *f = fopen(script, "w");
+    if (!f) SKIP("cannot write %s", script);
+    char here[1024];
+    if (!getcwd(here, sizeof here)) here[0] = 0;
+    fprintf(f,
+            "import { getLlama } from '%s/%s';\n"
+            "const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' });\n"
+            "const model = await llama.loadModel({ modelPath: '%s' });\n"
+            "const ctx = await model.createEmbeddingContext({ threads: 1 });\n"
+            "const e = await ctx.getEmbeddingFor('Once upon a time, there was a little dog who liked to run.');\n"
+            "console.log(JSON.stringify(Array.from(e.vector)));\n",
+            here, peer, model);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "node %s 2>/dev/null", script);
+    int rc = run_cmd(cmd, false, &out);
+    const char *last_line = out ? strrchr(out, '[') : NULL;
+    cJSON *v = rc == 0 && last_line ? cJSON_Parse(last_line) : NULL;
+    if (!cJSON_IsArray(v)) {
+        free(out);
+        cJSON_Delete(v);
+        SKIP("node-llama-cpp did not run (exit %d)", rc);
+    }
+    char err[256];
+    cinfer_model *m = NULL;
+    cinfer_session *s = NULL;
+    if (cinfer_model_open(pb, NULL, &m, err, sizeof err) ||
+        cinfer_session_new(m, &(cinfer_session_options){.n_threads = 1}, &s, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "%s", err);
+    } else {
+        int32_t ids[128];
+        int n = n_tokens(m, "Once upon a time, there was a little dog who liked to run.", ids, 128);
+        float e[64];
+        EXPECT_EQ_I(cinfer_embed(s, ids, n, CINFER_POOL_LAST, e, 64, err, sizeof err), 0);
+        EXPECT_EQ_I(cJSON_GetArraySize(v), 64);
+        double ss = 0, dot = 0, worst = 0;
+        for (int k = 0; k < 64; k++) ss += cJSON_GetArrayItem(v, k)->valuedouble * cJSON_GetArrayItem(v, k)->valuedouble;
+        for (int k = 0; k < 64; k++) {
+            double p = cJSON_GetArrayItem(v, k)->valuedouble / sqrt(ss);
+            dot += p * e[k];
+            worst = fmax(worst, fabs(p - e[k]));
+        }
+        EXPECT_MSG(dot > 0.99999 && worst < 2e-3, "llama.cpp vs cinfer last-token embedding: cosine %.7f, max diff %g",
+                   dot, worst);
+    }
+    cinfer_session_free(s);
+    cinfer_model_close(m);
+    cJSON_Delete(v);
+    free(out);
+}
+
+/* srv_embed_parse on 3000 random request bodies: every one is accepted with
+ * sane counts or refused with 400 and a one-line message; never a crash. */
+static unsigned long long rng_state = 0x9e3779b97f4a7c15ull;
+static unsigned rnd(unsigned n) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)(rng_state >> 33) % n;
+}
+static cJSON *rand_value(int depth) {
+    static const double nums[] = {0, 1, 5, 63, 64, 511, 512, -1, 1.5, 1e300, -1e300, 1e15, 4294967296.0};
+    static const char *const strs[] = {"", "a", "Once upon a time", "float", "base64", "mean", "last", "cls",
+                                       "<s>", "\xf0\x9f\x98\x80 emoji"};
+    switch (depth > 2 ? rnd(4) : rnd(7)) {
+    case 0: return cJSON_CreateNumber(nums[rnd(sizeof nums / sizeof nums[0])]);
+    case 1: return cJSON_CreateString(strs[rnd(sizeof strs / sizeof strs[0])]);
+    case 2: return rnd(2) ? cJSON_CreateNull() : cJSON_CreateBool(rnd(2));
+    case 3: return cJSON_CreateNumber(rnd(600));
+    case 4:
+    case 5: {
+        cJSON *a = cJSON_CreateArray();
+        for (unsigned i = 0, n = rnd(5); i < n; i++) cJSON_AddItemToArray(a, rand_value(depth + 1));
+        return a;
+    }
+    default: {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToObject(o, "x", rand_value(depth + 1));
+        return o;
+    }
+    }
+}
+
+TEST(serve_models, embed_parse_random) {
+    NEED_SHARED(pb, STORIES_REL);
+    char err[256];
+    cinfer_model *m = NULL;
+    if (cinfer_model_open(pb, NULL, &m, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "%s", err);
+        return;
+    }
+    static const char *const keys[] = {"input", "encoding_format", "dimensions", "pooling", "model", "user"};
+    int accepted = 0, refused = 0;
+    for (int it = 0; it < 3000 && !test_failed(); it++) {
+        cJSON *r = rnd(20) ? cJSON_CreateObject() : rand_value(0);
+        for (unsigned k = 0; cJSON_IsObject(r) && k < sizeof keys / sizeof keys[0]; k++)
+            if (k == 0 ? rnd(8) != 0 : rnd(4) == 0) {
+                cJSON *v = rand_value(k == 0 ? 0 : 2);
+                if (k == 0 && rnd(2) == 0) { /* often a plausible input: strings or token lists */
+                    cJSON_Delete(v);
+                    v = rnd(2) ? cJSON_CreateString("Once upon a time") : cJSON_CreateArray();
+                    for (unsigned i = 0, n = cJSON_IsArray(v) ? 1 + rnd(4) : 0; i < n; i++)
+                        cJSON_AddItemToArray(v, cJSON_CreateNumber(rnd(600)));
+                }
+                cJSON_AddItemToObject(r, keys[k], v);
+            }
+        unsigned status = 0;
+        char param[96], msg[400];
+        srv_embed *e = srv_embed_parse(m, 64, r, &status, param, sizeof param, msg, sizeof msg);
+        if (e) {
+            accepted++;
+            EXPECT(srv_embed_n_tokens(e) >= 1);
+            srv_embed_free(e);
+        } else {
+            refused++;
+            char *t = cJSON_PrintUnformatted(r);
+            EXPECT_MSG(status == 400 && msg[0] && !strchr(msg, '\n'), "%s: status %u, message '%s'", t, status, msg);
+            free(t);
+        }
+        cJSON_Delete(r);
+    }
+    EXPECT_MSG(accepted > 50 && refused > 50, "%d accepted, %d refused: the generator misses a side", accepted, refused);
+    cinfer_model_close(m);
+}

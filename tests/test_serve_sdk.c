@@ -1,0 +1,98 @@
+/*
+ * test_serve_sdk.c — `cinfer serve` from the outside, driven by the official
+ * client libraries: one TEST per Node script in tests/serve/ (see the head
+ * of each script for its checks).  Each script starts its own server on a
+ * free loopback port with the shared Qwen3 chat model, prints one line per
+ * check ("ok   - ..." / "FAIL - ..."), and exits 0 only when all passed.
+ *
+ *   serve_sdk/schemas    the shape schemas accept the API references' examples and
+ *                        reject broken copies (no server)
+ *   serve_sdk/openai     npm `openai`: chat, streaming, completions, json_schema,
+ *                        tools, logprobs, embeddings, responses, errors
+ *   serve_sdk/anthropic  npm `@anthropic-ai/sdk`: messages, streaming, count_tokens,
+ *                        tool_use, errors
+ *   serve_sdk/webui      the page at / in headless Chromium (playwright-core);
+ *                        screenshot under $CINFER_BUILD/serve-artifacts/
+ *   serve_sdk/load       200 requests from 8 clients: disconnects, malformed
+ *                        requests, no crash, no leaked slots; prints the numbers
+ *
+ * Every response body and stream chunk is checked against the JSON Schemas in
+ * tests/serve/schemas/ (from the OpenAI and Anthropic API references).
+ *
+ * SKIPs (with the reason) when node, tests/serve/node_modules (`make
+ * serve-deps`), the shared model, or for the UI test chromium, is missing.
+ * Nothing is fetched at test time.
+ */
+#include "test.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#define MODEL_REL "models/chat/qwen3-chat.gguf"
+
+/* Print the script's output indented, and return the lines that failed
+ * (malloc'd, at most ~1.5 KB) for the failure message. */
+static char *show_and_collect(const char *out) {
+    size_t cap = 1536, len = 0;
+    char *fails = calloc(1, cap);
+    const char *p = out;
+    while (p && *p) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        printf("    %.*s\n", (int)n, p);
+        if (fails && (!strncmp(p, "FAIL", 4) || strstr(p, "Error") == p) && len + 4 < cap) {
+            size_t k = n < cap - len - 4 ? n : cap - len - 4;
+            memcpy(fails + len, p, k);
+            len += k;
+            fails[len++] = '\n';
+            fails[len] = 0;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    return fails;
+}
+
+enum { NEED_MODEL = 1, NEED_CHROMIUM = 2 };
+
+/* Run node tests/serve/<script> (against cinfer_bin() and the shared model). */
+static void run_script(const char *script, int needs, int limit_s) {
+    const char *model = shared_path(MODEL_REL);
+    if (!model && (needs & NEED_MODEL)) SKIP("../shared/%s absent", MODEL_REL);
+    char model_copy[1024];
+    snprintf(model_copy, sizeof model_copy, "%s", model ? model : "");
+    if (run_cmd("node --version >/dev/null 2>&1", false, NULL) != 0)
+        SKIP("node not found (Node.js 20+ runs the SDK tests)");
+    if (access("tests/serve/node_modules/openai/package.json", R_OK) != 0 ||
+        access("tests/serve/node_modules/@anthropic-ai/sdk/package.json", R_OK) != 0 ||
+        access("tests/serve/node_modules/ajv/package.json", R_OK) != 0)
+        SKIP("tests/serve/node_modules absent: run 'make serve-deps' (npm ci)");
+    const char *chromium = getenv("CHROMIUM") && *getenv("CHROMIUM") ? getenv("CHROMIUM") : "/usr/bin/chromium";
+    if (needs & NEED_CHROMIUM) {
+        if (access(chromium, X_OK) != 0) SKIP("%s not found (Debian package chromium)", chromium);
+        if (access("tests/serve/node_modules/playwright-core/package.json", R_OK) != 0)
+            SKIP("playwright-core absent from tests/serve/node_modules: run 'make serve-deps'");
+    }
+    if ((needs & NEED_MODEL) && access(cinfer_bin(), X_OK) != 0) {
+        test_fail(__FILE__, __LINE__, "cinfer binary %s not found", cinfer_bin());
+        return;
+    }
+    const char *build = getenv("CINFER_BUILD");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "CINFER_BIN='%s' CINFER_SERVE_MODEL='%s' CINFER_BUILD='%s' CHROMIUM='%s' "
+             "timeout -k 5 %d node tests/serve/%s",
+             cinfer_bin(), model_copy, build && *build ? build : "build", chromium, limit_s, script);
+    char *out = NULL;
+    int rc = run_cmd(cmd, true, &out);
+    char *fails = show_and_collect(out ? out : "");
+    EXPECT_MSG(rc == 0, "node tests/serve/%s exited %d%s:\n%s", script, rc,
+               rc == 124 ? " (timed out)" : "", fails && *fails ? fails : "(no FAIL line; see output above)");
+    free(fails);
+    free(out);
+}
+
+TEST(serve_sdk, schemas) { run_script("schemas.mjs", 0, 60); }
+TEST(serve_sdk, openai) { run_script("openai.mjs", NEED_MODEL, 120); }
+TEST(serve_sdk, anthropic) { run_script("anthropic.mjs", NEED_MODEL, 120); }
+TEST(serve_sdk, webui) { run_script("webui.mjs", NEED_MODEL | NEED_CHROMIUM, 120); }
+TEST(serve_sdk, load) { run_script("load.mjs", NEED_MODEL, 180); }
