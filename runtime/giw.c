@@ -4,15 +4,13 @@
  * tensor types already equal the compiled types.
  *
  * The writer re-serialises the source's metadata from the parsed values
- * (gguf.md encoding: u64-length strings, u32 value types, arrays as u32
- * element type + u64 count + elements, nested arrays recursively), drops the
- * keys it sets itself, and lays tensors out in source order at 64-byte
- * aligned offsets.
+ * with gguf_write.h (which also does the temp file + fsync + rename), drops
+ * the keys it sets itself (general.alignment, cinfer.*), and lays tensors
+ * out in source order at 64-byte aligned offsets.
  */
 #include "giw.h"
 
-#include <errno.h>
-#include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +18,7 @@
 #include <unistd.h>
 
 #include "cinfer.h"
+#include "gguf_write.h"
 
 #define GIW_ALIGNMENT 64u
 
@@ -37,67 +36,11 @@ int giw_precision(const gguf_file *g, char *err, size_t err_len) {
     return p;
 }
 
-/* ---- a checked writer ------------------------------------------------------- */
-
-typedef struct {
-    FILE *f;
-    uint64_t off; /* bytes written */
-    int bad;
-} wr;
-
-static void w_bytes(wr *w, const void *p, size_t n) {
-    if (w->bad || !n) return;
-    if (fwrite(p, 1, n, w->f) != n) w->bad = errno ? errno : EIO;
-    w->off += n;
-}
-static void w_u32(wr *w, uint32_t v) { w_bytes(w, &v, 4); }
-static void w_u64(wr *w, uint64_t v) { w_bytes(w, &v, 8); }
-static void w_str(wr *w, const char *p, uint64_t n) {
-    w_u64(w, n);
-    w_bytes(w, p, (size_t)n);
-}
-static void w_pad(wr *w, uint32_t align) {
-    static const uint8_t zeros[GIW_ALIGNMENT];
-    w_bytes(w, zeros, (size_t)((align - w->off % align) % align));
-}
-
-/* The payload of value v (type v->type) as gguf.md encodes it. */
-static void w_value(wr *w, const gguf_value *v) {
-    switch (v->type) {
-    case GGUF_VT_UINT8: case GGUF_VT_UINT16: case GGUF_VT_UINT32: case GGUF_VT_UINT64:
-        w_bytes(w, &v->v.u64, gguf_vtype_size(v->type)); /* little-endian: the low bytes */
-        break;
-    case GGUF_VT_INT8: case GGUF_VT_INT16: case GGUF_VT_INT32: case GGUF_VT_INT64:
-        w_bytes(w, &v->v.i64, gguf_vtype_size(v->type));
-        break;
-    case GGUF_VT_FLOAT32: {
-        float f = (float)v->v.f64;
-        w_bytes(w, &f, 4);
-        break;
-    }
-    case GGUF_VT_FLOAT64: w_bytes(w, &v->v.f64, 8); break;
-    case GGUF_VT_BOOL: {
-        uint8_t b = v->v.b;
-        w_bytes(w, &b, 1);
-        break;
-    }
-    case GGUF_VT_STRING: w_str(w, v->v.str.ptr, v->v.str.len); break;
-    case GGUF_VT_ARRAY:
-        w_u32(w, v->v.arr.type);
-        w_u64(w, v->v.arr.n);
-        if (v->v.arr.type == GGUF_VT_STRING)
-            for (uint64_t i = 0; i < v->v.arr.n; i++) w_str(w, v->v.arr.strs[i].ptr, v->v.arr.strs[i].len);
-        else if (v->v.arr.type == GGUF_VT_ARRAY)
-            for (uint64_t i = 0; i < v->v.arr.n; i++) w_value(w, &v->v.arr.elems[i]);
-        else
-            w_bytes(w, v->v.arr.data, (size_t)(v->v.arr.n * gguf_vtype_size(v->v.arr.type)));
-        break;
-    default: w->bad = EINVAL;
-    }
-}
-
-static int is_own_key(gguf_str k) {
-    return (k.len >= 7 && !memcmp(k.ptr, "cinfer.", 7)) || gguf_str_eq(k, "general.alignment");
+/* Source keys left out besides the ones giw_write sets: any other cinfer.* key
+ * of a .giw source. */
+static bool is_cinfer_key(gguf_str k, const void *user) {
+    (void)user;
+    return k.len >= 7 && !memcmp(k.ptr, "cinfer.", 7);
 }
 
 /* What tensor i of src becomes: data, type and bytes. */
@@ -121,10 +64,8 @@ static void compiled_tensor(const gguf_file *src, const eng_model *m, uint64_t i
 
 int giw_write(const gguf_file *src, const eng_model *m, const char *precision, const char *path,
               char *err, size_t err_len) {
-    char tmp[4096], fp[32];
+    char fp[32], suffix[32];
     if (!precision) return snprintf(err, err_len, "%s: no precision to record", path), -1;
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
-        return snprintf(err, err_len, "%s: path too long", path), -1;
     /* A .giw made from a .giw keeps the original source's fingerprint. */
     gguf_str sfp;
     char e2[256];
@@ -134,68 +75,38 @@ int giw_write(const gguf_file *src, const eng_model *m, const char *precision, c
     else
         snprintf(fp, sizeof fp, "%016llx", (unsigned long long)gguf_fingerprint(src));
 
-    uint64_t n_tensors = gguf_n_tensors(src), n_kv = 0;
-    for (uint64_t i = 0; i < gguf_n_kv(src); i++) n_kv += !is_own_key(gguf_kv_at(src, i)->key);
+    uint64_t n_tensors = gguf_n_tensors(src);
     giw_tensor *ts = calloc(n_tensors ? n_tensors : 1, sizeof *ts);
     if (!ts) return snprintf(err, err_len, "%s: out of memory", path), -1;
     for (uint64_t i = 0; i < n_tensors; i++) compiled_tensor(src, m, i, &ts[i]);
 
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (!f) {
-        int e = errno;
-        if (fd >= 0) close(fd);
+    gguf_out o;
+    snprintf(suffix, sizeof suffix, ".tmp.%d", (int)getpid());
+    if (gguf_out_open(&o, path, suffix, err, err_len)) {
         free(ts);
-        unlink(tmp);
-        return snprintf(err, err_len, "%s: %s", tmp, strerror(e)), -1;
+        return -1;
     }
-    wr w = {.f = f};
-    errno = 0;
-    w_bytes(&w, "GGUF", 4);
-    w_u32(&w, 3);
-    w_u64(&w, n_tensors);
-    w_u64(&w, n_kv + 4);
-    for (uint64_t i = 0; i < gguf_n_kv(src); i++) {
-        const gguf_kv *kv = gguf_kv_at(src, i);
-        if (is_own_key(kv->key)) continue;
-        w_str(&w, kv->key.ptr, kv->key.len);
-        w_u32(&w, kv->value.type);
-        w_value(&w, &kv->value);
-    }
-    static const char *const keys[] = {"cinfer.version", "cinfer.precision",
-                                       "cinfer.source_fingerprint"};
-    const char *vals[] = {CINFER_VERSION, precision, fp};
-    w_str(&w, "general.alignment", strlen("general.alignment"));
-    w_u32(&w, GGUF_VT_UINT32);
-    w_u32(&w, GIW_ALIGNMENT);
-    for (int k = 0; k < 3; k++) {
-        w_str(&w, keys[k], strlen(keys[k]));
-        w_u32(&w, GGUF_VT_STRING);
-        w_str(&w, vals[k], strlen(vals[k]));
-    }
+    gguf_writer *w = &o.w;
+    const gguf_kv_set set[] = {
+        {"general.alignment", gguf_val_u32(GIW_ALIGNMENT)},
+        {"cinfer.version", gguf_val_str(CINFER_VERSION)},
+        {"cinfer.precision", gguf_val_str(precision)},
+        {"cinfer.source_fingerprint", gguf_val_str(fp)},
+    };
+    gguf_w_header(w, src, n_tensors, is_cinfer_key, NULL, set, sizeof set / sizeof set[0]);
     uint64_t off = 0;
     for (uint64_t i = 0; i < n_tensors; i++) {
         const gguf_tensor *t = gguf_tensor_at(src, i);
-        w_str(&w, t->name, strlen(t->name));
-        w_u32(&w, t->n_dims);
-        for (uint32_t d = 0; d < t->n_dims; d++) w_u64(&w, (uint64_t)t->ne[d]);
-        w_u32(&w, ts[i].type);
-        w_u64(&w, off);
-        off += (ts[i].n_bytes + GIW_ALIGNMENT - 1) / GIW_ALIGNMENT * GIW_ALIGNMENT;
+        gguf_w_tensor_info(w, t->name, t->n_dims, t->ne, ts[i].type, off);
+        off += gguf_align_up(ts[i].n_bytes, GIW_ALIGNMENT);
     }
-    w_pad(&w, GIW_ALIGNMENT);
-    for (uint64_t i = 0; i < n_tensors && !w.bad; i++) {
-        w_bytes(&w, ts[i].data, (size_t)ts[i].n_bytes);
-        w_pad(&w, GIW_ALIGNMENT);
+    gguf_w_pad(w, GIW_ALIGNMENT);
+    for (uint64_t i = 0; i < n_tensors && !w->err; i++) {
+        gguf_w_bytes(w, ts[i].data, (size_t)ts[i].n_bytes);
+        gguf_w_pad(w, GIW_ALIGNMENT);
     }
     free(ts);
-    if (!w.bad && fflush(f)) w.bad = errno ? errno : EIO;
-    if (!w.bad && fsync(fileno(f))) w.bad = errno ? errno : EIO;
-    if (fclose(f) && !w.bad) w.bad = errno ? errno : EIO;
-    if (!w.bad && rename(tmp, path)) w.bad = errno ? errno : EIO;
-    if (w.bad) {
-        unlink(tmp);
-        return snprintf(err, err_len, "%s: write failed: %s", path, strerror(w.bad)), -1;
-    }
+    int e = gguf_out_commit(&o);
+    if (e) return snprintf(err, err_len, "%s: write failed: %s", path, strerror(e)), -1;
     return 0;
 }

@@ -18,7 +18,8 @@
  *      and general.file_type re-set (removed and appended, as gguf_set_val
  *      does), tensors in llama.cpp's loader order (non-block tensors by
  *      name, then blocks by number, by name within a block), data aligned,
- *      zero padding, OUT.partial renamed into place.  Rows are converted on
+ *      zero padding, OUT.partial renamed into place (encoding and file
+ *      handling in gguf_write.c).  Rows are converted on
  *      the thread pool in slabs of at most QUANT_SLAB_BYTES of output, so
  *      memory stays bounded whatever the model size.
  */
@@ -39,6 +40,7 @@
 
 #include "f16.h"
 #include "gguf.h"
+#include "gguf_write.h"
 #include "kern.h"
 #include "pool.h"
 
@@ -1124,81 +1126,6 @@ static int choose_type(qstate *qs, const quant_options *o, const gguf_tensor *t,
 
 /* ==== 3. the writer ================================================================ */
 
-/* Growable byte buffer for the header; ok = 0 after an allocation failure. */
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-    int ok;
-} wbuf;
-
-static void wb_put(wbuf *b, const void *src, size_t n) {
-    if (!b->ok) return;
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n) cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) {
-            b->ok = 0;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, src, n);
-    b->n += n;
-}
-static void wb_u32(wbuf *b, uint32_t v) { wb_put(b, &v, 4); }
-static void wb_u64(wbuf *b, uint64_t v) { wb_put(b, &v, 8); }
-static void wb_str(wbuf *b, const char *s, uint64_t len) {
-    wb_u64(b, len);
-    wb_put(b, s, (size_t)len);
-}
-
-/* A scalar of fixed-size type t from its decoded form (gguf_value keeps
- * integers widened to 64 bits and floats as double). */
-static void wb_scalar(wbuf *b, uint32_t t, const gguf_value *v) {
-    switch (t) {
-    case GGUF_VT_UINT8: { uint8_t x = (uint8_t)v->v.u64; wb_put(b, &x, 1); break; }
-    case GGUF_VT_INT8: { int8_t x = (int8_t)v->v.i64; wb_put(b, &x, 1); break; }
-    case GGUF_VT_UINT16: { uint16_t x = (uint16_t)v->v.u64; wb_put(b, &x, 2); break; }
-    case GGUF_VT_INT16: { int16_t x = (int16_t)v->v.i64; wb_put(b, &x, 2); break; }
-    case GGUF_VT_UINT32: { uint32_t x = (uint32_t)v->v.u64; wb_put(b, &x, 4); break; }
-    case GGUF_VT_INT32: { int32_t x = (int32_t)v->v.i64; wb_put(b, &x, 4); break; }
-    case GGUF_VT_FLOAT32: { float x = (float)v->v.f64; wb_put(b, &x, 4); break; }
-    case GGUF_VT_BOOL: { uint8_t x = v->v.b ? 1 : 0; wb_put(b, &x, 1); break; }
-    case GGUF_VT_UINT64: wb_put(b, &v->v.u64, 8); break;
-    case GGUF_VT_INT64: wb_put(b, &v->v.i64, 8); break;
-    case GGUF_VT_FLOAT64: wb_put(b, &v->v.f64, 8); break;
-    default: b->ok = 0; break;
-    }
-}
-
-static void wb_value(wbuf *b, const gguf_value *v) {
-    if (v->type == GGUF_VT_STRING) {
-        wb_str(b, v->v.str.ptr, v->v.str.len);
-    } else if (v->type == GGUF_VT_ARRAY) {
-        uint32_t et = v->v.arr.type;
-        wb_u32(b, et);
-        wb_u64(b, v->v.arr.n);
-        if (et == GGUF_VT_STRING) {
-            for (uint64_t i = 0; i < v->v.arr.n; i++) wb_str(b, v->v.arr.strs[i].ptr, v->v.arr.strs[i].len);
-        } else if (et == GGUF_VT_ARRAY) {
-            /* a nested array element is (element type, count, elements) */
-            for (uint64_t i = 0; i < v->v.arr.n; i++) wb_value(b, &v->v.arr.elems[i]);
-        } else {
-            wb_put(b, v->v.arr.data, (size_t)(v->v.arr.n * gguf_vtype_size(et)));
-        }
-    } else {
-        wb_scalar(b, v->type, v);
-    }
-}
-
-static void wb_kv_u32(wbuf *b, const char *key, uint32_t v) {
-    wb_str(b, key, strlen(key));
-    wb_u32(b, GGUF_VT_UINT32);
-    wb_u32(b, v);
-}
-
 /* One output tensor. */
 typedef struct {
     const gguf_tensor *t;
@@ -1252,20 +1179,6 @@ static void qjob_worker(void *arg, int ith, int nth) {
         }
     }
 }
-
-static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n ? 0 : -1; }
-
-static int write_zeros(FILE *f, size_t n) {
-    static const uint8_t z[64];
-    while (n) {
-        size_t k = n < sizeof z ? n : sizeof z;
-        if (write_all(f, z, k)) return -1;
-        n -= k;
-    }
-    return 0;
-}
-
-static uint64_t pad_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 static int64_t hparam_i64(const gguf_file *g, const char *arch, const char *key, int64_t dflt) {
     char k[256];
@@ -1328,17 +1241,15 @@ int quant_file(const char *in_path, const char *out_path, const quant_options *o
 
     const size_t n = (size_t)gguf_n_tensors(g);
     qtensor *ts = calloc(n ? n : 1, sizeof *ts);
-    char *partial = malloc(strlen(out_path) + sizeof ".partial");
-    wbuf hb = {.ok = 1};
-    FILE *f = NULL;
+    gguf_out out = {0};
+    gguf_writer *w = &out.w;
     pool *p = NULL;
     uint8_t *slab = NULL;
     size_t slab_cap = 0;
-    if (!ts || !partial) {
+    if (!ts) {
         rc = qfail(err, err_len, QUANT_ENOMEM, "out of memory");
         goto done;
     }
-    sprintf(partial, "%s.partial", out_path);
 
     /* tensor order and types */
     for (size_t i = 0; i < n; i++) {
@@ -1385,50 +1296,12 @@ int quant_file(const char *in_path, const char *out_path, const quant_options *o
             ts[i].bytes_out = t->n_bytes;
         }
         ts[i].offset = off;
-        off = pad_to(off + ts[i].bytes_out, align);
+        off = gguf_align_up(off + ts[i].bytes_out, align);
         stats.bytes_in += t->n_bytes;
         stats.bytes_out += ts[i].bytes_out;
     }
     stats.n_tensors = (int)n;
     stats.n_fallback = qs.n_fallback;
-
-    /* header: metadata as in the input minus the keys llama-quantize re-sets */
-    static const char *const dropped[] = {"general.quantization_version", "general.file_type",
-                                          "split.no", "split.count", "split.tensors.count"};
-    uint64_t n_kv = 0;
-    for (uint64_t i = 0; i < gguf_n_kv(g); i++) {
-        const gguf_kv *kv = gguf_kv_at(g, i);
-        int drop = 0;
-        for (size_t k = 0; k < sizeof dropped / sizeof dropped[0]; k++) drop |= gguf_str_eq(kv->key, dropped[k]);
-        if (!drop) n_kv++;
-    }
-    wb_put(&hb, "GGUF", 4);
-    wb_u32(&hb, 3);
-    wb_u64(&hb, n);
-    wb_u64(&hb, n_kv + 2);
-    for (uint64_t i = 0; i < gguf_n_kv(g); i++) {
-        const gguf_kv *kv = gguf_kv_at(g, i);
-        int drop = 0;
-        for (size_t k = 0; k < sizeof dropped / sizeof dropped[0]; k++) drop |= gguf_str_eq(kv->key, dropped[k]);
-        if (drop) continue;
-        wb_str(&hb, kv->key.ptr, kv->key.len);
-        wb_u32(&hb, kv->value.type);
-        wb_value(&hb, &kv->value);
-    }
-    wb_kv_u32(&hb, "general.quantization_version", 2);
-    wb_kv_u32(&hb, "general.file_type", (uint32_t)o->ftype);
-    for (size_t i = 0; i < n; i++) {
-        wb_str(&hb, ts[i].t->name, strlen(ts[i].t->name));
-        wb_u32(&hb, ts[i].n_dims);
-        for (uint32_t d = 0; d < ts[i].n_dims; d++) wb_u64(&hb, (uint64_t)ts[i].t->ne[d]);
-        wb_u32(&hb, (uint32_t)ts[i].type_out);
-        wb_u64(&hb, ts[i].offset);
-    }
-    if (!hb.ok) {
-        rc = qfail(err, err_len, QUANT_ENOMEM, "out of memory building the GGUF header");
-        goto done;
-    }
-    size_t hdr_pad = (size_t)(pad_to(hb.n, align) - hb.n);
 
     int n_threads = o->n_threads > 0 ? o->n_threads : pool_default_threads();
     if (pool_new(n_threads, &p)) {
@@ -1442,12 +1315,22 @@ int quant_file(const char *in_path, const char *out_path, const quant_options *o
         goto done;
     }
 
-    f = fopen(partial, "wb");
-    if (!f) {
-        rc = qfail(err, err_len, QUANT_EIO, "%s: %s", partial, strerror(errno));
+    if (gguf_out_open(&out, out_path, ".partial", e, sizeof e)) {
+        rc = qfail(err, err_len, QUANT_EIO, "%s", e);
         goto done;
     }
-    if (write_all(f, hb.p, hb.n) || write_zeros(f, hdr_pad)) goto write_error;
+    /* header: metadata as in the input minus the keys llama-quantize re-sets
+     * (general.quantization_version and general.file_type, appended at the
+     * end) and the split.* keys of a shard */
+    static const char *const split_keys[] = {"split.no", "split.count", "split.tensors.count", NULL};
+    const gguf_kv_set set[] = {{"general.quantization_version", gguf_val_u32(2)},
+                               {"general.file_type", gguf_val_u32((uint32_t)o->ftype)}};
+    gguf_w_header(w, g, n, gguf_key_in_list, split_keys, set, sizeof set / sizeof set[0]);
+    for (size_t i = 0; i < n; i++)
+        gguf_w_tensor_info(w, ts[i].t->name, ts[i].n_dims, ts[i].t->ne, (uint32_t)ts[i].type_out,
+                           ts[i].offset);
+    gguf_w_pad(w, align);
+    if (w->err) goto write_error;
 
     const int isa = kern_best_isa();
     for (size_t i = 0; i < n; i++) {
@@ -1461,7 +1344,7 @@ int quant_file(const char *in_path, const char *out_path, const quant_options *o
             o->on_tensor(&r, o->user);
         }
         if ((uint32_t)ts[i].type_out == t->type) {
-            if (write_all(f, t->data, (size_t)t->n_bytes)) goto write_error;
+            gguf_w_bytes(w, t->data, (size_t)t->n_bytes);
         } else {
             const int64_t n_per_row = t->ne[0];
             const int64_t n_rows = (int64_t)(t->n_elems / (uint64_t)n_per_row);
@@ -1487,28 +1370,26 @@ int quant_file(const char *in_path, const char *out_path, const quant_options *o
                 atomic_init(&j.next, 0);
                 qjob_ctx c = {&j, p};
                 pool_run(p, qjob_worker, &c);
-                if (write_all(f, slab, (size_t)j.n_rows * row_out)) goto write_error;
+                gguf_w_bytes(w, slab, (size_t)j.n_rows * row_out);
+                if (w->err) goto write_error;
             }
         }
-        if (write_zeros(f, (size_t)(pad_to(ts[i].bytes_out, align) - ts[i].bytes_out))) goto write_error;
+        gguf_w_pad(w, align);
+        if (w->err) goto write_error;
     }
-    if (fflush(f) || fsync(fileno(f))) goto write_error;
-    stats.file_bytes = (uint64_t)ftell(f);
-    if (fclose(f)) {
-        f = NULL;
-        goto write_error;
-    }
-    f = NULL;
+    if (gguf_out_close(&out)) goto write_error;
+    stats.file_bytes = w->off;
 
     /* the written file must read back before it gets the final name */
     gguf_file *chk = NULL;
-    if (gguf_open(partial, &chk, e, sizeof e)) {
+    if (gguf_open(out.tmp, &chk, e, sizeof e)) {
         rc = qfail(err, err_len, QUANT_EFORMAT, "written file does not read back: %s", e);
         goto done;
     }
     gguf_close(chk);
-    if (rename(partial, out_path)) {
-        rc = qfail(err, err_len, QUANT_EIO, "rename %s -> %s: %s", partial, out_path, strerror(errno));
+    int ec = gguf_out_commit(&out);
+    if (ec) {
+        rc = qfail(err, err_len, QUANT_EIO, "rename %s.partial -> %s: %s", out_path, out_path, strerror(ec));
         goto done;
     }
     rc = 0;
@@ -1516,14 +1397,11 @@ int quant_file(const char *in_path, const char *out_path, const quant_options *o
     goto done;
 
 write_error:
-    rc = qfail(err, err_len, QUANT_EIO, "%s: write failed: %s", partial, strerror(errno));
+    rc = qfail(err, err_len, QUANT_EIO, "%s: write failed: %s", out.tmp, strerror(w->err ? w->err : EIO));
 done:
-    if (f) fclose(f);
-    if (rc && partial) unlink(partial);
+    gguf_out_abort(&out);
     free(slab);
     pool_free(p);
-    free(hb.p);
-    free(partial);
     free(ts);
     gguf_close(g);
     return rc;

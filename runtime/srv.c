@@ -747,11 +747,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int api, unsigned st
 
 /* ---- request parsing -------------------------------------------------------------------- */
 
-/* A validation failure: the field (param) and message, answered with 400. */
-
-static int bad(bad_req *b, unsigned status, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int bad(bad_req *b, unsigned status, const char *param, const char *fmt, ...) {
+int srv_bad(bad_req *b, unsigned status, const char *param, const char *fmt, ...) {
     b->status = status;
     snprintf(b->param, sizeof b->param, "%s", param ? param : "");
     va_list ap;
@@ -767,10 +763,10 @@ static int bad(bad_req *b, unsigned status, const char *param, const char *fmt, 
 static int get_num(cJSON *o, const char *key, double lo, double hi, int integer, double *out, bad_req *b) {
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsNumber(v)) return bad(b, 400, key, "'%s' must be a number", key);
+    if (!cJSON_IsNumber(v)) return srv_bad(b, 400, key, "'%s' must be a number", key);
     double d = v->valuedouble;
-    if (integer && d != (double)(long long)d) return bad(b, 400, key, "'%s' must be an integer, got %g", key, d);
-    if (!(d >= lo && d <= hi)) return bad(b, 400, key, "'%s' must be in [%g, %g], got %g", key, lo, hi, d);
+    if (integer && d != (double)(long long)d) return srv_bad(b, 400, key, "'%s' must be an integer, got %g", key, d);
+    if (!(d >= lo && d <= hi)) return srv_bad(b, 400, key, "'%s' must be in [%g, %g], got %g", key, lo, hi, d);
     *out = d;
     return 1;
 }
@@ -778,9 +774,9 @@ static int get_num(cJSON *o, const char *key, double lo, double hi, int integer,
 static int parse_stop(srv_job *j, cJSON *v, const char *key, bad_req *b) {
     if (!v || cJSON_IsNull(v)) return 0;
     int n = cJSON_IsString(v) ? 1 : cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
-    if (n < 0 || n > 16) return bad(b, 400, key, "'%s' must be a string or an array of at most 16 strings", key);
+    if (n < 0 || n > 16) return srv_bad(b, 400, key, "'%s' must be a string or an array of at most 16 strings", key);
     j->stop = calloc((size_t)n + 1, sizeof *j->stop);
-    if (!j->stop) return bad(b, 500, key, "out of memory");
+    if (!j->stop) return srv_bad(b, 500, key, "out of memory");
     if (cJSON_IsString(v)) {
         j->stop[0] = strdup(v->valuestring);
         j->n_stop = 1;
@@ -788,12 +784,12 @@ static int parse_stop(srv_job *j, cJSON *v, const char *key, bad_req *b) {
         cJSON *e;
         cJSON_ArrayForEach(e, v) {
             if (!cJSON_IsString(e) || !e->valuestring[0])
-                return bad(b, 400, key, "'%s[%d]' must be a non-empty string", key, j->n_stop);
+                return srv_bad(b, 400, key, "'%s[%d]' must be a non-empty string", key, j->n_stop);
             j->stop[j->n_stop++] = strdup(e->valuestring);
         }
     }
     for (int i = 0; i < j->n_stop; i++)
-        if (!j->stop[i]) return bad(b, 500, key, "out of memory");
+        if (!j->stop[i]) return srv_bad(b, 500, key, "out of memory");
     j->go.stop = (const char *const *)j->stop;
     j->go.n_stop = j->n_stop;
     return 0;
@@ -826,17 +822,17 @@ static int parse_max_tokens(srv_job *j, cJSON *r, const char *key, int required,
     double d;
     int rc = get_num(r, key, 1, 1e9, 1, &d, b);
     if (rc < 0) return -1;
-    if (!rc && required) return bad(b, 400, key, "'%s' is required", key);
+    if (!rc && required) return srv_bad(b, 400, key, "'%s' is required", key);
     if (rc) j->go.max_tokens = (int)d;
     return 0;
 }
 
 static int check_model(srv *s, cJSON *r, int required, bad_req *b) {
     cJSON *v = cJSON_GetObjectItemCaseSensitive(r, "model");
-    if (!v || cJSON_IsNull(v)) return required ? bad(b, 400, "model", "'model' is required") : 0;
-    if (!cJSON_IsString(v)) return bad(b, 400, "model", "'model' must be a string");
+    if (!v || cJSON_IsNull(v)) return required ? srv_bad(b, 400, "model", "'model' is required") : 0;
+    if (!cJSON_IsString(v)) return srv_bad(b, 400, "model", "'model' must be a string");
     if (strcmp(v->valuestring, s->name))
-        return bad(b, 404, "model", "model '%.200s' not found; this server has '%.200s'", v->valuestring,
+        return srv_bad(b, 404, "model", "model '%.200s' not found; this server has '%.200s'", v->valuestring,
                    s->name);
     return 0;
 }
@@ -846,12 +842,12 @@ static int check_model(srv *s, cJSON *r, int required, bad_req *b) {
 static int tokenize_prompt(srv *s, srv_job *j, const char *text, int parse_special, bad_req *b) {
     size_t cap = (size_t)s->n_ctx + 1, n = 0;
     j->ids = malloc(cap * sizeof *j->ids);
-    if (!j->ids) return bad(b, 500, NULL, "out of memory");
+    if (!j->ids) return srv_bad(b, 500, NULL, "out of memory");
     int rc = cinfer_tokenize(s->m, text, strlen(text), 1, parse_special, j->ids, cap, &n);
     if (rc == CINFER_EARG || n >= (size_t)s->n_ctx)
-        return bad(b, 400, j->api == API_COMPL ? "prompt" : j->api == API_RESP ? "input" : "messages",
+        return srv_bad(b, 400, j->api == API_COMPL ? "prompt" : j->api == API_RESP ? "input" : "messages",
                    "the prompt is %zu tokens; the context holds %d (prompt plus output)", n, s->n_ctx);
-    if (rc) return bad(b, 500, NULL, "tokenizer failed (%d)", rc);
+    if (rc) return srv_bad(b, 500, NULL, "tokenizer failed (%d)", rc);
     /* a template that writes BOS itself, on a vocabulary that adds BOS: keep one */
     int32_t bos = cinfer_token_bos(s->m);
     if (parse_special && n >= 2 && bos >= 0 && j->ids[0] == bos && j->ids[1] == bos) {
@@ -866,7 +862,7 @@ static int tokenize_prompt(srv *s, srv_job *j, const char *text, int parse_speci
 static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only) {
     srv_job *j = calloc(1, sizeof *j);
     if (!j) {
-        bad(b, 500, NULL, "out of memory");
+        srv_bad(b, 500, NULL, "out of memory");
         return NULL;
     }
     j->s = s;
@@ -875,7 +871,7 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
     char *prompt = NULL;
     int ok = 0;
     if (!cJSON_IsObject(r)) {
-        bad(b, 400, NULL, "the request body must be a JSON object");
+        srv_bad(b, 400, NULL, "the request body must be a JSON object");
         goto out;
     }
     if (check_model(s, r, api == API_MSG, b)) goto out;
@@ -883,13 +879,13 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
     if (api == API_COMPL) {
         cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "prompt");
         if (!p) {
-            bad(b, 400, "prompt", "'prompt' is required");
+            srv_bad(b, 400, "prompt", "'prompt' is required");
             goto out;
         }
         if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
             p = cJSON_GetArrayItem(p, 0);
         if (!cJSON_IsString(p)) {
-            bad(b, 400, "prompt", "'prompt' must be a string (or an array of one string)");
+            srv_bad(b, 400, "prompt", "'prompt' must be a string (or an array of one string)");
             goto out;
         }
         if (tokenize_prompt(s, j, p->valuestring, 0, b)) goto out;
@@ -903,7 +899,7 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
                     : CINFER_ENOMEM;
         free(mj);
         if (rc) {
-            bad(b, rc == CINFER_EUNSUPPORTED || rc == CINFER_ENOMEM ? 500 : 400, api == API_RESP ? "input" : "messages",
+            srv_bad(b, rc == CINFER_EUNSUPPORTED || rc == CINFER_ENOMEM ? 500 : 400, api == API_RESP ? "input" : "messages",
                 "chat template: %s", err);
             goto out;
         }
@@ -921,7 +917,7 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
         if (parse_max_tokens(j, r, "max_output_tokens", 0, b)) goto out;
         cJSON *md = cJSON_GetObjectItemCaseSensitive(r, "metadata");
         if (md && !cJSON_IsNull(md) && !cJSON_IsObject(md)) {
-            bad(b, 400, "metadata", "'metadata' must be an object");
+            srv_bad(b, 400, "metadata", "'metadata' must be an object");
             goto out;
         }
         j->echo = cJSON_CreateObject();
@@ -934,13 +930,13 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
         if (parse_stop(j, cJSON_GetObjectItemCaseSensitive(r, "stop"), "stop", b)) goto out;
         cJSON *nn = cJSON_GetObjectItemCaseSensitive(r, "n");
         if (nn && !cJSON_IsNull(nn) && !(cJSON_IsNumber(nn) && nn->valuedouble == 1)) {
-            bad(b, 400, "n", "'n' must be 1 (one choice per request)");
+            srv_bad(b, 400, "n", "'n' must be 1 (one choice per request)");
             goto out;
         }
     }
     cJSON *st = cJSON_GetObjectItemCaseSensitive(r, "stream");
     if (st && !cJSON_IsNull(st) && !cJSON_IsBool(st)) {
-        bad(b, 400, "stream", "'stream' must be a boolean");
+        srv_bad(b, 400, "stream", "'stream' must be a boolean");
         goto out;
     }
     j->stream = cJSON_IsTrue(st);
@@ -948,7 +944,7 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
     if (so && !cJSON_IsNull(so)) {
         cJSON *iu = cJSON_GetObjectItemCaseSensitive(so, "include_usage");
         if (!cJSON_IsObject(so) || (iu && !cJSON_IsBool(iu))) {
-            bad(b, 400, "stream_options", "'stream_options' must be an object with boolean include_usage");
+            srv_bad(b, 400, "stream_options", "'stream_options' must be an object with boolean include_usage");
             goto out;
         }
         j->include_usage = cJSON_IsTrue(iu);

@@ -29,6 +29,11 @@ typedef struct {
     unsigned status;
 } bad_req;
 
+/* Fill b (message and param cleaned to one line of valid UTF-8: request text
+ * is quoted in them) and return -1.  srv.c. */
+int srv_bad(bad_req *b, unsigned status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* ---- request features (srv_tools.c) ---------------------------------------------- */
 
 enum { SRVX_TOOLS_OFF = 0, SRVX_TOOLS_AUTO, SRVX_TOOLS_REQUIRED };

@@ -66,20 +66,6 @@ void srvx_clean_msg(char *s) {
     }
 }
 
-static int xbad(bad_req *b, unsigned status, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int xbad(bad_req *b, unsigned status, const char *param, const char *fmt, ...) {
-    b->status = status;
-    snprintf(b->param, sizeof b->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->msg, sizeof b->msg, fmt, ap);
-    va_end(ap);
-    srvx_clean_msg(b->msg);
-    srvx_clean_msg(b->param);
-    return -1;
-}
-
 static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 static int present(const cJSON *v) { return v && !cJSON_IsNull(v); }
 
@@ -90,7 +76,7 @@ static int present(const cJSON *v) { return v && !cJSON_IsNull(v); }
 static char *content_text(const cJSON *v, const char *where, const char *const *types, bad_req *b) {
     if (cJSON_IsString(v)) return strdup(v->valuestring);
     if (!cJSON_IsArray(v)) {
-        xbad(b, 400, where, "'%s' must be a string or an array of text parts", where);
+        srv_bad(b, 400, where, "'%s' must be a string or an array of text parts", where);
         return NULL;
     }
     size_t len = 0;
@@ -105,7 +91,7 @@ static char *content_text(const cJSON *v, const char *where, const char *const *
         {
             char p[96];
             snprintf(p, sizeof p, "%s[%d]", where, i);
-            xbad(b, 400, p, "'%s' must be a text part {\"type\":\"%s\",\"text\":...}%s%.40s", p, types[0],
+            srv_bad(b, 400, p, "'%s' must be a text part {\"type\":\"%s\",\"text\":...}%s%.40s", p, types[0],
                  cJSON_IsString(ty) ? "; unsupported type " : "", cJSON_IsString(ty) ? ty->valuestring : "");
             free(t);
             return NULL;
@@ -115,7 +101,7 @@ static char *content_text(const cJSON *v, const char *where, const char *const *
         char *nt = t ? realloc(t, len + n + 1) : NULL;
         if (!nt) {
             free(t);
-            xbad(b, 500, where, "out of memory");
+            srv_bad(b, 500, where, "out of memory");
             return NULL;
         }
         t = nt;
@@ -123,7 +109,7 @@ static char *content_text(const cJSON *v, const char *where, const char *const *
         len += n;
         i++;
     }
-    if (!t) xbad(b, 500, where, "out of memory");
+    if (!t) srv_bad(b, 500, where, "out of memory");
     return t;
 }
 
@@ -152,7 +138,7 @@ static cJSON *args_value(const char *s) {
 static int oai_tool_calls(const cJSON *tc, cJSON *msg, int i, bad_req *b) {
     char p[96];
     snprintf(p, sizeof p, "messages[%d].tool_calls", i);
-    if (!cJSON_IsArray(tc)) return xbad(b, 400, p, "'%s' must be an array", p);
+    if (!cJSON_IsArray(tc)) return srv_bad(b, 400, p, "'%s' must be an array", p);
     cJSON *arr = cJSON_AddArrayToObject(msg, "tool_calls");
     int k = 0;
     const cJSON *c;
@@ -160,9 +146,9 @@ static int oai_tool_calls(const cJSON *tc, cJSON *msg, int i, bad_req *b) {
         snprintf(p, sizeof p, "messages[%d].tool_calls[%d].function", i, k);
         const cJSON *f = get(c, "function"), *name = get(f, "name"), *args = get(f, "arguments");
         if (!cJSON_IsObject(f) || !cJSON_IsString(name))
-            return xbad(b, 400, p, "'%s' must be an object with a string name", p);
+            return srv_bad(b, 400, p, "'%s' must be an object with a string name", p);
         if (present(args) && !cJSON_IsString(args) && !cJSON_IsObject(args))
-            return xbad(b, 400, p, "'%s.arguments' must be a JSON string", p);
+            return srv_bad(b, 400, p, "'%s.arguments' must be a JSON string", p);
         cJSON *o = cJSON_CreateObject(), *fo;
         const cJSON *id = get(c, "id");
         if (cJSON_IsString(id)) cJSON_AddStringToObject(o, "id", id->valuestring);
@@ -178,22 +164,35 @@ static int oai_tool_calls(const cJSON *tc, cJSON *msg, int i, bad_req *b) {
     return 0;
 }
 
-static int oai_messages(const cJSON *arr, cJSON *out, bad_req *b) {
-    if (!arr) return xbad(b, 400, "messages", "'messages' is required");
+/* 'messages' present and a non-empty array; else -1 with b filled. */
+static int check_messages(const cJSON *arr, bad_req *b) {
+    if (!arr) return srv_bad(b, 400, "messages", "'messages' is required");
     if (!cJSON_IsArray(arr) || !cJSON_GetArraySize(arr))
-        return xbad(b, 400, "messages", "'messages' must be a non-empty array");
+        return srv_bad(b, 400, "messages", "'messages' must be a non-empty array");
+    return 0;
+}
+
+/* messages[i]'s role string (p gets "messages[i].role"); NULL with b filled
+ * when m is not an object or has no string role. */
+static const char *message_role(const cJSON *m, int i, char *p, size_t p_len, bad_req *b) {
+    snprintf(p, p_len, "messages[%d].role", i);
+    if (!cJSON_IsObject(m)) return srv_bad(b, 400, p, "'messages[%d]' must be an object", i), NULL;
+    const cJSON *role = get(m, "role");
+    if (!cJSON_IsString(role)) return srv_bad(b, 400, p, "'%s' is required", p), NULL;
+    return role->valuestring;
+}
+
+static int oai_messages(const cJSON *arr, cJSON *out, bad_req *b) {
+    if (check_messages(arr, b)) return -1;
     int i = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, arr) {
         char p[96];
-        snprintf(p, sizeof p, "messages[%d].role", i);
-        if (!cJSON_IsObject(m)) return xbad(b, 400, p, "'messages[%d]' must be an object", i);
-        const cJSON *role = get(m, "role");
-        if (!cJSON_IsString(role)) return xbad(b, 400, p, "'%s' is required", p);
-        const char *rs = role->valuestring;
+        const char *rs = message_role(m, i, p, sizeof p, b);
+        if (!rs) return -1;
         if (strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "system") && strcmp(rs, "developer") &&
             strcmp(rs, "tool"))
-            return xbad(b, 400, p, "'%s' must be one of system, developer, user, assistant, tool, got '%.64s'", p,
+            return srv_bad(b, 400, p, "'%s' must be one of system, developer, user, assistant, tool, got '%.64s'", p,
                         rs);
         snprintf(p, sizeof p, "messages[%d].content", i);
         const cJSON *ct = get(m, "content"), *tc = get(m, "tool_calls");
@@ -202,7 +201,7 @@ static int oai_messages(const cJSON *arr, cJSON *out, bad_req *b) {
         if (present(ct)) {
             if (!(t = content_text(ct, p, OAI_TEXT, b))) return -1;
         } else if (!(is_asst && present(tc))) {
-            return xbad(b, 400, p, "'%s' is required", p);
+            return srv_bad(b, 400, p, "'%s' is required", p);
         }
         cJSON *o = msg_new(!strcmp(rs, "developer") ? "system" : rs, t);
         cJSON_AddItemToArray(out, o);
@@ -210,7 +209,7 @@ static int oai_messages(const cJSON *arr, cJSON *out, bad_req *b) {
         if (!strcmp(rs, "tool")) {
             const cJSON *id = get(m, "tool_call_id");
             snprintf(p, sizeof p, "messages[%d].tool_call_id", i);
-            if (!cJSON_IsString(id)) return xbad(b, 400, p, "'%s' is required for role tool", p);
+            if (!cJSON_IsString(id)) return srv_bad(b, 400, p, "'%s' is required for role tool", p);
             cJSON_AddStringToObject(o, "tool_call_id", id->valuestring);
             const cJSON *nm = get(m, "name");
             if (cJSON_IsString(nm)) cJSON_AddStringToObject(o, "name", nm->valuestring);
@@ -230,30 +229,25 @@ static int ant_messages(const cJSON *r, cJSON *out, bad_req *b) {
         cJSON_AddItemToArray(out, msg_new("system", t));
     }
     const cJSON *arr = get(r, "messages");
-    if (!arr) return xbad(b, 400, "messages", "'messages' is required");
-    if (!cJSON_IsArray(arr) || !cJSON_GetArraySize(arr))
-        return xbad(b, 400, "messages", "'messages' must be a non-empty array");
+    if (check_messages(arr, b)) return -1;
     int i = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, arr) {
         char p[96];
-        snprintf(p, sizeof p, "messages[%d].role", i);
-        if (!cJSON_IsObject(m)) return xbad(b, 400, p, "'messages[%d]' must be an object", i);
-        const cJSON *role = get(m, "role");
-        if (!cJSON_IsString(role)) return xbad(b, 400, p, "'%s' is required", p);
-        const char *rs = role->valuestring;
+        const char *rs = message_role(m, i, p, sizeof p, b);
+        if (!rs) return -1;
         if (strcmp(rs, "user") && strcmp(rs, "assistant"))
-            return xbad(b, 400, p, "'%s' must be one of user, assistant, got '%.64s'", p, rs);
+            return srv_bad(b, 400, p, "'%s' must be one of user, assistant, got '%.64s'", p, rs);
         int asst = !strcmp(rs, "assistant");
         snprintf(p, sizeof p, "messages[%d].content", i);
         const cJSON *ct = get(m, "content");
-        if (!present(ct)) return xbad(b, 400, p, "'%s' is required", p);
+        if (!present(ct)) return srv_bad(b, 400, p, "'%s' is required", p);
         if (cJSON_IsString(ct)) {
             cJSON_AddItemToArray(out, msg_new(rs, strdup(ct->valuestring)));
             i++;
             continue;
         }
-        if (!cJSON_IsArray(ct)) return xbad(b, 400, p, "'%s' must be a string or an array of content blocks", p);
+        if (!cJSON_IsArray(ct)) return srv_bad(b, 400, p, "'%s' must be a string or an array of content blocks", p);
         /* text blocks join into one message; tool_use become its tool_calls;
          * each tool_result is a "tool" message (before the user's text) */
         char *text = calloc(1, 1);
@@ -268,7 +262,7 @@ static int ant_messages(const cJSON *r, cJSON *out, bad_req *b) {
             if (!cJSON_IsString(ty)) {
                 free(text);
                 cJSON_Delete(calls);
-                return xbad(b, 400, q, "'%s.type' is required", q);
+                return srv_bad(b, 400, q, "'%s.type' is required", q);
             }
             const char *ts = ty->valuestring;
             if (!strcmp(ts, "text")) {
@@ -276,14 +270,14 @@ static int ant_messages(const cJSON *r, cJSON *out, bad_req *b) {
                 if (!cJSON_IsString(tx)) {
                     free(text);
                     cJSON_Delete(calls);
-                    return xbad(b, 400, q, "'%s.text' must be a string", q);
+                    return srv_bad(b, 400, q, "'%s.text' must be a string", q);
                 }
                 size_t n = strlen(tx->valuestring);
                 char *nt = realloc(text, tl + n + 1);
                 if (!nt) {
                     free(text);
                     cJSON_Delete(calls);
-                    return xbad(b, 500, q, "out of memory");
+                    return srv_bad(b, 500, q, "out of memory");
                 }
                 text = nt;
                 memcpy(text + tl, tx->valuestring, n + 1);
@@ -293,7 +287,7 @@ static int ant_messages(const cJSON *r, cJSON *out, bad_req *b) {
                 if (!cJSON_IsString(id) || !cJSON_IsString(nm) || (present(in) && !cJSON_IsObject(in))) {
                     free(text);
                     cJSON_Delete(calls);
-                    return xbad(b, 400, q, "'%s' must have string id and name and an object input", q);
+                    return srv_bad(b, 400, q, "'%s' must have string id and name and an object input", q);
                 }
                 if (!calls) calls = cJSON_CreateArray();
                 cJSON *c = cJSON_CreateObject(), *f;
@@ -308,7 +302,7 @@ static int ant_messages(const cJSON *r, cJSON *out, bad_req *b) {
                 if (!cJSON_IsString(id)) {
                     free(text);
                     cJSON_Delete(calls);
-                    return xbad(b, 400, q, "'%s.tool_use_id' must be a string", q);
+                    return srv_bad(b, 400, q, "'%s.tool_use_id' must be a string", q);
                 }
                 char q2[160];
                 snprintf(q2, sizeof q2, "%s.content", q);
@@ -326,7 +320,7 @@ static int ant_messages(const cJSON *r, cJSON *out, bad_req *b) {
             } else {
                 free(text);
                 cJSON_Delete(calls);
-                return xbad(b, 400, q, "'%s': unsupported content block type '%.40s' for role %s", q, ts, rs);
+                return srv_bad(b, 400, q, "'%s': unsupported content block type '%.40s' for role %s", q, ts, rs);
             }
             k++;
         }
@@ -346,34 +340,34 @@ static int ant_messages(const cJSON *r, cJSON *out, bad_req *b) {
 static int resp_messages(const cJSON *r, cJSON *out, bad_req *b) {
     const cJSON *ins = get(r, "instructions");
     if (present(ins)) {
-        if (!cJSON_IsString(ins)) return xbad(b, 400, "instructions", "'instructions' must be a string");
+        if (!cJSON_IsString(ins)) return srv_bad(b, 400, "instructions", "'instructions' must be a string");
         cJSON_AddItemToArray(out, msg_new("system", strdup(ins->valuestring)));
     }
     const cJSON *in = get(r, "input");
-    if (!present(in)) return xbad(b, 400, "input", "'input' is required");
+    if (!present(in)) return srv_bad(b, 400, "input", "'input' is required");
     if (cJSON_IsString(in)) {
         cJSON_AddItemToArray(out, msg_new("user", strdup(in->valuestring)));
         return 0;
     }
     if (!cJSON_IsArray(in) || !cJSON_GetArraySize(in))
-        return xbad(b, 400, "input", "'input' must be a string or a non-empty array of messages");
+        return srv_bad(b, 400, "input", "'input' must be a string or a non-empty array of messages");
     int i = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, in) {
         char p[96];
         snprintf(p, sizeof p, "input[%d]", i);
-        if (!cJSON_IsObject(m)) return xbad(b, 400, p, "'%s' must be an object", p);
+        if (!cJSON_IsObject(m)) return srv_bad(b, 400, p, "'%s' must be an object", p);
         const cJSON *ty = get(m, "type"), *role = get(m, "role");
         if (present(ty) && (!cJSON_IsString(ty) || strcmp(ty->valuestring, "message")))
-            return xbad(b, 400, p, "'%s.type' must be \"message\" (other item types are not supported)", p);
+            return srv_bad(b, 400, p, "'%s.type' must be \"message\" (other item types are not supported)", p);
         snprintf(p, sizeof p, "input[%d].role", i);
-        if (!cJSON_IsString(role)) return xbad(b, 400, p, "'%s' is required", p);
+        if (!cJSON_IsString(role)) return srv_bad(b, 400, p, "'%s' is required", p);
         const char *rs = role->valuestring;
         if (strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "system") && strcmp(rs, "developer"))
-            return xbad(b, 400, p, "'%s' must be one of system, developer, user, assistant, got '%.64s'", p, rs);
+            return srv_bad(b, 400, p, "'%s' must be one of system, developer, user, assistant, got '%.64s'", p, rs);
         snprintf(p, sizeof p, "input[%d].content", i);
         const cJSON *ct = get(m, "content");
-        if (!present(ct)) return xbad(b, 400, p, "'%s' is required", p);
+        if (!present(ct)) return srv_bad(b, 400, p, "'%s' is required", p);
         char *t = content_text(ct, p, RESP_TEXT, b);
         if (!t) return -1;
         cJSON_AddItemToArray(out, msg_new(!strcmp(rs, "developer") ? "system" : rs, t));
@@ -385,7 +379,7 @@ static int resp_messages(const cJSON *r, cJSON *out, bad_req *b) {
 cJSON *srvx_messages(int api, const cJSON *r, bad_req *b) {
     cJSON *out = cJSON_CreateArray();
     if (!out) {
-        xbad(b, 500, NULL, "out of memory");
+        srv_bad(b, 500, NULL, "out of memory");
         return NULL;
     }
     int rc = api == API_MSG ? ant_messages(r, out, b) : api == API_RESP ? resp_messages(r, out, b)
@@ -411,7 +405,7 @@ static int valid_name(const char *s) {
  * parameters defaulted to an empty object schema). */
 static cJSON *parse_tools(int api, const cJSON *tools, bad_req *b) {
     if (!cJSON_IsArray(tools)) {
-        xbad(b, 400, "tools", "'tools' must be an array");
+        srv_bad(b, 400, "tools", "'tools' must be an array");
         return NULL;
     }
     cJSON *out = cJSON_CreateArray();
@@ -426,7 +420,7 @@ static cJSON *parse_tools(int api, const cJSON *tools, bad_req *b) {
             const cJSON *ty = get(t, "type");
             if (present(ty) && (!cJSON_IsString(ty) || strcmp(ty->valuestring, "custom"))) {
                 cJSON_Delete(out);
-                xbad(b, 400, p, "'%s.type': server tool '%.40s' is not supported (client tools only)", p,
+                srv_bad(b, 400, p, "'%s.type': server tool '%.40s' is not supported (client tools only)", p,
                      cJSON_IsString(ty) ? ty->valuestring : "?");
                 return NULL;
             }
@@ -436,14 +430,14 @@ static cJSON *parse_tools(int api, const cJSON *tools, bad_req *b) {
             snprintf(p, sizeof p, "tools[%d].input_schema", i);
             if (!cJSON_IsObject(params)) {
                 cJSON_Delete(out);
-                xbad(b, 400, p, "'%s' must be a JSON Schema object", p);
+                srv_bad(b, 400, p, "'%s' must be a JSON Schema object", p);
                 return NULL;
             }
         } else {
             const cJSON *ty = get(t, "type"), *f = get(t, "function");
             if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function") || !cJSON_IsObject(f)) {
                 cJSON_Delete(out);
-                xbad(b, 400, p, "'%s' must be {\"type\":\"function\",\"function\":{name, description, parameters}}", p);
+                srv_bad(b, 400, p, "'%s' must be {\"type\":\"function\",\"function\":{name, description, parameters}}", p);
                 return NULL;
             }
             name = get(f, "name");
@@ -452,26 +446,26 @@ static cJSON *parse_tools(int api, const cJSON *tools, bad_req *b) {
             snprintf(p, sizeof p, "tools[%d].function.parameters", i);
             if (present(params) && !cJSON_IsObject(params)) {
                 cJSON_Delete(out);
-                xbad(b, 400, p, "'%s' must be a JSON Schema object", p);
+                srv_bad(b, 400, p, "'%s' must be a JSON Schema object", p);
                 return NULL;
             }
         }
         if (!cJSON_IsString(name) || !valid_name(name->valuestring)) {
             snprintf(p, sizeof p, api == API_MSG ? "tools[%d].name" : "tools[%d].function.name", i);
             cJSON_Delete(out);
-            xbad(b, 400, p, "'%s' must be 1-64 letters, digits, '_', '-' or '.'", p);
+            srv_bad(b, 400, p, "'%s' must be 1-64 letters, digits, '_', '-' or '.'", p);
             return NULL;
         }
         if (present(desc) && !cJSON_IsString(desc)) {
             snprintf(p, sizeof p, api == API_MSG ? "tools[%d].description" : "tools[%d].function.description", i);
             cJSON_Delete(out);
-            xbad(b, 400, p, "'%s' must be a string", p);
+            srv_bad(b, 400, p, "'%s' must be a string", p);
             return NULL;
         }
         for (const cJSON *o = out->child; o; o = o->next)
             if (!strcmp(get(get(o, "function"), "name")->valuestring, name->valuestring)) {
                 cJSON_Delete(out);
-                xbad(b, 400, "tools", "tool name '%.64s' appears twice in 'tools'", name->valuestring);
+                srv_bad(b, 400, "tools", "tool name '%.64s' appears twice in 'tools'", name->valuestring);
                 return NULL;
             }
         cJSON *o = cJSON_CreateObject(), *f;
@@ -486,7 +480,7 @@ static cJSON *parse_tools(int api, const cJSON *tools, bad_req *b) {
         continue;
     bad_obj:
         cJSON_Delete(out);
-        xbad(b, 400, p, "'%s' must be an object", p);
+        srv_bad(b, 400, p, "'%s' must be an object", p);
         return NULL;
     }
     return out;
@@ -494,8 +488,8 @@ static cJSON *parse_tools(int api, const cJSON *tools, bad_req *b) {
 
 /* The unsupported-keyword message of the grammar compiler, as a 400 on field. */
 static int schema_error(bad_req *b, int rc, const char *field, const char *err) {
-    if (rc == CINFER_ENOMEM) return xbad(b, 500, field, "out of memory compiling '%s'", field);
-    return xbad(b, 400, field, "'%s': %.300s", field, err);
+    if (rc == CINFER_ENOMEM) return srv_bad(b, 500, field, "out of memory compiling '%s'", field);
+    return srv_bad(b, 400, field, "'%s': %.300s", field, err);
 }
 
 /* Does the model's template write Hermes tool calls?  Rendered probe: an
@@ -519,30 +513,30 @@ static int parse_tool_choice(int api, const cJSON *tc, int *mode, const char **o
     if (api == API_MSG) {
         const cJSON *ty = get(tc, "type");
         if (!cJSON_IsObject(tc) || !cJSON_IsString(ty))
-            return xbad(b, 400, "tool_choice", "'tool_choice' must be {\"type\":\"auto\"|\"any\"|\"tool\"|\"none\"}");
+            return srv_bad(b, 400, "tool_choice", "'tool_choice' must be {\"type\":\"auto\"|\"any\"|\"tool\"|\"none\"}");
         const char *t = ty->valuestring;
         if (!strcmp(t, "auto")) return 0;
         if (!strcmp(t, "none")) return *mode = SRVX_TOOLS_OFF, 0;
         if (!strcmp(t, "any")) return *mode = SRVX_TOOLS_REQUIRED, 0;
         if (!strcmp(t, "tool")) {
             const cJSON *n = get(tc, "name");
-            if (!cJSON_IsString(n)) return xbad(b, 400, "tool_choice.name", "'tool_choice.name' is required for type tool");
+            if (!cJSON_IsString(n)) return srv_bad(b, 400, "tool_choice.name", "'tool_choice.name' is required for type tool");
             *only = n->valuestring;
             *mode = SRVX_TOOLS_REQUIRED;
             return 0;
         }
-        return xbad(b, 400, "tool_choice.type", "'tool_choice.type' must be auto, any, tool or none, got '%.40s'", t);
+        return srv_bad(b, 400, "tool_choice.type", "'tool_choice.type' must be auto, any, tool or none, got '%.40s'", t);
     }
     if (cJSON_IsString(tc)) {
         const char *t = tc->valuestring;
         if (!strcmp(t, "auto")) return 0;
         if (!strcmp(t, "none")) return *mode = SRVX_TOOLS_OFF, 0;
         if (!strcmp(t, "required")) return *mode = SRVX_TOOLS_REQUIRED, 0;
-        return xbad(b, 400, "tool_choice", "'tool_choice' must be auto, none, required or a function, got '%.40s'", t);
+        return srv_bad(b, 400, "tool_choice", "'tool_choice' must be auto, none, required or a function, got '%.40s'", t);
     }
     const cJSON *ty = get(tc, "type"), *f = get(tc, "function"), *n = get(f, "name");
     if (!cJSON_IsObject(tc) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "function") || !cJSON_IsString(n))
-        return xbad(b, 400, "tool_choice",
+        return srv_bad(b, 400, "tool_choice",
                     "'tool_choice' must be auto, none, required or {\"type\":\"function\",\"function\":{\"name\":...}}");
     *only = n->valuestring;
     *mode = SRVX_TOOLS_REQUIRED;
@@ -580,7 +574,7 @@ static int build_call_grammar(srvx *x, const cJSON *tools, const char *only, int
     }
     if (!any->child) {
         cJSON_Delete(any);
-        return xbad(b, 400, api == API_MSG ? "tool_choice.name" : "tool_choice.function.name",
+        return srv_bad(b, 400, api == API_MSG ? "tool_choice.name" : "tool_choice.function.name",
                     "tool_choice names '%.64s', which is not in 'tools'", only ? only : "");
     }
     cJSON *sch;
@@ -611,9 +605,9 @@ static int tokenize_text(const cinfer_model *m, const char *t, int32_t **ids, in
 static int parse_float_field(const cJSON *r, const char *k, double lo, double hi, float *out, bad_req *b) {
     const cJSON *v = get(r, k);
     if (!present(v)) return 0;
-    if (!cJSON_IsNumber(v)) return xbad(b, 400, k, "'%s' must be a number", k);
+    if (!cJSON_IsNumber(v)) return srv_bad(b, 400, k, "'%s' must be a number", k);
     if (!(v->valuedouble >= lo && v->valuedouble <= hi))
-        return xbad(b, 400, k, "'%s' must be in [%g, %g], got %g", k, lo, hi, v->valuedouble);
+        return srv_bad(b, 400, k, "'%s' must be in [%g, %g], got %g", k, lo, hi, v->valuedouble);
     *out = (float)v->valuedouble;
     return 1;
 }
@@ -621,7 +615,7 @@ static int parse_float_field(const cJSON *r, const char *k, double lo, double hi
 int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_req *b) {
     *out = NULL;
     srvx *x = calloc(1, sizeof *x);
-    if (!x) return xbad(b, 500, NULL, "out of memory");
+    if (!x) return srv_bad(b, 500, NULL, "out of memory");
     x->m = m;
     x->api = api;
     x->trigger_id = -1;
@@ -632,7 +626,7 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
     const cJSON *tc = api == API_COMPL ? NULL : get(r, "tool_choice");
     if (present(tv) && cJSON_IsArray(tv) && !cJSON_GetArraySize(tv)) tv = NULL;
     if (present(tv) && api == API_RESP) {
-        xbad(b, 400, "tools", "'tools' is not supported on /v1/responses; use /v1/chat/completions");
+        srv_bad(b, 400, "tools", "'tools' is not supported on /v1/responses; use /v1/chat/completions");
         goto fail;
     }
     if (present(tv)) {
@@ -645,14 +639,14 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
         const cJSON *pt = api == API_MSG ? get(tc, "disable_parallel_tool_use") : get(r, "parallel_tool_calls");
         const char *ptn = api == API_MSG ? "tool_choice.disable_parallel_tool_use" : "parallel_tool_calls";
         if (present(pt) && !cJSON_IsBool(pt)) {
-            xbad(b, 400, ptn, "'%s' must be a boolean", ptn);
+            srv_bad(b, 400, ptn, "'%s' must be a boolean", ptn);
             goto fail;
         }
         x->parallel = api == API_MSG ? !cJSON_IsTrue(pt) : !cJSON_IsFalse(pt);
         if (x->tool_mode != SRVX_TOOLS_OFF) {
             if (!hermes_template(m)) {
                 if (x->tool_mode == SRVX_TOOLS_REQUIRED) {
-                    xbad(b, 400, "tool_choice",
+                    srv_bad(b, 400, "tool_choice",
                          "forced tool calls need a chat template with Hermes-style <tool_call> syntax; this model's "
                          "template has none");
                     goto fail;
@@ -661,7 +655,7 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
             } else {
                 if (build_call_grammar(x, tools, only, api, b)) goto fail;
                 if (tokenize_text(m, "<tool_call>\n", &x->opener, &x->n_opener) || x->n_opener < 2) {
-                    xbad(b, 500, NULL, "cannot tokenize the tool-call opener");
+                    srv_bad(b, 500, NULL, "cannot tokenize the tool-call opener");
                     goto fail;
                 }
                 if (tokenize_text(m, "\n</tool_call>\n", &x->closer, &x->n_closer)) x->n_closer = 0;
@@ -678,7 +672,7 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
         const char *only;
         if (parse_tool_choice(api, tc, &mode, &only, b)) goto fail;
         if (mode == SRVX_TOOLS_REQUIRED) {
-            xbad(b, 400, "tool_choice", "'tool_choice' requires 'tools'");
+            srv_bad(b, 400, "tool_choice", "'tool_choice' requires 'tools'");
             goto fail;
         }
     }
@@ -688,7 +682,7 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
     if (api == API_RESP) {
         const cJSON *txt = get(r, "text");
         if (present(txt) && !cJSON_IsObject(txt)) {
-            xbad(b, 400, "text", "'text' must be an object");
+            srv_bad(b, 400, "text", "'text' must be an object");
             goto fail;
         }
         rf = get(txt, "format");
@@ -699,7 +693,7 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
         char p[96];
         snprintf(p, sizeof p, "%s.type", rf_name);
         if (!cJSON_IsObject(rf) || !cJSON_IsString(ty)) {
-            xbad(b, 400, rf_name, "'%s' must be {\"type\":\"text\"|\"json_object\"|\"json_schema\",...}", rf_name);
+            srv_bad(b, 400, rf_name, "'%s' must be {\"type\":\"text\"|\"json_object\"|\"json_schema\",...}", rf_name);
             goto fail;
         }
         const char *t = ty->valuestring;
@@ -714,28 +708,28 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
             const cJSON *js = api == API_RESP ? rf : get(rf, "json_schema");
             const char *jn = api == API_RESP ? "text.format" : "response_format.json_schema";
             if (!cJSON_IsObject(js)) {
-                xbad(b, 400, jn, "'%s' is required for type json_schema", jn);
+                srv_bad(b, 400, jn, "'%s' is required for type json_schema", jn);
                 goto fail;
             }
             const cJSON *nm = get(js, "name"), *st = get(js, "strict");
             snprintf(field, sizeof field, "%s.name", jn);
             if (present(nm) && !cJSON_IsString(nm)) {
-                xbad(b, 400, field, "'%s' must be a string", field);
+                srv_bad(b, 400, field, "'%s' must be a string", field);
                 goto fail;
             }
             snprintf(field, sizeof field, "%s.strict", jn);
             if (present(st) && !cJSON_IsBool(st)) {
-                xbad(b, 400, field, "'%s' must be a boolean", field);
+                srv_bad(b, 400, field, "'%s' must be a boolean", field);
                 goto fail;
             }
             sch = get(js, "schema");
             snprintf(field, sizeof field, "%s.schema", jn);
             if (!cJSON_IsObject(sch) && !cJSON_IsBool(sch)) {
-                xbad(b, 400, field, "'%s' must be a JSON Schema object", field);
+                srv_bad(b, 400, field, "'%s' must be a JSON Schema object", field);
                 goto fail;
             }
         } else {
-            xbad(b, 400, p, "'%s' must be text, json_object or json_schema, got '%.40s'", p, t);
+            srv_bad(b, 400, p, "'%s' must be text, json_object or json_schema, got '%.40s'", p, t);
             goto fail;
         }
         if (strcmp(t, "text")) {
@@ -758,7 +752,7 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
         if (present(lp)) {
             if (!cJSON_IsNumber(lp) || lp->valuedouble != (int)lp->valuedouble || lp->valuedouble < 0 ||
                 lp->valuedouble > 5) {
-                xbad(b, 400, "logprobs", "'logprobs' must be an integer in [0, 5]");
+                srv_bad(b, 400, "logprobs", "'logprobs' must be an integer in [0, 5]");
                 goto fail;
             }
             x->logprobs = 1;
@@ -768,17 +762,17 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
     } else if (api == API_CHAT) {
         const cJSON *tl = get(r, "top_logprobs");
         if (present(lp) && !cJSON_IsBool(lp)) {
-            xbad(b, 400, "logprobs", "'logprobs' must be a boolean");
+            srv_bad(b, 400, "logprobs", "'logprobs' must be a boolean");
             goto fail;
         }
         if (present(tl)) {
             if (!cJSON_IsNumber(tl) || tl->valuedouble != (int)tl->valuedouble || tl->valuedouble < 0 ||
                 tl->valuedouble > 20) {
-                xbad(b, 400, "top_logprobs", "'top_logprobs' must be an integer in [0, 20]");
+                srv_bad(b, 400, "top_logprobs", "'top_logprobs' must be an integer in [0, 20]");
                 goto fail;
             }
             if (!cJSON_IsTrue(lp)) {
-                xbad(b, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+                srv_bad(b, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
                 goto fail;
             }
             x->top_logprobs = (int)tl->valuedouble;
@@ -789,14 +783,14 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
     const cJSON *lb = api == API_CHAT || api == API_COMPL ? get(r, "logit_bias") : NULL;
     if (present(lb)) {
         if (!cJSON_IsObject(lb)) {
-            xbad(b, 400, "logit_bias", "'logit_bias' must be an object mapping token ids to numbers");
+            srv_bad(b, 400, "logit_bias", "'logit_bias' must be an object mapping token ids to numbers");
             goto fail;
         }
         int n = cJSON_GetArraySize(lb), nv = cinfer_model_n_vocab(m);
         x->bias_id = calloc((size_t)n + 1, sizeof *x->bias_id);
         x->bias_val = calloc((size_t)n + 1, sizeof *x->bias_val);
         if (!x->bias_id || !x->bias_val) {
-            xbad(b, 500, "logit_bias", "out of memory");
+            srv_bad(b, 500, "logit_bias", "out of memory");
             goto fail;
         }
         const cJSON *e;
@@ -804,11 +798,11 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
             char *end = NULL;
             long id = strtol(e->string, &end, 10);
             if (!e->string[0] || *end || id < 0 || id >= nv) {
-                xbad(b, 400, "logit_bias", "'logit_bias' key '%.40s' is not a token id in [0, %d)", e->string, nv);
+                srv_bad(b, 400, "logit_bias", "'logit_bias' key '%.40s' is not a token id in [0, %d)", e->string, nv);
                 goto fail;
             }
             if (!cJSON_IsNumber(e) || !(e->valuedouble >= -100 && e->valuedouble <= 100)) {
-                xbad(b, 400, "logit_bias", "'logit_bias[\"%.40s\"]' must be a number in [-100, 100]", e->string);
+                srv_bad(b, 400, "logit_bias", "'logit_bias[\"%.40s\"]' must be a number in [-100, 100]", e->string);
                 goto fail;
             }
             x->bias_id[x->n_bias] = (int32_t)id;
@@ -827,11 +821,11 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
         /* accepted and ignored: thinking, metadata (cache_control sits inside blocks) */
         const cJSON *th = get(r, "thinking"), *md = get(r, "metadata");
         if (present(th) && !cJSON_IsObject(th)) {
-            xbad(b, 400, "thinking", "'thinking' must be an object");
+            srv_bad(b, 400, "thinking", "'thinking' must be an object");
             goto fail;
         }
         if (present(md) && !cJSON_IsObject(md)) {
-            xbad(b, 400, "metadata", "'metadata' must be an object");
+            srv_bad(b, 400, "metadata", "'metadata' must be an object");
             goto fail;
         }
     }

@@ -11,12 +11,12 @@
  * chat model (real tokenizer and template).
  */
 #include "gguf.h"
+#include "http_client.h"
 #include "srv.h"
 #include "srv_embed.h"
 #include "test.h"
 
 #include <cJSON.h>
-#include <curl/curl.h>
 #include <math.h>
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -27,153 +27,38 @@
 #define CHAT_REL "models/chat/qwen3-chat.gguf"
 #define STORIES_REL "models/stories260K/stories260K.gguf"
 
-typedef struct {
-    cinfer_model *a, *b;
-    srv *s;
-    char base[64];
-} fx;
-
-/* Serve a (as "chat" or name_a) and optionally b (as "stories"). */
-static int fx_start(fx *f, const char *pa, const char *name_a, const char *pb, int queue_max, const char *key,
+/* Serve pa (as name_a) and optionally pb (as "stories"). */
+static int fx_start(http_srv *f, const char *pa, const char *name_a, const char *pb, int queue_max, const char *key,
                     int no_webui) {
-    char err[512];
-    memset(f, 0, sizeof *f);
-    if (cinfer_model_open(pa, NULL, &f->a, err, sizeof err) ||
-        (pb && cinfer_model_open(pb, NULL, &f->b, err, sizeof err))) {
-        test_fail(__FILE__, __LINE__, "model open: %s", err);
-        cinfer_model_close(f->a);
+    return http_srv_start(f, pa, pb, "stories",
+                          (srv_options){.api_key = key, .model_name = name_a, .n_ctx = 1024, .n_threads = 1,
+                                        .queue_max = queue_max, .no_webui = no_webui});
+}
+
+/* Serve the chat model as "chat" and stories260K as "stories", no API key;
+ * nonzero (the test skipped or failed) when not started. */
+static int fx_start_both(http_srv *f, int queue_max) {
+    const char *pa = shared_path(CHAT_REL), *pb = shared_path(STORIES_REL);
+    if (!pa || !pb) {
+        test_skip("../shared/%s absent", pa ? STORIES_REL : CHAT_REL);
         return -1;
     }
-    srv_model extra = {"stories", f->b};
-    srv_options o = {.port = 0, .api_key = key, .model_name = name_a, .n_ctx = 1024, .n_threads = 1,
-                     .queue_max = queue_max, .models = pb ? &extra : NULL, .n_models = pb ? 1 : 0,
-                     .no_webui = no_webui};
-    if (srv_start(f->a, &o, &f->s, err, sizeof err)) {
-        test_fail(__FILE__, __LINE__, "srv_start: %s", err);
-        cinfer_model_close(f->a);
-        cinfer_model_close(f->b);
-        return -1;
-    }
-    snprintf(f->base, sizeof f->base, "http://127.0.0.1:%d", srv_port(f->s));
-    return 0;
+    return fx_start(f, pa, "chat", pb, queue_max, NULL, 0);
 }
 
-static void fx_stop(fx *f) {
-    srv_stop(f->s);
-    cinfer_model_close(f->a);
-    cinfer_model_close(f->b);
-}
-
-/* ---- HTTP ------------------------------------------------------------------------- */
-
-typedef struct {
-    char *p;
-    size_t len;
-    atomic_int *hold; /* non-NULL: block after the first bytes while *hold, then abort */
-    atomic_int *got;
-    char ctype[128], csp[1024], retry[16];
-} resp;
-
-static size_t on_body(char *d, size_t sz, size_t n, void *u) {
-    resp *r = u;
-    size_t k = sz * n;
-    char *np = realloc(r->p, r->len + k + 1);
-    if (!np) return 0;
-    r->p = np;
-    memcpy(r->p + r->len, d, k);
-    r->len += k;
-    r->p[r->len] = 0;
-    if (r->got) atomic_store(r->got, 1);
-    if (r->hold) {
-        while (atomic_load(r->hold)) usleep(1000);
-        return 0;
-    }
-    return k;
-}
-
-static void header_value(const char *d, size_t k, const char *name, char *out, size_t cap) {
-    size_t nl = strlen(name);
-    if (k <= nl || strncasecmp(d, name, nl)) return;
-    d += nl, k -= nl;
-    while (k && (*d == ' ')) d++, k--;
-    while (k && (d[k - 1] == '\r' || d[k - 1] == '\n')) k--;
-    if (k >= cap) k = cap - 1;
-    memcpy(out, d, k);
-    out[k] = 0;
-}
-
-static size_t on_head(char *d, size_t sz, size_t n, void *u) {
-    resp *r = u;
-    size_t k = sz * n;
-    header_value(d, k, "Content-Type:", r->ctype, sizeof r->ctype);
-    header_value(d, k, "Content-Security-Policy:", r->csp, sizeof r->csp);
-    header_value(d, k, "Retry-After:", r->retry, sizeof r->retry);
-    return k;
-}
-
-/* GET (json NULL) or POST base+path with an optional bearer key. */
-static long http(const fx *f, const char *path, const char *json, const char *key, resp *out) {
-    CURL *c = curl_easy_init();
-    char url[256], auth[128];
-    snprintf(url, sizeof url, "%s%s", f->base, path);
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    if (key) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
-        h = curl_slist_append(h, auth);
-    }
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    if (json) curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_head);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, out);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    long status = 0;
-    curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return status;
-}
-
-/* Request and parse the JSON answer (NULL when it is not JSON). */
-static cJSON *req(const fx *f, const char *path, const char *json, long *status) {
-    resp r = {0};
-    *status = http(f, path, json, NULL, &r);
-    cJSON *j = r.p ? cJSON_Parse(r.p) : NULL;
-    if (!j) test_fail(__FILE__, __LINE__, "%s: not JSON (HTTP %ld): %.300s", path, *status, r.p ? r.p : "(empty)");
-    free(r.p);
-    return j;
-}
-
-static const cJSON *jget(const cJSON *o, const char *path) {
-    char buf[160];
-    snprintf(buf, sizeof buf, "%s", path);
-    const cJSON *v = o;
-    char *save = NULL;
-    for (char *t = strtok_r(buf, ".", &save); t && v; t = strtok_r(NULL, ".", &save))
-        v = (*t >= '0' && *t <= '9') ? cJSON_GetArrayItem(v, atoi(t)) : cJSON_GetObjectItemCaseSensitive(v, t);
-    return v;
-}
-static const char *jstr(const cJSON *o, const char *path) {
-    const cJSON *v = jget(o, path);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-static double jnum(const cJSON *o, const char *path) {
-    const cJSON *v = jget(o, path);
-    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+/* Request and parse the JSON answer, no API key (NULL and a test failure when it is not JSON). */
+static cJSON *req(const http_srv *f, const char *path, const char *json, long *status) {
+    return http_post_json(f->base, path, json, NULL, status);
 }
 
 /* The per-model entry of /health. */
-static double health_of(const fx *f, const char *model, const char *field) {
+static double health_of(const http_srv *f, const char *model, const char *field) {
     long st;
     cJSON *h = req(f, "/health", NULL, &st);
     double v = -1;
     const cJSON *m;
     cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(h, "models"))
-        if (jstr(m, "id") && !strcmp(jstr(m, "id"), model)) v = jnum(m, field);
+        if (json_str_at(m, "id") && !strcmp(json_str_at(m, "id"), model)) v = json_num_at(m, field);
     cJSON_Delete(h);
     return v;
 }
@@ -181,82 +66,83 @@ static double health_of(const fx *f, const char *model, const char *field) {
 /* ---- routing ---------------------------------------------------------------------- */
 
 TEST(serve_models, routing) {
-    NEED_SHARED(pc, CHAT_REL);
-    char pa[1024];
-    snprintf(pa, sizeof pa, "%s", pc);
-    NEED_SHARED(pb, STORIES_REL);
-    fx f;
-    if (fx_start(&f, pa, "chat", pb, 4, NULL, 0)) return;
+    http_srv f;
+    if (fx_start_both(&f, 4)) return;
     long st;
     cJSON *j = req(&f, "/v1/models", NULL, &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_EQ_I(cJSON_GetArraySize(jget(j, "data")), 2);
-    EXPECT_STR_EQ(jstr(j, "data.0.id"), "chat");
-    EXPECT_STR_EQ(jstr(j, "data.1.id"), "stories");
-    EXPECT_EQ_I(jnum(j, "data.1.n_embd"), 64);
+    EXPECT_EQ_I(cJSON_GetArraySize(json_at(j, "data")), 2);
+    EXPECT_STR_EQ(json_str_at(j, "data.0.id"), "chat");
+    EXPECT_STR_EQ(json_str_at(j, "data.1.id"), "stories");
+    EXPECT_EQ_I(json_num_at(j, "data.1.n_embd"), 64);
     cJSON_Delete(j);
 
     j = req(&f, "/v1/completions", "{\"model\":\"stories\",\"prompt\":\"Once upon a time\",\"max_tokens\":4,\"temperature\":0}",
             &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_STR_EQ(jstr(j, "model"), "stories");
-    EXPECT_EQ_I(jnum(j, "usage.completion_tokens"), 4);
+    EXPECT_STR_EQ(json_str_at(j, "model"), "stories");
+    EXPECT_EQ_I(json_num_at(j, "usage.completion_tokens"), 4);
     cJSON_Delete(j);
     /* no "model": the first */
     j = req(&f, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":2}", &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_STR_EQ(jstr(j, "model"), "chat");
+    EXPECT_STR_EQ(json_str_at(j, "model"), "chat");
     cJSON_Delete(j);
     j = req(&f, "/v1/chat/completions",
             "{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":2}", &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_STR_EQ(jstr(j, "model"), "chat");
+    EXPECT_STR_EQ(json_str_at(j, "model"), "chat");
     cJSON_Delete(j);
 
     /* an unknown model: 404 in each API's shape, naming it and the served ones */
     j = req(&f, "/v1/chat/completions", "{\"model\":\"gpt-9\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &st);
     EXPECT_EQ_I(st, 404);
-    EXPECT_STR_EQ(jstr(j, "error.code"), "model_not_found");
-    EXPECT_STR_EQ(jstr(j, "error.param"), "model");
-    const char *msg = jstr(j, "error.message");
+    EXPECT_STR_EQ(json_str_at(j, "error.code"), "model_not_found");
+    EXPECT_STR_EQ(json_str_at(j, "error.param"), "model");
+    const char *msg = json_str_at(j, "error.message");
     EXPECT(msg && strstr(msg, "gpt-9") && strstr(msg, "'stories'") && strstr(msg, "'chat'"));
     cJSON_Delete(j);
     j = req(&f, "/v1/messages", "{\"model\":\"claude\",\"max_tokens\":3,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
             &st);
     EXPECT_EQ_I(st, 404);
-    EXPECT_STR_EQ(jstr(j, "type"), "error");
-    EXPECT_STR_EQ(jstr(j, "error.type"), "not_found_error");
-    EXPECT(jstr(j, "error.message") && strstr(jstr(j, "error.message"), "claude"));
+    EXPECT_STR_EQ(json_str_at(j, "type"), "error");
+    EXPECT_STR_EQ(json_str_at(j, "error.type"), "not_found_error");
+    EXPECT(json_str_at(j, "error.message") && strstr(json_str_at(j, "error.message"), "claude"));
     cJSON_Delete(j);
     j = req(&f, "/v1/embeddings", "{\"model\":\"nope\",\"input\":\"x\"}", &st);
     EXPECT_EQ_I(st, 404);
-    EXPECT_STR_EQ(jstr(j, "error.code"), "model_not_found");
+    EXPECT_STR_EQ(json_str_at(j, "error.code"), "model_not_found");
     cJSON_Delete(j);
 
     /* /health: one entry per model, with its own counters */
     j = req(&f, "/health", NULL, &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_STR_EQ(jstr(j, "status"), "ok");
-    EXPECT_STR_EQ(jstr(j, "model"), "chat");
-    EXPECT_EQ_I(cJSON_GetArraySize(jget(j, "models")), 2);
-    EXPECT_STR_EQ(jstr(j, "models.1.id"), "stories");
-    EXPECT_EQ_I(jnum(j, "models.0.requests"), 2);
-    EXPECT_EQ_I(jnum(j, "models.1.requests"), 1);
-    EXPECT_EQ_I(jnum(j, "models.1.completion_tokens"), 4);
-    EXPECT_EQ_I(jnum(j, "models.0.n_ctx"), 1024);
+    EXPECT_STR_EQ(json_str_at(j, "status"), "ok");
+    EXPECT_STR_EQ(json_str_at(j, "model"), "chat");
+    EXPECT_EQ_I(cJSON_GetArraySize(json_at(j, "models")), 2);
+    EXPECT_STR_EQ(json_str_at(j, "models.1.id"), "stories");
+    EXPECT_EQ_I(json_num_at(j, "models.0.requests"), 2);
+    EXPECT_EQ_I(json_num_at(j, "models.1.requests"), 1);
+    EXPECT_EQ_I(json_num_at(j, "models.1.completion_tokens"), 4);
+    EXPECT_EQ_I(json_num_at(j, "models.0.n_ctx"), 1024);
     cJSON_Delete(j);
-    fx_stop(&f);
+    http_srv_stop(&f);
+}
+
+/* The model at path, or a test failure and NULL. */
+static cinfer_model *open_model(const char *path) {
+    char err[256];
+    cinfer_model *m = NULL;
+    if (cinfer_model_open(path, NULL, &m, err, sizeof err)) test_fail(__FILE__, __LINE__, "open %s: %s", path, err);
+    return m;
 }
 
 /* srv_start's own checks. */
 TEST(serve_models, start_errors) {
     NEED_SHARED(pb, STORIES_REL);
     char err[256];
-    cinfer_model *m = NULL;
-    if (cinfer_model_open(pb, NULL, &m, err, sizeof err)) {
-        test_fail(__FILE__, __LINE__, "open: %s", err);
-        return;
-    }
+    cinfer_model *m = open_model(pb);
+    if (!m) return;
     srv *s = NULL;
     EXPECT_EQ_I(srv_start(NULL, &(srv_options){.port = 0}, &s, err, sizeof err), CINFER_EARG);
     EXPECT(strstr(err, "no model"));
@@ -275,12 +161,12 @@ TEST(serve_models, start_errors) {
     srv_model pair[2] = {{"x", m}, {"y", m}};
     if (srv_start(NULL, &(srv_options){.port = 0, .models = pair, .n_models = 2, .n_ctx = 256, .n_threads = 1}, &s,
                   err, sizeof err) == 0) {
-        fx f = {.s = s};
+        http_srv f = {.s = s};
         snprintf(f.base, sizeof f.base, "http://127.0.0.1:%d", srv_port(s));
         long st;
         cJSON *j = req(&f, "/v1/completions", "{\"model\":\"y\",\"prompt\":\"Hi\",\"max_tokens\":1}", &st);
         EXPECT_EQ_I(st, 200);
-        EXPECT_STR_EQ(jstr(j, "model"), "y");
+        EXPECT_STR_EQ(json_str_at(j, "model"), "y");
         cJSON_Delete(j);
         srv_stop(s);
     } else {
@@ -289,55 +175,27 @@ TEST(serve_models, start_errors) {
     cinfer_model_close(m);
 }
 
-/* A streaming request that blocks its client after the first bytes. */
-typedef struct {
-    const fx *f;
-    atomic_int hold, got;
-    long status;
-} held;
-
-static void *held_stream(void *arg) {
-    held *h = arg;
-    resp r = {.hold = &h->hold, .got = &h->got};
-    h->status = http(h->f, "/v1/chat/completions",
-                     "{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a long story\"}],"
-                     "\"max_tokens\":2000,\"temperature\":0,\"stream\":true}",
-                     NULL, &r);
-    free(r.p);
-    return NULL;
-}
-
-typedef struct {
-    const fx *f;
-    long status;
-} quick;
-
-static void *quick_chat(void *arg) {
-    quick *q = arg;
-    resp r = {0};
-    q->status = http(q->f, "/v1/chat/completions",
-                     "{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":1}", NULL, &r);
-    free(r.p);
-    return NULL;
-}
-
 /* Each model has its own worker and bounded queue: one model's full queue
  * answers 429 while the other model still serves. */
 TEST(serve_models, queue_per_model) {
-    NEED_SHARED(pc, CHAT_REL);
-    char pa[1024];
-    snprintf(pa, sizeof pa, "%s", pc);
-    NEED_SHARED(pb, STORIES_REL);
-    fx f;
-    if (fx_start(&f, pa, "chat", pb, 1, NULL, 0)) return;
-    held a = {.f = &f};
+    http_srv f;
+    if (fx_start_both(&f, 1)) return;
+    /* a long story streamed to a client that blocks after the first bytes */
+    http_async a = {.base = f.base,
+                    .path = "/v1/chat/completions",
+                    .json =
+                        "{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a long story\"}],"
+                        "\"max_tokens\":2000,\"temperature\":0,\"stream\":true}",
+                    .holds = 1};
     atomic_store(&a.hold, 1);
     pthread_t ta, tb;
-    pthread_create(&ta, NULL, held_stream, &a);
+    pthread_create(&ta, NULL, http_async_run, &a);
     for (int i = 0; i < 10000 && !atomic_load(&a.got); i++) usleep(1000);
     EXPECT(atomic_load(&a.got));
-    quick b = {.f = &f};
-    pthread_create(&tb, NULL, quick_chat, &b);
+    static const char HI[] =
+        "{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":1}";
+    http_async b = {.base = f.base, .path = "/v1/chat/completions", .json = HI};
+    pthread_create(&tb, NULL, http_async_run, &b);
     int queued = 0;
     for (int i = 0; i < 10000 && queued < 1; i++) {
         queued = (int)health_of(&f, "chat", "queued");
@@ -347,11 +205,10 @@ TEST(serve_models, queue_per_model) {
     EXPECT_EQ_I(health_of(&f, "chat", "busy"), 1);
     EXPECT_EQ_I(health_of(&f, "stories", "busy"), 0);
     /* chat's queue is full */
-    resp r = {0};
-    EXPECT_EQ_I(http(&f, "/v1/chat/completions",
-                     "{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":1}", NULL, &r),
-                429);
-    EXPECT(atoi(r.retry) >= 1);
+    http_body r = {0};
+    http_meta meta;
+    EXPECT_EQ_I(http_request(f.base, "/v1/chat/completions", HI, NULL, &r, &meta), 429);
+    EXPECT(atoi(meta.retry_after) >= 1);
     free(r.p);
     /* stories is not behind it */
     long st;
@@ -365,7 +222,9 @@ TEST(serve_models, queue_per_model) {
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
     EXPECT_EQ_I(b.status, 200);
-    fx_stop(&f);
+    free(a.text);
+    free(b.text);
+    http_srv_stop(&f);
 }
 
 /* ---- prefix reuse -------------------------------------------------------------------- */
@@ -378,12 +237,12 @@ static int n_tokens(const cinfer_model *m, const char *text, int32_t *ids, size_
 
 TEST(serve_models, prefix_reuse) {
     NEED_SHARED(pb, STORIES_REL);
-    fx f;
+    http_srv f;
     if (fx_start(&f, pb, "stories", NULL, 4, NULL, 0)) return;
     const char *p1 = "Once upon a time, there was a little girl";
     const char *p2 = "Once upon a time, there was a little girl named Lily. She liked to play";
     int32_t t1[256], t2[256];
-    int n1 = n_tokens(f.a, p1, t1, 256), n2 = n_tokens(f.a, p2, t2, 256), lcp = 0;
+    int n1 = n_tokens(f.m, p1, t1, 256), n2 = n_tokens(f.m, p2, t2, 256), lcp = 0;
     while (lcp < n1 && lcp < n2 && t1[lcp] == t2[lcp]) lcp++;
     EXPECT(lcp > 5 && lcp < n2);
     char body[512];
@@ -391,38 +250,38 @@ TEST(serve_models, prefix_reuse) {
     snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":4,\"temperature\":0}", p1);
     cJSON *j = req(&f, "/v1/completions", body, &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_EQ_I(jnum(j, "usage.prompt_tokens"), n1);
-    EXPECT_EQ_I(jnum(j, "usage.prompt_tokens_details.cached_tokens"), 0);
+    EXPECT_EQ_I(json_num_at(j, "usage.prompt_tokens"), n1);
+    EXPECT_EQ_I(json_num_at(j, "usage.prompt_tokens_details.cached_tokens"), 0);
     cJSON_Delete(j);
     /* the second prompt extends the first: its shared tokens come from the cache */
     snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":8,\"temperature\":0}", p2);
     j = req(&f, "/v1/completions", body, &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_EQ_I(jnum(j, "usage.prompt_tokens"), n2);
-    double cached = jnum(j, "usage.prompt_tokens_details.cached_tokens");
+    EXPECT_EQ_I(json_num_at(j, "usage.prompt_tokens"), n2);
+    double cached = json_num_at(j, "usage.prompt_tokens_details.cached_tokens");
     EXPECT_MSG(cached >= lcp && cached < n2, "cached_tokens %g, expected %d..%d", cached, lcp, n2 - 1);
     char warm[1024];
-    snprintf(warm, sizeof warm, "%s", jstr(j, "choices.0.text") ? jstr(j, "choices.0.text") : "(none)");
+    snprintf(warm, sizeof warm, "%s", json_str_at(j, "choices.0.text") ? json_str_at(j, "choices.0.text") : "(none)");
     cJSON_Delete(j);
     EXPECT_EQ_I(health_of(&f, "stories", "prompt_tokens_cached"), cached);
     EXPECT_EQ_I(health_of(&f, "stories", "prompt_tokens"), n1 + n2);
     /* an unrelated prompt shares (at most) BOS; then p2 again, nearly cold */
     j = req(&f, "/v1/completions", "{\"prompt\":\"The big red ball\",\"max_tokens\":2,\"temperature\":0}", &st);
-    EXPECT(jnum(j, "usage.prompt_tokens_details.cached_tokens") <= 1);
+    EXPECT(json_num_at(j, "usage.prompt_tokens_details.cached_tokens") <= 1);
     cJSON_Delete(j);
     j = req(&f, "/v1/completions", body, &st);
-    EXPECT(jnum(j, "usage.prompt_tokens_details.cached_tokens") <= 1);
+    EXPECT(json_num_at(j, "usage.prompt_tokens_details.cached_tokens") <= 1);
     /* reuse changes nothing in the result */
-    EXPECT_STR_EQ(jstr(j, "choices.0.text"), warm);
+    EXPECT_STR_EQ(json_str_at(j, "choices.0.text"), warm);
     cJSON_Delete(j);
-    fx_stop(&f);
+    http_srv_stop(&f);
 }
 
 /* A chat conversation: turn 2 re-sends turn 1 and its reply; the rendered
  * turn-1 prompt is a prefix of turn 2's, so all of it is cached. */
 TEST(serve_models, chat_prefix_reuse) {
     NEED_SHARED(pc, CHAT_REL);
-    fx f;
+    http_srv f;
     if (fx_start(&f, pc, "chat", NULL, 4, NULL, 0)) return;
     long st;
     cJSON *j = req(&f, "/v1/chat/completions",
@@ -430,8 +289,8 @@ TEST(serve_models, chat_prefix_reuse) {
                    "{\"role\":\"user\",\"content\":\"Name a colour.\"}],\"max_tokens\":6,\"temperature\":0}",
                    &st);
     EXPECT_EQ_I(st, 200);
-    double p1 = jnum(j, "usage.prompt_tokens");
-    const char *reply = jstr(j, "choices.0.message.content");
+    double p1 = json_num_at(j, "usage.prompt_tokens");
+    const char *reply = json_str_at(j, "choices.0.message.content");
     cJSON *turn2 = cJSON_Parse("{\"messages\":[{\"role\":\"system\",\"content\":\"You are terse.\"},"
                                "{\"role\":\"user\",\"content\":\"Name a colour.\"}],\"max_tokens\":4,\"temperature\":0}");
     cJSON *msgs = cJSON_GetObjectItem(turn2, "messages"), *a = cJSON_CreateObject(), *u = cJSON_CreateObject();
@@ -445,12 +304,13 @@ TEST(serve_models, chat_prefix_reuse) {
     cJSON_Delete(j);
     j = req(&f, "/v1/chat/completions", b2, &st);
     EXPECT_EQ_I(st, 200);
-    double cached = jnum(j, "usage.prompt_tokens_details.cached_tokens"), p2 = jnum(j, "usage.prompt_tokens");
+    double cached = json_num_at(j, "usage.prompt_tokens_details.cached_tokens"),
+           p2 = json_num_at(j, "usage.prompt_tokens");
     EXPECT_MSG(cached >= p1 && cached < p2, "turn 2 cached %g of %g tokens; turn 1's prompt was %g", cached, p2, p1);
     cJSON_Delete(j);
     free(b2);
     cJSON_Delete(turn2);
-    fx_stop(&f);
+    http_srv_stop(&f);
 }
 
 /* ---- embeddings ------------------------------------------------------------------------ */
@@ -459,7 +319,7 @@ TEST(serve_models, chat_prefix_reuse) {
 static int get_vec(const cJSON *j, int i, float *out, int cap) {
     char p[64];
     snprintf(p, sizeof p, "data.%d.embedding", i);
-    const cJSON *e = jget(j, p);
+    const cJSON *e = json_at(j, p);
     if (cJSON_IsString(e)) {
         size_t l = strlen(e->valuestring);
         unsigned char *raw = malloc(l);
@@ -486,34 +346,34 @@ static double norm(const float *v, int n) {
     return sqrt(s);
 }
 
-static void expect_embd_error(const fx *f, const char *body, long status, const char *param, const char *needle) {
+static void expect_embd_error(const http_srv *f, const char *body, long status, const char *param, const char *needle) {
     long st;
     cJSON *j = req(f, "/v1/embeddings", body, &st);
     EXPECT_MSG(st == status, "%s: HTTP %ld, expected %ld", body, st, status);
-    if (param) EXPECT_STR_EQ(jstr(j, "error.param"), param);
-    const char *m = jstr(j, "error.message");
+    if (param) EXPECT_STR_EQ(json_str_at(j, "error.param"), param);
+    const char *m = json_str_at(j, "error.message");
     EXPECT_MSG(m && strstr(m, needle), "%s: message '%s' lacks '%s'", body, m ? m : "(none)", needle);
     cJSON_Delete(j);
 }
 
 TEST(serve_models, embeddings_http) {
     NEED_SHARED(pb, STORIES_REL);
-    fx f;
+    http_srv f;
     if (fx_start(&f, pb, "stories", NULL, 4, NULL, 0)) return;
     long st;
     float v[4][64], w[64];
     int32_t ids[64];
-    int n_cat = n_tokens(f.a, "a cat sat", ids, 64), n_dog = n_tokens(f.a, "the dog ran far away", ids, 64);
-    n_tokens(f.a, "a cat sat", ids, 64);
+    int n_cat = n_tokens(f.m, "a cat sat", ids, 64), n_dog = n_tokens(f.m, "the dog ran far away", ids, 64);
+    n_tokens(f.m, "a cat sat", ids, 64);
 
     cJSON *j = req(&f, "/v1/embeddings", "{\"model\":\"stories\",\"input\":\"a cat sat\"}", &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_STR_EQ(jstr(j, "object"), "list");
-    EXPECT_STR_EQ(jstr(j, "data.0.object"), "embedding");
-    EXPECT_EQ_I(jnum(j, "data.0.index"), 0);
-    EXPECT_STR_EQ(jstr(j, "model"), "stories");
-    EXPECT_EQ_I(jnum(j, "usage.prompt_tokens"), n_cat);
-    EXPECT_EQ_I(jnum(j, "usage.total_tokens"), n_cat);
+    EXPECT_STR_EQ(json_str_at(j, "object"), "list");
+    EXPECT_STR_EQ(json_str_at(j, "data.0.object"), "embedding");
+    EXPECT_EQ_I(json_num_at(j, "data.0.index"), 0);
+    EXPECT_STR_EQ(json_str_at(j, "model"), "stories");
+    EXPECT_EQ_I(json_num_at(j, "usage.prompt_tokens"), n_cat);
+    EXPECT_EQ_I(json_num_at(j, "usage.total_tokens"), n_cat);
     EXPECT_EQ_I(get_vec(j, 0, v[0], 64), 64);
     EXPECT_NEAR(norm(v[0], 64), 1.0, 1e-5);
     cJSON_Delete(j);
@@ -521,11 +381,11 @@ TEST(serve_models, embeddings_http) {
     /* a batch: order kept, equal texts equal vectors, different texts differ */
     j = req(&f, "/v1/embeddings", "{\"input\":[\"a cat sat\",\"the dog ran far away\",\"a cat sat\"]}", &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_EQ_I(cJSON_GetArraySize(jget(j, "data")), 3);
+    EXPECT_EQ_I(cJSON_GetArraySize(json_at(j, "data")), 3);
     for (int i = 0; i < 3; i++) {
         char p[32];
         snprintf(p, sizeof p, "data.%d.index", i);
-        EXPECT_EQ_I(jnum(j, p), i);
+        EXPECT_EQ_I(json_num_at(j, p), i);
         EXPECT_EQ_I(get_vec(j, i, v[i + 1], 64), 64);
     }
     EXPECT(!memcmp(v[1], v[0], sizeof v[0]));
@@ -556,9 +416,9 @@ TEST(serve_models, embeddings_http) {
     snprintf(body + len, sizeof body - len, "]],\"encoding_format\":\"base64\"}");
     j = req(&f, "/v1/embeddings", body, &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_EQ_I(cJSON_GetArraySize(jget(j, "data")), 2);
-    EXPECT_EQ_I(jnum(j, "usage.prompt_tokens"), 1 + n_cat);
-    EXPECT(jstr(j, "data.1.embedding") != NULL);
+    EXPECT_EQ_I(cJSON_GetArraySize(json_at(j, "data")), 2);
+    EXPECT_EQ_I(json_num_at(j, "usage.prompt_tokens"), 1 + n_cat);
+    EXPECT(json_str_at(j, "data.1.embedding") != NULL);
     EXPECT_EQ_I(get_vec(j, 1, w, 64), 64);
     EXPECT(!memcmp(w, v[0], sizeof w));
     cJSON_Delete(j);
@@ -591,26 +451,26 @@ TEST(serve_models, embeddings_http) {
     expect_embd_error(&f, big, 400, "input[0]", "context");
     free(big);
     EXPECT_EQ_I(health_of(&f, "stories", "embedding_tokens"), 7 * n_cat + 2 * n_dog + 1);
-    fx_stop(&f);
+    http_srv_stop(&f);
 }
 
 /* Embeddings use their own session: a conversation's cache survives them. */
 TEST(serve_models, embeddings_keep_chat_cache) {
     NEED_SHARED(pb, STORIES_REL);
-    fx f;
+    http_srv f;
     if (fx_start(&f, pb, "stories", NULL, 4, NULL, 0)) return;
     long st;
     cJSON *j = req(&f, "/v1/completions", "{\"prompt\":\"Once upon a time there was a cat\",\"max_tokens\":2}", &st);
-    double p1 = jnum(j, "usage.prompt_tokens");
+    double p1 = json_num_at(j, "usage.prompt_tokens");
     cJSON_Delete(j);
     j = req(&f, "/v1/embeddings", "{\"input\":\"something else entirely\"}", &st);
     EXPECT_EQ_I(st, 200);
     cJSON_Delete(j);
     j = req(&f, "/v1/completions", "{\"prompt\":\"Once upon a time there was a cat who\",\"max_tokens\":2}", &st);
-    EXPECT_MSG(jnum(j, "usage.prompt_tokens_details.cached_tokens") >= p1 - 1, "cached %g, first prompt %g",
-               jnum(j, "usage.prompt_tokens_details.cached_tokens"), p1);
+    EXPECT_MSG(json_num_at(j, "usage.prompt_tokens_details.cached_tokens") >= p1 - 1, "cached %g, first prompt %g",
+               json_num_at(j, "usage.prompt_tokens_details.cached_tokens"), p1);
     cJSON_Delete(j);
-    fx_stop(&f);
+    http_srv_stop(&f);
 }
 
 /* cinfer_embed against a direct computation: the hidden state it returns for
@@ -711,11 +571,12 @@ TEST(serve_models, embed_api) {
 
 TEST(serve_models, webui) {
     NEED_SHARED(pb, STORIES_REL);
-    fx f;
+    http_srv f;
     if (fx_start(&f, pb, "stories", NULL, 4, "k3y", 0)) return;
-    resp r = {0};
-    EXPECT_EQ_I(http(&f, "/", NULL, NULL, &r), 200); /* the page needs no key; its API calls do */
-    EXPECT(!strncmp(r.ctype, "text/html", 9));
+    http_body r = {0};
+    http_meta meta;
+    EXPECT_EQ_I(http_request(f.base, "/", NULL, NULL, &r, &meta), 200); /* the page needs no key; its API calls do */
+    EXPECT(!strncmp(meta.content_type, "text/html", 9));
     const char *page = r.p ? r.p : "";
     static const char *const ids[] = {"prompt", "send", "messages", "model", "stats", "schema-toggle",
                                       "schema", "stop", "api-key"};
@@ -726,8 +587,8 @@ TEST(serve_models, webui) {
     }
     /* nothing from elsewhere, and a CSP that allows only this script and style */
     EXPECT(!strstr(page, "http://") && !strstr(page, "https://"));
-    EXPECT(strstr(r.csp, "default-src 'none'") && strstr(r.csp, "connect-src 'self'"));
-    EXPECT(!strstr(r.csp, "unsafe-inline") && !strstr(r.csp, "http"));
+    EXPECT(strstr(meta.csp, "default-src 'none'") && strstr(meta.csp, "connect-src 'self'"));
+    EXPECT(!strstr(meta.csp, "unsafe-inline") && !strstr(meta.csp, "http"));
     const char *tags[2][2] = {{"<script>", "</script>"}, {"<style>", "</style>"}};
     for (int i = 0; i < 2; i++) {
         const char *a = strstr(page, tags[i][0]), *b = a ? strstr(a, tags[i][1]) : NULL;
@@ -740,25 +601,27 @@ TEST(serve_models, webui) {
         EVP_EncodeBlock(b64, md, 32);
         char want[128];
         snprintf(want, sizeof want, "%s 'sha256-%s'", i ? "style-src" : "script-src", (const char *)b64);
-        EXPECT_MSG(strstr(r.csp, want), "CSP '%s' lacks %s", r.csp, want);
+        EXPECT_MSG(strstr(meta.csp, want), "CSP '%s' lacks %s", meta.csp, want);
         EXPECT_MSG(!strstr(b + 1, tags[i][0]), "a second %s element would be blocked by the CSP", tags[i][0]);
     }
     EXPECT(!strstr(page, " onclick=") && !strstr(page, " style=\""));
     free(r.p);
     /* the API behind it still wants the key */
     memset(&r, 0, sizeof r);
-    EXPECT_EQ_I(http(&f, "/v1/models", NULL, NULL, &r), 401);
+    EXPECT_EQ_I(http_request(f.base, "/v1/models", NULL, NULL, &r, NULL), 401);
     free(r.p);
     memset(&r, 0, sizeof r);
-    EXPECT_EQ_I(http(&f, "/v1/models", NULL, "k3y", &r), 200);
+    EXPECT_EQ_I(
+        http_request(f.base, "/v1/models", NULL, (const char *const[]){"Authorization: Bearer k3y", NULL}, &r, NULL),
+        200);
     free(r.p);
-    fx_stop(&f);
+    http_srv_stop(&f);
     /* --no-webui */
     if (fx_start(&f, pb, "stories", NULL, 4, NULL, 1)) return;
     memset(&r, 0, sizeof r);
-    EXPECT_EQ_I(http(&f, "/", NULL, NULL, &r), 404);
+    EXPECT_EQ_I(http_request(f.base, "/", NULL, NULL, &r, NULL), 404);
     free(r.p);
-    fx_stop(&f);
+    http_srv_stop(&f);
 }
 
 /* ---- CLI ------------------------------------------------------------------------------------ */
@@ -879,12 +742,8 @@ static cJSON *rand_value(int depth) {
 
 TEST(serve_models, embed_parse_random) {
     NEED_SHARED(pb, STORIES_REL);
-    char err[256];
-    cinfer_model *m = NULL;
-    if (cinfer_model_open(pb, NULL, &m, err, sizeof err)) {
-        test_fail(__FILE__, __LINE__, "%s", err);
-        return;
-    }
+    cinfer_model *m = open_model(pb);
+    if (!m) return;
     static const char *const keys[] = {"input", "encoding_format", "dimensions", "pooling", "model", "user"};
     int accepted = 0, refused = 0;
     for (int it = 0; it < 3000 && !test_failed(); it++) {

@@ -13,136 +13,39 @@
  * other.  A tool call in "auto" mode is provoked with logit_bias on the
  * <tool_call> token, which also exercises the lazy switch to the grammar.
  */
+#include "http_client.h"
 #include "samp.h"
 #include "srv.h"
 #include "srv_impl.h"
 #include "test.h"
 
 #include <cJSON.h>
-#include <curl/curl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MODEL_REL "models/chat/qwen3-chat.gguf"
 
-typedef struct {
-    cinfer_model *m;
-    srv *s;
-    char base[64];
-} fixture;
-
-static int fx_start(fixture *f, const char *path) {
-    char err[512];
-    memset(f, 0, sizeof *f);
-    if (cinfer_model_open(path, NULL, &f->m, err, sizeof err)) {
-        test_fail(__FILE__, __LINE__, "model open: %s", err);
-        return -1;
-    }
-    srv_options o = {.port = 0, .model_name = "qwen3-chat", .n_ctx = 1024, .n_threads = 1, .queue_max = 4};
-    if (srv_start(f->m, &o, &f->s, err, sizeof err)) {
-        test_fail(__FILE__, __LINE__, "srv_start: %s", err);
-        cinfer_model_close(f->m);
-        return -1;
-    }
-    snprintf(f->base, sizeof f->base, "http://127.0.0.1:%d", srv_port(f->s));
-    return 0;
+/* Serve the model as "qwen3-chat", no API key. */
+static int fx_start(http_srv *f, const char *path) {
+    return http_srv_start(f, path, NULL, NULL,
+                          (srv_options){.model_name = "qwen3-chat", .n_ctx = 1024, .n_threads = 1, .queue_max = 4});
 }
 
-static void fx_stop(fixture *f) {
-    srv_stop(f->s);
-    cinfer_model_close(f->m);
-}
-
-typedef struct {
-    char *p;
-    size_t len;
-} body;
-
-static size_t on_write(char *d, size_t sz, size_t n, void *u) {
-    body *b = u;
-    size_t k = sz * n;
-    char *np = realloc(b->p, b->len + k + 1);
-    if (!np) return 0;
-    b->p = np;
-    memcpy(b->p + b->len, d, k);
-    b->len += k;
-    b->p[b->len] = 0;
-    return k;
-}
-
-/* POST json to base+path; the body (malloc'd, caller frees) and the status. */
-static char *post(const fixture *f, const char *path, const char *json, long *status) {
-    CURL *c = curl_easy_init();
-    char url[256];
-    snprintf(url, sizeof url, "%s%s", f->base, path);
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    body b = {0};
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    *status = 0;
-    curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return b.p;
-}
-
-static cJSON *post_json(const fixture *f, const char *path, const char *json, long *status) {
-    char *t = post(f, path, json, status);
-    cJSON *j = t ? cJSON_Parse(t) : NULL;
-    if (!j) test_fail(__FILE__, __LINE__, "%s: response is not JSON: %s", path, t ? t : "(empty)");
-    free(t);
-    return j;
-}
-
-/* dotted path with numeric array indices: "choices.0.message.content" */
-static cJSON *jget(const cJSON *o, const char *path) {
-    char buf[160];
-    snprintf(buf, sizeof buf, "%s", path);
-    const cJSON *v = o;
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ".", &save); tok && v; tok = strtok_r(NULL, ".", &save))
-        v = (*tok >= '0' && *tok <= '9') ? cJSON_GetArrayItem(v, atoi(tok)) : cJSON_GetObjectItemCaseSensitive(v, tok);
-    return (cJSON *)v;
-}
-static const char *jstr(const cJSON *o, const char *path) {
-    cJSON *v = jget(o, path);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-static double jnum(const cJSON *o, const char *path) {
-    cJSON *v = jget(o, path);
-    return cJSON_IsNumber(v) ? v->valuedouble : -1;
-}
-
-/* SSE body → array of parsed data objects ([DONE] counted in *done); names in names[] when given. */
-static int sse_split(char *text, cJSON **ev, char (*names)[48], int max, int *done) {
-    int n = 0;
-    *done = 0;
-    for (char *blk = text; blk && *blk && n < max;) {
-        char *end = strstr(blk, "\n\n");
-        if (end) *end = 0;
-        char *save = NULL, name[48] = "";
-        for (char *line = strtok_r(blk, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-            if (!strncmp(line, "event: ", 7)) snprintf(name, sizeof name, "%s", line + 7);
-            else if (!strncmp(line, "data: ", 6)) {
-                if (!strcmp(line + 6, "[DONE]")) (*done)++;
-                else {
-                    ev[n] = cJSON_Parse(line + 6);
-                    if (!ev[n]) test_fail(__FILE__, __LINE__, "SSE data is not JSON: %s", line + 6);
-                    if (names) snprintf(names[n], 48, "%s", name);
-                    n++;
-                }
-            }
-        }
-        blk = end ? end + 2 : NULL;
-    }
+/* POST a streaming request: its events (http_sse_free them), *status the HTTP status. */
+static int post_sse(const http_srv *f, const char *path, const char *json, http_sse_event *ev, int max, long *status) {
+    http_body b = {0};
+    *status = http_request(f->base, path, json, NULL, &b, NULL);
+    int n = b.p ? http_sse_parse(b.p, ev, max) : 0;
+    free(b.p);
     return n;
+}
+
+/* The number of [DONE] events. */
+static int n_done(const http_sse_event *ev, int n) {
+    int k = 0;
+    for (int i = 0; i < n; i++) k += ev[i].done;
+    return k;
 }
 
 static const char WEATHER_PARAMS[] =
@@ -174,6 +77,20 @@ static char *oai_tools(void) {
              "\"parameters\":%s}},{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":%s}}]",
              WEATHER_PARAMS, TIME_PARAMS);
     return buf;
+}
+
+/* POST to /v1/chat/completions the request fmt with its one %s replaced by oai_tools(); the reply and the status. */
+static cJSON *chat_with_tools(const http_srv *f, const char *fmt, long *status) {
+    char req[4096];
+    snprintf(req, sizeof req, fmt, oai_tools());
+    return http_post_json(f->base, "/v1/chat/completions", req, NULL, status);
+}
+
+/* A tool call (OpenAI shape) names a tool and its arguments satisfy that tool's schema. */
+static void expect_valid_call(const cJSON *call) {
+    const char *name = json_str_at(call, "function.name"), *args = json_str_at(call, "function.arguments");
+    EXPECT_MSG(name && args, "tool call without function.name / function.arguments");
+    if (name && args) satisfies(!strcmp(name, "get_weather") ? WEATHER_PARAMS : TIME_PARAMS, args);
 }
 
 /* ---- penalties: the formula ------------------------------------------------------------ */
@@ -218,14 +135,14 @@ TEST(serve_tools, messages_render) {
     bad_req b = {0};
     cJSON *msgs = srvx_messages(API_MSG, r, &b);
     EXPECT_MSG(msgs != NULL, "%s", b.msg);
-    EXPECT_STR_EQ(jstr(msgs, "0.role"), "system");
-    EXPECT_STR_EQ(jstr(msgs, "2.role"), "assistant");
-    EXPECT_STR_EQ(jstr(msgs, "2.tool_calls.0.function.name"), "get_weather");
-    EXPECT(cJSON_IsObject(jget(msgs, "2.tool_calls.0.function.arguments")));
-    EXPECT_STR_EQ(jstr(msgs, "3.role"), "tool");
-    EXPECT_STR_EQ(jstr(msgs, "3.tool_call_id"), "toolu_1");
-    EXPECT_STR_EQ(jstr(msgs, "3.content"), "SUNNY-42");
-    EXPECT_STR_EQ(jstr(msgs, "4.content"), "Thanks");
+    EXPECT_STR_EQ(json_str_at(msgs, "0.role"), "system");
+    EXPECT_STR_EQ(json_str_at(msgs, "2.role"), "assistant");
+    EXPECT_STR_EQ(json_str_at(msgs, "2.tool_calls.0.function.name"), "get_weather");
+    EXPECT(cJSON_IsObject(json_at(msgs, "2.tool_calls.0.function.arguments")));
+    EXPECT_STR_EQ(json_str_at(msgs, "3.role"), "tool");
+    EXPECT_STR_EQ(json_str_at(msgs, "3.tool_call_id"), "toolu_1");
+    EXPECT_STR_EQ(json_str_at(msgs, "3.content"), "SUNNY-42");
+    EXPECT_STR_EQ(json_str_at(msgs, "4.content"), "Thanks");
     char *mj = cJSON_PrintUnformatted(msgs), *prompt = NULL;
     EXPECT_EQ_I(cinfer_chat_prompt_json(m, mj, NULL, 1, &prompt, err, sizeof err), 0);
     EXPECT(prompt && strstr(prompt, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\""));
@@ -265,85 +182,77 @@ TEST(serve_tools, messages_render) {
 
 TEST(serve_tools, openai_tools) {
     NEED_SHARED(path, MODEL_REL);
-    fixture f;
+    http_srv f;
     if (fx_start(&f, path)) return;
     char req[4096];
     long st;
     /* required: exactly one call, of one of the tools, arguments valid under its schema */
-    snprintf(req, sizeof req,
-             "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"}],\"max_tokens\":60,"
-             "\"temperature\":0.9,\"seed\":7,\"tools\":%s,\"tool_choice\":\"required\"}",
-             oai_tools());
-    cJSON *j = post_json(&f, "/v1/chat/completions", req, &st);
+    cJSON *j =
+        chat_with_tools(&f,
+                        "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"}],\"max_tokens\":60,"
+                        "\"temperature\":0.9,\"seed\":7,\"tools\":%s,\"tool_choice\":\"required\"}",
+                        &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_STR_EQ(jstr(j, "choices.0.finish_reason"), "tool_calls");
-    EXPECT(cJSON_IsNull(jget(j, "choices.0.message.content")));
-    EXPECT_EQ_I(cJSON_GetArraySize(jget(j, "choices.0.message.tool_calls")), 1);
-    const char *id = jstr(j, "choices.0.message.tool_calls.0.id");
+    EXPECT_STR_EQ(json_str_at(j, "choices.0.finish_reason"), "tool_calls");
+    EXPECT(cJSON_IsNull(json_at(j, "choices.0.message.content")));
+    EXPECT_EQ_I(cJSON_GetArraySize(json_at(j, "choices.0.message.tool_calls")), 1);
+    const char *id = json_str_at(j, "choices.0.message.tool_calls.0.id");
     EXPECT(id && !strncmp(id, "call_", 5));
-    EXPECT_STR_EQ(jstr(j, "choices.0.message.tool_calls.0.type"), "function");
-    const char *name = jstr(j, "choices.0.message.tool_calls.0.function.name");
-    const char *args = jstr(j, "choices.0.message.tool_calls.0.function.arguments");
-    EXPECT(name && args);
-    if (name && args) satisfies(!strcmp(name, "get_weather") ? WEATHER_PARAMS : TIME_PARAMS, args);
+    EXPECT_STR_EQ(json_str_at(j, "choices.0.message.tool_calls.0.type"), "function");
+    expect_valid_call(json_at(j, "choices.0.message.tool_calls.0"));
     cJSON_Delete(j);
 
     /* a named tool: that one */
-    snprintf(req, sizeof req,
-             "{\"messages\":[{\"role\":\"user\",\"content\":\"Time?\"}],\"max_tokens\":40,\"temperature\":0,"
-             "\"tools\":%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}}",
-             oai_tools());
-    j = post_json(&f, "/v1/chat/completions", req, &st);
+    j = chat_with_tools(&f,
+                        "{\"messages\":[{\"role\":\"user\",\"content\":\"Time?\"}],\"max_tokens\":40,\"temperature\":0,"
+                        "\"tools\":%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}}",
+                        &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_STR_EQ(jstr(j, "choices.0.message.tool_calls.0.function.name"), "get_time");
-    args = jstr(j, "choices.0.message.tool_calls.0.function.arguments");
+    EXPECT_STR_EQ(json_str_at(j, "choices.0.message.tool_calls.0.function.name"), "get_time");
+    const char *args = json_str_at(j, "choices.0.message.tool_calls.0.function.arguments");
     EXPECT(args && satisfies(TIME_PARAMS, args));
     cJSON_Delete(j);
 
     /* auto, the opener provoked with logit_bias: the lazy grammar takes over after it */
-    snprintf(req, sizeof req,
-             "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],\"max_tokens\":60,\"temperature\":0,"
-             "\"tools\":%s,\"logit_bias\":{\"151657\":100},\"parallel_tool_calls\":false}",
-             oai_tools());
-    j = post_json(&f, "/v1/chat/completions", req, &st);
+    j = chat_with_tools(
+        &f,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],\"max_tokens\":60,\"temperature\":0,"
+        "\"tools\":%s,\"logit_bias\":{\"151657\":100},\"parallel_tool_calls\":false}",
+        &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_STR_EQ(jstr(j, "choices.0.finish_reason"), "tool_calls");
-    name = jstr(j, "choices.0.message.tool_calls.0.function.name");
-    args = jstr(j, "choices.0.message.tool_calls.0.function.arguments");
-    EXPECT(name && args);
-    if (name && args) satisfies(!strcmp(name, "get_weather") ? WEATHER_PARAMS : TIME_PARAMS, args);
+    EXPECT_STR_EQ(json_str_at(j, "choices.0.finish_reason"), "tool_calls");
+    expect_valid_call(json_at(j, "choices.0.message.tool_calls.0"));
     cJSON_Delete(j);
 
     /* parallel calls: the bias makes the model open a call after each one, up to the limit of 8 */
-    snprintf(req, sizeof req,
-             "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],\"max_tokens\":400,\"temperature\":0,"
-             "\"tools\":%s,\"tool_choice\":\"required\",\"logit_bias\":{\"151657\":100}}",
-             oai_tools());
-    j = post_json(&f, "/v1/chat/completions", req, &st);
+    j = chat_with_tools(
+        &f,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],\"max_tokens\":400,\"temperature\":0,"
+        "\"tools\":%s,\"tool_choice\":\"required\",\"logit_bias\":{\"151657\":100}}",
+        &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_STR_EQ(jstr(j, "choices.0.finish_reason"), "tool_calls");
-    cJSON *calls = jget(j, "choices.0.message.tool_calls");
+    EXPECT_STR_EQ(json_str_at(j, "choices.0.finish_reason"), "tool_calls");
+    cJSON *calls = json_at(j, "choices.0.message.tool_calls");
     EXPECT_EQ_I(cJSON_GetArraySize(calls), 8);
     for (cJSON *c = calls ? calls->child : NULL; c; c = c->next) {
-        name = jstr(c, "function.name");
-        args = jstr(c, "function.arguments");
-        EXPECT(name && args && jstr(c, "id"));
-        if (name && args) satisfies(!strcmp(name, "get_weather") ? WEATHER_PARAMS : TIME_PARAMS, args);
+        expect_valid_call(c);
+        EXPECT(json_str_at(c, "id"));
         for (cJSON *d = c->next; d; d = d->next) /* ids are distinct */
-            EXPECT(jstr(c, "id") && jstr(d, "id") && strcmp(jstr(c, "id"), jstr(d, "id")));
+            EXPECT(json_str_at(c, "id") && json_str_at(d, "id") && strcmp(json_str_at(c, "id"), json_str_at(d, "id")));
     }
     cJSON_Delete(j);
 
     /* auto with the opener banned: plain text, no calls */
-    snprintf(req, sizeof req,
-             "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],\"max_tokens\":6,\"temperature\":0,"
-             "\"tools\":%s,\"logit_bias\":{\"151657\":-100}}",
-             oai_tools());
-    j = post_json(&f, "/v1/chat/completions", req, &st);
+    j = chat_with_tools(
+        &f,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],\"max_tokens\":6,\"temperature\":0,"
+        "\"tools\":%s,\"logit_bias\":{\"151657\":-100}}",
+        &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT(jstr(j, "choices.0.message.content") != NULL);
-    EXPECT(jget(j, "choices.0.message.tool_calls") == NULL);
-    EXPECT(strcmp(jstr(j, "choices.0.finish_reason") ? jstr(j, "choices.0.finish_reason") : "", "tool_calls"));
+    EXPECT(json_str_at(j, "choices.0.message.content") != NULL);
+    EXPECT(json_at(j, "choices.0.message.tool_calls") == NULL);
+    EXPECT(strcmp(json_str_at(j, "choices.0.finish_reason") ? json_str_at(j, "choices.0.finish_reason") : "",
+                  "tool_calls"));
     cJSON_Delete(j);
 
     /* streamed: OpenAI's tool_calls deltas, accumulated by index */
@@ -352,24 +261,24 @@ TEST(serve_tools, openai_tools) {
              "\"stream\":true,\"tools\":%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
              "\"get_weather\"}}}",
              oai_tools());
-    char *t = post(&f, "/v1/chat/completions", req, &st);
+    http_sse_event ev[256];
+    int n = post_sse(&f, "/v1/chat/completions", req, ev, 256, &st);
     EXPECT_EQ_I(st, 200);
-    cJSON *ev[256];
-    int done = 0, n = t ? sse_split(t, ev, NULL, 256, &done) : 0;
-    EXPECT_EQ_I(done, 1);
+    EXPECT_EQ_I(n_done(ev, n), 1);
     char sargs[1024] = "", sname[64] = "", sid[96] = "", fin[32] = "";
     for (int i = 0; i < n; i++) {
-        cJSON *tc = jget(ev[i], "choices.0.delta.tool_calls");
+        cJSON *tc = json_at(ev[i].data, "choices.0.delta.tool_calls");
         for (cJSON *c = tc ? tc->child : NULL; c; c = c->next) {
-            EXPECT_EQ_I(jnum(c, "index"), 0);
-            if (jstr(c, "id")) snprintf(sid, sizeof sid, "%s", jstr(c, "id"));
-            if (jstr(c, "function.name")) snprintf(sname, sizeof sname, "%s", jstr(c, "function.name"));
-            if (jstr(c, "function.arguments")) strncat(sargs, jstr(c, "function.arguments"), sizeof sargs - strlen(sargs) - 1);
+            EXPECT_EQ_I(json_num_at(c, "index"), 0);
+            if (json_str_at(c, "id")) snprintf(sid, sizeof sid, "%s", json_str_at(c, "id"));
+            if (json_str_at(c, "function.name")) snprintf(sname, sizeof sname, "%s", json_str_at(c, "function.name"));
+            if (json_str_at(c, "function.arguments"))
+                strncat(sargs, json_str_at(c, "function.arguments"), sizeof sargs - strlen(sargs) - 1);
         }
-        if (jstr(ev[i], "choices.0.finish_reason")) snprintf(fin, sizeof fin, "%s", jstr(ev[i], "choices.0.finish_reason"));
-        cJSON_Delete(ev[i]);
+        if (json_str_at(ev[i].data, "choices.0.finish_reason"))
+            snprintf(fin, sizeof fin, "%s", json_str_at(ev[i].data, "choices.0.finish_reason"));
     }
-    free(t);
+    http_sse_free(ev, n);
     EXPECT(!strncmp(sid, "call_", 5));
     EXPECT_STR_EQ(sname, "get_weather");
     EXPECT(satisfies(WEATHER_PARAMS, sargs));
@@ -409,26 +318,26 @@ TEST(serve_tools, openai_tools) {
     };
     for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
         const char *route = strstr(bads[i].body, "\"prompt\"") ? "/v1/completions" : "/v1/chat/completions";
-        j = post_json(&f, route, bads[i].body, &st);
+        j = http_post_json(f.base, route, bads[i].body, NULL, &st);
         EXPECT_MSG(st == 400, "case %zu: status %ld", i, st);
-        EXPECT_MSG(jstr(j, "error.param") && !strcmp(jstr(j, "error.param"), bads[i].param), "case %zu: param %s", i,
-                   jstr(j, "error.param") ? jstr(j, "error.param") : "(none)");
-        EXPECT_STR_EQ(jstr(j, "error.type"), "invalid_request_error");
-        EXPECT(jstr(j, "error.message") && strstr(jstr(j, "error.message"), bads[i].param));
+        EXPECT_MSG(json_str_at(j, "error.param") && !strcmp(json_str_at(j, "error.param"), bads[i].param),
+                   "case %zu: param %s", i, json_str_at(j, "error.param") ? json_str_at(j, "error.param") : "(none)");
+        EXPECT_STR_EQ(json_str_at(j, "error.type"), "invalid_request_error");
+        EXPECT(json_str_at(j, "error.message") && strstr(json_str_at(j, "error.message"), bads[i].param));
         cJSON_Delete(j);
     }
     /* the unsupported keyword is named */
-    j = post_json(&f, "/v1/chat/completions", bads[5].body, &st);
-    EXPECT(jstr(j, "error.message") && strstr(jstr(j, "error.message"), "contains"));
+    j = http_post_json(f.base, "/v1/chat/completions", bads[5].body, NULL, &st);
+    EXPECT(json_str_at(j, "error.message") && strstr(json_str_at(j, "error.message"), "contains"));
     cJSON_Delete(j);
-    fx_stop(&f);
+    http_srv_stop(&f);
 }
 
 /* ---- Anthropic tool use ------------------------------------------------------------------------ */
 
 TEST(serve_tools, anthropic_tools) {
     NEED_SHARED(path, MODEL_REL);
-    fixture f;
+    http_srv f;
     if (fx_start(&f, path)) return;
     char req[4096];
     long st;
@@ -439,13 +348,13 @@ TEST(serve_tools, anthropic_tools) {
              "\"tools\":[{\"name\":\"get_weather\",\"description\":\"Weather\",\"input_schema\":%s}],"
              "\"tool_choice\":{\"type\":\"any\"}}",
              WEATHER_PARAMS);
-    cJSON *j = post_json(&f, "/v1/messages", req, &st);
+    cJSON *j = http_post_json(f.base, "/v1/messages", req, NULL, &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_STR_EQ(jstr(j, "stop_reason"), "tool_use");
-    EXPECT_STR_EQ(jstr(j, "content.0.type"), "tool_use");
-    EXPECT(jstr(j, "content.0.id") && !strncmp(jstr(j, "content.0.id"), "toolu_", 6));
-    EXPECT_STR_EQ(jstr(j, "content.0.name"), "get_weather");
-    cJSON *in = jget(j, "content.0.input");
+    EXPECT_STR_EQ(json_str_at(j, "stop_reason"), "tool_use");
+    EXPECT_STR_EQ(json_str_at(j, "content.0.type"), "tool_use");
+    EXPECT(json_str_at(j, "content.0.id") && !strncmp(json_str_at(j, "content.0.id"), "toolu_", 6));
+    EXPECT_STR_EQ(json_str_at(j, "content.0.name"), "get_weather");
+    cJSON *in = json_at(j, "content.0.input");
     EXPECT(cJSON_IsObject(in));
     char *it = in ? cJSON_PrintUnformatted(in) : NULL;
     EXPECT(it && satisfies(WEATHER_PARAMS, it));
@@ -455,34 +364,34 @@ TEST(serve_tools, anthropic_tools) {
     /* streamed: content_block_start tool_use, input_json_delta, stop_reason tool_use */
     char *p = strstr(req, "{\"type\":\"any\"}");
     snprintf(p, sizeof req - (size_t)(p - req), "{\"type\":\"tool\",\"name\":\"get_weather\"},\"stream\":true}");
-    char *t = post(&f, "/v1/messages", req, &st);
+    http_sse_event ev[128];
+    int n = post_sse(&f, "/v1/messages", req, ev, 128, &st);
     EXPECT_EQ_I(st, 200);
-    cJSON *ev[128];
-    char names[128][48];
-    int done = 0, n = t ? sse_split(t, ev, names, 128, &done) : 0;
     char pj[1024] = "", stop[32] = "";
     int saw_start = 0, idx = -1;
     for (int i = 0; i < n; i++) {
-        if (!strcmp(names[i], "content_block_start") && !strcmp(jstr(ev[i], "content_block.type"), "tool_use")) {
+        if (!strcmp(ev[i].name, "content_block_start") &&
+            !strcmp(json_str_at(ev[i].data, "content_block.type"), "tool_use")) {
             saw_start = 1;
-            idx = (int)jnum(ev[i], "index");
-            EXPECT_STR_EQ(jstr(ev[i], "content_block.name"), "get_weather");
-            EXPECT(cJSON_IsObject(jget(ev[i], "content_block.input")));
+            idx = (int)json_num_at(ev[i].data, "index");
+            EXPECT_STR_EQ(json_str_at(ev[i].data, "content_block.name"), "get_weather");
+            EXPECT(cJSON_IsObject(json_at(ev[i].data, "content_block.input")));
         }
-        if (!strcmp(names[i], "content_block_delta")) {
-            EXPECT_STR_EQ(jstr(ev[i], "delta.type"), "input_json_delta");
-            EXPECT_EQ_I(jnum(ev[i], "index"), idx);
-            strncat(pj, jstr(ev[i], "delta.partial_json") ? jstr(ev[i], "delta.partial_json") : "",
+        if (!strcmp(ev[i].name, "content_block_delta")) {
+            EXPECT_STR_EQ(json_str_at(ev[i].data, "delta.type"), "input_json_delta");
+            EXPECT_EQ_I(json_num_at(ev[i].data, "index"), idx);
+            strncat(pj,
+                    json_str_at(ev[i].data, "delta.partial_json") ? json_str_at(ev[i].data, "delta.partial_json") : "",
                     sizeof pj - strlen(pj) - 1);
         }
-        if (!strcmp(names[i], "message_delta")) snprintf(stop, sizeof stop, "%s", jstr(ev[i], "delta.stop_reason"));
-        cJSON_Delete(ev[i]);
+        if (!strcmp(ev[i].name, "message_delta"))
+            snprintf(stop, sizeof stop, "%s", json_str_at(ev[i].data, "delta.stop_reason"));
     }
-    free(t);
     EXPECT(saw_start);
     EXPECT(satisfies(WEATHER_PARAMS, pj));
     EXPECT_STR_EQ(stop, "tool_use");
-    EXPECT(n > 0 && !strcmp(names[n - 1], "message_stop"));
+    EXPECT(n > 0 && !strcmp(ev[n - 1].name, "message_stop"));
+    http_sse_free(ev, n);
 
     /* bad fields: Anthropic's error shape */
     static const struct {
@@ -502,22 +411,22 @@ TEST(serve_tools, anthropic_tools) {
          "thinking"},
     };
     for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
-        j = post_json(&f, "/v1/messages", bads[i].body, &st);
+        j = http_post_json(f.base, "/v1/messages", bads[i].body, NULL, &st);
         EXPECT_MSG(st == 400, "case %zu: status %ld", i, st);
-        EXPECT_STR_EQ(jstr(j, "type"), "error");
-        EXPECT_STR_EQ(jstr(j, "error.type"), "invalid_request_error");
-        EXPECT_MSG(jstr(j, "error.message") && strstr(jstr(j, "error.message"), bads[i].field), "case %zu: %s", i,
-                   jstr(j, "error.message") ? jstr(j, "error.message") : "(none)");
+        EXPECT_STR_EQ(json_str_at(j, "type"), "error");
+        EXPECT_STR_EQ(json_str_at(j, "error.type"), "invalid_request_error");
+        EXPECT_MSG(json_str_at(j, "error.message") && strstr(json_str_at(j, "error.message"), bads[i].field),
+                   "case %zu: %s", i, json_str_at(j, "error.message") ? json_str_at(j, "error.message") : "(none)");
         cJSON_Delete(j);
     }
-    fx_stop(&f);
+    http_srv_stop(&f);
 }
 
 /* ---- response_format, logprobs, penalties, responses ------------------------------------------- */
 
 TEST(serve_tools, format_logprobs_responses) {
     NEED_SHARED(path, MODEL_REL);
-    fixture f;
+    http_srv f;
     if (fx_start(&f, path)) return;
     long st;
     static const char SCHEMA[] = "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":0,"
@@ -529,22 +438,22 @@ TEST(serve_tools, format_logprobs_responses) {
              "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"r\",\"strict\":true,"
              "\"schema\":%s}}}",
              SCHEMA);
-    cJSON *j = post_json(&f, "/v1/chat/completions", req, &st);
+    cJSON *j = http_post_json(f.base, "/v1/chat/completions", req, NULL, &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT_STR_EQ(jstr(j, "choices.0.finish_reason"), "stop");
-    const char *c = jstr(j, "choices.0.message.content");
+    EXPECT_STR_EQ(json_str_at(j, "choices.0.finish_reason"), "stop");
+    const char *c = json_str_at(j, "choices.0.message.content");
     EXPECT(c && satisfies(SCHEMA, c));
     cJSON_Delete(j);
 
     /* json_object: an object (complete when the reply stopped on its own) */
-    j = post_json(&f, "/v1/chat/completions",
+    j = http_post_json(f.base, "/v1/chat/completions",
                   "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":12,\"temperature\":0,"
                   "\"response_format\":{\"type\":\"json_object\"}}",
-                  &st);
+                  NULL, &st);
     EXPECT_EQ_I(st, 200);
-    c = jstr(j, "choices.0.message.content");
+    c = json_str_at(j, "choices.0.message.content");
     EXPECT(c && c[0] == '{');
-    if (c && !strcmp(jstr(j, "choices.0.finish_reason"), "stop")) {
+    if (c && !strcmp(json_str_at(j, "choices.0.finish_reason"), "stop")) {
         cJSON *v = cJSON_Parse(c);
         EXPECT(cJSON_IsObject(v));
         cJSON_Delete(v);
@@ -552,54 +461,53 @@ TEST(serve_tools, format_logprobs_responses) {
     cJSON_Delete(j);
 
     /* chat logprobs: greedy, so each token is its own top alternative; texts join to the content */
-    j = post_json(&f, "/v1/chat/completions",
+    j = http_post_json(f.base, "/v1/chat/completions",
                   "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":8,\"temperature\":0,"
                   "\"logprobs\":true,\"top_logprobs\":3}",
-                  &st);
+                  NULL, &st);
     EXPECT_EQ_I(st, 200);
-    cJSON *lc = jget(j, "choices.0.logprobs.content");
-    int n = cJSON_GetArraySize(lc), gen = (int)jnum(j, "usage.completion_tokens");
+    cJSON *lc = json_at(j, "choices.0.logprobs.content");
+    int n = cJSON_GetArraySize(lc), gen = (int)json_num_at(j, "usage.completion_tokens");
     EXPECT(n >= 1 && (n == gen || n == gen - 1)); /* an end-of-turn token has no entry */
     char joined[2048] = "";
     int partial = 0;
     for (cJSON *e = lc ? lc->child : NULL; e; e = e->next) {
-        double lp = jnum(e, "logprob");
+        double lp = json_num_at(e, "logprob");
         EXPECT(lp <= 0 && lp > -100);
-        cJSON *top = jget(e, "top_logprobs");
+        cJSON *top = json_at(e, "top_logprobs");
         EXPECT_EQ_I(cJSON_GetArraySize(top), 3);
-        EXPECT_STR_EQ(jstr(top, "0.token"), jstr(e, "token"));
-        EXPECT_NEAR(jnum(top, "0.logprob"), lp, 1e-5);
-        EXPECT(jnum(top, "0.logprob") >= jnum(top, "1.logprob") && jnum(top, "1.logprob") >= jnum(top, "2.logprob"));
-        double psum = exp(jnum(top, "0.logprob")) + exp(jnum(top, "1.logprob")) + exp(jnum(top, "2.logprob"));
+        EXPECT_STR_EQ(json_str_at(top, "0.token"), json_str_at(e, "token"));
+        EXPECT_NEAR(json_num_at(top, "0.logprob"), lp, 1e-5);
+        EXPECT(json_num_at(top, "0.logprob") >= json_num_at(top, "1.logprob") &&
+               json_num_at(top, "1.logprob") >= json_num_at(top, "2.logprob"));
+        double psum = exp(json_num_at(top, "0.logprob")) + exp(json_num_at(top, "1.logprob")) +
+                      exp(json_num_at(top, "2.logprob"));
         EXPECT(psum <= 1.0 + 1e-4);
         /* a token that is part of a UTF-8 character shows as U+FFFD; bytes has its real bytes */
-        if (strstr(jstr(e, "token"), "\xef\xbf\xbd")) partial = 1;
-        else EXPECT_EQ_I(cJSON_GetArraySize(jget(e, "bytes")), (int)strlen(jstr(e, "token")));
-        strncat(joined, jstr(e, "token"), sizeof joined - strlen(joined) - 1);
+        if (strstr(json_str_at(e, "token"), "\xef\xbf\xbd")) partial = 1;
+        else EXPECT_EQ_I(cJSON_GetArraySize(json_at(e, "bytes")), (int)strlen(json_str_at(e, "token")));
+        strncat(joined, json_str_at(e, "token"), sizeof joined - strlen(joined) - 1);
     }
-    if (!partial) EXPECT_STR_EQ(joined, jstr(j, "choices.0.message.content"));
+    if (!partial) EXPECT_STR_EQ(joined, json_str_at(j, "choices.0.message.content"));
     cJSON_Delete(j);
 
     /* in stream chunks too */
-    char *t = post(&f, "/v1/chat/completions",
-                   "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":4,\"temperature\":0,"
-                   "\"logprobs\":true,\"stream\":true}",
-                   &st);
-    cJSON *ev[64];
-    int done = 0, ne = t ? sse_split(t, ev, NULL, 64, &done) : 0, n_lp = 0;
-    for (int i = 0; i < ne; i++) {
-        n_lp += cJSON_GetArraySize(jget(ev[i], "choices.0.logprobs.content"));
-        cJSON_Delete(ev[i]);
-    }
-    free(t);
+    http_sse_event ev[64];
+    int ne = post_sse(&f, "/v1/chat/completions",
+                      "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":4,\"temperature\":0,"
+                      "\"logprobs\":true,\"stream\":true}",
+                      ev, 64, &st),
+        n_lp = 0;
+    for (int i = 0; i < ne; i++) n_lp += cJSON_GetArraySize(json_at(ev[i].data, "choices.0.logprobs.content"));
+    http_sse_free(ev, ne);
     EXPECT(n_lp >= 3 && n_lp <= 4);
 
     /* legacy completions logprobs */
-    j = post_json(&f, "/v1/completions", "{\"prompt\":\"Once upon\",\"max_tokens\":5,\"temperature\":0,\"logprobs\":2}",
-                  &st);
+    j = http_post_json(f.base, "/v1/completions",
+                       "{\"prompt\":\"Once upon\",\"max_tokens\":5,\"temperature\":0,\"logprobs\":2}", NULL, &st);
     EXPECT_EQ_I(st, 200);
-    cJSON *toks = jget(j, "choices.0.logprobs.tokens"), *offs = jget(j, "choices.0.logprobs.text_offset");
-    EXPECT_EQ_I(cJSON_GetArraySize(toks), cJSON_GetArraySize(jget(j, "choices.0.logprobs.token_logprobs")));
+    cJSON *toks = json_at(j, "choices.0.logprobs.tokens"), *offs = json_at(j, "choices.0.logprobs.text_offset");
+    EXPECT_EQ_I(cJSON_GetArraySize(toks), cJSON_GetArraySize(json_at(j, "choices.0.logprobs.token_logprobs")));
     EXPECT_EQ_I(cJSON_GetArraySize(toks), cJSON_GetArraySize(offs));
     EXPECT(cJSON_GetArraySize(toks) >= 4);
     joined[0] = 0;
@@ -608,8 +516,8 @@ TEST(serve_tools, format_logprobs_responses) {
         partial |= strstr(e->valuestring, "\xef\xbf\xbd") != NULL;
         strncat(joined, e->valuestring, sizeof joined - strlen(joined) - 1);
     }
-    if (!partial) EXPECT_STR_EQ(joined, jstr(j, "choices.0.text"));
-    EXPECT_EQ_I(cJSON_GetArraySize(jget(j, "choices.0.logprobs.top_logprobs.0")), 2);
+    if (!partial) EXPECT_STR_EQ(joined, json_str_at(j, "choices.0.text"));
+    EXPECT_EQ_I(cJSON_GetArraySize(json_at(j, "choices.0.logprobs.top_logprobs.0")), 2);
     cJSON_Delete(j);
 
     /* penalties change a greedy reply that repeats itself */
@@ -618,43 +526,44 @@ TEST(serve_tools, format_logprobs_responses) {
     char b1[512], b2[512];
     snprintf(b1, sizeof b1, rq, "");
     snprintf(b2, sizeof b2, rq, ",\"frequency_penalty\":2,\"presence_penalty\":2");
-    cJSON *j1 = post_json(&f, "/v1/chat/completions", b1, &st), *j2 = post_json(&f, "/v1/chat/completions", b2, &st);
+    cJSON *j1 = http_post_json(f.base, "/v1/chat/completions", b1, NULL, &st),
+          *j2 = http_post_json(f.base, "/v1/chat/completions", b2, NULL, &st);
     EXPECT_EQ_I(st, 200);
-    const char *t1 = jstr(j1, "choices.0.message.content"), *t2 = jstr(j2, "choices.0.message.content");
+    const char *t1 = json_str_at(j1, "choices.0.message.content"), *t2 = json_str_at(j2, "choices.0.message.content");
     EXPECT(t1 && t2 && strcmp(t1, t2));
     cJSON_Delete(j1);
     cJSON_Delete(j2);
 
     /* /v1/responses */
-    j = post_json(&f, "/v1/responses",
+    j = http_post_json(f.base, "/v1/responses",
                   "{\"model\":\"qwen3-chat\",\"instructions\":\"Be brief.\",\"input\":[{\"role\":\"user\",\"content\":"
                   "[{\"type\":\"input_text\",\"text\":\"hi\"}]}],\"max_output_tokens\":4,\"temperature\":0,\"top_p\":1}",
-                  &st);
+                  NULL, &st);
     EXPECT_EQ_I(st, 200);
-    EXPECT(jstr(j, "id") && !strncmp(jstr(j, "id"), "resp_", 5));
-    EXPECT_STR_EQ(jstr(j, "object"), "response");
-    const char *status = jstr(j, "status");
+    EXPECT(json_str_at(j, "id") && !strncmp(json_str_at(j, "id"), "resp_", 5));
+    EXPECT_STR_EQ(json_str_at(j, "object"), "response");
+    const char *status = json_str_at(j, "status");
     EXPECT(status && (!strcmp(status, "completed") || !strcmp(status, "incomplete")));
-    EXPECT_STR_EQ(jstr(j, "output.0.type"), "message");
-    EXPECT_STR_EQ(jstr(j, "output.0.role"), "assistant");
-    EXPECT_STR_EQ(jstr(j, "output.0.content.0.type"), "output_text");
-    EXPECT(jstr(j, "output.0.content.0.text") != NULL);
-    EXPECT(cJSON_IsArray(jget(j, "output.0.content.0.annotations")));
-    EXPECT(jnum(j, "usage.output_tokens") >= 1 && jnum(j, "usage.output_tokens") <= 4);
-    EXPECT_EQ_I(jnum(j, "usage.total_tokens"), jnum(j, "usage.input_tokens") + jnum(j, "usage.output_tokens"));
+    EXPECT_STR_EQ(json_str_at(j, "output.0.type"), "message");
+    EXPECT_STR_EQ(json_str_at(j, "output.0.role"), "assistant");
+    EXPECT_STR_EQ(json_str_at(j, "output.0.content.0.type"), "output_text");
+    EXPECT(json_str_at(j, "output.0.content.0.text") != NULL);
+    EXPECT(cJSON_IsArray(json_at(j, "output.0.content.0.annotations")));
+    EXPECT(json_num_at(j, "usage.output_tokens") >= 1 && json_num_at(j, "usage.output_tokens") <= 4);
+    EXPECT_EQ_I(json_num_at(j, "usage.total_tokens"),
+                json_num_at(j, "usage.input_tokens") + json_num_at(j, "usage.output_tokens"));
     cJSON_Delete(j);
 
-    t = post(&f, "/v1/responses", "{\"input\":\"hi\",\"instructions\":\"Be brief.\",\"max_output_tokens\":4,"
-                                  "\"temperature\":0,\"stream\":true}",
-             &st);
+    ne = post_sse(&f, "/v1/responses",
+                  "{\"input\":\"hi\",\"instructions\":\"Be brief.\",\"max_output_tokens\":4,\"temperature\":0,"
+                  "\"stream\":true}",
+                  ev, 64, &st);
     EXPECT_EQ_I(st, 200);
-    char names[64][48];
-    ne = t ? sse_split(t, ev, names, 64, &done) : 0;
     EXPECT(ne >= 3);
     if (ne >= 3) {
-        EXPECT_STR_EQ(names[0], "response.created");
-        EXPECT_STR_EQ(jstr(ev[0], "response.status"), "in_progress");
-        EXPECT_STR_EQ(names[ne - 1], "response.completed");
+        EXPECT_STR_EQ(ev[0].name, "response.created");
+        EXPECT_STR_EQ(json_str_at(ev[0].data, "response.status"), "in_progress");
+        EXPECT_STR_EQ(ev[ne - 1].name, "response.completed");
         /* the events a Responses client accumulates, in order */
         static const char *const order[] = {"response.created", "response.in_progress", "response.output_item.added",
                                             "response.content_part.added", "response.output_text.done",
@@ -663,31 +572,30 @@ TEST(serve_tools, format_logprobs_responses) {
         size_t k = 0;
         char acc[1024] = "", done_text[1024] = "";
         for (int i = 0; i < ne; i++) {
-            EXPECT_EQ_I(jnum(ev[i], "sequence_number"), i);
-            EXPECT_STR_EQ(jstr(ev[i], "type"), names[i]);
-            if (k < sizeof order / sizeof order[0] && !strcmp(names[i], order[k])) k++;
-            if (!strcmp(names[i], "response.output_text.delta")) {
+            EXPECT_EQ_I(json_num_at(ev[i].data, "sequence_number"), i);
+            EXPECT_STR_EQ(json_str_at(ev[i].data, "type"), ev[i].name);
+            if (k < sizeof order / sizeof order[0] && !strcmp(ev[i].name, order[k])) k++;
+            if (!strcmp(ev[i].name, "response.output_text.delta")) {
                 EXPECT(k == 4); /* deltas come between content_part.added and output_text.done */
-                strncat(acc, jstr(ev[i], "delta"), sizeof acc - strlen(acc) - 1);
+                strncat(acc, json_str_at(ev[i].data, "delta"), sizeof acc - strlen(acc) - 1);
             }
-            if (!strcmp(names[i], "response.output_text.done"))
-                snprintf(done_text, sizeof done_text, "%s", jstr(ev[i], "text"));
+            if (!strcmp(ev[i].name, "response.output_text.done"))
+                snprintf(done_text, sizeof done_text, "%s", json_str_at(ev[i].data, "text"));
         }
         EXPECT_EQ_I(k, sizeof order / sizeof order[0]);
         EXPECT_STR_EQ(acc, done_text);
-        EXPECT_STR_EQ(jstr(ev[ne - 1], "response.instructions"), "Be brief.");
-        EXPECT_STR_EQ(jstr(ev[ne - 1], "response.output.0.content.0.text"), acc);
+        EXPECT_STR_EQ(json_str_at(ev[ne - 1].data, "response.instructions"), "Be brief.");
+        EXPECT_STR_EQ(json_str_at(ev[ne - 1].data, "response.output.0.content.0.text"), acc);
     }
-    for (int i = 0; i < ne; i++) cJSON_Delete(ev[i]);
-    free(t);
+    http_sse_free(ev, ne);
 
-    j = post_json(&f, "/v1/responses", "{\"input\":42}", &st);
+    j = http_post_json(f.base, "/v1/responses", "{\"input\":42}", NULL, &st);
     EXPECT_EQ_I(st, 400);
-    EXPECT_STR_EQ(jstr(j, "error.param"), "input");
+    EXPECT_STR_EQ(json_str_at(j, "error.param"), "input");
     cJSON_Delete(j);
-    j = post_json(&f, "/v1/responses", "{\"input\":\"x\",\"max_output_tokens\":0}", &st);
+    j = http_post_json(f.base, "/v1/responses", "{\"input\":\"x\",\"max_output_tokens\":0}", NULL, &st);
     EXPECT_EQ_I(st, 400);
-    EXPECT_STR_EQ(jstr(j, "error.param"), "max_output_tokens");
+    EXPECT_STR_EQ(json_str_at(j, "error.param"), "max_output_tokens");
     cJSON_Delete(j);
-    fx_stop(&f);
+    http_srv_stop(&f);
 }
