@@ -67,7 +67,7 @@ static void bench_usage(FILE *f) {
             "  -r N          timed repetitions after one warm-up (default 3)\n"
             "  --jit | --aot compile with libtcc (default) or cc -O3 (cached)\n"
             "  --activations f32|q8  matmul activations (default: the library's, q8)\n"
-            "  --quant P     compute precision: native (default), f32, int8, int8int8, int4, int4mix\n"
+            "  --quant P               compute precision: " CLI_QUANT_HELP
             "  --json        JSON array with llama-bench's field names instead of the table\n"
             "  --bw GB/S     memory read bandwidth: also report the decode bound\n"
             "                (bandwidth / weight bytes per token) and the fraction reached\n"
@@ -123,11 +123,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             }
             i++;
         } else if (!strcmp(f, "--quant")) {
-            if (!v || (a->precision = cinfer_precision_from_name(v)) < 0) {
-                fprintf(stderr, "cinfer bench: --quant '%s': expected native, f32, int8, int8int8, "
-                        "int4 or int4mix\n", v ? v : "");
-                return -1;
-            }
+            if ((a->precision = cli_parse_precision("cinfer bench", v)) < 0) return -1;
             i++;
         } else if (!strcmp(f, "--jit")) a->mode = CINFER_JIT;
         else if (!strcmp(f, "--aot")) a->mode = CINFER_AOT;
@@ -296,7 +292,8 @@ int cli_bench(int argc, char **argv) {
     }
     if (prc < 0) return 2;
 
-    char err[1024];
+    char err[1024], cached[4096];
+    if (cli_resolve_model("bench", &a.model, cached, sizeof cached, 1)) return 1;
     model_info mi;
     if (read_model_info(a.model, &mi, err, sizeof err)) {
         fprintf(stderr, "cinfer bench: %s\n", err);

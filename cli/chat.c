@@ -90,6 +90,53 @@ static void conv_clear(conversation *c, size_t keep) {
     }
 }
 
+/* Drop the oldest turn after the first `keep` messages (the system prompt):
+ * the message at index keep and the non-user messages that follow it, never
+ * the last message (the one being answered).  Returns how many were dropped. */
+static size_t conv_drop_oldest(conversation *c, size_t keep) {
+    if (c->n < keep + 2) return 0;
+    size_t end = keep + 1;
+    while (end < c->n - 1 && strcmp(c->m[end].role, "user")) end++;
+    for (size_t i = keep; i < end; i++) {
+        free((char *)c->m[i].role);
+        free((char *)c->m[i].content);
+    }
+    memmove(c->m + keep, c->m + end, (c->n - end) * sizeof *c->m);
+    c->n -= end - keep;
+    return end - keep;
+}
+
+/* Tokens of the conversation's prompt as cinfer_chat renders it (+1 for a
+ * BOS the vocabulary may add); SIZE_MAX when it cannot be rendered. */
+static size_t conv_prompt_tokens(cinfer_model *m, const conversation *c) {
+    char *prompt, err[256];
+    if (cinfer_chat_prompt(m, c->m, c->n, 1, &prompt, err, sizeof err)) return SIZE_MAX;
+    size_t len = strlen(prompt), n = 0, cap = len + 16;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    int bad = !ids || cinfer_tokenize(m, prompt, len, 0, 1, ids, cap, &n);
+    free(ids);
+    cinfer_free(prompt);
+    return bad ? SIZE_MAX : n + 1;
+}
+
+/* Make the conversation fit n_ctx with room for a reply (a quarter of the
+ * context, at most max_tokens): drop the oldest turns, keeping the system
+ * prompt (`keep` messages) and the new user message; say so on stderr. */
+static void conv_fit(cinfer_model *m, conversation *c, size_t keep, int n_ctx, int max_tokens) {
+    size_t room = (size_t)n_ctx / 4;
+    if (max_tokens > 0 && (size_t)max_tokens < room) room = (size_t)max_tokens;
+    if (room < 1) room = 1;
+    size_t dropped = 0, n_tok;
+    while ((n_tok = conv_prompt_tokens(m, c)) != SIZE_MAX && n_tok + room > (size_t)n_ctx) {
+        size_t k = conv_drop_oldest(c, keep);
+        if (!k) break;
+        dropped += k;
+    }
+    if (dropped)
+        fprintf(stderr, "(context full at %d tokens: dropped the oldest %zu message%s%s)\n", n_ctx, dropped,
+                dropped == 1 ? "" : "s", keep ? ", kept the system prompt" : "");
+}
+
 static int conv_save(const conversation *c, const char *path) {
     cJSON *arr = cJSON_CreateArray();
     for (size_t i = 0; arr && i < c->n; i++) {
@@ -141,37 +188,43 @@ static int conv_load(conversation *c, const char *path, char *err, size_t err_le
 static void usage(FILE *f) {
     fprintf(f, "usage: cinfer chat MODEL [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                "                   [--min-p P] [--seed S] [-t THREADS] [-c N_CTX] [--aot] [--show-prompt]\n"
-               "                   [--quant native|f32|int8|int8int8|int4|int4mix]\n"
+               "                   [--quant auto|native|f32|int8|int8int8|int4|int4mix] [-v]\n"
+               "  MODEL: a GGUF or .giw file, or REPO[:FILE] pulled with cinfer pull.\n"
                "  interactive on a terminal (/reset, /save FILE, /load FILE, /quit; Ctrl-C stops a reply);\n"
-               "  otherwise one user message per input line, one reply per message.\n");
+               "  otherwise one user message per input line, one reply per message.\n"
+               "  --seed S: default random (printed with -v), -1 = random, S = reproducible.\n"
+               "  When the conversation outgrows -c, the oldest turns are dropped (the system prompt stays).\n");
 }
 
 int cli_chat(int argc, char **argv) {
     const char *model = NULL, *system = NULL;
     cinfer_gen_options go = {.max_tokens = 512, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f,
-                             .min_p = 0.05f, .seed = 42};
+                             .min_p = 0.05f, .seed = cli_random_seed()};
     cinfer_session_options so = {0};
     cinfer_model_options mo = {0};
-    int show_prompt = 0;
+    int show_prompt = 0, verbose = 0, seed_random = 1;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) return usage(stdout), 0;
         else if (!strcmp(f, "--aot")) mo.compile = CINFER_AOT;
         else if (!strcmp(f, "--show-prompt")) show_prompt = 1;
+        else if (!strcmp(f, "-v") || !strcmp(f, "--verbose")) verbose = 1;
         else if (v && !strcmp(f, "--system")) system = argv[++i];
         else if (v && !strcmp(f, "-n")) go.max_tokens = (int)strtol(argv[++i], &end, 10);
         else if (v && !strcmp(f, "--temp")) go.temperature = strtof(argv[++i], &end);
         else if (v && !strcmp(f, "--top-k")) go.top_k = (int)strtol(argv[++i], &end, 10);
         else if (v && !strcmp(f, "--top-p")) go.top_p = strtof(argv[++i], &end);
         else if (v && !strcmp(f, "--min-p")) go.min_p = strtof(argv[++i], &end);
-        else if (v && !strcmp(f, "--seed")) go.seed = strtoull(argv[++i], &end, 10);
+        else if (v && !strcmp(f, "--seed")) {
+            if (cli_parse_seed(argv[++i], &go.seed, &seed_random))
+                return fprintf(stderr, "cinfer chat: --seed: '%s' is not a seed (0..18446744073709551615, "
+                               "or -1 = random)\n", argv[i]), 2;
+        }
         else if (v && !strcmp(f, "-t")) so.n_threads = (int)strtol(argv[++i], &end, 10);
         else if (v && !strcmp(f, "-c")) so.n_ctx = (int)strtol(argv[++i], &end, 10);
         else if (v && !strcmp(f, "--quant")) {
-            if ((mo.precision = cinfer_precision_from_name(argv[++i])) < 0)
-                return fprintf(stderr, "cinfer chat: --quant '%s': expected native, f32, int8, "
-                               "int8int8, int4 or int4mix\n", argv[i]), 2;
+            if ((mo.precision = cli_parse_precision("cinfer chat", argv[++i])) < 0) return 2;
         } else if (f[0] == '-' && f[1]) {
             fprintf(stderr, "cinfer chat: unknown or incomplete option '%s'\n", f);
             return usage(stderr), 2;
@@ -183,7 +236,10 @@ int cli_chat(int argc, char **argv) {
     }
     if (!model) return usage(stderr), 2;
 
-    char err[1024];
+    char err[1024], cached[4096];
+    if (cli_resolve_model("chat", &model, cached, sizeof cached, 1)) return 1;
+    if (verbose) fprintf(stderr, "cinfer chat: seed %llu%s\n", (unsigned long long)go.seed,
+                         seed_random ? " (random; --seed N repeats this chat)" : "");
     cinfer_model *m = NULL;
     cinfer_session *s = NULL;
     conversation conv = {0};
@@ -245,6 +301,8 @@ int cli_chat(int argc, char **argv) {
             continue;
         }
         if (conv_add(&conv, "user", line)) goto oom;
+        conv_fit(m, &conv, conv.n > 1 && !strcmp(conv.m[0].role, "system") ? 1 : 0,
+                 cinfer_session_n_ctx(s), go.max_tokens);
         if (show_prompt) {
             char *prompt;
             if (!cinfer_chat_prompt(m, conv.m, conv.n, 1, &prompt, err, sizeof err)) {
@@ -264,6 +322,9 @@ int cli_chat(int argc, char **argv) {
         if (reply.failed) goto oom;
         fputc('\n', stdout);
         if (res.stop == CINFER_STOP_CALLBACK) fprintf(stderr, "(stopped)\n");
+        else if (res.stop == CINFER_STOP_CTX_FULL)
+            fprintf(stderr, "(context full at %d tokens: reply cut; older turns are dropped next time)\n",
+                    cinfer_session_n_ctx(s));
         fflush(stdout);
         if (conv_add(&conv, "assistant", reply.text ? reply.text : "")) goto oom;
     }

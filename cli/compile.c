@@ -27,7 +27,8 @@ static double now_ms(void) {
 static void usage(FILE *f) {
     fprintf(f, "usage: cinfer compile MODEL [--aot] [--emit-c FILE] [-o OUT] [--archspec FILE]\n"
                "                      [--quant P] [--batch N] [-v]\n"
-               "  --quant P     native (default), f32, int8, int8int8, int4, int4mix (docs/precisions.md)\n"
+               "  MODEL         a GGUF or .giw file, or REPO[:FILE] pulled with cinfer pull\n"
+               "  --quant P               compute precision: " CLI_QUANT_HELP
                "  -o OUT.giw    without --aot: save the repacked weights as a .giw file\n"
                "                (GGUF container, cinfer types; `cinfer run OUT.giw` maps it zero-copy)\n"
                "  --aot -o PROG a standalone executable\n");
@@ -80,9 +81,7 @@ int cli_compile(int argc, char **argv) {
                 return fprintf(stderr, "cinfer compile: --batch: expected 1..65536\n"), 2;
             o.n_batch = (int)n;
         } else if (v && !strcmp(f, "--quant")) {
-            if ((o.precision = cinfer_precision_from_name(argv[++i])) < 0)
-                return fprintf(stderr, "cinfer compile: --quant '%s': expected native, f32, int8, "
-                               "int8int8, int4 or int4mix\n", argv[i]), 2;
+            if ((o.precision = cli_parse_precision("cinfer compile", argv[++i])) < 0) return 2;
         } else if (f[0] == '-' && f[1]) {
             fprintf(stderr, "cinfer compile: unknown or incomplete option '%s'\n", f);
             return usage(stderr), 2;
@@ -90,6 +89,8 @@ int cli_compile(int argc, char **argv) {
         else return fprintf(stderr, "cinfer compile: unexpected argument '%s'\n", f), 2;
     }
     if (!model) return usage(stderr), 2;
+    char cached[4096];
+    if (cli_resolve_model("compile", &model, cached, sizeof cached, 1)) return 1;
     if (out_path && o.mode != CC_AOT) return write_giw(model, &o, out_path);
     if (out_path && o.precision != 0) {
         /* a linked program opens a plain GGUF as native: its precision must come from the file */
@@ -128,8 +129,9 @@ int cli_compile(int argc, char **argv) {
     double t0 = now_ms();
     if (out_path) {
         if (cc_build_executable(g, &o, out_path, err, sizeof err)) goto fail;
-        fprintf(stderr, "cinfer compile: wrote %s (%.0f ms); run it as: %s %s -p \"...\"\n",
-                out_path, now_ms() - t0, out_path, model);
+        /* a bare name would be looked up in PATH: say ./NAME */
+        fprintf(stderr, "cinfer compile: wrote %s (%.0f ms); run it as: %s%s %s -p \"...\"\n",
+                out_path, now_ms() - t0, strchr(out_path, '/') ? "" : "./", out_path, model);
     } else {
         cc_module *m;
         if (cc_build(g, &o, &m, err, sizeof err)) goto fail;

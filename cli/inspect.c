@@ -35,7 +35,8 @@ static double now_ms(void) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: cinfer inspect MODEL [--json]\n"
-               "  MODEL   a .gguf or .safetensors file (format detected by content)\n"
+               "  MODEL   a .gguf, .giw or .safetensors file (format detected by content),\n"
+               "          or REPO[:FILE] pulled with cinfer pull\n"
                "  --json  one JSON document instead of text\n");
 }
 
@@ -91,6 +92,14 @@ static const char *clean_name(const char *s, char *buf, size_t n) {
     return buf;
 }
 
+/* Text mode: the width of a name column holding name (as clean_name prints
+ * it, at most 255 bytes), at least w. */
+static int name_width(const char *name, int w) {
+    size_t n = strlen(name);
+    if (n > 255) n = 255;
+    return (int)n > w ? (int)n : w;
+}
+
 /* Text mode: a quoted, escaped string, at most max bytes of it. */
 static void print_str(FILE *f, const char *s, uint64_t n, uint64_t max) {
     fputc('"', f);
@@ -127,15 +136,22 @@ static void human_bytes(char *buf, size_t n, uint64_t b) {
 
 /* ==== totals ================================================================ */
 
+#define TOTALS_TYPES_ ((int)GGML_TYPE_COUNT > (int)ST_DTYPE_COUNT ? (int)GGML_TYPE_COUNT : (int)ST_DTYPE_COUNT)
+#define TOTALS_TYPES (TOTALS_TYPES_ > GGUF_CINFER_TYPE_LAST + 1 ? TOTALS_TYPES_ : GGUF_CINFER_TYPE_LAST + 1)
+#define TOTALS_OTHER TOTALS_TYPES
+
 typedef struct {
     uint64_t n_tensors, n_params, n_bytes;
-    struct { uint64_t n_tensors, n_params, n_bytes; } by_type[(int)GGML_TYPE_COUNT > (int)ST_DTYPE_COUNT ? (int)GGML_TYPE_COUNT : (int)ST_DTYPE_COUNT];
+    /* GGUF types, cinfer's repacked types (GGUF_CINFER_TYPE_*, in a .giw) and
+     * safetensors dtypes; a type beyond them counts under TOTALS_OTHER. */
+    struct { uint64_t n_tensors, n_params, n_bytes; } by_type[TOTALS_TYPES + 1];
 } totals;
 
 static void totals_add(totals *t, uint32_t type, uint64_t n_params, uint64_t n_bytes) {
     t->n_tensors++;
     t->n_params += n_params;
     t->n_bytes += n_bytes;
+    if (type >= TOTALS_TYPES) type = TOTALS_OTHER;
     t->by_type[type].n_tensors++;
     t->by_type[type].n_params += n_params;
     t->by_type[type].n_bytes += n_bytes;
@@ -304,7 +320,7 @@ static int inspect_gguf(const char *path, bool json) {
         cJSON_AddItemToObject(o, "architecture", a ? json_str(a, strlen(a)) : cJSON_CreateNull());
         cJSON_AddItemToObject(o, "name", nm ? json_str(nm, strlen(nm)) : cJSON_CreateNull());
         cJSON_AddItemToObject(o, "file_type", has_ftype ? cJSON_CreateNumber(ftype) : cJSON_CreateNull());
-        cJSON_AddStringToObject(o, "file_type_name", has_ftype ? gguf_file_type_name(ftype) : "unknown");
+        cJSON_AddStringToObject(o, "file_type_name", has_ftype ? gguf_file_type_name(ftype) : "unknown"); /* text: the same */
         cJSON_AddNumberToObject(o, "alignment", gguf_alignment(g));
         cJSON_AddNumberToObject(o, "size", (double)gguf_size(g));
         cJSON_AddNumberToObject(o, "data_offset", (double)gguf_data_offset(g));
@@ -339,7 +355,7 @@ static int inspect_gguf(const char *path, bool json) {
             cJSON_AddNumberToObject(e, "offset", (double)t->offset);
             cJSON_AddItemToArray(ts, e);
         }
-        cJSON_AddItemToObject(o, "totals", json_totals(tot, GGML_TYPE_COUNT, ggml_type_name));
+        cJSON_AddItemToObject(o, "totals", json_totals(tot, TOTALS_TYPES + 1, ggml_type_name));
         char *s = cJSON_Print(o);
         if (s) puts(s);
         free(s);
@@ -353,7 +369,7 @@ static int inspect_gguf(const char *path, bool json) {
         fprintf(f, "architecture  %s\n", a ? a : "(none)");
         fprintf(f, "name          %s\n", nm ? nm : "(none)");
         if (has_ftype) fprintf(f, "file type     %s (%u)\n", gguf_file_type_name(ftype), ftype);
-        else fprintf(f, "file type     (none)\n");
+        else fprintf(f, "file type     unknown (no general.file_type)\n");
         fprintf(f, "alignment     %u\n", gguf_alignment(g));
         fprintf(f, "size          %" PRIu64 " bytes (%s)\n", gguf_size(g), hb);
         fprintf(f, "data offset   %" PRIu64 "\n", gguf_data_offset(g));
@@ -373,16 +389,18 @@ static int inspect_gguf(const char *path, bool json) {
             fputc('\n', f);
         }
         fprintf(f, "\ntensors: %" PRIu64 "\n", gguf_n_tensors(g));
+        int nw = 32; /* name column: as wide as the longest name, so columns stay aligned */
+        for (uint64_t i = 0; i < gguf_n_tensors(g); i++) nw = name_width(gguf_tensor_at(g, i)->name, nw);
         if (gguf_n_tensors(g))
-            fprintf(f, "  %-5s %-32s %-8s %-22s %12s %12s\n", "#", "name", "type", "shape", "bytes", "offset");
+            fprintf(f, "  %-5s %-*s %-8s %-22s %12s %12s\n", "#", nw, "name", "type", "shape", "bytes", "offset");
         for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
             const gguf_tensor *t = gguf_tensor_at(g, i);
             char nb[256];
-            fprintf(f, "  %-5" PRIu64 " %-32s %-8s ", i, clean_name(t->name, nb, sizeof nb), ggml_type_name(t->type));
+            fprintf(f, "  %-5" PRIu64 " %-*s %-8s ", i, nw, clean_name(t->name, nb, sizeof nb), ggml_type_name(t->type));
             print_shape(f, t->ne, t->n_dims);
             fprintf(f, " %12" PRIu64 " %12" PRIu64 "\n", t->n_bytes, t->offset);
         }
-        print_totals(f, tot, GGML_TYPE_COUNT, ggml_type_name);
+        print_totals(f, tot, TOTALS_TYPES + 1, ggml_type_name);
     }
     free(tot);
     gguf_close(g);
@@ -473,7 +491,7 @@ static int inspect_safetensors(const char *path, bool json) {
             cJSON_AddNumberToObject(e, "offset", (double)t->offset);
             cJSON_AddItemToArray(ts, e);
         }
-        cJSON_AddItemToObject(o, "totals", json_totals(tot, ST_DTYPE_COUNT, st_type_name));
+        cJSON_AddItemToObject(o, "totals", json_totals(tot, TOTALS_TYPES + 1, st_type_name));
         char *str = cJSON_Print(o);
         if (str) puts(str);
         free(str);
@@ -499,16 +517,18 @@ static int inspect_safetensors(const char *path, bool json) {
             fputc('\n', f);
         }
         fprintf(f, "\ntensors: %" PRIu64 " (shapes row-major, outermost first)\n", st_n_tensors(s));
+        int nw = 40; /* name column: as wide as the longest name, so columns stay aligned */
+        for (uint64_t i = 0; i < st_n_tensors(s); i++) nw = name_width(st_tensor_at(s, i)->name, nw);
         if (st_n_tensors(s))
-            fprintf(f, "  %-5s %-40s %-8s %-22s %12s %12s\n", "#", "name", "type", "shape", "bytes", "offset");
+            fprintf(f, "  %-5s %-*s %-8s %-22s %12s %12s\n", "#", nw, "name", "type", "shape", "bytes", "offset");
         for (uint64_t i = 0; i < st_n_tensors(s); i++) {
             const st_tensor *t = st_tensor_at(s, i);
             char nb[256];
-            fprintf(f, "  %-5" PRIu64 " %-40s %-8s ", i, clean_name(t->name, nb, sizeof nb), st_dtype_name(t->dtype));
+            fprintf(f, "  %-5" PRIu64 " %-*s %-8s ", i, nw, clean_name(t->name, nb, sizeof nb), st_dtype_name(t->dtype));
             print_shape(f, t->shape, t->n_dims);
             fprintf(f, " %12" PRIu64 " %12" PRIu64 "\n", t->n_bytes, t->offset);
         }
-        print_totals(f, tot, ST_DTYPE_COUNT, st_type_name);
+        print_totals(f, tot, TOTALS_TYPES + 1, st_type_name);
     }
     free(tot);
     cJSON_Delete(cfg);
@@ -538,7 +558,8 @@ int cli_inspect(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    char err[1024];
+    char err[1024], cached[4096];
+    if (cli_resolve_model("inspect", &path, cached, sizeof cached, 0)) return 1;
     model_format fmt = modelfile_detect(path, err, sizeof err);
     int rc;
     switch (fmt) {

@@ -18,7 +18,8 @@ static void quantize_usage(FILE *f) {
     fprintf(f,
             "usage: cinfer quantize IN.gguf OUT.gguf --type TYPE [options]\n"
             "  --type TYPE                  f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k_s q3_k_m q3_k_l\n"
-            "                               q4_k_s q4_k_m q5_k_s q5_k_m q6_k (q3_k/q4_k/q5_k = the _m mixes)\n"
+            "                               q4_k_s q4_k_m q5_k_s q5_k_m q6_k iq4_nl iq4_xs\n"
+            "                               (q3_k/q4_k/q5_k = the _m mixes; case does not matter)\n"
             "  --pure                       no mixture: every quantized tensor gets the type's base type\n"
             "  --token-embedding-type T     type of token_embd.weight (a tensor type: q8_0, q6_k, f16, ...)\n"
             "  --output-tensor-type T       type of output.weight\n"
@@ -123,13 +124,18 @@ int cli_quantize(int argc, char **argv) {
         fprintf(stderr, "cinfer quantize: %s\n", err);
         return 1;
     }
-    char fb[48] = "";
-    if (st.n_fallback) snprintf(fb, sizeof fb, " (%d by row-length fallback)", st.n_fallback);
+    /* n_fallback counts tensors whose row length is not a multiple of the chosen
+     * type's block, so they got a fallback type; that type may be their own type
+     * (then they are copied), so it is not a subset of the converted ones. */
+    char fb[160] = "";
+    if (st.n_fallback)
+        snprintf(fb, sizeof fb, "; %d took a fallback type (row length not a multiple of the block, "
+                 "see -v)", st.n_fallback);
     fprintf(stderr,
-            "cinfer quantize: %s -> %s (%s%s): %d tensors, %d converted%s, %.2f MiB -> %.2f MiB, "
+            "cinfer quantize: %s -> %s (%s%s): %d tensors: %d converted, %d copied%s; %.2f MiB -> %.2f MiB, "
             "file %.2f MiB, %.2f s\n",
             in, out, quant_ftype_name(o.ftype), o.pure ? ", pure" : "", st.n_tensors, st.n_quantized,
-            fb, st.bytes_in / 1048576.0, st.bytes_out / 1048576.0, st.file_bytes / 1048576.0,
-            now_s() - t0);
+            st.n_tensors - st.n_quantized, fb, st.bytes_in / 1048576.0, st.bytes_out / 1048576.0,
+            st.file_bytes / 1048576.0, now_s() - t0);
     return 0;
 }

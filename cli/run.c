@@ -38,27 +38,50 @@ typedef struct {
     const char *json_schema; /* --json-schema: constrain output to this JSON Schema */
     int confidence;          /* --confidence: print the decisions' distributions (stderr) */
     int n_given;             /* -n was given */
+    int quant_given;         /* --quant was given */
+    int seed_random;         /* the seed was drawn at random (no --seed, or --seed -1) */
 } run_args;
 
-static void run_usage(FILE *f) {
+/* "cinfer run", or the program's name for a standalone executable
+ * (cli_run_prebuilt): the prefix of every message. */
+static const char *run_name = "cinfer run";
+
+/* The usage of `cinfer run`, or (prebuilt) of a standalone executable, which
+ * has no --jit/--aot/--archspec and whose precision comes from the file. */
+static void run_usage(FILE *f, int prebuilt) {
+    if (prebuilt)
+        fprintf(f,
+                "usage: %s MODEL [options]\n"
+                "  a standalone executable built by `cinfer compile --aot -o`: the forward pass is\n"
+                "  compiled in; MODEL is the GGUF (or .giw) file it was built for, run in the file's\n"
+                "  precision (native for a GGUF, the saved one for a .giw; --quant may only name it)\n",
+                run_name);
+    else
+        fprintf(f, "usage: cinfer run MODEL [options]\n"
+                   "  MODEL                   a GGUF or .giw file, or REPO[:FILE] pulled with cinfer pull\n");
     fprintf(f,
-            "usage: cinfer run MODEL [options]\n"
             "  -p, --prompt TEXT       prompt text (default: empty, generation starts after BOS)\n"
             "  --prompt-ids \"1 2 3\"    prompt as token ids (no BOS added)\n"
             "  -n N                    tokens to generate (default 256; 0 evaluates the prompt only)\n"
             "  --temp T                temperature (0.8; 0 = greedy, deterministic)\n"
-            "  --top-k K --top-p P --min-p P --repeat-penalty R --seed S\n"
+            "  --top-k K --top-p P --min-p P --repeat-penalty R\n"
+            "  --seed S                sampling seed: same seed, same text (default: random, printed\n"
+            "                          with -v; -1 = random)\n"
             "  -t N                    threads (default: physical cores)\n"
-            "  -c N                    context size in tokens (default: model's, at most 4096)\n"
+            "  -c N                    context size in tokens (default: model's, at most 4096); when\n"
+            "                          it fills, generation stops with a notice on stderr\n");
+    if (!prebuilt)
+        fprintf(f,
             "  --jit | --aot           compile in memory with libtcc (default) or with cc -O3\n"
-            "  --quant P               compute precision: native (default: the GGUF blocks, zero copy),\n"
-            "                          f32, int8, int8int8, int4, int4mix (repacked at load; a .giw\n"
-            "                          file runs in the precision it was saved in; docs/precisions.md)\n"
+            "  --quant P               compute precision: " CLI_QUANT_HELP);
+    fprintf(f,
             "  --activations f32|q8    matmul activations: f32 (exact dequantized weights) or\n"
             "                          q8 (quantized per row like llama.cpp; faster; the default for\n"
             "                          native; other precisions default to their own)\n"
-            "  --dump-logits FILE      write {\"prompt_ids\":[...],\"logits\":[...]} at the last prompt position\n"
-            "  --archspec FILE         use this architecture descriptor instead of the built-in one\n"
+            "  --dump-logits FILE      write {\"prompt_ids\":[...],\"logits\":[...]} at the last prompt position\n");
+    if (!prebuilt)
+        fprintf(f, "  --archspec FILE         use this architecture descriptor instead of the built-in one\n");
+    fprintf(f,
             "  --no-bos                do not add BOS to the prompt\n"
             "  --json-schema FILE      output one JSON value valid under the schema (stdout: just the value;\n"
             "                          without -n, generation runs until the value is complete)\n"
@@ -86,19 +109,22 @@ static int parse_num(const char *flag, const char *s, double lo, double hi, doub
     errno = 0;
     double v = strtod(s, &end);
     if (!*s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, "cinfer run: %s: '%s' is not a number in [%g, %g]\n", flag, s, lo, hi);
+        fprintf(stderr, "%s: %s: '%s' is not a number in [%g, %g]\n", run_name, flag, s, lo, hi);
         return -1;
     }
     *out = v;
     return 0;
 }
 
-static int parse_args(int argc, char **argv, run_args *a) {
+/* prebuilt: a standalone executable's argv, which refuses the flags it
+ * cannot honour (--jit/--aot/--archspec: the forward pass is linked in). */
+static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
     memset(a, 0, sizeof *a);
     a->n_predict = 256;
     a->mode = CC_JIT;
     a->sp = samp_params_default();
-    a->sp.seed = (uint64_t)time(NULL);
+    a->sp.seed = cli_random_seed();
+    a->seed_random = 1;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -106,15 +132,19 @@ static int parse_args(int argc, char **argv, run_args *a) {
 #define NEED_VAL()                                                               \
     do {                                                                         \
         if (!v) {                                                                \
-            fprintf(stderr, "cinfer run: %s needs a value\n", f);                \
+            fprintf(stderr, "%s: %s needs a value\n", run_name, f);             \
             return -1;                                                           \
         }                                                                        \
         i++;                                                                     \
     } while (0)
 #define NUM(lo, hi) do { NEED_VAL(); if (parse_num(f, v, lo, hi, &d)) return -1; } while (0)
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-            run_usage(stdout);
+            run_usage(stdout, prebuilt);
             exit(0);
+        } else if (prebuilt && (!strcmp(f, "--jit") || !strcmp(f, "--aot") || !strcmp(f, "--archspec"))) {
+            fprintf(stderr, "%s: %s is not available in a standalone executable (its forward pass is "
+                    "compiled in); use cinfer run MODEL %s\n", run_name, f, f);
+            return -1;
         } else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) { NEED_VAL(); a->prompt = v; }
         else if (!strcmp(f, "--prompt-ids")) { NEED_VAL(); a->prompt_ids = v; }
         else if (!strcmp(f, "--dump-logits")) { NEED_VAL(); a->dump_logits = v; }
@@ -127,7 +157,14 @@ static int parse_args(int argc, char **argv, run_args *a) {
         else if (!strcmp(f, "--top-p")) { NUM(0, 1); a->sp.top_p = (float)d; }
         else if (!strcmp(f, "--min-p")) { NUM(0, 1); a->sp.min_p = (float)d; }
         else if (!strcmp(f, "--repeat-penalty")) { NUM(0, 100); a->sp.repeat_penalty = (float)d; }
-        else if (!strcmp(f, "--seed")) { NUM(0, 1.8e19); a->sp.seed = (uint64_t)d; }
+        else if (!strcmp(f, "--seed")) {
+            NEED_VAL();
+            if (cli_parse_seed(v, &a->sp.seed, &a->seed_random)) {
+                fprintf(stderr, "%s: --seed: '%s' is not a seed (0..18446744073709551615, or -1 = random)\n",
+                        run_name, v);
+                return -1;
+            }
+        }
         else if (!strcmp(f, "--jit")) a->mode = CC_JIT;
         else if (!strcmp(f, "--aot")) a->mode = CC_AOT;
         else if (!strcmp(f, "--no-bos")) a->no_bos = 1;
@@ -136,39 +173,36 @@ static int parse_args(int argc, char **argv, run_args *a) {
             if (!strcmp(v, "f32")) a->activations = CINFER_ACT_F32;
             else if (!strcmp(v, "q8")) a->activations = CINFER_ACT_Q8;
             else {
-                fprintf(stderr, "cinfer run: --activations '%s': expected f32 or q8\n", v);
+                fprintf(stderr, "%s: --activations '%s': expected f32 or q8\n", run_name, v);
                 return -1;
             }
         }
         else if (!strcmp(f, "-v") || !strcmp(f, "--verbose")) a->verbose = 1;
         else if (!strcmp(f, "--quant")) {
             NEED_VAL();
-            if ((a->precision = cinfer_precision_from_name(v)) < 0) {
-                fprintf(stderr, "cinfer run: --quant '%s': expected native, f32, int8, int8int8, "
-                        "int4 or int4mix\n", v);
-                return -1;
-            }
+            if ((a->precision = cli_parse_precision(run_name, v)) < 0) return -1;
+            a->quant_given = 1;
         } else if (!strcmp(f, "--json-schema")) {
             NEED_VAL();
             a->json_schema = v;
         } else if (!strcmp(f, "--confidence")) a->confidence = 1;
         else if (f[0] == '-' && f[1]) {
-            fprintf(stderr, "cinfer run: unknown option '%s' (see cinfer run --help)\n", f);
+            fprintf(stderr, "%s: unknown option '%s' (see %s --help)\n", run_name, f, run_name);
             return -1;
         } else if (!a->model) a->model = f;
         else {
-            fprintf(stderr, "cinfer run: unexpected argument '%s'\n", f);
+            fprintf(stderr, "%s: unexpected argument '%s'\n", run_name, f);
             return -1;
         }
 #undef NUM
 #undef NEED_VAL
     }
     if (!a->model) {
-        run_usage(stderr);
+        run_usage(stderr, prebuilt);
         return -1;
     }
     if (a->prompt && a->prompt_ids) {
-        fprintf(stderr, "cinfer run: give -p or --prompt-ids, not both\n");
+        fprintf(stderr, "%s: give -p or --prompt-ids, not both\n", run_name);
         return -1;
     }
     return 0;
@@ -193,13 +227,13 @@ static int parse_ids(const char *s, int32_t *ids, int cap) {
 static int dump_logits(const char *path, const int32_t *ids, int n_ids, const float *logits,
                        int n_vocab) {
     FILE *f = fopen(path, "w");
-    if (!f) return fprintf(stderr, "cinfer run: %s: %s\n", path, strerror(errno)), -1;
+    if (!f) return fprintf(stderr, "%s: %s: %s\n", run_name, path, strerror(errno)), -1;
     fprintf(f, "{\"prompt_ids\":[");
     for (int i = 0; i < n_ids; i++) fprintf(f, "%s%d", i ? "," : "", ids[i]);
     fprintf(f, "],\"logits\":[");
     for (int i = 0; i < n_vocab; i++) fprintf(f, "%s%.9g", i ? "," : "", (double)logits[i]);
     fprintf(f, "]}\n");
-    if (fclose(f)) return fprintf(stderr, "cinfer run: %s: write failed\n", path), -1;
+    if (fclose(f)) return fprintf(stderr, "%s: %s: write failed\n", run_name, path), -1;
     return 0;
 }
 
@@ -246,16 +280,16 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
     cinfer_grammar *grammar = NULL;
     cinfer_confidence *conf = NULL;
     run_args a;
-    if (parse_args(argc, argv, &a)) return 2;
+    if (describe) {
+        const char *slash = strrchr(argv[0], '/');
+        run_name = slash ? slash + 1 : argv[0];
+    } else run_name = "cinfer run";
+    if (parse_args(argc, argv, &a, describe != NULL)) return 2;
     char err[1024], cached[4096];
-    /* REPO[:FILE] names a model pulled with `cinfer pull` */
-    if (!describe && pull_is_spec(a.model)) {
-        if (pull_resolve_cached(a.model, cached, sizeof cached, err, sizeof err)) {
-            fprintf(stderr, "cinfer run: %s\n", err);
-            return 1;
-        }
-        a.model = cached;
-    }
+    /* REPO[:FILE] names a model pulled with `cinfer pull`; safetensors are refused clearly */
+    if (cli_resolve_model(describe ? run_name : "run", &a.model, cached, sizeof cached, 1)) return 1;
+    if (a.verbose) fprintf(stderr, "%s: seed %llu%s\n", run_name, (unsigned long long)a.sp.seed,
+                           a.seed_random ? " (random; --seed N repeats this run)" : "");
     int rc = 1;
     cinfer_model *m = NULL;
     cinfer_session *s = NULL;
@@ -269,6 +303,15 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
                  : cinfer_model_open(a.model, &mo, &m, err, sizeof err))
         goto fail;
     double t_open = now_ms() - rs.t_start;
+    /* precision 0 is the default, which a standalone executable runs anyway */
+    if (describe && a.quant_given && a.precision != 0 && a.precision != cinfer_model_precision(m)) {
+        snprintf(err, sizeof err, "--quant %s: this executable runs %s in %s (the file's precision); "
+                 "for %s use cinfer run %s --quant %s, or build an executable from a .giw saved as %s",
+                 cinfer_precision_name(a.precision), a.model,
+                 cinfer_precision_name(cinfer_model_precision(m)), cinfer_precision_name(a.precision),
+                 a.model, cinfer_precision_name(a.precision), cinfer_precision_name(a.precision));
+        goto fail;
+    }
     cinfer_session_options so = {.n_ctx = a.n_ctx, .n_threads = a.n_threads,
                                  .activations = a.activations};
     if (cinfer_session_new(m, &so, &s, err, sizeof err)) goto fail;
@@ -294,7 +337,9 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
         }
     }
     if (n_prompt == 0) {
-        snprintf(err, sizeof err, "empty prompt and the vocabulary adds no BOS: nothing to evaluate");
+        if (a.prompt_ids) snprintf(err, sizeof err, "--prompt-ids: no ids given: nothing to evaluate");
+        else if (a.no_bos) snprintf(err, sizeof err, "empty prompt with --no-bos: nothing to evaluate");
+        else snprintf(err, sizeof err, "empty prompt and the vocabulary adds no BOS: nothing to evaluate");
         goto fail;
     }
     if (n_prompt + (a.n_predict > 0 ? 1 : 0) > (size_t)n_ctx) {
@@ -312,6 +357,7 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
     if (a.json_schema && run_grammar(&a, m, &grammar, &conf, err, sizeof err)) goto fail;
     if (a.prompt && !grammar) fputs(a.prompt, stdout);
     cinfer_gen_result res = {0};
+    int newline_done = 0;
     if (a.n_predict > 0) {
         cinfer_gen_options go = {
             .max_tokens = a.n_predict,
@@ -335,6 +381,13 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
                      res.stop == CINFER_STOP_CTX_FULL ? "context full" : "token limit reached");
             goto fail;
         }
+        if (res.stop == CINFER_STOP_CTX_FULL && !grammar) {
+            fputc('\n', stdout);
+            fflush(stdout);
+            fprintf(stderr, "%s: context full at %d tokens (-c %d); stopped after %d generated tokens\n",
+                    run_name, n_ctx, n_ctx, res.n_generated);
+            newline_done = 1;
+        }
         if (conf) {
             fputc('\n', stdout);
             fflush(stdout);
@@ -343,7 +396,7 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
             free(cj);
         }
     }
-    if ((a.n_predict > 0 && !conf) || (a.prompt && !grammar)) fputc('\n', stdout);
+    if (!newline_done && ((a.n_predict > 0 && !conf) || (a.prompt && !grammar))) fputc('\n', stdout);
     fflush(stdout);
     fprintf(stderr,
             "cinfer: open %.1f ms (%s %.1f ms%s) | prompt %zu tok %.1f tok/s | "
@@ -357,7 +410,7 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
     rc = 0;
     goto done;
 fail:
-    fprintf(stderr, "cinfer run: %s\n", err);
+    fprintf(stderr, "%s: %s\n", run_name, err);
 done:
     free(ids);
     cinfer_grammar_free(grammar);

@@ -45,7 +45,10 @@ int cli_schema_check(int argc, char **argv) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: cinfer schema-check SCHEMA.json INSTANCE.json... [-q] [--permissive]\n"
                    "  exit 0: the grammar accepts every instance; 1: it rejects one; 2: the schema\n"
-                   "  does not compile (the message lists unsupported keywords and where they are)\n");
+                   "  does not compile (the message lists unsupported keywords and where they are)\n"
+                   "  -q            no \"accepted\"/\"rejected\" lines, only the exit status\n"
+                   "  --permissive  ignore the keywords the grammar cannot enforce instead of refusing\n"
+                   "                the schema: the grammar then accepts a superset of the schema\n");
             return 0;
         } else if (!strcmp(argv[i], "-q")) quiet = 1;
         else if (!strcmp(argv[i], "--permissive")) permissive = 1;
@@ -53,7 +56,7 @@ int cli_schema_check(int argc, char **argv) {
         else if (first_inst < 0) first_inst = i;
     }
     if (!schema_path || first_inst < 0) {
-        fprintf(stderr, "usage: cinfer schema-check SCHEMA.json INSTANCE.json...\n");
+        fprintf(stderr, "usage: cinfer schema-check SCHEMA.json INSTANCE.json... [-q] [--permissive] (see --help)\n");
         return 2;
     }
     size_t len;

@@ -23,16 +23,18 @@ static void serve_usage(FILE *f) {
             "       cinfer serve --model NAME=PATH [--model NAME=PATH...] [options]\n"
             "  --model NAME=PATH  serve the GGUF at PATH as model NAME (repeatable; requests pick one\n"
             "                     with their \"model\" field, the first is the default); PATH alone:\n"
-            "                     NAME is the file name without .gguf.  Every model loads at start\n"
+            "                     NAME is the file name without .gguf/.giw.  Every model loads at start\n"
             "                     and keeps its own KV cache (n_ctx positions) in memory\n"
             "  --host ADDR        address to bind (default 127.0.0.1; loopback only unless given)\n"
             "  --port N           port (default 8080; 0: any free port)\n"
             "  --api-key K        require K as 'Authorization: Bearer K' or 'x-api-key: K'\n"
-            "  --name NAME        model id of the positional MODEL (default: file name without .gguf)\n"
+            "  --name NAME        model id of the positional MODEL (default: file name without .gguf/.giw)\n"
             "  -c, --ctx-size N   context positions per model (default min(n_ctx_train, 4096))\n"
             "  -t, --threads N    threads per model (default: physical cores)\n"
             "  --queue N          requests that may wait behind the running one, per model (default 16)\n"
             "  --no-webui         no chat page at GET /\n"
+            "  --cors-origin O    let web pages from origin O (e.g. https://app.example) call the API\n"
+            "                     (repeatable; '*': any).  Other cross-site requests get 403\n"
             "endpoints: GET / (web UI), GET /health, GET /v1/models, POST /v1/chat/completions,\n"
             "  /v1/completions, /v1/responses, /v1/embeddings, /v1/messages, /v1/messages/count_tokens\n"
             "docs: docs/serve.md\n");
@@ -50,12 +52,13 @@ static int parse_int(const char *flag, const char *v, long lo, long hi, long *ou
     return 0;
 }
 
-/* NAME from a model path: the file name without .gguf. */
+/* NAME from a model path: the file name without .gguf or .giw. */
 static void stem(const char *path, char *name, size_t cap) {
     const char *b = strrchr(path, '/');
     snprintf(name, cap, "%s", b ? b + 1 : path);
     size_t n = strlen(name);
     if (n > 5 && !strcmp(name + n - 5, ".gguf")) name[n - 5] = 0;
+    else if (n > 4 && !strcmp(name + n - 4, ".giw")) name[n - 4] = 0;
 }
 
 enum { MAX_MODELS = 16 };
@@ -63,7 +66,8 @@ enum { MAX_MODELS = 16 };
 int cli_serve(int argc, char **argv) {
     srv_options o = {.port = 8080};
     const char *path = NULL;
-    const char *paths[MAX_MODELS];
+    const char *paths[MAX_MODELS], *cors[MAX_MODELS];
+    int n_cors = 0;
     char names[MAX_MODELS][256];
     int n_models = 0;
     for (int i = 1; i < argc; i++) {
@@ -93,6 +97,15 @@ int cli_serve(int argc, char **argv) {
         i++;
         if (!strcmp(f, "--host")) o.host = v;
         else if (!strcmp(f, "--api-key")) o.api_key = v;
+        else if (!strcmp(f, "--cors-origin")) {
+            if (n_cors == MAX_MODELS || !v[0]) {
+                fprintf(stderr, "cinfer serve: --cors-origin: %s\n", v[0] ? "at most 16" : "empty origin");
+                return 2;
+            }
+            cors[n_cors++] = v;
+            o.cors_origins = cors;
+            o.n_cors_origins = n_cors;
+        }
         else if (!strcmp(f, "--name")) o.model_name = v;
         else if (!strcmp(f, "--model")) {
             if (n_models == MAX_MODELS) {

@@ -15,10 +15,12 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "modelfile.h"
 #include "tok.h"
 
 static int usage(void) {
-    fprintf(stderr, "usage: cinfer tokenize MODEL.gguf|tokenizer.json TEXT [--no-bos] [--parse-special]\n");
+    fprintf(stderr, "usage: cinfer tokenize MODEL.gguf|REPO[:FILE]|tokenizer.json TEXT [--no-bos] [--parse-special]\n"
+                    "  tokenizer.json: byte-level BPE only (GPT-2, Llama 3, Qwen2 style)\n");
     return 2;
 }
 
@@ -53,7 +55,8 @@ int cli_tokenize(int argc, char **argv) {
     }
     if (!model || !text) return usage();
 
-    char err[512];
+    char err[512], cached[4096];
+    if (cli_resolve_model("tokenize", &model, cached, sizeof cached, 0)) return 1;
     gguf_file *g = NULL;
     tok_vocab *v = NULL;
     int32_t *ids = NULL;
@@ -64,6 +67,11 @@ int cli_tokenize(int argc, char **argv) {
             goto done;
         }
     } else {
+        if (modelfile_detect(model, NULL, 0) == MODEL_FORMAT_SAFETENSORS) {
+            fprintf(stderr, "cinfer tokenize: %s is a safetensors file (weights, no tokenizer): give the "
+                    "tokenizer.json next to it or the model's GGUF\n", model);
+            goto done;
+        }
         if (gguf_open(model, &g, err, sizeof err) != 0) {
             fprintf(stderr, "cinfer tokenize: %s\n", err);
             goto done;

@@ -109,6 +109,9 @@ int cc_precision_weight_type(int precision, const char *name, int src_type, long
                              long n_cols) {
     int dst;
     switch (precision) {
+    case CINFER_PRECISION_AUTO: /* lossless only: the same blocks, interleaved */
+        dst = src_type == CF_Q4_0 ? CF_Q4_0_R8 : src_type == CF_Q8_0 ? CF_Q8_0_R8 : src_type;
+        break;
     case CINFER_PRECISION_F32: dst = CF_F32; break;
     case CINFER_PRECISION_INT8: case CINFER_PRECISION_INT8INT8: dst = CF_Q8_0_R8; break;
     case CINFER_PRECISION_INT4: dst = CF_Q4_0_R8; break;

@@ -120,7 +120,7 @@ static int model_open(const char *path, const cinfer_model_options *opts,
         goto bad;
     }
     if (giw_prec >= 0) {
-        if (o.precision != CINFER_PRECISION_NATIVE && o.precision != giw_prec) {
+        if (o.precision != CINFER_PRECISION_AUTO && o.precision != giw_prec) {
             rc = fail(err, err_len, CINFER_EARG, "%s holds %s weights (a .giw); it cannot run as %s: "
                       "use the source GGUF", path, cinfer_precision_name(giw_prec),
                       cinfer_precision_name(o.precision));
@@ -151,6 +151,11 @@ static int model_open(const char *path, const cinfer_model_options *opts,
     } else if (cc_build(m->g, &co, &m->mod, e, sizeof e)) {
         rc = fail(err, err_len, strstr(e, "not supported") || strstr(e, "no CPU kernel")
                                     ? CINFER_EUNSUPPORTED : CINFER_ECOMPILE, "%s", e);
+        goto bad;
+    }
+    /* ... and holds every weight in the type that precision computes with */
+    if (giw_prec >= 0 && giw_check_bound(m->g, m->mod->desc, giw_prec, e, sizeof e)) {
+        rc = fail(err, err_len, CINFER_EFORMAT, "%s: %s", path, e);
         goto bad;
     }
     if (eng_model_bind(&m->em, m->g, m->mod->desc, m->mod->forward, e, sizeof e)) {
@@ -218,7 +223,8 @@ void cinfer_model_repack_stats(const cinfer_model *m, int *n_tensors, size_t *n_
 }
 
 static const char *const precision_names[CINFER_PRECISION_COUNT] = {
-    [CINFER_PRECISION_NATIVE] = "native", [CINFER_PRECISION_F32] = "f32",
+    [CINFER_PRECISION_AUTO] = "auto",     [CINFER_PRECISION_NATIVE] = "native",
+    [CINFER_PRECISION_F32] = "f32",
     [CINFER_PRECISION_INT8] = "int8",     [CINFER_PRECISION_INT8INT8] = "int8int8",
     [CINFER_PRECISION_INT4] = "int4",     [CINFER_PRECISION_INT4MIX] = "int4mix",
 };

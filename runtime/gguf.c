@@ -259,6 +259,7 @@ struct gguf_file {
     const uint8_t *base; /* (size) the mapping, or the caller's image */
     uint64_t size;
     bool mapped;         /* munmap at close */
+    uint64_t dev, ino;   /* st_dev/st_ino of the mapped file (mapped only) */
     uint32_t version;
     uint32_t alignment;
     uint64_t data_offset;
@@ -552,6 +553,31 @@ static int parse_alignment(reader *r) {
     return 0;
 }
 
+/* A .giw (a file with cinfer.version, runtime/giw.h) is written with
+ * general.alignment 64 and its repacked tensors are bound zero-copy by SIMD
+ * kernels, so refuse one whose data may sit at smaller alignments. */
+static int check_giw_alignment(reader *r) {
+    gguf_file *g = r->g;
+    if (gguf_find_key(g, "cinfer.version") < 0 || g->alignment >= GGUF_GIW_MIN_ALIGNMENT) return 0;
+    int64_t i = gguf_find_key(g, "general.alignment");
+    if (i < 0)
+        return FAIL(r, "a .giw file (one with a cinfer.version key) needs general.alignment >= %u, the key is "
+                    "missing (default %u)", GGUF_GIW_MIN_ALIGNMENT, g->alignment);
+    return FAIL(r, "key 'general.alignment' (offset %llu): a .giw file (one with a cinfer.version key) needs "
+                ">= %u, got %u", (unsigned long long)g->kvs[i].offset, GGUF_GIW_MIN_ALIGNMENT, g->alignment);
+}
+
+/* The alignment a tensor of type t needs for its element or block fields to
+ * be read in place without misaligned loads: the largest power of two that
+ * divides the element/block size, at most 8 for plain types (F64, I64) and 4
+ * for block types (their fields are ggml_half, float or bytes; 4 is a slight
+ * over-requirement for some, e.g. Q4_K's ggml_half, never an under-one). */
+static uint32_t type_alignment(const ggml_type_info *ti) {
+    uint32_t cap = ti->blck_size == 1 ? 8 : 4, a = 1;
+    while (a < cap && ti->type_size % (a * 2) == 0) a *= 2;
+    return a;
+}
+
 static int parse_tensor_infos(reader *r) {
     gguf_file *g = r->g;
     char qb[280], ctx[400];
@@ -644,7 +670,8 @@ static int cmp_span(const void *a, const void *b) {
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-/* Offsets aligned, data inside the file, no two tensors overlapping. */
+/* Offsets aligned (to general.alignment and to the tensor type's element
+ * alignment), data inside the file, no two tensors overlapping. */
 static int validate_layout(reader *r) {
     gguf_file *g = r->g;
     char qb[280], qb2[280];
@@ -664,6 +691,14 @@ static int validate_layout(reader *r) {
                         (unsigned long long)(g->data_offset + t->offset), (unsigned long long)t->n_bytes,
                         (unsigned long long)g->size);
         }
+        /* general.alignment may be any power of two, down to 1: also need the
+         * element alignment (the mapping starts page-aligned, so the file
+         * offset decides the address's alignment) */
+        const uint32_t ta = type_alignment(ggml_type_get(t->type));
+        if ((g->data_offset + t->offset) % ta)
+            return FAIL(r, "tensor '%s': data at file offset %llu is not aligned to %u bytes as type %s needs "
+                        "(general.alignment is %u)", nm, (unsigned long long)(g->data_offset + t->offset), ta,
+                        ggml_type_name(t->type), g->alignment);
         t->data = g->base + g->data_offset + t->offset;
     }
     if (g->n_tensors < 2) return 0;
@@ -726,7 +761,7 @@ static int parse(reader *r) {
 
     int rc;
     if ((rc = parse_kvs(r))) return rc;
-    if ((rc = parse_alignment(r))) return rc;
+    if ((rc = parse_alignment(r)) || (rc = check_giw_alignment(r))) return rc;
     if ((rc = parse_tensor_infos(r))) return rc;
 
     uint64_t pad = (g->alignment - r->off % g->alignment) % g->alignment;
@@ -802,7 +837,12 @@ int gguf_open(const char *path, gguf_file **out, char *err, size_t err_len) {
     int e = errno;
     close(fd); /* the mapping keeps the file alive */
     if (p == MAP_FAILED) return seterr(err, err_len, GGUF_EIO, "cannot mmap '%s' (%zu bytes): %s", path, size, strerror(e));
-    return open_image(p, size, true, out, err, err_len);
+    int rc = open_image(p, size, true, out, err, err_len);
+    if (rc == GGUF_OK) {
+        (*out)->dev = (uint64_t)st.st_dev;
+        (*out)->ino = (uint64_t)st.st_ino;
+    }
+    return rc;
 }
 
 /* ==== accessors ============================================================ */
@@ -828,6 +868,12 @@ int gguf_release_pages(const gguf_file *g, const void *p, uint64_t n) {
 
 uint32_t gguf_version(const gguf_file *g) { return g->version; }
 uint32_t gguf_alignment(const gguf_file *g) { return g->alignment; }
+int gguf_file_id(const gguf_file *g, uint64_t *dev, uint64_t *ino) {
+    if (!g->mapped) return -1;
+    *dev = g->dev;
+    *ino = g->ino;
+    return 0;
+}
 const void *gguf_base(const gguf_file *g) { return g->base; }
 uint64_t gguf_size(const gguf_file *g) { return g->size; }
 uint64_t gguf_data_offset(const gguf_file *g) { return g->data_offset; }

@@ -72,6 +72,9 @@ enum {
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_DEFAULT_ALIGNMENT 32
+/* The least general.alignment gguf_open accepts in a .giw (a file with a
+ * cinfer.version key); giw.c writes exactly this. */
+#define GGUF_GIW_MIN_ALIGNMENT 64
 
 typedef struct {
     const char *name;   /* "Q4_K"; NULL for ids ggml removed */
@@ -127,19 +130,26 @@ typedef struct {
     uint64_t n_elems;
     uint64_t offset;   /* relative to the start of the data section */
     uint64_t n_bytes;
-    const void *data;  /* into the mapping; aligned to general.alignment */
+    const void *data;  /* into the mapping; at a file offset aligned to general.alignment
+                          and to the type's element alignment (4 for F32, 2 for F16...) */
 } gguf_tensor;
 
 typedef struct gguf_file gguf_file;
 
 /* Map and validate path.  On success *out owns the mapping. */
 int gguf_open(const char *path, gguf_file **out, char *err, size_t err_len);
-/* Validate an in-memory image (not copied: must outlive the handle). */
+/* Validate an in-memory image (not copied: must outlive the handle).  Tensor
+ * alignment is checked on file offsets, so the image should start 8-byte
+ * aligned (malloc's is) for tensor data to be aligned in memory too. */
 int gguf_open_mem(const void *data, size_t size, gguf_file **out, char *err, size_t err_len);
 void gguf_close(gguf_file *g); /* NULL is a no-op */
 
 uint32_t gguf_version(const gguf_file *g);
 uint32_t gguf_alignment(const gguf_file *g);
+/* The identity (st_dev, st_ino) of the file gguf_open mapped, so a writer can
+ * refuse to replace its own input (gguf_write.h gguf_out_open).  0, or -1 for
+ * an image from gguf_open_mem. */
+int gguf_file_id(const gguf_file *g, uint64_t *dev, uint64_t *ino);
 const void *gguf_base(const gguf_file *g); /* start of the mapping */
 uint64_t gguf_size(const gguf_file *g);    /* file size in bytes */
 uint64_t gguf_data_offset(const gguf_file *g); /* start of the tensor data section */

@@ -4,10 +4,15 @@
  */
 #include "gguf_write.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 /* ---- encoding ------------------------------------------------------------------ */
@@ -126,25 +131,125 @@ void gguf_w_tensor_info(gguf_writer *w, const char *name, uint32_t n_dims, const
 
 /* ---- atomic output file ----------------------------------------------------------- */
 
-int gguf_out_open(gguf_out *o, const char *path, const char *tmp_suffix, char *err, size_t err_len) {
+static int set_err(char *err, size_t err_len, int e, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int set_err(char *err, size_t err_len, int e, const char *fmt, ...) {
+    if (err && err_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_len, fmt, ap);
+        va_end(ap);
+    }
+    return e;
+}
+
+static const char *kind_of(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device" : "not a regular file";
+}
+
+/* The check of gguf_out_check_target against an input identity. */
+static int check_target(const char *path, bool has_src, uint64_t dev, uint64_t ino, char *err, size_t err_len) {
+    struct stat st;
+    if (lstat(path, &st)) {
+        if (errno == ENOENT) return 0;
+        int e = errno ? errno : EIO;
+        return set_err(err, err_len, e, "%s: %s", path, strerror(e));
+    }
+    if (S_ISLNK(st.st_mode))
+        return set_err(err, err_len, ELOOP, "%s: is a symbolic link; refusing to replace it (the output would "
+                       "replace the link, not its target): give the target's path", path);
+    if (!S_ISREG(st.st_mode))
+        return set_err(err, err_len, S_ISDIR(st.st_mode) ? EISDIR : EINVAL,
+                       "%s: exists and is %s; refusing to replace it with the output file", path, kind_of(st.st_mode));
+    if (has_src && (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino)
+        return set_err(err, err_len, EEXIST, "%s: is the input file; refusing to overwrite it, write to another path",
+                       path);
+    return 0;
+}
+
+int gguf_out_check_target(const char *path, const gguf_file *src, char *err, size_t err_len) {
+    uint64_t dev = 0, ino = 0;
+    bool has = src && !gguf_file_id(src, &dev, &ino);
+    return check_target(path, has, dev, ino, err, err_len);
+}
+
+/* Remove stale path.tmp.<pid> files (see gguf_write.h): regular files whose
+ * pid is not a live process, never this process's own name, never the input.
+ * Best effort: any failure leaves the file. */
+static void remove_stale_tmp(const gguf_out *o) {
+    const char *slash = strrchr(o->path, '/');
+    const char *base = slash ? slash + 1 : o->path;
+    size_t dir_len = slash ? (size_t)(slash - o->path) + 1 : 0; /* with the '/' */
+    size_t base_len = strlen(base);
+    if (!base_len) return;
+    char *dir = dir_len ? strndup(o->path, dir_len) : strdup(".");
+    if (!dir) return;
+    DIR *d = opendir(dir);
+    if (!d) {
+        free(dir);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        if (strncmp(n, base, base_len) || strncmp(n + base_len, ".tmp.", 5)) continue;
+        const char *digits = n + base_len + 5;
+        if (!*digits || strlen(digits) > 9 || strspn(digits, "0123456789") != strlen(digits)) continue;
+        long pid = strtol(digits, NULL, 10);
+        if (pid <= 1 || pid == (long)getpid()) continue;
+        errno = 0;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to judge */
+        size_t len = dir_len + strlen(n) + 1;
+        char *full = malloc(len);
+        if (!full) break;
+        snprintf(full, len, "%.*s%s", (int)dir_len, o->path, n);
+        struct stat st;
+        if (!lstat(full, &st) && S_ISREG(st.st_mode) &&
+            !(o->has_src && (uint64_t)st.st_dev == o->src_dev && (uint64_t)st.st_ino == o->src_ino))
+            (void)unlink(full);
+        free(full);
+    }
+    closedir(d);
+    free(dir);
+}
+
+int gguf_out_open(gguf_out *o, const char *path, const char *tmp_suffix, const gguf_file *src, char *err,
+                  size_t err_len) {
     *o = (gguf_out){.path = path};
+    o->has_src = src && !gguf_file_id(src, &o->src_dev, &o->src_ino);
+    int e = check_target(path, o->has_src, o->src_dev, o->src_ino, err, err_len);
+    if (e) return e;
     size_t n = strlen(path), m = strlen(tmp_suffix);
     o->tmp = malloc(n + m + 1);
-    if (!o->tmp) {
-        snprintf(err, err_len, "%s: out of memory", path);
-        return ENOMEM;
-    }
+    if (!o->tmp) return set_err(err, err_len, ENOMEM, "%s: out of memory", path);
     memcpy(o->tmp, path, n);
     memcpy(o->tmp + n, tmp_suffix, m + 1);
-    int fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    remove_stale_tmp(o);
+    /* The temporary name is ours: whatever sits there (a stale file of a dead
+     * writer, a planted symlink) is removed, never followed or truncated.  It
+     * must not be the input, nor a directory. */
+    const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = open(o->tmp, flags, 0666);
+    if (fd < 0 && errno == EEXIST) {
+        struct stat st;
+        if (!lstat(o->tmp, &st) && o->has_src && (uint64_t)st.st_dev == o->src_dev &&
+            (uint64_t)st.st_ino == o->src_ino) {
+            e = set_err(err, err_len, EEXIST, "%s: the temporary file name is the input file; write to another "
+                        "path", o->tmp);
+            free(o->tmp);
+            o->tmp = NULL;
+            return e;
+        }
+        if (unlink(o->tmp) == 0 || errno == ENOENT) fd = open(o->tmp, flags, 0666);
+    }
     o->w.f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!o->w.f) {
-        int e = errno ? errno : EIO;
+        e = errno ? errno : EIO;
         if (fd >= 0) {
             close(fd);
             unlink(o->tmp);
         }
-        snprintf(err, err_len, "%s: %s", o->tmp, strerror(e));
+        set_err(err, err_len, e, "%s: %s", o->tmp, strerror(e));
         free(o->tmp);
         o->tmp = NULL;
         return e;
@@ -178,10 +283,16 @@ static void sync_dir(const char *path) {
     free(dir);
 }
 
-int gguf_out_commit(gguf_out *o) {
-    if (!o->tmp) return EINVAL;
+int gguf_out_commit(gguf_out *o, char *err, size_t err_len) {
+    if (!o->tmp) return set_err(err, err_len, EINVAL, "%s: not open for writing", o->path);
     int e = gguf_out_close(o);
-    if (!e && rename(o->tmp, o->path)) e = errno ? errno : EIO;
+    if (e) {
+        set_err(err, err_len, e, "%s: write failed: %s", o->path, strerror(e));
+    } else if (!(e = check_target(o->path, o->has_src, o->src_dev, o->src_ino, err, err_len)) &&
+               rename(o->tmp, o->path)) {
+        e = errno ? errno : EIO;
+        set_err(err, err_len, e, "rename %s -> %s: %s", o->tmp, o->path, strerror(e));
+    }
     if (e) {
         gguf_out_abort(o);
         return e;

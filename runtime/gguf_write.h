@@ -102,31 +102,70 @@ void gguf_w_tensor_info(gguf_writer *w, const char *name, uint32_t n_dims, const
  * only gets its final name once complete, so a reader never sees a partial
  * file and a failed write leaves nothing behind:
  *     gguf_out o;
- *     if (gguf_out_open(&o, path, ".partial", err, n)) fail;
+ *     if (gguf_out_open(&o, path, ".partial", src, err, n)) fail;
  *     ... write with &o.w ...
  *     if (gguf_out_close(&o)) fail;      flush + fsync + close
  *     (optionally check o.tmp)
- *     if (gguf_out_commit(&o)) fail;     rename + fsync of the directory
+ *     if (gguf_out_commit(&o, err, n)) fail;   rename + fsync of the directory
  *   fail: gguf_out_abort(&o);            close, unlink tmp (no-op once committed)
+ *
+ * What may be replaced: rename() replaces whatever directory entry sits at
+ * path, so an existing path must be a regular file that is not the input.
+ * Refused, checked at open and again just before the rename (a check, not a
+ * lock: a path swapped between that check and the rename is not caught):
+ *   - a symbolic link, dangling or not: renaming over it would replace the
+ *     link itself and leave its target untouched, which is never what
+ *     `-o link` means; cinfer does not resolve it (give the target's path);
+ *   - a directory, FIFO, socket or device node (`-o /dev/null` as root
+ *     would otherwise turn /dev/null into a regular file);
+ *   - the input file (same st_dev and st_ino as src, so also a hard link to
+ *     it): replacing it would destroy the source while it is being read.
+ * The temporary file is created with O_EXCL | O_NOFOLLOW: a symlink planted
+ * under the temporary name is removed (unlink removes the link, never its
+ * target) and never followed.
+ *
+ * Stale temporary files: a writer killed by SIGKILL (or a crash) leaves its
+ * path.tmp.<pid>.  gguf_out_open removes every path.tmp.<digits> in path's
+ * directory that is a regular file and whose pid is not alive (kill(pid, 0)
+ * fails with ESRCH), so they do not pile up.  A pid alive or owned by another
+ * user (EPERM) is left alone.  Limit: a writer in another pid namespace
+ * (container) writing into the same directory looks dead; removing its file
+ * makes that writer's rename fail with an error (its output is lost, never
+ * corrupted).  A fixed suffix such as ".partial" is simply replaced by the
+ * next write.
  */
 typedef struct {
     char *tmp;        /* temporary path (owned; NULL after commit/abort) */
     const char *path; /* final path (the caller's string) */
     gguf_writer w;    /* w.f open on tmp until gguf_out_close */
+    bool has_src;     /* src_dev/src_ino identify the input file */
+    uint64_t src_dev, src_ino;
 } gguf_out;
 
-/* Create (truncate) path + tmp_suffix for writing, mode 0666 less the umask.
- * 0, or an errno value with "TMP: reason" in err; *o is then safe to abort. */
-int gguf_out_open(gguf_out *o, const char *path, const char *tmp_suffix, char *err, size_t err_len);
+/* Check that path may be replaced (see above: absent, or a regular file that
+ * is not the input src; src NULL or an in-memory image: no input check).
+ * 0, or an errno value (EEXIST for "is the input", ELOOP for a symlink,
+ * EISDIR / EINVAL for other non-regular files, or lstat's errno) with
+ * "PATH: reason" in err. */
+int gguf_out_check_target(const char *path, const gguf_file *src, char *err, size_t err_len);
+
+/* Check path (gguf_out_check_target), remove stale path.tmp.<pid> files, then
+ * create path + tmp_suffix (exclusively; mode 0666 less the umask).  src: the
+ * input being converted (must not be replaced), or NULL.  0, or an errno
+ * value with "PATH: reason" or "TMP: reason" in err; *o is then safe to
+ * abort. */
+int gguf_out_open(gguf_out *o, const char *path, const char *tmp_suffix, const gguf_file *src, char *err,
+                  size_t err_len);
 /* Flush, fsync and close the temporary file.  0, or the errno of the first
  * failure including any earlier write error in o->w.err (also stored there). */
 int gguf_out_close(gguf_out *o);
-/* Close if still open, rename tmp to path, then fsync the directory so the
- * new name survives a crash (best effort: once renamed the file is complete
- * and in place, so a directory that cannot be fsynced is not an error).
- * 0, or the errno of the close/rename, in which case tmp is removed and path
- * is untouched. */
-int gguf_out_commit(gguf_out *o);
+/* Close if still open, check path again (gguf_out_check_target), rename tmp
+ * to path, then fsync the directory so the new name survives a crash (best
+ * effort: once renamed the file is complete and in place, so a directory
+ * that cannot be fsynced is not an error).  0, or the errno of the
+ * close/check/rename, with "PATH: reason" in err (err may be NULL), in which
+ * case tmp is removed and path is untouched. */
+int gguf_out_commit(gguf_out *o, char *err, size_t err_len);
 /* Close and remove the temporary file and free o's memory; no-op after a
  * commit or on a zeroed gguf_out. */
 void gguf_out_abort(gguf_out *o);

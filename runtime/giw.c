@@ -18,13 +18,58 @@
 #include <unistd.h>
 
 #include "cinfer.h"
+#include "compile.h"
 #include "gguf_write.h"
 
 #define GIW_ALIGNMENT 64u
 
+/* Leading "MAJOR.MINOR" of a version string; -1 when it does not start so. */
+static int parse_version(const char *p, size_t n, long *major, long *minor) {
+    size_t i = 0;
+    long v[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        size_t d0 = i;
+        while (i < n && p[i] >= '0' && p[i] <= '9' && i - d0 < 9) v[k] = v[k] * 10 + (p[i++] - '0');
+        if (i == d0 || (i < n && p[i] >= '0' && p[i] <= '9')) return -1;
+        if (k == 0 && (i >= n || p[i++] != '.')) return -1;
+    }
+    *major = v[0];
+    *minor = v[1];
+    return 0;
+}
+
+/* Repacked types only come from the precisions that write them, and each
+ * tensor's type must be the one the precision gives that tensor
+ * (cc_precision_weight_type, the compiler's own rule, applied to a tensor
+ * already in that type leaves it unchanged exactly when it is consistent). */
+static int check_types(const gguf_file *g, int p, char *err, size_t err_len) {
+    for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        if (t->type < GGUF_CINFER_TYPE_FIRST || t->type > GGUF_CINFER_TYPE_LAST) continue;
+        const long n_rows = (long)(t->n_elems / (uint64_t)t->ne[0]);
+        if (p == CINFER_PRECISION_NATIVE || p == CINFER_PRECISION_F32 ||
+            cc_precision_weight_type(p, t->name, (int)t->type, n_rows, (long)t->ne[0]) != (int)t->type)
+            return snprintf(err, err_len, "inconsistent .giw: cinfer.precision is %s but tensor '%s' has type %s, "
+                            "which %s does not write; re-create the file with `cinfer compile` from the source GGUF",
+                            cinfer_precision_name(p), t->name, ggml_type_name(t->type), cinfer_precision_name(p)),
+                   -1;
+    }
+    return 0;
+}
+
 int giw_precision(const gguf_file *g, char *err, size_t err_len) {
     if (!gguf_get(g, "cinfer.version")) return -1;
     gguf_str s;
+    if (gguf_get_str(g, "cinfer.version", &s, err, err_len)) return -2;
+    long fmaj, fmin, maj, min;
+    if (parse_version(s.ptr, (size_t)s.len, &fmaj, &fmin))
+        return snprintf(err, err_len, "cinfer.version '%.*s' is not a version (expected MAJOR.MINOR.PATCH)",
+                        (int)(s.len < 32 ? s.len : 32), s.ptr), -2;
+    if (parse_version(CINFER_VERSION, strlen(CINFER_VERSION), &maj, &min) == 0 &&
+        (fmaj > maj || (fmaj == 0 && maj == 0 && fmin > min)))
+        return snprintf(err, err_len, "written by cinfer %.*s (cinfer.version), newer than this cinfer %s: its "
+                        "format may differ; use that version or re-create the .giw with `cinfer compile` from the "
+                        "source GGUF", (int)(s.len < 32 ? s.len : 32), s.ptr, CINFER_VERSION), -2;
     if (gguf_get_str(g, "cinfer.precision", &s, err, err_len)) return -2;
     char name[32];
     snprintf(name, sizeof name, "%.*s", (int)(s.len < 31 ? s.len : 31), s.ptr);
@@ -33,7 +78,20 @@ int giw_precision(const gguf_file *g, char *err, size_t err_len) {
         snprintf(err, err_len, "cinfer.precision '%s' is not a precision this cinfer knows", name);
         return -2;
     }
+    if (check_types(g, p, err, err_len)) return -2;
     return p;
+}
+
+int giw_check_bound(const gguf_file *g, const cf_model_desc *desc, int precision, char *err, size_t err_len) {
+    for (int k = 0; k < desc->n_weights; k++) {
+        const gguf_tensor *t = gguf_find_tensor(g, desc->weight_names[k]);
+        if (t && (int)t->type != desc->weight_types[k])
+            return snprintf(err, err_len, "inconsistent .giw: tensor '%s' is %s in the file, but %s (cinfer.precision) "
+                            "computes it as %s; re-create the file with `cinfer compile` from the source GGUF",
+                            t->name, ggml_type_name(t->type), cinfer_precision_name(precision),
+                            ggml_type_name((uint32_t)desc->weight_types[k])), -1;
+    }
+    return 0;
 }
 
 /* Source keys left out besides the ones giw_write sets: any other cinfer.* key
@@ -82,7 +140,7 @@ int giw_write(const gguf_file *src, const eng_model *m, const char *precision, c
 
     gguf_out o;
     snprintf(suffix, sizeof suffix, ".tmp.%d", (int)getpid());
-    if (gguf_out_open(&o, path, suffix, err, err_len)) {
+    if (gguf_out_open(&o, path, suffix, src, err, err_len)) {
         free(ts);
         return -1;
     }
@@ -106,7 +164,7 @@ int giw_write(const gguf_file *src, const eng_model *m, const char *precision, c
         gguf_w_pad(w, GIW_ALIGNMENT);
     }
     free(ts);
-    int e = gguf_out_commit(&o);
-    if (e) return snprintf(err, err_len, "%s: write failed: %s", path, strerror(e)), -1;
+    char ce[1024];
+    if (gguf_out_commit(&o, ce, sizeof ce)) return snprintf(err, err_len, "%s", ce), -1;
     return 0;
 }

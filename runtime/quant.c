@@ -1315,7 +1315,7 @@ int quant_file(const char *in_path, const char *out_path, const quant_options *o
         goto done;
     }
 
-    if (gguf_out_open(&out, out_path, ".partial", e, sizeof e)) {
+    if (gguf_out_open(&out, out_path, ".partial", g, e, sizeof e)) {
         rc = qfail(err, err_len, QUANT_EIO, "%s", e);
         goto done;
     }
@@ -1387,9 +1387,8 @@ int quant_file(const char *in_path, const char *out_path, const quant_options *o
         goto done;
     }
     gguf_close(chk);
-    int ec = gguf_out_commit(&out);
-    if (ec) {
-        rc = qfail(err, err_len, QUANT_EIO, "rename %s.partial -> %s: %s", out_path, out_path, strerror(ec));
+    if (gguf_out_commit(&out, e, sizeof e)) {
+        rc = qfail(err, err_len, QUANT_EIO, "%s", e);
         goto done;
     }
     rc = 0;

@@ -34,6 +34,7 @@
 
 #include <arpa/inet.h>
 #include <cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -127,6 +128,9 @@ typedef struct srv_job {
     int seq;              /* streamed events so far (responses' sequence_number) */
     cJSON *echo;          /* responses: request fields echoed in the response (instructions, metadata) */
     srv_embed *embed;     /* POST /v1/embeddings: the worker embeds instead of generating */
+    char *echo_text;      /* /v1/completions with echo: the prompt's text, put before the completion */
+    int count_only;       /* count_tokens: tokenized only, never generated (no n_ctx limit) */
+    int msg_text_forced;  /* Anthropic stream: a text block was opened at the end (a cut-off call's text) */
 } srv_job;
 
 struct srv {
@@ -156,7 +160,13 @@ struct srv {
     int n_threads;
     int no_webui;
     char *csp;              /* hub: Content-Security-Policy of the web UI page */
+    char **cors;            /* hub: (n_cors) origins allowed cross-site ("*": any) */
+    int n_cors;
+    char bind_host[64];     /* hub: the bound address as a URL host ("127.0.0.1", "[::1]") */
+    int loopback;           /* hub: bound to a loopback address (Host header checked) */
     cinfer_session *esess;  /* embeddings' own session (worker thread), made on first use */
+    int chat;               /* the model's chat template renders a conversation (chat-like endpoints work) */
+    char chat_err[200];     /* why not, when !chat */
     /* guarded by mu: the session's cached tokens and totals since start */
     int n_past;
     unsigned long long n_done, n_prompt_tokens, n_cached_tokens, n_gen_tokens, n_embed_tokens;
@@ -172,6 +182,7 @@ static void job_unref_locked(srv_job *j) {
     srv_embed_free(j->embed);
     srvx_free(j->x);
     cJSON_Delete(j->echo);
+    free(j->echo_text);
     free(j);
 }
 static void job_unref(srv_job *j) {
@@ -182,6 +193,14 @@ static void job_unref(srv_job *j) {
 }
 
 static int n_calls(const srv_job *j) { return j->x ? j->x->n_calls : 0; }
+
+/* Prompt tokens the request evaluates: the rendered prompt plus, when a tool
+ * call is forced, the call opener appended to it (srvx_generate) — what
+ * res.n_prompt reports after generation, known before it (message_start,
+ * count_tokens). */
+static size_t prompt_tokens(const srv_job *j) {
+    return j->n_ids + (j->x && j->x->tool_mode == SRVX_TOOLS_REQUIRED ? (size_t)j->x->n_opener : 0);
+}
 static const char *finish_openai_j(const srv_job *j) {
     cinfer_stop_reason r = j->res.stop;
     if (r == CINFER_STOP_MAX_TOKENS || r == CINFER_STOP_CTX_FULL) return "length";
@@ -420,7 +439,7 @@ static void emit_head(srv *s, srv_job *j) {
         cJSON_AddNullToObject(m, "stop_reason");
         cJSON_AddNullToObject(m, "stop_sequence");
         cJSON *u = cJSON_AddObjectToObject(m, "usage");
-        cJSON_AddNumberToObject(u, "input_tokens", (double)j->n_ids);
+        cJSON_AddNumberToObject(u, "input_tokens", (double)prompt_tokens(j));
         cJSON_AddNumberToObject(u, "output_tokens", 0);
         emit_event(&j->out, "message_start", e);
         if (msg_text_block(j)) {
@@ -435,6 +454,8 @@ static void emit_head(srv *s, srv_job *j) {
         e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "type", "ping");
         emit_event(&j->out, "ping", e);
+    } else if (j->api == API_COMPL && j->echo_text) {
+        emit_delta(s, j, j->echo_text, strlen(j->echo_text)); /* echo: the prompt as the first chunk */
     } else if (j->api == API_RESP) {
         cJSON *e = resp_event(j, "response.created");
         cJSON_AddItemToObject(e, "response", resp_object(s, j, 0));
@@ -522,13 +543,38 @@ static void emit_tail(srv *s, srv_job *j) {
         cJSON_AddNumberToObject(e, "output_index", 0);
         cJSON_AddItemToObject(e, "item", resp_message(j, trunc ? "incomplete" : "completed", 1));
         emit_event(b, "response.output_item.done", e);
-        e = resp_event(j, "response.completed");
+        /* OpenAI ends a stream cut at max_output_tokens with response.incomplete */
+        const char *last = trunc ? "response.incomplete" : "response.completed";
+        e = resp_event(j, last);
         cJSON_AddItemToObject(e, "response", resp_object(s, j, 1));
-        emit_event(b, "response.completed", e);
+        emit_event(b, last, e);
         return;
     }
+    /* a call that began but did not complete (max_tokens): its text is sent
+     * as content, as the non-streamed reply shows it (final_body) */
+    srvx *x = j->x;
+    if (x && x->call_broken && x->call && x->call_len && (j->api == API_CHAT || j->api == API_MSG)) {
+        int opened = j->api == API_MSG && !msg_text_block(j);
+        if (opened) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "type", "content_block_start");
+            cJSON_AddNumberToObject(e, "index", 0);
+            cJSON *cb = cJSON_AddObjectToObject(e, "content_block");
+            cJSON_AddStringToObject(cb, "type", "text");
+            cJSON_AddStringToObject(cb, "text", "");
+            emit_event(b, "content_block_start", e);
+        }
+        size_t n = x->call_len + 16;
+        char *t = malloc(n);
+        if (t) {
+            snprintf(t, n, "<tool_call>\n%s", x->call);
+            emit_delta(s, j, t, strlen(t));
+            free(t);
+        }
+        if (opened) j->msg_text_forced = 1;
+    }
     if (j->api == API_MSG) {
-        int text = msg_text_block(j);
+        int text = msg_text_block(j) || j->msg_text_forced;
         cJSON *e;
         if (text) {
             e = cJSON_CreateObject();
@@ -685,6 +731,17 @@ typedef struct {
     int too_large;
 } req_ctx;
 
+/* The Access-Control-Allow-Origin value for the request this connection
+ * thread is answering (a --cors-origin match), or NULL: the handler sets it,
+ * every response adds it (thread per connection, so a thread-local works). */
+static _Thread_local const char *tl_allow_origin;
+
+static void add_cors(struct MHD_Response *r) {
+    if (!tl_allow_origin) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", tl_allow_origin);
+    MHD_add_response_header(r, "Vary", "Origin");
+}
+
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, cJSON *j, int retry_after) {
     char *t = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
@@ -696,6 +753,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, cJSO
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
     if (retry_after) MHD_add_response_header(r, "Retry-After", "1");
+    add_cors(r);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -715,6 +773,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int api, unsigned st
     cJSON *e = cJSON_CreateObject();
     if (api == API_MSG) {
         const char *type = status == 401   ? "authentication_error"
+                           : status == 403 ? "permission_error"
                            : status == 404 ? "not_found_error"
                            : status == 413 ? "request_too_large"
                            : status == 429 ? "rate_limit_error"
@@ -730,6 +789,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int api, unsigned st
                            : status >= 500 ? "server_error"
                                            : "invalid_request_error";
         const char *code = status == 401   ? "invalid_api_key"
+                           : status == 403 ? "forbidden"
                            : status == 404 ? (param && !strcmp(param, "model") ? "model_not_found" : "not_found")
                            : status == 413 ? "request_too_large"
                            : status == 429 ? "queue_full"
@@ -759,6 +819,98 @@ int srv_bad(bad_req *b, unsigned status, const char *param, const char *fmt, ...
     return -1;
 }
 
+/* Deepest bracket nesting of JSON text p (n bytes), strings skipped. */
+static int json_depth(const char *p, size_t n) {
+    int d = 0, max = 0, in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') in_str = 1;
+        else if (c == '{' || c == '[') max = ++d > max ? d : max;
+        else if (c == '}' || c == ']') d--;
+    }
+    return max;
+}
+
+/* The field path ("tools[0].function.name") of the first string or key of
+ * valid JSON text p (n bytes) holding the escape \u0000 (a NUL, which C
+ * strings would silently cut at) into path; 0 when none. */
+static int json_nul_path(const char *p, size_t n, char *path, size_t cap) {
+    enum { MAXD = 24 };
+    struct lvl {
+        int obj, idx, expect_key;
+        const char *key;
+        size_t key_len;
+    } st[MAXD];
+    int d = 0; /* levels; only the first MAXD are tracked */
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == '{' || c == '[') {
+            if (d < MAXD) st[d] = (struct lvl){.obj = c == '{', .expect_key = c == '{'};
+            d++;
+        } else if (c == '}' || c == ']') d--;
+        else if (c == ',' && d > 0 && d <= MAXD) {
+            if (st[d - 1].obj) st[d - 1].expect_key = 1;
+            else st[d - 1].idx++;
+        } else if (c == ':' && d > 0 && d <= MAXD) st[d - 1].expect_key = 0;
+        else if (c == '"') {
+            size_t b = ++i;
+            int nul = 0;
+            for (; i < n && p[i] != '"'; i++)
+                if (p[i] == '\\') {
+                    if (i + 5 < n && p[i + 1] == 'u' && !memcmp(p + i + 2, "0000", 4)) nul = 1;
+                    i++;
+                }
+            int is_key = d > 0 && d <= MAXD && st[d - 1].obj && st[d - 1].expect_key;
+            if (is_key) st[d - 1].key = p + b, st[d - 1].key_len = i - b;
+            if (!nul) continue;
+            size_t k = 0;
+            path[0] = 0;
+            for (int l = 0; l < d && l < MAXD && k < cap; l++) {
+                if (st[l].obj && st[l].key)
+                    k += (size_t)snprintf(path + k, cap - k, "%s%.*s", k ? "." : "", (int)st[l].key_len, st[l].key);
+                else if (!st[l].obj)
+                    k += (size_t)snprintf(path + k, cap - k, "[%d]", st[l].idx);
+            }
+            if (!path[0]) snprintf(path, cap, "(body)");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The request body as JSON: a 400 for invalid JSON (naming the byte, or the
+ * nesting limit), text after the value, or a string holding NUL.  NULL with b set. */
+static cJSON *parse_body(const char *p, size_t n, bad_req *b) {
+    const char *end = NULL;
+    cJSON *r = cJSON_ParseWithLengthOpts(p ? p : "", n, &end, 0);
+    if (!r) {
+        if (p && json_depth(p, n) > CJSON_NESTING_LIMIT)
+            srv_bad(b, 400, NULL, "the request body is nested deeper than %d levels (the JSON nesting limit)",
+                    CJSON_NESTING_LIMIT);
+        else
+            srv_bad(b, 400, NULL, "the request body is not valid JSON (error at byte %zu of %zu)",
+                    end && p ? (size_t)(end - p) : 0, n);
+        return NULL;
+    }
+    size_t at = (size_t)(end - p);
+    while (at < n && (p[at] == ' ' || p[at] == '\t' || p[at] == '\r' || p[at] == '\n')) at++;
+    if (at < n) {
+        cJSON_Delete(r);
+        srv_bad(b, 400, NULL, "the request body has text after the JSON value (at byte %zu of %zu)", at, n);
+        return NULL;
+    }
+    char path[96];
+    if (json_nul_path(p, n, path, sizeof path)) {
+        cJSON_Delete(r);
+        srv_bad(b, 400, path, "'%s' contains a NUL character (\\u0000), which is not accepted", path);
+        return NULL;
+    }
+    return r;
+}
+
 /* Optional number field in [lo, hi]; 0 when absent or valid. */
 static int get_num(cJSON *o, const char *key, double lo, double hi, int integer, double *out, bad_req *b) {
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -778,6 +930,7 @@ static int parse_stop(srv_job *j, cJSON *v, const char *key, bad_req *b) {
     j->stop = calloc((size_t)n + 1, sizeof *j->stop);
     if (!j->stop) return srv_bad(b, 500, key, "out of memory");
     if (cJSON_IsString(v)) {
+        if (!v->valuestring[0]) return srv_bad(b, 400, key, "'%s' must be a non-empty string", key);
         j->stop[0] = strdup(v->valuestring);
         j->n_stop = 1;
     } else {
@@ -844,10 +997,20 @@ static int tokenize_prompt(srv *s, srv_job *j, const char *text, int parse_speci
     j->ids = malloc(cap * sizeof *j->ids);
     if (!j->ids) return srv_bad(b, 500, NULL, "out of memory");
     int rc = cinfer_tokenize(s->m, text, strlen(text), 1, parse_special, j->ids, cap, &n);
-    if (rc == CINFER_EARG || n >= (size_t)s->n_ctx)
+    if (rc == CINFER_EARG && j->count_only && n > cap) { /* count_tokens just counts, however long */
+        int32_t *big = realloc(j->ids, n * sizeof *j->ids);
+        if (!big) return srv_bad(b, 500, NULL, "out of memory");
+        j->ids = big;
+        cap = n;
+        rc = cinfer_tokenize(s->m, text, strlen(text), 1, parse_special, j->ids, cap, &n);
+    }
+    if (rc == CINFER_EARG || (n >= (size_t)s->n_ctx && !j->count_only))
         return srv_bad(b, 400, j->api == API_COMPL ? "prompt" : j->api == API_RESP ? "input" : "messages",
                    "the prompt is %zu tokens; the context holds %d (prompt plus output)", n, s->n_ctx);
     if (rc) return srv_bad(b, 500, NULL, "tokenizer failed (%d)", rc);
+    if (n == 0) /* no BOS added and no text: nothing to condition generation on */
+        return srv_bad(b, 400, j->api == API_COMPL ? "prompt" : j->api == API_RESP ? "input" : "messages",
+                       "the prompt is empty (0 tokens, and this model adds no BOS token); send some text");
     /* a template that writes BOS itself, on a vocabulary that adds BOS: keep one */
     int32_t bos = cinfer_token_bos(s->m);
     if (parse_special && n >= 2 && bos >= 0 && j->ids[0] == bos && j->ids[1] == bos) {
@@ -855,6 +1018,58 @@ static int tokenize_prompt(srv *s, srv_job *j, const char *text, int parse_speci
         n--;
     }
     j->n_ids = n;
+    return 0;
+}
+
+/* /v1/completions: prompt (a string, or OpenAI's array of one string, an
+ * array of token ids, or an array of one array of token ids: used as given,
+ * nothing added) into j->ids; echo (the prompt's text put before the
+ * completion: the string, or the ids' text); suffix and best_of, which are
+ * not supported, are a 400 rather than ignored.  0, or -1 with b set. */
+static int parse_compl_prompt(srv *s, srv_job *j, cJSON *r, bad_req *b) {
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "prompt");
+    cJSON *sf = cJSON_GetObjectItemCaseSensitive(r, "suffix");
+    if (sf && !cJSON_IsNull(sf) && !(cJSON_IsString(sf) && !sf->valuestring[0]))
+        return srv_bad(b, 400, "suffix", "'suffix' (fill-in-the-middle) is not supported");
+    cJSON *bo = cJSON_GetObjectItemCaseSensitive(r, "best_of");
+    if (bo && !cJSON_IsNull(bo) && !(cJSON_IsNumber(bo) && bo->valuedouble == 1))
+        return srv_bad(b, 400, "best_of", "'best_of' must be 1 (one candidate per request)");
+    cJSON *ec = cJSON_GetObjectItemCaseSensitive(r, "echo");
+    if (ec && !cJSON_IsNull(ec) && !cJSON_IsBool(ec)) return srv_bad(b, 400, "echo", "'echo' must be a boolean");
+    int echo = cJSON_IsTrue(ec);
+    if (echo && j->x && j->x->logprobs)
+        return srv_bad(b, 400, "echo", "'echo' with 'logprobs' (log-probabilities of the prompt) is not supported");
+    if (!p) return srv_bad(b, 400, "prompt", "'prompt' is required");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 &&
+        (cJSON_IsString(cJSON_GetArrayItem(p, 0)) || cJSON_IsArray(cJSON_GetArrayItem(p, 0))))
+        p = cJSON_GetArrayItem(p, 0);
+    if (cJSON_IsString(p)) {
+        if (tokenize_prompt(s, j, p->valuestring, 0, b)) return -1;
+        if (echo && !(j->echo_text = strdup(p->valuestring))) return srv_bad(b, 500, NULL, "out of memory");
+        return 0;
+    }
+    int n = cJSON_IsArray(p) ? cJSON_GetArraySize(p) : 0, n_vocab = cinfer_model_n_vocab(s->m);
+    if (n < 1 || !cJSON_IsNumber(cJSON_GetArrayItem(p, 0)))
+        return srv_bad(b, 400, "prompt",
+                       "'prompt' must be a string, an array of token ids, or an array of one of those");
+    if (n >= s->n_ctx)
+        return srv_bad(b, 400, "prompt", "the prompt is %d tokens; the context holds %d (prompt plus output)", n,
+                       s->n_ctx);
+    if (!(j->ids = malloc((size_t)n * sizeof *j->ids))) return srv_bad(b, 500, NULL, "out of memory");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, p) {
+        double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
+        if (!(d >= 0 && d < n_vocab) || d != (double)(int32_t)d) /* range first: the cast needs it */
+            return srv_bad(b, 400, "prompt", "'prompt[%zu]' must be a token id in [0, %d)", j->n_ids, n_vocab);
+        j->ids[j->n_ids++] = (int32_t)d;
+    }
+    if (echo) {
+        size_t need = 0;
+        cinfer_detokenize(s->m, j->ids, j->n_ids, NULL, 0, &need);
+        if (!(j->echo_text = malloc(need + 1)) ||
+            cinfer_detokenize(s->m, j->ids, j->n_ids, j->echo_text, need + 1, &need))
+            return srv_bad(b, 500, NULL, "cannot detokenize the prompt");
+    }
     return 0;
 }
 
@@ -868,6 +1083,7 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
     j->s = s;
     j->refs = 1;
     j->api = api;
+    j->count_only = count_only;
     char *prompt = NULL;
     int ok = 0;
     if (!cJSON_IsObject(r)) {
@@ -875,32 +1091,36 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
         goto out;
     }
     if (check_model(s, r, api == API_MSG, b)) goto out;
+    if (api != API_COMPL && !s->chat) {
+        srv_bad(b, 400, "model",
+                "model '%.100s' has no usable chat template (%.150s), so it cannot answer chat requests; "
+                "send a plain prompt to /v1/completions",
+                s->name, s->chat_err);
+        goto out;
+    }
     if (srvx_parse(s->m, api, r, &j->x, b)) goto out;
     if (api == API_COMPL) {
-        cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "prompt");
-        if (!p) {
-            srv_bad(b, 400, "prompt", "'prompt' is required");
-            goto out;
-        }
-        if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
-            p = cJSON_GetArrayItem(p, 0);
-        if (!cJSON_IsString(p)) {
-            srv_bad(b, 400, "prompt", "'prompt' must be a string (or an array of one string)");
-            goto out;
-        }
-        if (tokenize_prompt(s, j, p->valuestring, 0, b)) goto out;
+        if (parse_compl_prompt(s, j, r, b)) goto out;
     } else {
         /* the conversation (and tools) in the template's shape (srv_tools.c) */
         cJSON *ma = srvx_messages(api, r, b);
         if (!ma) goto out;
         char *mj = cJSON_PrintUnformatted(ma), err[256] = "out of memory";
         cJSON_Delete(ma);
-        int rc = mj ? cinfer_chat_prompt_json(s->m, mj, j->x ? j->x->tools_json : NULL, 1, &prompt, err, sizeof err)
-                    : CINFER_ENOMEM;
+        const char *tj = j->x ? j->x->tools_json : NULL;
+        int rc = mj ? cinfer_chat_prompt_json(s->m, mj, tj, 1, &prompt, err, sizeof err) : CINFER_ENOMEM;
+        const char *param = api == API_RESP ? "input" : "messages";
+        if (rc && rc != CINFER_ENOMEM && tj) { /* the conversation alone renders: the tools are the problem */
+            char *p2 = NULL, e2[64];
+            if (!cinfer_chat_prompt_json(s->m, mj, NULL, 1, &p2, e2, sizeof e2)) param = "tools";
+            cinfer_free(p2);
+        }
         free(mj);
         if (rc) {
-            srv_bad(b, rc == CINFER_EUNSUPPORTED || rc == CINFER_ENOMEM ? 500 : 400, api == API_RESP ? "input" : "messages",
-                "chat template: %s", err);
+            /* the library's message already says "chat template: ..." */
+            srv_bad(b, rc == CINFER_ENOMEM ? 500 : 400, param, "%s%s%s",
+                    strcmp(param, "tools") ? "" : "'tools' cannot be rendered: ",
+                    strncmp(err, "chat template:", 14) ? "chat template: " : "", err);
             goto out;
         }
         if (tokenize_prompt(s, j, prompt, 1, b)) goto out;
@@ -1030,6 +1250,12 @@ static cJSON *final_body(srv *s, srv_job *j) {
                 cJSON_AddItemToArray(tc, t);
             }
         }
+    } else if (j->echo_text) {
+        size_t n = strlen(j->echo_text) + strlen(text) + 1;
+        char *t = malloc(n);
+        if (t) snprintf(t, n, "%s%s", j->echo_text, text);
+        cJSON_AddStringToObject(c0, "text", t ? t : text);
+        free(t);
     } else {
         cJSON_AddStringToObject(c0, "text", text);
     }
@@ -1123,6 +1349,7 @@ static enum MHD_Result run_job(srv *s, struct MHD_Connection *c, srv_job *j) {
         }
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
+        add_cors(r);
         enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
         return ret;
@@ -1206,6 +1433,8 @@ static enum MHD_Result do_models(srv *hub, struct MHD_Connection *c) {
         cJSON_AddStringToObject(m, "arch", cinfer_model_arch(s->m));
         cJSON_AddNumberToObject(m, "n_ctx", s->n_ctx);
         cJSON_AddNumberToObject(m, "n_embd", cinfer_model_n_embd(s->m));
+        /* false: no usable chat template, only /v1/completions and /v1/embeddings */
+        cJSON_AddBoolToObject(m, "chat", s->chat);
         cJSON_AddItemToArray(d, m);
     }
     return send_json(c, MHD_HTTP_OK, o, 0);
@@ -1248,12 +1477,21 @@ static enum MHD_Result do_webui(srv *hub, struct MHD_Connection *c) {
     return ret;
 }
 
+/* a equals the key, in time that depends only on the lengths (no early exit
+ * on the first differing byte: a timing side channel on the key's bytes). */
+static int key_eq(const char *a, const char *key) {
+    size_t na = strlen(a), nk = strlen(key);
+    unsigned char d = na != nk;
+    for (size_t i = 0; i < na; i++) d |= (unsigned char)(a[i] ^ key[i % nk]);
+    return !d;
+}
+
 static int key_ok(srv *s, struct MHD_Connection *c) {
     if (!s->api_key) return 1;
     const char *x = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
-    if (x && !strcmp(x, s->api_key)) return 1;
+    if (x && key_eq(x, s->api_key)) return 1;
     const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    return a && !strncasecmp(a, "Bearer ", 7) && !strcmp(a + 7, s->api_key);
+    return a && !strncasecmp(a, "Bearer ", 7) && key_eq(a + 7, s->api_key);
 }
 
 /* POST /v1/embeddings on model s (srv_embed.h): validated here, computed by
@@ -1273,6 +1511,102 @@ static enum MHD_Result do_embeddings(srv *s, struct MHD_Connection *c, cJSON *r)
     j->api = API_CHAT;
     j->embed = e;
     return run_job(s, c, j);
+}
+
+/* Host part of a Host header or origin authority h ("localhost:8080",
+ * "[::1]:80"): [*b, *e). */
+static void host_span(const char *h, const char **b, const char **e) {
+    *b = h;
+    if (*h == '[') {
+        const char *r = strchr(h, ']');
+        *e = r ? r + 1 : h + strlen(h);
+    } else {
+        const char *c = strchr(h, ':');
+        *e = c ? c : h + strlen(h);
+    }
+}
+
+static int span_is(const char *b, const char *e, const char *name) {
+    return (size_t)(e - b) == strlen(name) && !strncasecmp(b, name, (size_t)(e - b));
+}
+
+/* A name of this machine's loopback, or the bound address (Host checks). */
+static int local_name(const srv *hub, const char *b, const char *e) {
+    return span_is(b, e, "localhost") || span_is(b, e, "127.0.0.1") || span_is(b, e, "[::1]") ||
+           span_is(b, e, hub->bind_host);
+}
+
+/* The host is an IP literal (no DNS name, so no rebinding). */
+static int ip_literal(const char *b, const char *e) {
+    if (b < e && *b == '[') return 1;
+    for (const char *p = b; p < e; p++)
+        if (!(isdigit((unsigned char)*p) || *p == '.')) return 0;
+    return b < e;
+}
+
+/* 0: the request may go on (tl_allow_origin set for CORS answers); else the
+ * 403 was queued into *ret.  Checks the Host header (bound to loopback: DNS
+ * rebinding) and the Origin header (cross-site pages), answers preflight
+ * OPTIONS for --cors-origin origins. */
+static int guard_origin(srv *hub, struct MHD_Connection *c, int api, const char *method, enum MHD_Result *ret) {
+    tl_allow_origin = NULL;
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"), *b, *e;
+    if (host && hub->loopback) {
+        host_span(host, &b, &e);
+        if (!local_name(hub, b, e)) {
+            *ret = send_error(c, api, 403, NULL,
+                              "Host '%.100s' is not this server's (bound to %s: use localhost, 127.0.0.1 or [::1])",
+                              host, hub->bind_host);
+            return -1;
+        }
+    }
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (!origin) return 0; /* not a browser's cross-site request (curl, SDKs, same-origin GET) */
+    int own = 0;
+    if (!strncasecmp(origin, "http://", 7)) {
+        const char *o = origin + 7, *port;
+        host_span(o, &b, &e);
+        port = *e == ':' ? e + 1 : "80";
+        char want[8];
+        snprintf(want, sizeof want, "%d", srv_port(hub));
+        if (!strcmp(port, want)) {
+            own = local_name(hub, b, e);
+            /* the page's own Host (an IP literal: no DNS name to rebind) */
+            if (!own && host && ip_literal(b, e)) {
+                const char *hb, *he;
+                host_span(host, &hb, &he);
+                own = (he - hb) == (e - b) && !strncasecmp(hb, b, (size_t)(e - b));
+            }
+        }
+    }
+    const char *allow = NULL;
+    for (int i = 0; i < hub->n_cors && !allow; i++)
+        if (!strcmp(hub->cors[i], "*")) allow = "*";
+        else if (!strcasecmp(hub->cors[i], origin)) allow = origin;
+    if (!own && !allow) {
+        *ret = send_error(c, api, 403, NULL,
+                          "cross-origin request from '%.100s' refused; start the server with --cors-origin to allow it",
+                          origin);
+        return -1;
+    }
+    tl_allow_origin = allow;
+    if (!strcmp(method, "OPTIONS")) { /* CORS preflight */
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        if (!r) {
+            *ret = MHD_NO;
+            return -1;
+        }
+        add_cors(r);
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        const char *rh = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                                rh ? rh : "Authorization, Content-Type, x-api-key, anthropic-version");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+        *ret = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
+        MHD_destroy_response(r);
+        return -1;
+    }
+    return 0;
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -1298,6 +1632,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     int api = !strncmp(url, "/v1/messages", 12) ? API_MSG : API_CHAT;
     int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
+    enum MHD_Result gret;
+    if (guard_origin(s, c, api, method, &gret)) return gret;
     if (!strcmp(url, "/") && !s->no_webui) { /* the page asks for the key itself */
         if (!get && strcmp(method, "HEAD")) return send_error(c, api, 405, NULL, "use GET %s", url);
         return do_webui(s, c);
@@ -1324,13 +1660,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (rq->too_large)
         return send_error(c, api, 413, NULL, "request body exceeds %zu bytes", s->max_body);
     if (rq->body.oom) return send_error(c, api, 500, NULL, "out of memory");
-    const char *end = NULL;
-    cJSON *r = cJSON_ParseWithLengthOpts(rq->body.p ? rq->body.p : "", rq->body.len, &end, 0);
-    if (!r) {
-        size_t at = end && rq->body.p ? (size_t)(end - rq->body.p) : 0;
-        return send_error(c, api, 400, NULL, "the request body is not valid JSON (error at byte %zu of %zu)", at,
-                          rq->body.len);
-    }
+    bad_req pb = {0};
+    cJSON *r = parse_body(rq->body.p, rq->body.len, &pb);
+    if (!r) return send_error(c, api, pb.status, pb.param[0] ? pb.param : NULL, "%s", pb.msg);
     srv *hub = s;
     if (!(s = pick_model(hub, r))) {
         enum MHD_Result ret = send_no_model(hub, c, api, r);
@@ -1345,7 +1677,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (!j) return send_error(c, api, b.status, b.param[0] ? b.param : NULL, "%s", b.msg);
     if (route == 5) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "input_tokens", (double)j->n_ids);
+        cJSON_AddNumberToObject(o, "input_tokens", (double)prompt_tokens(j));
         job_unref(j);
         return send_json(c, MHD_HTTP_OK, o, 0);
     }
@@ -1363,12 +1695,12 @@ unsigned srv_check_request(srv *s, const char *route, const char *body, size_t l
         snprintf(msg, cap, "no route for POST %.200s", route);
         return 404;
     }
-    cJSON *r = cJSON_ParseWithLengthOpts(body ? body : "", len, NULL, 0);
-    if (!r) {
-        snprintf(msg, cap, "the request body is not valid JSON");
-        return 400;
-    }
     bad_req b = {0};
+    cJSON *r = parse_body(body, len, &b);
+    if (!r) {
+        snprintf(msg, cap, "%s", b.msg);
+        return b.status;
+    }
     srv_job *j = parse_job(s, kind, r, &b, !strcmp(route, "/v1/messages/count_tokens"));
     cJSON_Delete(r);
     if (!j) {
@@ -1424,6 +1756,13 @@ static int model_start(srv *hub, const char *name, cinfer_model *m, const srv_op
         return rc;
     }
     s->n_ctx = cinfer_session_n_ctx(s->sess);
+    /* can the template render a conversation?  (no: chat-like requests are a 400 naming why) */
+    char *probe = NULL;
+    int prc = cinfer_chat_prompt_json(m, "[{\"role\":\"user\",\"content\":\"Hi\"}]", NULL, 1, &probe,
+                                      s->chat_err, sizeof s->chat_err);
+    cinfer_free(probe);
+    s->chat = prc != CINFER_EUNSUPPORTED;
+    if (s->chat) s->chat_err[0] = 0;
     if (pthread_create(&s->worker, NULL, worker_main, s)) {
         snprintf(err, err_len, "cannot start the worker thread");
         return CINFER_ENOMEM;
@@ -1448,6 +1787,14 @@ int srv_start(cinfer_model *m, const srv_options *opts, srv **out, char *err, si
         a->sin_family = AF_INET;
         a->sin_port = htons((uint16_t)o.port);
         if (inet_pton(AF_INET, host, &a->sin_addr) != 1) goto bad_host;
+    }
+    if (o.api_key) { /* an empty key would make an empty header authenticate */
+        const char *k = o.api_key;
+        while (*k == ' ' || *k == '\t' || *k == '\r' || *k == '\n') k++;
+        if (!*k) {
+            snprintf(err, err_len, "--api-key is empty or all whitespace; give a real key or leave it out");
+            return CINFER_EARG;
+        }
     }
     if (o.port < 0 || o.port > 65535) {
         snprintf(err, err_len, "port %d out of range 0..65535", o.port);
@@ -1497,6 +1844,19 @@ int srv_start(cinfer_model *m, const srv_options *opts, srv **out, char *err, si
     }
     if (rc) goto fail;
     s->api_key = o.api_key ? strdup(o.api_key) : NULL;
+    snprintf(s->bind_host, sizeof s->bind_host, strchr(host, ':') ? "[%s]" : "%s", host);
+    s->loopback = !strncmp(host, "127.", 4) || !strcmp(host, "::1");
+    if (o.n_cors_origins > 0 && o.cors_origins) {
+        if (!(s->cors = calloc((size_t)o.n_cors_origins, sizeof *s->cors))) {
+            rc = CINFER_ENOMEM;
+            goto fail;
+        }
+        for (int i = 0; i < o.n_cors_origins; i++, s->n_cors++)
+            if (!(s->cors[i] = strdup(o.cors_origins[i] ? o.cors_origins[i] : ""))) {
+                rc = CINFER_ENOMEM;
+                goto fail;
+            }
+    }
     if (!s->no_webui && !(s->csp = srv_webui_csp())) {
         snprintf(err, err_len, "the web UI page is not embedded in this build");
         rc = CINFER_EFORMAT;
@@ -1564,5 +1924,7 @@ void srv_stop(srv *s) {
     free(s->models);
     free(s->api_key);
     free(s->csp);
+    for (int i = 0; i < s->n_cors; i++) free(s->cors[i]);
+    free(s->cors);
     free(s);
 }

@@ -60,6 +60,14 @@ typedef struct {
     const srv_model *models; /* (n_models) more models, served after m */
     int n_models;
     int no_webui;           /* 1: no page at GET / (404) */
+    /* Browser origins ("https://app.example:3000", or "*": any) allowed to
+     * call the API cross-site: they get CORS headers and preflight answers.
+     * A request with an Origin header that is neither one of these nor the
+     * server's own origin gets 403.  Bound to loopback, a Host header naming
+     * anything but localhost / 127.0.0.1 / [::1] / the bound address gets 403
+     * too (DNS rebinding). */
+    const char *const *cors_origins;
+    int n_cors_origins;
 } srv_options;
 
 /* Create the worker's session on m and start listening.  m must outlive the

@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gram.h"
 #include "samp.h"
 
 void srvx_clean_msg(char *s) {
@@ -149,6 +150,16 @@ static int oai_tool_calls(const cJSON *tc, cJSON *msg, int i, bad_req *b) {
             return srv_bad(b, 400, p, "'%s' must be an object with a string name", p);
         if (present(args) && !cJSON_IsString(args) && !cJSON_IsObject(args))
             return srv_bad(b, 400, p, "'%s.arguments' must be a JSON string", p);
+        if (cJSON_IsString(args) && args->valuestring[strspn(args->valuestring, " \t\r\n")]) {
+            cJSON *v = cJSON_Parse(args->valuestring);
+            int obj = cJSON_IsObject(v);
+            cJSON_Delete(v);
+            if (!obj) {
+                snprintf(p, sizeof p, "messages[%d].tool_calls[%d].function.arguments", i, k);
+                return srv_bad(b, 400, p, "'%s' must be the text of a JSON object, got '%.60s'", p,
+                               args->valuestring);
+            }
+        }
         cJSON *o = cJSON_CreateObject(), *fo;
         const cJSON *id = get(c, "id");
         if (cJSON_IsString(id)) cJSON_AddStringToObject(o, "id", id->valuestring);
@@ -492,6 +503,152 @@ static int schema_error(bad_req *b, int rc, const char *field, const char *err) 
     return srv_bad(b, 400, field, "'%s': %.300s", field, err);
 }
 
+/* ---- schema checks the grammar compiler leaves to us ---------------------------------- */
+
+static int is_schema(const cJSON *v) { return cJSON_IsObject(v) || cJSON_IsBool(v); }
+
+static int lint_fail(char *why, size_t wcap, const char *fmt, const char *kw) {
+    snprintf(why, wcap, fmt, kw);
+    return -1;
+}
+
+/* Keywords of schema s with values of the wrong type, or bounds that
+ * exclude every value (minLength > maxLength ...).  path (JSON Pointer
+ * "#/properties/a", len bytes used of cap) is extended in place; on failure
+ * it names the offending schema and why says what is wrong.  0 or -1. */
+static int schema_lint(const cJSON *s, char *path, size_t len, size_t cap, char *why, size_t wcap, int depth) {
+    if (cJSON_IsBool(s)) return 0;
+    if (!cJSON_IsObject(s)) return lint_fail(why, wcap, "a schema must be an object or a boolean%s", "");
+    if (depth > 64) return lint_fail(why, wcap, "schema nested deeper than 64 levels%s", "");
+    static const char *const types[] = {"null", "boolean", "object", "array", "number", "string", "integer"};
+    static const char *const sub1[] = {"items", "additionalProperties", "additionalItems", "not", "contains",
+                                       "propertyNames", "if", "then", "else", "unevaluatedProperties",
+                                       "unevaluatedItems"};
+    static const char *const submap[] = {"properties", "patternProperties", "$defs", "definitions",
+                                         "dependentSchemas"};
+    static const char *const subarr[] = {"allOf", "anyOf", "oneOf", "prefixItems"};
+    static const char *const counts[] = {"minLength", "maxLength", "minItems", "maxItems", "minProperties",
+                                         "maxProperties", "minContains", "maxContains"};
+    static const char *const nums[] = {"minimum", "maximum", "multipleOf"};
+    static const char *const strs[] = {"pattern", "format", "$ref"};
+    const cJSON *v;
+    for (const cJSON *k = s->child; k; k = k->next) {
+        const char *kw = k->string;
+        size_t n = len + (size_t)snprintf(path + len, cap - len, "/%s", kw);
+        if (n >= cap) n = cap - 1;
+        if (!strcmp(kw, "type")) {
+            int ok = cJSON_IsString(k) || (cJSON_IsArray(k) && k->child);
+            for (v = cJSON_IsString(k) ? k : k->child; ok && v; v = cJSON_IsString(k) ? NULL : v->next) {
+                int hit = 0;
+                for (size_t t = 0; cJSON_IsString(v) && t < sizeof types / sizeof *types; t++)
+                    hit |= !strcmp(v->valuestring, types[t]);
+                ok = hit;
+            }
+            if (!ok)
+                return lint_fail(why, wcap,
+                                 "'%s' must be one of null, boolean, object, array, number, string, integer "
+                                 "(or a non-empty array of them)", kw);
+            continue;
+        }
+        for (size_t t = 0; t < sizeof sub1 / sizeof *sub1; t++)
+            if (!strcmp(kw, sub1[t])) {
+                if (!strcmp(kw, "items") && cJSON_IsArray(k)) { /* draft 4 tuple form */
+                    int i = 0;
+                    for (v = k->child; v; v = v->next, i++) {
+                        size_t m = n + (size_t)snprintf(path + n, cap - n, "/%d", i);
+                        if (schema_lint(v, path, m < cap ? m : cap - 1, cap, why, wcap, depth + 1)) return -1;
+                    }
+                } else if (!is_schema(k)) return lint_fail(why, wcap, "'%s' must be a schema (object or boolean)", kw);
+                else if (schema_lint(k, path, n, cap, why, wcap, depth + 1)) return -1;
+                goto next;
+            }
+        for (size_t t = 0; t < sizeof submap / sizeof *submap; t++)
+            if (!strcmp(kw, submap[t])) {
+                if (!cJSON_IsObject(k)) return lint_fail(why, wcap, "'%s' must be an object of schemas", kw);
+                for (v = k->child; v; v = v->next) {
+                    size_t m = n + (size_t)snprintf(path + n, cap - n, "/%s", v->string);
+                    if (schema_lint(v, path, m < cap ? m : cap - 1, cap, why, wcap, depth + 1)) return -1;
+                }
+                goto next;
+            }
+        for (size_t t = 0; t < sizeof subarr / sizeof *subarr; t++)
+            if (!strcmp(kw, subarr[t])) {
+                if (!cJSON_IsArray(k) || !k->child)
+                    return lint_fail(why, wcap, "'%s' must be a non-empty array of schemas", kw);
+                int i = 0;
+                for (v = k->child; v; v = v->next, i++) {
+                    size_t m = n + (size_t)snprintf(path + n, cap - n, "/%d", i);
+                    if (schema_lint(v, path, m < cap ? m : cap - 1, cap, why, wcap, depth + 1)) return -1;
+                }
+                goto next;
+            }
+        for (size_t t = 0; t < sizeof counts / sizeof *counts; t++)
+            if (!strcmp(kw, counts[t]) && !(cJSON_IsNumber(k) && k->valuedouble >= 0 &&
+                                             k->valuedouble == (double)(long long)k->valuedouble))
+                return lint_fail(why, wcap, "'%s' must be a non-negative integer", kw);
+        for (size_t t = 0; t < sizeof nums / sizeof *nums; t++)
+            if (!strcmp(kw, nums[t]) && !cJSON_IsNumber(k)) return lint_fail(why, wcap, "'%s' must be a number", kw);
+        for (size_t t = 0; t < sizeof strs / sizeof *strs; t++)
+            if (!strcmp(kw, strs[t]) && !cJSON_IsString(k)) return lint_fail(why, wcap, "'%s' must be a string", kw);
+        if ((!strcmp(kw, "exclusiveMinimum") || !strcmp(kw, "exclusiveMaximum")) && !cJSON_IsNumber(k) &&
+            !cJSON_IsBool(k))
+            return lint_fail(why, wcap, "'%s' must be a number", kw);
+        if (!strcmp(kw, "uniqueItems") && !cJSON_IsBool(k)) return lint_fail(why, wcap, "'%s' must be a boolean", kw);
+        if (!strcmp(kw, "enum") && !cJSON_IsArray(k)) return lint_fail(why, wcap, "'%s' must be an array", kw);
+        if (!strcmp(kw, "$ref") && !strcmp(k->valuestring, "#"))
+            return lint_fail(why, wcap, "'%s' to the whole schema ('#') is not supported (recursion with no base case)",
+                             kw);
+        if (!strcmp(kw, "required")) {
+            if (!cJSON_IsArray(k)) return lint_fail(why, wcap, "'%s' must be an array of strings", kw);
+            for (v = k->child; v; v = v->next) {
+                if (!cJSON_IsString(v)) return lint_fail(why, wcap, "'%s' must be an array of strings", kw);
+                const cJSON *ps = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s, "properties"),
+                                                                   v->valuestring);
+                if (cJSON_IsFalse(ps)) {
+                    snprintf(why, wcap, "required property '%.60s' has schema false (no value allowed)",
+                             v->valuestring);
+                    return -1;
+                }
+            }
+        }
+    next:
+        path[len] = 0;
+    }
+    static const char *const pairs[][2] = {
+        {"minLength", "maxLength"}, {"minItems", "maxItems"}, {"minProperties", "maxProperties"}, {"minimum", "maximum"}};
+    for (size_t t = 0; t < sizeof pairs / sizeof *pairs; t++) {
+        const cJSON *lo = cJSON_GetObjectItemCaseSensitive(s, pairs[t][0]),
+                    *hi = cJSON_GetObjectItemCaseSensitive(s, pairs[t][1]);
+        if (cJSON_IsNumber(lo) && cJSON_IsNumber(hi) && lo->valuedouble > hi->valuedouble) {
+            snprintf(why, wcap, "'%s' (%g) is greater than '%s' (%g): no value fits", pairs[t][0], lo->valuedouble,
+                     pairs[t][1], hi->valuedouble);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The user's schema sch (the request's field) on its own: keyword types and
+ * bounds (schema_lint), then compiled, then some value must satisfy it.
+ * Errors are 400s naming field, with paths inside the user's schema. */
+static int check_schema(const cJSON *sch, const char *field, bad_req *b) {
+    char path[256] = "#", why[256];
+    if (schema_lint(sch, path, 1, sizeof path, why, sizeof why, 0))
+        return srv_bad(b, 400, field, "'%s': at %s: %s", field, path, why);
+    char *ps = cJSON_PrintUnformatted(sch), err[1024];
+    cinfer_grammar *g = NULL;
+    int rc = ps ? cinfer_grammar_from_schema(NULL, ps, strlen(ps), NULL, &g, err, sizeof err) : CINFER_ENOMEM;
+    free(ps);
+    if (rc) return schema_error(b, rc, field, err);
+    gram_matcher *mt = NULL;
+    int ok = !gram_matcher_new(g, &mt) && gram_matcher_can_continue(mt);
+    gram_matcher_free(mt);
+    cinfer_grammar_free(g);
+    if (!ok) return srv_bad(b, 400, field, "'%s': the schema accepts no value (e.g. \"not\":{}, or bounds or "
+                                          "types that exclude everything)", field);
+    return 0;
+}
+
 /* Does the model's template write Hermes tool calls?  Rendered probe: an
  * assistant turn with one call. */
 static int hermes_template(const cinfer_model *m) {
@@ -553,15 +710,12 @@ static int build_call_grammar(srvx *x, const cJSON *tools, const char *only, int
         if (only && strcmp(only, name)) continue;
         char field[96], err[1024];
         snprintf(field, sizeof field, api == API_MSG ? "tools[%d].input_schema" : "tools[%d].function.parameters", i);
-        /* each tool's schema on its own first: the error names that tool */
-        char *ps = cJSON_PrintUnformatted(get(f, "parameters"));
-        cinfer_grammar *g = NULL;
-        int rc = ps ? cinfer_grammar_from_schema(NULL, ps, strlen(ps), NULL, &g, err, sizeof err) : CINFER_ENOMEM;
-        free(ps);
-        cinfer_grammar_free(g);
-        if (rc) {
+        (void)err;
+        /* each tool's schema on its own first: the error names that tool, at
+         * paths inside its own schema */
+        if (check_schema(get(f, "parameters"), field, b)) {
             cJSON_Delete(any);
-            return schema_error(b, rc, field, err);
+            return -1;
         }
         cJSON *br = cJSON_CreateObject(), *props = cJSON_AddObjectToObject(br, "properties"), *nm;
         cJSON_AddStringToObject(br, "type", "object");
@@ -676,8 +830,8 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
             goto fail;
         }
     }
-    /* response_format (OpenAI chat; responses: text.format) */
-    const cJSON *rf = api == API_CHAT ? get(r, "response_format") : NULL;
+    /* response_format (OpenAI chat and completions; responses: text.format) */
+    const cJSON *rf = api == API_CHAT || api == API_COMPL ? get(r, "response_format") : NULL;
     const char *rf_name = "response_format";
     if (api == API_RESP) {
         const cJSON *txt = get(r, "text");
@@ -733,6 +887,7 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
             goto fail;
         }
         if (strcmp(t, "text")) {
+            if (sch && check_schema(sch, field, b)) goto fail;
             char *s = sch ? cJSON_PrintUnformatted(sch) : strdup("{\"type\":\"object\"}");
             char err[1024];
             int rc = s ? cinfer_grammar_from_schema(m, s, strlen(s), NULL, &x->fmt_gram, err, sizeof err)

@@ -238,7 +238,8 @@ static int build(const cJSON *root, const cJSON *cfg, tok_vocab *v, char *err, s
     if (jbool(model, "byte_fallback", &byte_fallback) || jbool(model, "ignore_merges", &ignore_merges))
         return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: model.byte_fallback/ignore_merges not booleans");
     if (byte_fallback)
-        return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: model.byte_fallback (SentencePiece-style BPE) not supported");
+        return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: SentencePiece-style BPE (model.byte_fallback) is not supported, "
+                    "only byte-level BPE (GPT-2, Llama 3, Qwen2 style); tokenize with the model's GGUF instead");
 
     const pre_def *pre;
     bool nfc;

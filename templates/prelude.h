@@ -4,8 +4,9 @@
  * translation unit, and the runtime includes it, so both sides agree on one
  * definition.
  *
- * Rules (DESIGN.md §1): no libc or system headers here — libtcc compiles the
- * generated code without include paths — and no arithmetic loops: generated
+ * Rules (design notes §1, ../shared/DESIGN.md, outside this repo): no libc
+ * or system headers here — libtcc compiles the generated code without include
+ * paths — and no arithmetic loops: generated
  * code only orchestrates calls into runtime kernels (gcc -O3, SIMD), passing
  * every dimension as a compile-time constant.  Anything added here must build
  * under tcc and under gcc/clang with -Wall -Wextra -Werror.

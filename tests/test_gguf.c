@@ -693,3 +693,80 @@ TEST(gguf, cli_inspect_broken_files_exit_nonzero_one_line) {
         }
     }
 }
+
+/* One tensor (type, ne0 elements) at data offset `off` after a table with
+ * general.alignment = align, optionally a cinfer.version key; *table_end:
+ * where the table ends (the data section starts there rounded up to align). */
+static gb build_aligned(uint32_t align, uint32_t type, int64_t ne0, uint64_t off, bool giw, size_t *table_end) {
+    gb b = {0};
+    gb_put(&b, "GGUF", 4);
+    gb_u32(&b, 3);
+    gb_u64(&b, 1);
+    gb_u64(&b, giw ? 2 : 1);
+    gb_key(&b, "general.alignment", GGUF_VT_UINT32);
+    gb_u32(&b, align);
+    if (giw) gb_key(&b, "cinfer.version", GGUF_VT_STRING), gb_str(&b, "0.1.0");
+    int64_t ne[1] = {ne0};
+    gb_tensor(&b, "t", 1, ne, type, off);
+    *table_end = b.n;
+    while (b.n % align) gb_u8(&b, 0);
+    for (uint64_t i = 0; i < off + 256; i++) gb_u8(&b, 0);
+    return b;
+}
+
+/* general.alignment may be any power of two, even 1, but a tensor's data must
+ * still sit at its element alignment (else kernels do misaligned loads,
+ * which UBSan reports); a .giw needs general.alignment >= 64. */
+TEST(gguf, tensor_data_element_aligned) {
+    struct {
+        uint32_t align, type;
+        int64_t ne0;
+        uint32_t need; /* element alignment; 0: a .giw, refused whatever the offset */
+        const char *want;
+    } cases[] = {
+        {1, GGML_TYPE_F32, 8, 4, "not aligned to 4 bytes as type F32 needs (general.alignment is 1)"},
+        {2, GGML_TYPE_F32, 8, 4, "not aligned to 4 bytes as type F32 needs (general.alignment is 2)"},
+        {1, GGML_TYPE_F16, 8, 2, "not aligned to 2 bytes as type F16 needs"},
+        {1, GGML_TYPE_F64, 8, 8, "not aligned to 8 bytes as type F64 needs"},
+        {1, GGML_TYPE_Q8_0, 32, 2, "not aligned to 2 bytes as type Q8_0 needs"},
+        {1, GGML_TYPE_I8, 8, 1, ""},
+        {32, GGML_TYPE_F32, 8, 0, "a .giw file (one with a cinfer.version key) needs >= 64, got 32"},
+        {1, GGML_TYPE_F32, 8, 0, "needs >= 64, got 1"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int n_ok = 0, n_bad = 0;
+        for (uint64_t off = 0; off < 16; off += cases[k].align) {
+            size_t end;
+            gb b = build_aligned(cases[k].align, cases[k].type, cases[k].ne0, off, cases[k].need == 0, &end);
+            uint64_t at = (end + cases[k].align - 1) / cases[k].align * cases[k].align + off;
+            bool bad = cases[k].need == 0 || at % cases[k].need != 0;
+            gguf_file *g = NULL;
+            char err[512] = "";
+            uint8_t *copy;
+            int rc = open_copy(b.p, b.n, &g, err, sizeof err, &copy);
+            if (bad)
+                EXPECT_MSG(rc == GGUF_EFORMAT && strstr(err, cases[k].want) && one_line(err),
+                           "case %zu, data at %llu: rc %d: %s", k, (unsigned long long)at, rc, err);
+            else
+                EXPECT_MSG(rc == 0 && g && ((const uint8_t *)gguf_tensor_at(g, 0)->data - copy) == (ptrdiff_t)at,
+                           "case %zu, data at %llu: rc %d: %s", k, (unsigned long long)at, rc, err);
+            n_bad += bad, n_ok += !bad;
+            gguf_close(g);
+            free(copy);
+            free(b.p);
+        }
+        /* each case saw what it is about */
+        EXPECT_MSG(cases[k].need == 0 ? n_bad > 0 : n_ok > 0 && (cases[k].need <= 1 || n_bad > 0),
+                   "case %zu: %d accepted, %d refused offsets", k, n_ok, n_bad);
+    }
+    /* the .giw control: alignment 64 opens */
+    size_t end;
+    gb b = build_aligned(64, GGML_TYPE_F32, 8, 64, true, &end);
+    gguf_file *g = NULL;
+    char err[512] = "";
+    uint8_t *copy;
+    EXPECT_MSG(open_copy(b.p, b.n, &g, err, sizeof err, &copy) == 0, "%s", err);
+    gguf_close(g);
+    free(copy);
+    free(b.p);
+}

@@ -281,3 +281,76 @@ TEST(inspect, hostile_strings_stay_valid_json_and_one_line) {
 #undef U64
 #undef STR
 }
+
+/* A .giw holds cinfer's repacked types (ids 100+): the per-type totals must
+ * count them too, so the types add up to the tensor count (text and JSON). */
+TEST(inspect, giw_totals_count_repacked_types) {
+    NEED_SHARED(src, "models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf");
+    if (access(cinfer_bin(), X_OK) != 0) SKIP("%s not built", cinfer_bin());
+    char giw[512], cmd[2048];
+    snprintf(giw, sizeof giw, "%s/t8.giw", test_tmpdir());
+    snprintf(cmd, sizeof cmd, "%s compile '%s' --quant int4 -o '%s'", cinfer_bin(), src, giw);
+    EXPECT_EQ_I(run_cmd(cmd, true, NULL), 0);
+    char *out = NULL, *err = NULL;
+    EXPECT_EQ_I(inspect_capture(giw, "--json", &out, &err), 0);
+    cJSON *j = out ? cJSON_Parse(out) : NULL;
+    EXPECT(j != NULL);
+    const cJSON *tot = cJSON_GetObjectItemCaseSensitive(j, "totals"), *e;
+    double n = 0, bytes = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(tot, "by_type")) {
+        n += cJSON_GetObjectItemCaseSensitive(e, "n_tensors")->valuedouble;
+        bytes += cJSON_GetObjectItemCaseSensitive(e, "n_bytes")->valuedouble;
+    }
+    const cJSON *nt = cJSON_GetObjectItemCaseSensitive(tot, "n_tensors");
+    EXPECT(nt && nt->valuedouble > 0);
+    EXPECT_EQ_I(n, nt ? nt->valuedouble : -1);
+    EXPECT_EQ_I(bytes, cJSON_GetObjectItemCaseSensitive(tot, "n_bytes")->valuedouble);
+    EXPECT(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tot, "by_type"), "Q4_0_R8") != NULL);
+    cJSON_Delete(j);
+    free(out), free(err);
+    EXPECT_EQ_I(inspect_capture(giw, NULL, &out, &err), 0);
+    EXPECT_MSG(out && strstr(out, "  Q4_0_R8 "), "%s", out ? out : "");
+    free(out), free(err);
+}
+
+/* With no general.file_type, text and JSON both say "unknown". */
+TEST(inspect, missing_file_type_same_in_text_and_json) {
+    NEED_SHARED(path, "models/stories260K/stories260K.gguf");
+    gguf_file *g = NULL;
+    char e[256];
+    if (gguf_open(path, &g, e, sizeof e)) SKIP("%s", e);
+    uint32_t ft;
+    int has = gguf_get_u32(g, "general.file_type", &ft, NULL, 0) == 0;
+    gguf_close(g);
+    if (has) SKIP("stories260K has general.file_type");
+    char *out = NULL, *err = NULL;
+    EXPECT_EQ_I(inspect_capture(path, NULL, &out, &err), 0);
+    EXPECT_MSG(out && strstr(out, "file type     unknown"), "%s", out ? out : "");
+    free(out), free(err);
+    EXPECT_EQ_I(inspect_capture(path, "--json", &out, &err), 0);
+    EXPECT_MSG(out && strstr(out, "\"file_type_name\":\t\"unknown\""), "%s", out ? out : "");
+    free(out), free(err);
+}
+
+/* Safetensors names longer than the default column widen it: every tensor row
+ * puts its type at the same column as the header's "type". */
+TEST(inspect, safetensors_columns_align) {
+    NEED_SHARED(path, "models/tinystories-656k/hf/model.safetensors");
+    char *out = NULL, *err = NULL;
+    EXPECT_EQ_I(inspect_capture(path, NULL, &out, &err), 0);
+    const char *h = out ? strstr(out, "\n  #") : NULL;
+    EXPECT(h != NULL);
+    if (h) {
+        h++;
+        const char *type_col = strstr(h, " type ");
+        long col = type_col ? type_col - h : -1;
+        int rows = 0;
+        for (const char *l = strchr(h, '\n'); l && l[1] == ' ' && l[2] == ' ' && l[3] >= '0' && l[3] <= '9';
+             l = strchr(l + 1, '\n')) {
+            rows++;
+            EXPECT_MSG(l[1 + col] == ' ' && l[2 + col] != ' ', "misaligned row: %.120s", l + 1);
+        }
+        EXPECT(rows > 0);
+    }
+    free(out), free(err);
+}

@@ -27,6 +27,7 @@
 #include "cinfer.h"
 #include "compile.h"
 #include "gguf.h"
+#include "gguf_write.h"
 #include "kern.h"
 #include "test.h"
 
@@ -131,14 +132,15 @@ static void check_precision(const char *model_rel, const char *ref_rel, int prec
 /* Bounds per precision: the worst cosine measured over the models below
  * (docs/precisions.md) with margin. */
 static const double min_cos[CINFER_PRECISION_COUNT] = {
-    [CINFER_PRECISION_NATIVE] = 0.999,  [CINFER_PRECISION_F32] = 0.99999,
+    [CINFER_PRECISION_AUTO] = 0.999,    [CINFER_PRECISION_NATIVE] = 0.999,
+    [CINFER_PRECISION_F32] = 0.99999,
     [CINFER_PRECISION_INT8] = 0.9995,   [CINFER_PRECISION_INT8INT8] = 0.999,
     [CINFER_PRECISION_INT4] = 0.97,     [CINFER_PRECISION_INT4MIX] = 0.985,
 };
 
 static void check_all(const char *model_rel, const char *ref_rel) {
-    for (int p = CINFER_PRECISION_F32; p < CINFER_PRECISION_COUNT; p++)
-        check_precision(model_rel, ref_rel, p, min_cos[p]);
+    for (int p = 0; p < CINFER_PRECISION_COUNT; p++) /* native: the parity suite */
+        if (p != CINFER_PRECISION_NATIVE) check_precision(model_rel, ref_rel, p, min_cos[p]);
 }
 
 TEST(precision, stories260K) {
@@ -243,15 +245,20 @@ TEST(precision, generated_code_names_precision) {
         cc_options o = {.precision = p};
         EXPECT_MSG(!cc_generate(g, &o, &src[p], &len, err, sizeof err), "%s", err);
     }
-    if (src[0] && src[4] && src[5] && src[2]) {
-        EXPECT(!strstr(src[0], "Compute precision"));
-        EXPECT(strstr(src[4], "Compute precision: int4"));
-        EXPECT(strstr(src[4], "100, /* Q4_0_R8 */"));
-        EXPECT(!strstr(src[4], "101, /* Q8_0_R8 */"));
-        EXPECT(strstr(src[5], "101, /* Q8_0_R8 */") && strstr(src[5], "100, /* Q4_0_R8 */"));
-        EXPECT(strstr(src[2], "101, /* Q8_0_R8 */") && strcmp(src[2], src[3]));
+    enum { AUTO = CINFER_PRECISION_AUTO, NAT = CINFER_PRECISION_NATIVE, I8 = CINFER_PRECISION_INT8,
+           I8I8 = CINFER_PRECISION_INT8INT8, I4 = CINFER_PRECISION_INT4, I4M = CINFER_PRECISION_INT4MIX };
+    if (src[AUTO] && src[NAT] && src[I8] && src[I8I8] && src[I4] && src[I4M]) {
+        EXPECT(!strstr(src[NAT], "Compute precision"));
+        EXPECT(strstr(src[I4], "Compute precision: int4"));
+        EXPECT(strstr(src[I4], "100, /* Q4_0_R8 */"));
+        EXPECT(!strstr(src[I4], "101, /* Q8_0_R8 */"));
+        EXPECT(strstr(src[I4M], "101, /* Q8_0_R8 */") && strstr(src[I4M], "100, /* Q4_0_R8 */"));
+        EXPECT(strstr(src[I8], "101, /* Q8_0_R8 */") && strcmp(src[I8], src[I8I8]));
+        /* auto on a Q8_0 file: the lossless Q8_0 -> Q8_0_R8 interleave only */
+        EXPECT(strstr(src[AUTO], "Compute precision: auto"));
+        EXPECT(strstr(src[AUTO], "101, /* Q8_0_R8 */") && !strstr(src[AUTO], "100, /* Q4_0_R8 */"));
         /* the tied token_embd (get_rows + logits) keeps Q8_0 */
-        EXPECT(strstr(src[4], "8, /* Q8_0 */"));
+        EXPECT(strstr(src[I4], "8, /* Q8_0 */"));
     }
     for (int p = 0; p < CINFER_PRECISION_COUNT; p++) free(src[p]);
     gguf_close(g);
@@ -299,7 +306,7 @@ TEST(precision, giw_roundtrip) {
         if (n < 0 || save_giw(model, p, giw)) return;
         EXPECT_MSG(rep_a > 0, "%s: nothing repacked", cinfer_precision_name(p));
         /* default options: the precision comes from cinfer.precision */
-        EXPECT_EQ_I(logits_of(giw, CINFER_PRECISION_NATIVE, b, 4096, &rep_b), n);
+        EXPECT_EQ_I(logits_of(giw, CINFER_PRECISION_AUTO, b, 4096, &rep_b), n);
         EXPECT_EQ_I(rep_b, 0); /* mapped, not repacked */
         EXPECT_MSG(!memcmp(a, b, (size_t)n * sizeof *a), "%s: .giw logits differ from in-memory",
                    cinfer_precision_name(p));
@@ -422,4 +429,248 @@ TEST(precision, giw_interrupted_write) {
             EXPECT_MSG(stat(tmp, &sb) != 0, "%s left behind", tmp);
         }
     }
+}
+
+/* ---- output-path safety and .giw consistency --------------------------------- */
+
+static int copy_file(const char *src, const char *dst) {
+    size_t len;
+    char *buf = read_file(src, &len);
+    if (!buf) return -1;
+    FILE *f = fopen(dst, "wb");
+    int bad = !f || fwrite(buf, 1, len, f) != len;
+    if (f) bad |= fclose(f) != 0;
+    free(buf);
+    return bad ? -1 : 0;
+}
+
+static bool same_bytes(const char *a, const char *b) {
+    size_t la, lb;
+    char *x = read_file(a, &la), *y = read_file(b, &lb);
+    bool eq = x && y && la == lb && !memcmp(x, y, la);
+    free(x);
+    free(y);
+    return eq;
+}
+
+/* Save model (opened as precision) to out; the rc and message. */
+static int try_save(const char *model, int precision, const char *out, char *err, size_t err_len) {
+    cinfer_model *m;
+    if (cinfer_model_open(model, &(cinfer_model_options){.precision = precision}, &m, err, err_len)) {
+        test_fail(__FILE__, __LINE__, "%s", err);
+        return -100;
+    }
+    int rc = cinfer_model_save_giw(m, out, err, err_len);
+    cinfer_model_close(m);
+    return rc;
+}
+
+/* A pid that was just alive and is now dead (a reaped child). */
+static pid_t dead_pid(void) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    waitpid(pid, NULL, 0);
+    return pid;
+}
+
+/* The writer never replaces what is not a plain output file: the input
+ * itself (also through a hard link), a FIFO, a symlink (nor its target), a
+ * directory; a symlink planted under the temporary name is not followed;
+ * stale OUT.tmp.<dead pid> files are removed, a live writer's are kept. */
+TEST(precision, giw_output_path_refusals) {
+    NEED_SHARED(mp, "models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf");
+    const char *d = test_tmpdir();
+    char in[1100], hard[1100], fifo[1100], link_[1100], target[1100], dir[1100], err[1024], cmd[6000];
+    snprintf(in, sizeof in, "%s/gp-src.gguf", d);
+    snprintf(hard, sizeof hard, "%s/gp-hard.gguf", d);
+    snprintf(fifo, sizeof fifo, "%s/gp-fifo.giw", d);
+    snprintf(link_, sizeof link_, "%s/gp-link.giw", d);
+    snprintf(target, sizeof target, "%s/gp-target.bin", d);
+    snprintf(dir, sizeof dir, "%s/gp-dir.giw", d);
+    if (copy_file(mp, in)) return test_fail(__FILE__, __LINE__, "cannot copy %s", mp);
+    EXPECT(!link(in, hard));
+    EXPECT(!mkfifo(fifo, 0600));
+    FILE *f = fopen(target, "wb");
+    if (f) fputs("precious", f), fclose(f);
+    EXPECT(!symlink(target, link_));
+    EXPECT(!mkdir(dir, 0700));
+    const struct {
+        const char *out, *msg;
+    } cases[] = {
+        {in, "is the input file"}, {hard, "is the input file"}, {fifo, "is a FIFO"},
+        {link_, "is a symbolic link"}, {dir, "is a directory"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        err[0] = 0;
+        int rc = try_save(in, CINFER_PRECISION_INT4, cases[k].out, err, sizeof err);
+        EXPECT_MSG(rc == CINFER_EIO && strstr(err, cases[k].out) && strstr(err, cases[k].msg) &&
+                   !strchr(err, '\n'), "%s: rc %d: %s", cases[k].out, rc, err);
+        char tmp[1200];
+        snprintf(tmp, sizeof tmp, "%s.tmp.%d", cases[k].out, (int)getpid());
+        struct stat sb;
+        EXPECT_MSG(lstat(tmp, &sb) != 0, "%s left behind", tmp);
+    }
+    struct stat sb;
+    EXPECT(!lstat(fifo, &sb) && S_ISFIFO(sb.st_mode));
+    EXPECT(!lstat(link_, &sb) && S_ISLNK(sb.st_mode));
+    EXPECT(!lstat(dir, &sb) && S_ISDIR(sb.st_mode));
+    EXPECT(same_bytes(in, mp)); /* the input is intact */
+    char *t = read_file(target, NULL);
+    EXPECT_MSG(t && !strcmp(t, "precious"), "symlink target changed: %s", t ? t : "(gone)");
+    free(t);
+    /* the CLI reports it and fails */
+    char *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s compile %s --quant int4 -o %s 2>&1", cinfer_bin(), in, in);
+    int st = run_cmd(cmd, true, &out);
+    EXPECT_MSG(st != 0 && out && strstr(out, "is the input file"), "%d: %s", st, out ? out : "");
+    free(out);
+    EXPECT(same_bytes(in, mp));
+
+    /* a regular file is replaced; stale temporaries of dead writers go, a
+     * live writer's (the parent's pid) and non-matching names stay; a symlink
+     * planted at this process's temporary name is removed, not followed */
+    char ok[1100], stale[1200], live[1200], other[1200], planted[1200];
+    snprintf(ok, sizeof ok, "%s/gp-ok.giw", d);
+    snprintf(stale, sizeof stale, "%s.tmp.%d", ok, (int)dead_pid());
+    snprintf(live, sizeof live, "%s.tmp.%d", ok, (int)getppid());
+    snprintf(other, sizeof other, "%s.tmp.x1", ok);
+    snprintf(planted, sizeof planted, "%s.tmp.%d", ok, (int)getpid());
+    const char *mk[] = {ok, stale, live, other};
+    for (int k = 0; k < 4; k++) {
+        f = fopen(mk[k], "wb");
+        if (f) fputs("old", f), fclose(f);
+    }
+    EXPECT(!symlink(target, planted));
+    EXPECT_EQ_I(try_save(in, CINFER_PRECISION_INT4, ok, err, sizeof err), 0);
+    EXPECT_MSG(stat(stale, &sb) != 0, "stale %s not removed", stale);
+    EXPECT_MSG(stat(live, &sb) == 0, "live writer's %s removed", live);
+    EXPECT_MSG(stat(other, &sb) == 0, "%s removed", other);
+    EXPECT_MSG(lstat(planted, &sb) != 0, "%s left behind", planted);
+    t = read_file(target, NULL);
+    EXPECT_MSG(t && !strcmp(t, "precious"), "planted symlink followed: target now %.20s", t ? t : "(gone)");
+    free(t);
+    cinfer_model *m = NULL;
+    EXPECT_EQ_I(cinfer_model_open(ok, NULL, &m, err, sizeof err), 0);
+    if (m) EXPECT_EQ_I(cinfer_model_precision(m), CINFER_PRECISION_INT4);
+    cinfer_model_close(m);
+}
+
+/* A copy of the GGUF src at dst with metadata keys set[] added or replaced,
+ * general.alignment = align, every tensor's type and bytes kept. */
+static int rewrite_gguf(const char *src, const char *dst, uint32_t align, const gguf_kv_set *set, size_t n_set) {
+    gguf_file *g;
+    char e[512];
+    if (gguf_open(src, &g, e, sizeof e)) return test_fail(__FILE__, __LINE__, "%s", e), -1;
+    gguf_kv_set all[8];
+    size_t n = 0;
+    all[n++] = (gguf_kv_set){"general.alignment", gguf_val_u32(align)};
+    for (size_t k = 0; k < n_set && n < 8; k++) all[n++] = set[k];
+    gguf_out o;
+    if (gguf_out_open(&o, dst, ".partial", g, e, sizeof e)) {
+        gguf_close(g);
+        return test_fail(__FILE__, __LINE__, "%s", e), -1;
+    }
+    uint64_t nt = gguf_n_tensors(g), off = 0;
+    gguf_w_header(&o.w, g, nt, NULL, NULL, all, n);
+    for (uint64_t i = 0; i < nt; i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        gguf_w_tensor_info(&o.w, t->name, t->n_dims, t->ne, t->type, off);
+        off += gguf_align_up(t->n_bytes, align);
+    }
+    gguf_w_pad(&o.w, align);
+    for (uint64_t i = 0; i < nt; i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        gguf_w_bytes(&o.w, t->data, (size_t)t->n_bytes);
+        gguf_w_pad(&o.w, align);
+    }
+    int rc = gguf_out_commit(&o, e, sizeof e);
+    gguf_out_abort(&o);
+    gguf_close(g);
+    if (rc) test_fail(__FILE__, __LINE__, "%s", e);
+    return rc ? -1 : 0;
+}
+
+/* Open path with default options: EFORMAT and a one-line message holding
+ * want (and not the misleading "not from a .giw"). */
+static void expect_refused(const char *path, const char *want, int line) {
+    cinfer_model *m = NULL;
+    char err[1024] = "";
+    int rc = cinfer_model_open(path, NULL, &m, err, sizeof err);
+    if (rc != CINFER_EFORMAT || !strstr(err, want) || strchr(err, '\n') || strstr(err, "not from a .giw"))
+        test_fail(__FILE__, line, "%s: rc %d, want '%s': %s", path, rc, want, err);
+    cinfer_model_close(m);
+}
+
+/* cinfer.version newer than this build, cinfer.precision that contradicts the
+ * tensor types, a .giw with alignment below 64: refused with clear messages;
+ * the unchanged rewrite (control) opens. */
+TEST(precision, giw_inconsistent_refused) {
+    NEED_SHARED(mp, "models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf");
+    char model[1024], giw[1100], bad[1100];
+    snprintf(model, sizeof model, "%s", mp);
+    snprintf(giw, sizeof giw, "%s/gi-i.giw", test_tmpdir());
+    snprintf(bad, sizeof bad, "%s/gi-bad.giw", test_tmpdir());
+    if (save_giw(model, CINFER_PRECISION_INT4, giw)) return;
+    /* control: the same file rewritten by this helper opens */
+    if (rewrite_gguf(giw, bad, 64, NULL, 0)) return;
+    cinfer_model *m = NULL;
+    char err[1024] = "";
+    EXPECT_MSG(!cinfer_model_open(bad, NULL, &m, err, sizeof err), "control: %s", err);
+    cinfer_model_close(m);
+
+    /* a newer major version; a malformed one */
+    gguf_kv_set v[] = {{"cinfer.version", gguf_val_str("9.9.9")}};
+    if (!rewrite_gguf(giw, bad, 64, v, 1)) expect_refused(bad, "newer than this cinfer " CINFER_VERSION, __LINE__);
+    v[0].value = gguf_val_str("banana");
+    if (!rewrite_gguf(giw, bad, 64, v, 1)) expect_refused(bad, "cinfer.version 'banana' is not a version", __LINE__);
+    /* repacked tensors with a precision that writes none or others */
+    const char *precs[] = {"native", "f32", "int8", "int8int8"};
+    for (int k = 0; k < 4; k++) {
+        gguf_kv_set p[] = {{"cinfer.precision", gguf_val_str(precs[k])}};
+        if (!rewrite_gguf(giw, bad, 64, p, 1)) expect_refused(bad, "inconsistent .giw", __LINE__);
+    }
+    /* no repacked types, but the weights are not what the precision computes
+     * with: the Q8_0 source labelled as an f32 / int8 .giw */
+    const char *plain[] = {"f32", "int8"};
+    for (int k = 0; k < 2; k++) {
+        gguf_kv_set p[] = {{"cinfer.version", gguf_val_str(CINFER_VERSION)},
+                           {"cinfer.precision", gguf_val_str(plain[k])}};
+        if (!rewrite_gguf(model, bad, 64, p, 2)) expect_refused(bad, "inconsistent .giw", __LINE__);
+    }
+    /* a .giw below 64-byte alignment: refused by the loader */
+    if (!rewrite_gguf(giw, bad, 32, NULL, 0)) expect_refused(bad, "needs >= 64", __LINE__);
+    if (!rewrite_gguf(giw, bad, 1, NULL, 0)) expect_refused(bad, "needs >= 64", __LINE__);
+}
+
+/* A writer killed mid-write (by a signal, like SIGKILL: no cleanup runs; here
+ * SIGXFSZ at a file size limit, so it dies part-way for sure) leaves
+ * OUT.tmp.<pid>; the next write to OUT removes it. */
+TEST(precision, giw_stale_tmp_removed_after_kill) {
+    NEED_SHARED(mp, "models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf");
+    char model[1024], giw[1100], tmp[1200], err[1024];
+    snprintf(model, sizeof model, "%s", mp);
+    snprintf(giw, sizeof giw, "%s/gk-k.giw", test_tmpdir());
+    cinfer_model *m;
+    if (cinfer_model_open(model, &(cinfer_model_options){.precision = CINFER_PRECISION_INT8}, &m, err,
+                          sizeof err))
+        return test_fail(__FILE__, __LINE__, "%s", err);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {64 << 10, 64 << 10};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        signal(SIGXFSZ, SIG_DFL);
+        _exit(cinfer_model_save_giw(m, giw, err, sizeof err) == 0 ? 4 : 5);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    EXPECT_MSG(WIFSIGNALED(st), "status %#x", st);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", giw, (int)pid);
+    struct stat sb;
+    EXPECT_MSG(stat(tmp, &sb) == 0, "%s: the killed writer left no temporary file", tmp);
+    int rc = cinfer_model_save_giw(m, giw, err, sizeof err);
+    EXPECT_MSG(rc == 0, "%s", err);
+    cinfer_model_close(m);
+    EXPECT_MSG(stat(tmp, &sb) != 0, "stale %s not removed by the next write", tmp);
+    EXPECT(stat(giw, &sb) == 0);
 }

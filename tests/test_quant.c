@@ -365,7 +365,7 @@ TEST(quant, cli) {
     snprintf(cmd, sizeof cmd, "%s quantize %s %s/cli.gguf --type q8_0 -v", cinfer_bin(), f32_path,
              test_tmpdir());
     EXPECT_EQ_I(run_cmd(cmd, true, &out), 0);
-    EXPECT_MSG(out && strstr(out, "output.weight") && strstr(out, "39 tensors, 30 converted"),
+    EXPECT_MSG(out && strstr(out, "output.weight") && strstr(out, "39 tensors: 30 converted, 9 copied"),
                "output: %s", out ? out : "");
     free(out);
     out = NULL;
@@ -374,4 +374,104 @@ TEST(quant, cli) {
     EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
     EXPECT_MSG(out && strstr(out, "unknown type 'q9_9'"), "output: %s", out ? out : "");
     free(out);
+}
+
+/* quantize --help lists every type name --type accepts (quant_ftype_name of
+ * each ftype id, lower-cased). */
+TEST(quant, help_lists_every_type) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s quantize --help", cinfer_bin());
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    int n = 0;
+    for (int ft = 0; ft < 256; ft++) {
+        const char *name = quant_ftype_name(ft);
+        if (!name) continue;
+        char low[32], pat[40];
+        size_t k = 0;
+        for (; name[k] && k + 1 < sizeof low; k++) low[k] = (char)(name[k] >= 'A' && name[k] <= 'Z' ? name[k] + 32 : name[k]);
+        low[k] = 0;
+        snprintf(pat, sizeof pat, " %s", low);
+        n++;
+        /* the entry is followed by a space, newline or '/' */
+        const char *p = out;
+        int found = 0;
+        while (p && (p = strstr(p, pat))) {
+            char c = p[strlen(pat)];
+            if (c == ' ' || c == '\n' || c == '/') { found = 1; break; }
+            p++;
+        }
+        EXPECT_MSG(found, "--help lacks type %s", low);
+    }
+    EXPECT(n >= 19); /* F32 F16 BF16, 5 legacy, 10 K, 2 IQ4 */
+    free(out);
+}
+
+/* The output is never the input (nor a hard link to it), a FIFO, a symlink
+ * or a directory: refused with a message naming the path, nothing replaced,
+ * no .partial left; a regular file is replaced (control). */
+TEST(quant, output_path_refusals) {
+    NEED_SHARED(f32_path, SYNTH "F32.gguf");
+    const char *d = test_tmpdir();
+    char in[1024], hard[1024], fifo[1024], link_[1024], target[1024], dir[1024], ok[1024], err[1024];
+    snprintf(in, sizeof in, "%s/qp-in.gguf", d);
+    snprintf(hard, sizeof hard, "%s/qp-hard.gguf", d);
+    snprintf(fifo, sizeof fifo, "%s/qp-fifo.gguf", d);
+    snprintf(link_, sizeof link_, "%s/qp-link.gguf", d);
+    snprintf(target, sizeof target, "%s/qp-target.bin", d);
+    snprintf(dir, sizeof dir, "%s/qp-dir.gguf", d);
+    snprintf(ok, sizeof ok, "%s/qp-ok.gguf", d);
+    size_t len;
+    char *src = read_file(f32_path, &len);
+    if (!src) return test_fail(__FILE__, __LINE__, "cannot read %s", f32_path);
+    FILE *f = fopen(in, "wb");
+    EXPECT(f && fwrite(src, 1, len, f) == len);
+    if (f) fclose(f);
+    EXPECT(!link(in, hard));
+    EXPECT(!mkfifo(fifo, 0600));
+    f = fopen(target, "wb");
+    if (f) fputs("precious", f), fclose(f);
+    EXPECT(!symlink(target, link_));
+    EXPECT(!mkdir(dir, 0700));
+    f = fopen(ok, "wb");
+    if (f) fputs("old", f), fclose(f);
+    const struct {
+        const char *out, *msg;
+    } cases[] = {
+        {in, "is the input file"}, {hard, "is the input file"}, {fifo, "is a FIFO"},
+        {link_, "is a symbolic link"}, {dir, "is a directory"},
+    };
+    quant_options o = quant_options_default();
+    o.ftype = QUANT_FTYPE_Q8_0;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        err[0] = 0;
+        int rc = quant_file(in, cases[k].out, &o, NULL, err, sizeof err);
+        EXPECT_MSG(rc == QUANT_EIO && strstr(err, cases[k].out) && strstr(err, cases[k].msg) && !strchr(err, '\n'),
+                   "%s: rc %d: %s", cases[k].out, rc, err);
+        char partial[1100];
+        snprintf(partial, sizeof partial, "%s.partial", cases[k].out);
+        EXPECT_MSG(!file_exists(partial), "%s left behind", partial);
+    }
+    struct stat sb;
+    EXPECT(!lstat(fifo, &sb) && S_ISFIFO(sb.st_mode));
+    EXPECT(!lstat(link_, &sb) && S_ISLNK(sb.st_mode));
+    EXPECT(!lstat(dir, &sb) && S_ISDIR(sb.st_mode));
+    size_t l2;
+    char *now = read_file(in, &l2);
+    EXPECT_MSG(now && l2 == len && !memcmp(now, src, len), "the input changed");
+    free(now);
+    now = read_file(target, NULL);
+    EXPECT_MSG(now && !strcmp(now, "precious"), "symlink target changed");
+    free(now);
+    /* the CLI too */
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s quantize %s %s --type q8_0", cinfer_bin(), in, in);
+    int st = run_cmd(cmd, true, &out);
+    EXPECT_MSG(st != 0 && out && strstr(out, "is the input file"), "%d: %s", st, out ? out : "");
+    free(out);
+    /* control: an existing regular file is replaced */
+    EXPECT_MSG(quant_file(in, ok, &o, NULL, err, sizeof err) == 0, "%s", err);
+    gguf_file *g = NULL;
+    EXPECT_MSG(gguf_open(ok, &g, err, sizeof err) == 0, "%s", err);
+    gguf_close(g);
+    free(src);
 }

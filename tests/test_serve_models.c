@@ -644,6 +644,11 @@ TEST(serve_models, cli) {
     EXPECT_EQ_I(run_cmd(cmd, true, &out), 1);
     EXPECT(out && strstr(out, "model 'm1'") && strstr(out, "/nonexistent/x.gguf"));
     free(out);
+    /* a .giw's id is its stem too: q3.giw and q3.gguf collide (checked before anything loads) */
+    snprintf(cmd, sizeof cmd, "%s serve --model /nonexistent/q3.giw --model /nonexistent/q3.gguf", cinfer_bin());
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
+    EXPECT(out && strstr(out, "two models are named 'q3'"));
+    free(out);
     snprintf(cmd, sizeof cmd, "%s serve --name a --model b=x.gguf", cinfer_bin());
     EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
     free(out);

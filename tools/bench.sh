@@ -19,6 +19,8 @@
 #
 # Settings (environment): BENCH_TYPES ("q4_0 q8_0 q4_k_m"), BENCH_P (512),
 # BENCH_N (128), BENCH_R (3 repetitions per run), BENCH_ROUNDS (2),
+# BENCH_QUANT (cinfer's --quant for every file: auto) and BENCH_QUANT_<type>
+# for one file (e.g. BENCH_QUANT_q4_k_m=int8int8),
 # BENCH_THREADS (2), PEER_DIR (peer), SHARED (../shared), BUILD (build);
 # BENCH_NAME and BENCH_SHAPE (mkmodel flags) make another model, e.g. a small
 # one to try the script: BENCH_NAME=tiny BENCH_SHAPE="--dim 256 --layers 2".
@@ -112,12 +114,18 @@ BWT=$(membw "$THREADS")
 say "bench: memory read bandwidth (median) $BW1 GB/s on 1 thread, $BWT GB/s on $THREADS thread(s)"
 
 # ---- interleaved runs -----------------------------------------------------------------
+# --quant for file $1: BENCH_QUANT_<type> (type from the file name, lower case), else BENCH_QUANT
+quant_for() {
+    t=$(basename "$1" .gguf | sed "s/^$NAME-//" | tr 'A-Z' 'a-z')
+    eval "q=\${BENCH_QUANT_$t:-}"
+    echo "${q:-${BENCH_QUANT:-auto}}"
+}
 for f in $FILES; do
     b=$(basename "$f" .gguf)
     i=1
     while [ "$i" -le "$ROUNDS" ]; do
-        say "bench: $b round $i/$ROUNDS: cinfer"
-        "$CINFER" bench "$f" -p "$P" -n "$N" -r "$R" -t "$THREADS" --bw "$BWT" --json \
+        say "bench: $b round $i/$ROUNDS: cinfer --quant $(quant_for "$f")"
+        "$CINFER" bench "$f" -p "$P" -n "$N" -r "$R" -t "$THREADS" --quant "$(quant_for "$f")" --bw "$BWT" --json \
             >"$RES/$b.cinfer.$i.json"
         if [ -n "$PEER" ]; then
             say "bench: $b round $i/$ROUNDS: peer"
@@ -153,7 +161,7 @@ summary() { # $1: table (one row per file) or rounds (per-round values)
           | ($p | map(select(.n_gen > 0) | .avg_ts)) as $ptg
           | ($c[0].decode_bytes_per_token) as $bytes
           | ($bw * 1e9 / $bytes) as $bound
-          | if $mode == "table" then "| \($b) | \($c[0].model_size/1048576*10|round/10) | \(f1(m($cpp))) | \(f1(m($ppp))) | \(if m($ppp) then f2(m($cpp)/m($ppp)) else "-" end) | \(f1(m($ctg))) | \(f1(m($ptg))) | \(if m($ptg) then f2(m($ctg)/m($ptg)) else "-" end) | \(f1($bound)) | \(pct(m($ctg)/$bound)) | \(if m($ptg) then pct(m($ptg)/$bound) else "-" end) |"
+          | if $mode == "table" then "| \($b) | \($c[0].precision) | \($c[0].model_size/1048576*10|round/10) | \(f1(m($cpp))) | \(f1(m($ppp))) | \(if m($ppp) then f2(m($cpp)/m($ppp)) else "-" end) | \(f1(m($ctg))) | \(f1(m($ptg))) | \(if m($ptg) then f2(m($ctg)/m($ptg)) else "-" end) | \(f1($bound)) | \(pct(m($ctg)/$bound)) | \(if m($ptg) then pct(m($ptg)/$bound) else "-" end) |"
             else "- \($b): cinfer pp [\(rounds($cpp))] tg [\(rounds($ctg))]; peer pp [\(rounds($ppp))] tg [\(rounds($ptg))]" end'
     done
 }
@@ -161,8 +169,8 @@ summary() { # $1: table (one row per file) or rounds (per-round values)
     echo "cinfer bench vs llama.cpp (node-llama-cpp 3.22.1), -p $P -n $N -t $THREADS -r $R, $ROUNDS interleaved rounds, mean t/s"
     echo "membw medians (higher of start and end): $BW1 GB/s (1 thread), $BWT GB/s ($THREADS thread(s)); decode bound = $BWT GB/s / weight bytes per token (all tensors but token_embd, of which a token reads one row)"
     echo
-    echo "| file | MiB | cinfer pp$P | peer pp$P | pp ratio | cinfer tg$N | peer tg$N | tg ratio | bound t/s | cinfer/bound | peer/bound |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| file | cinfer --quant | MiB | cinfer pp$P | peer pp$P | pp ratio | cinfer tg$N | peer tg$N | tg ratio | bound t/s | cinfer/bound | peer/bound |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     summary table
     echo
     echo "per round (t/s):"

@@ -274,7 +274,7 @@ await check('/v1/responses (SDK): Response shape, output_text', async () => {
   assert(typeof r.output_text === 'string' && r.output_text.length > 0, `output_text ${short(r.output_text)}`);
 });
 
-await check('/v1/responses streamed (raw SSE): every event valid, event name = type, ends with response.completed', async () => {
+await check('/v1/responses streamed (raw SSE): every event valid, event name = type, ends with response.completed (or response.incomplete when cut at max_output_tokens)', async () => {
   const r = await postStream(srv.base, '/v1/responses', { model: M, input: 'Say hi.', max_output_tokens: 8, stream: true });
   assert(r.status === 200, `status ${r.status}: ${short(r.text)}`);
   assert(r.events.length >= 3, `${r.events.length} events`);
@@ -287,7 +287,10 @@ await check('/v1/responses streamed (raw SSE): every event valid, event name = t
     seq = d.sequence_number;
   }
   const types = r.events.map((e) => JSON.parse(e.data).type);
-  assert(types[0] === 'response.created' && types[types.length - 1] === 'response.completed', `types ${types.join(',')}`);
+  const last = JSON.parse(r.events[r.events.length - 1].data);
+  const want = last.response?.status === 'incomplete' ? 'response.incomplete' : 'response.completed';
+  assert(types[0] === 'response.created' && types[types.length - 1] === want, `types ${types.join(',')} (status ${last.response?.status})`);
+  assert(types.filter((t) => t === 'response.completed' || t === 'response.incomplete').length === 1, 'more than one final event');
   assert(types.includes('response.output_text.delta'), 'no output_text.delta');
 });
 

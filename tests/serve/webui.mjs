@@ -5,7 +5,7 @@
 // its controls (#prompt #send #messages #model #stats #schema-toggle #schema
 // #stop #api-key); the model list names the served model; a message sent
 // with the API key streams (an SSE response, and #messages grows in several
-// steps); the stats line fills in; with the schema toggle on, the request
+// steps); a model with chat:false is listed disabled; an error answer shows its message; the stats line fills in; the seed field shows its whole placeholder; with the schema toggle on, the request
 // carries response_format json_schema and the streamed answer parses and
 // validates.  A screenshot is kept at $CINFER_BUILD/serve-artifacts/webui.png
 // (path printed).  No page errors.
@@ -83,6 +83,32 @@ await check('#model lists the served model', async () => {
   if (await page.locator('#model').evaluate((e) => e.tagName === 'SELECT')) await page.selectOption('#model', { label: MODEL_NAME }).catch(() => page.selectOption('#model', MODEL_NAME));
 });
 
+await check('#model: a model without a chat template (/v1/models chat:false) is shown disabled, not selected', async () => {
+  assert(loaded, 'page did not load');
+  // the served list plus a completion-only model first (the server here has one model)
+  await page.route('**/v1/models', async (route) => {
+    const real = await route.fetch();
+    const j = await real.json();
+    j.data.unshift({ ...j.data[0], id: 'tiny-nochat', chat: false });
+    await route.fulfill({ response: real, json: j });
+  });
+  try {
+    await page.locator('#api-key').dispatchEvent('change');
+    await page.waitForFunction(() => [...document.querySelector('#model').options].some((o) => o.value === 'tiny-nochat'), null, { timeout: 10000 });
+    const st = await page.locator('#model').evaluate((e) => ({
+      value: e.value, opts: [...e.options].map((o) => ({ v: o.value, d: o.disabled, t: o.text })),
+    }));
+    const nochat = st.opts.find((o) => o.v === 'tiny-nochat'), served = st.opts.find((o) => o.v === MODEL_NAME);
+    assert(nochat.d && /no chat template/.test(nochat.t), `tiny-nochat option ${JSON.stringify(nochat)}`);
+    assert(served && !served.d, `served option ${JSON.stringify(served)}`);
+    assert(st.value === MODEL_NAME, `selected '${st.value}'`);
+  } finally {
+    await page.unroute('**/v1/models');
+    await page.locator('#api-key').dispatchEvent('change');
+    await page.waitForFunction(() => ![...document.querySelector('#model').options].some((o) => o.value === 'tiny-nochat'), null, { timeout: 10000 });
+  }
+});
+
 /** Send prompt through the UI; resolve with {request, body (SSE text), growth (distinct #messages lengths)}. */
 async function sendAndWatch(prompt) {
   await page.evaluate(() => {
@@ -150,6 +176,24 @@ await check('#stats shows the finished generation', async () => {
   return short(s.trim(), 80);
 });
 
+await check('#seed shows its whole "random" placeholder (room left for the spin buttons)', async () => {
+  assert(loaded, 'page did not load');
+  await page.click('#settings-toggle');
+  const m = await page.evaluate(() => {
+    const e = document.querySelector('#seed');
+    const cs = getComputedStyle(e);
+    const ctx = document.createElement('canvas').getContext('2d');
+    ctx.font = `${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+    const text = ctx.measureText(e.placeholder).width;
+    const inner = e.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+    return { placeholder: e.placeholder, text, inner };
+  });
+  await page.click('#settings-toggle');
+  // Chromium draws the number input's spin buttons (about 15 px) inside it
+  assert(m.placeholder && m.text + 24 <= m.inner, `'${m.placeholder}' needs ${m.text.toFixed(1)} px + 24 px of spin buttons; the input has ${m.inner} px`);
+  return `${m.text.toFixed(0)} px text in ${m.inner} px`;
+});
+
 await check('screenshot kept', async () => {
   await page.screenshot({ path: shot, fullPage: true });
   assert(existsSync(shot), 'no file');
@@ -212,6 +256,24 @@ await check('#stop cancels a streaming answer: its request is aborted, the serve
   assert(h?.busy === 0 && h?.queued === 0, `server not idle after stop: ${short(h)}`);
   assert(await page.locator('#send').isEnabled(), '#send disabled after stop');
   return `${why}, attempt ${attempts}`;
+});
+
+await check('an error answer shows its message (the server\'s, not just the HTTP status)', async () => {
+  assert(loaded, 'page did not load');
+  const MSG = "model 'x' has no usable chat template; send a plain prompt to /v1/completions";
+  await page.route('**/v1/chat/completions', (route) => route.fulfill({
+    status: 400, contentType: 'application/json',
+    body: JSON.stringify({ error: { message: MSG, type: 'invalid_request_error', param: 'model', code: null } }),
+  }));
+  try {
+    await page.fill('#prompt', 'Hello?');
+    await page.click('#send');
+    const shown = await page.locator('.msg.error').last().innerText({ timeout: 10000 });
+    assert(shown.includes(MSG) && shown.includes('400'), `shown: ${short(shown)}`);
+  } finally {
+    await page.unroute('**/v1/chat/completions');
+    await page.fill('#prompt', '');
+  }
 });
 
 await check('no JavaScript errors, no 5xx answers, no failed requests', async () => {
