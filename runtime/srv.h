@@ -74,7 +74,7 @@ typedef struct {
  * server (srv_stop before cinfer_model_close); so must every opts->models[].m.
  * m may be NULL when opts->models names at least one model.  n_ctx,
  * n_threads and queue_max apply to each model.  CINFER_EARG for no model, a
- * duplicate or empty name.  CINFER_EIO when the address
+ * duplicate or empty name, an empty or all-whitespace api_key.  CINFER_EIO when the address
  * cannot be bound, CINFER_EARG for a bad host, session errors as
  * cinfer_session_new. */
 int srv_start(cinfer_model *m, const srv_options *opts, srv **out, char *err, size_t err_len);

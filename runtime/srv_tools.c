@@ -700,6 +700,24 @@ static int parse_tool_choice(int api, const cJSON *tc, int *mode, const char **o
     return 0;
 }
 
+/* Local "$ref": "#/..." inside v, written for the tool's own schema, made to
+ * point at the same place under prefix (where the schema sits in the call
+ * wrapper, e.g. "#/anyOf/1/properties/arguments"). */
+static void rebase_refs(cJSON *v, const char *prefix) {
+    for (cJSON *k = v ? v->child : NULL; k; k = k->next) {
+        if (k->string && !strcmp(k->string, "$ref") && cJSON_IsString(k) && k->valuestring[0] == '#') {
+            size_t n = strlen(prefix) + strlen(k->valuestring) + 1;
+            char *t = malloc(n);
+            if (t) {
+                snprintf(t, n, "%s%s", prefix, k->valuestring + 1);
+                cJSON_SetValuestring(k, t);
+                free(t);
+            }
+        } else if (cJSON_IsObject(k) || cJSON_IsArray(k))
+            rebase_refs(k, prefix);
+    }
+}
+
 /* The call grammar over the allowed tools (all, or the one named). */
 static int build_call_grammar(srvx *x, const cJSON *tools, const char *only, int api, bad_req *b) {
     cJSON *any = cJSON_CreateArray();
@@ -708,9 +726,8 @@ static int build_call_grammar(srvx *x, const cJSON *tools, const char *only, int
         const cJSON *f = get(t, "function");
         const char *name = get(f, "name")->valuestring;
         if (only && strcmp(only, name)) continue;
-        char field[96], err[1024];
+        char field[96];
         snprintf(field, sizeof field, api == API_MSG ? "tools[%d].input_schema" : "tools[%d].function.parameters", i);
-        (void)err;
         /* each tool's schema on its own first: the error names that tool, at
          * paths inside its own schema */
         if (check_schema(get(f, "parameters"), field, b)) {
@@ -731,6 +748,14 @@ static int build_call_grammar(srvx *x, const cJSON *tools, const char *only, int
         return srv_bad(b, 400, api == API_MSG ? "tool_choice.name" : "tool_choice.function.name",
                     "tool_choice names '%.64s', which is not in 'tools'", only ? only : "");
     }
+    int nb = 0;
+    for (cJSON *br = any->child; br; br = br->next, nb++) {
+        char prefix[64];
+        if (any->child->next) snprintf(prefix, sizeof prefix, "#/anyOf/%d/properties/arguments", nb);
+        else snprintf(prefix, sizeof prefix, "#/properties/arguments");
+        rebase_refs(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(br, "properties"), "arguments"),
+                    prefix);
+    }
     cJSON *sch;
     if (!any->child->next) {
         sch = cJSON_DetachItemFromArray(any, 0);
@@ -744,7 +769,16 @@ static int build_call_grammar(srvx *x, const cJSON *tools, const char *only, int
     char err[1024];
     int rc = s ? cinfer_grammar_from_schema(x->m, s, strlen(s), NULL, &x->call_gram, err, sizeof err) : CINFER_ENOMEM;
     free(s);
-    if (rc) return schema_error(b, rc, "tools", err);
+    if (rc) { /* paths into the wrapper → paths into the tool's own schema */
+        char *w;
+        while ((w = strstr(err, "#/anyOf/")) || (w = strstr(err, "#/properties/arguments"))) {
+            char *e = w[2] == 'a' ? strstr(w, "/properties/arguments") : w + 1;
+            if (!e) break;
+            e += strlen("/properties/arguments");
+            memmove(w + 1, e, strlen(e) + 1);
+        }
+        return schema_error(b, rc, "tools", err);
+    }
     return 0;
 }
 

@@ -164,6 +164,24 @@ TEST(serve_hostile, bad_schemas_400) {
     const char *msg = json_str_at(j, "error.message");
     EXPECT(msg && !strstr(msg, "arguments"));
     cJSON_Delete(j);
+    /* local $refs in tool schemas resolve inside the tool's own schema (one tool; two: the anyOf wrapper) */
+#define REF_TOOL(NAME)                                                                                         \
+    "{\"type\":\"function\",\"function\":{\"name\":\"" NAME "\",\"parameters\":{\"$defs\":{\"t\":{\"type\":"     \
+    "\"string\",\"enum\":[\"xx\",\"yy\"]}},\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/t\"}},"  \
+    "\"required\":[\"a\"],\"additionalProperties\":false}}}"
+    for (int two = 0; two < 2; two++) {
+        char rq[2048];
+        snprintf(rq, sizeof rq,
+                 "{\"model\":\"chat\",\"max_tokens\":40,\"temperature\":0,\"tools\":[%s" REF_TOOL("f")
+                 "],\"tool_choice\":\"required\",\"parallel_tool_calls\":false,"
+                 "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+                 two ? REF_TOOL("g") "," : "");
+        j = post(&f, "/v1/chat/completions", rq, &st);
+        EXPECT_EQ_I(st, 200);
+        const char *args = json_str_at(j, "choices.0.message.tool_calls.0.function.arguments");
+        EXPECT_MSG(args && (strstr(args, "\"xx\"") || strstr(args, "\"yy\"")), "arguments %s", args ? args : "(none)");
+        cJSON_Delete(j);
+    }
     /* a good schema still works */
     j = post(&f, "/v1/chat/completions",
              "{\"model\":\"chat\",\"max_tokens\":4,\"temperature\":0,\"response_format\":{\"type\":\"json_schema\","
