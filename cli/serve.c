@@ -143,6 +143,11 @@ int cli_serve(int argc, char **argv) {
         fprintf(stderr, "cinfer serve: --name names the positional MODEL; with --model use NAME=PATH\n");
         return 2;
     }
+    /* REPO[:FILE] names pulled with `cinfer pull`, as in run and chat */
+    static char cached[MAX_MODELS + 1][4096];
+    if (path && cli_resolve_model("serve", &path, cached[MAX_MODELS], sizeof cached[0], 1)) return 1;
+    for (int i = 0; i < n_models; i++)
+        if (cli_resolve_model("serve", &paths[i], cached[i], sizeof cached[0], 1)) return 1;
     char name[256];
     if (path && !o.model_name) {
         stem(path, name, sizeof name);

@@ -44,6 +44,9 @@ TEST(cli, cached_names_in_every_model_command) {
         {"compile me/tiny", "JIT ok"},
         {"bench me/tiny -p 4 -n 2 -r 1", "me/tiny"},
         {"chat me/tiny -n 2 --temp 0 </dev/null", ""},
+        /* serve until SIGTERM after 3 s: it must have opened the cached file */
+        {"serve me/tiny --port 0 2>&1 & p=$!; sleep 3; kill $p; wait $p", "model 'stories260K' (default)"},
+        {"serve --model t=me/tiny --port 0 2>&1 & p=$!; sleep 3; kill $p; wait $p", "API at http"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[2048], *out = NULL;
