@@ -4,6 +4,8 @@
  *   build/test_runner --list
  * Ends with the line "N passed, N failed, N skipped"; exit status 1 on failure.
  */
+#include <cJSON.h>
+
 #include "test.h"
 
 #include <stdarg.h>
@@ -174,4 +176,20 @@ int main(int argc, char **argv) {
     if (!list) printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     free(g_tests);
     return failed ? 1 : 0;
+}
+
+struct cJSON *read_json(const char *path) {
+    size_t len;
+    char *s = read_file(path, &len);
+    if (!s) return NULL;
+    cJSON *j = cJSON_ParseWithLength(s, len);
+    free(s);
+    return j;
+}
+
+int argmax_f32(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
 }

@@ -73,6 +73,11 @@ const char *cinfer_bin(void);
 int run_captured(int (*fn)(int, char **), int argc, char **argv, char **out);
 /* Read a whole file into a malloc'd NUL-terminated buffer; NULL on error. */
 char *read_file(const char *path, size_t *len);
+/* The JSON document in the file at path (free with cJSON_Delete), or NULL
+ * when the file cannot be read or is not JSON. */
+struct cJSON *read_json(const char *path);
+/* Index of the largest of x[0..n) (the first on ties); 0 when n <= 0. */
+int argmax_f32(const float *x, int n);
 /* A fresh temporary directory for this test (removed at exit). */
 const char *test_tmpdir(void);
 

@@ -17,15 +17,8 @@
 /* ---- helpers ------------------------------------------------------------------ */
 
 static cJSON *load_json(const char *path) {
-    size_t n;
-    char *s = read_file(path, &n);
-    if (!s) {
-        test_fail(__FILE__, __LINE__, "cannot read %s", path);
-        return NULL;
-    }
-    cJSON *j = cJSON_ParseWithLength(s, n);
-    free(s);
-    if (!j) test_fail(__FILE__, __LINE__, "%s: invalid JSON", path);
+    cJSON *j = read_json(path);
+    if (!j) test_fail(__FILE__, __LINE__, "cannot read or parse %s", path);
     return j;
 }
 

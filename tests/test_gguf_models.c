@@ -244,13 +244,6 @@ TEST(gguf_models, every_shared_gguf_matches_independent_reader) {
 
 /* ==== manifests ============================================================= */
 
-static cJSON *load_json(const char *path) {
-    char *s = read_file(path, NULL);
-    cJSON *j = s ? cJSON_Parse(s) : NULL;
-    free(s);
-    return j;
-}
-
 static const char *json_str(const cJSON *o, const char *k) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsString(x) ? x->valuestring : NULL;
@@ -258,7 +251,7 @@ static const char *json_str(const cJSON *o, const char *k) {
 
 TEST(gguf_models, synthetic_manifest_types_and_shapes) {
     NEED_SHARED(mpath, "models/synthetic/synth-d256.manifest.json");
-    cJSON *man = load_json(mpath);
+    cJSON *man = read_json(mpath);
     EXPECT(man != NULL);
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(man, "files");
     int n_files = 0;
@@ -347,7 +340,7 @@ static void check_log(const char *rel, const char *log) {
 
 TEST(gguf_models, arch_manifest_keys_tensors_counts) {
     NEED_SHARED(mpath, "models/arch/manifest.json");
-    cJSON *man = load_json(mpath);
+    cJSON *man = read_json(mpath);
     EXPECT(man != NULL);
     int n = 0;
     const cJSON *ae;
@@ -400,7 +393,7 @@ TEST(gguf_models, arch_manifest_keys_tensors_counts) {
 
 TEST(gguf_models, chat_manifest_counts) {
     NEED_SHARED(mpath, "models/chat/manifest.json");
-    cJSON *man = load_json(mpath);
+    cJSON *man = read_json(mpath);
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(man, "qwen3-chat");
     EXPECT(q != NULL);
     check_log("models/chat/qwen3-chat.gguf", json_str(q, "mkmodel_log"));

@@ -53,21 +53,6 @@ static int load(const char *path, cc_mode mode, int n_threads, loaded *l) {
     return load_act(path, mode, n_threads, 0, l);
 }
 
-static cJSON *load_json(const char *path) {
-    char *txt = read_file(path, NULL);
-    if (!txt) return NULL;
-    cJSON *j = cJSON_Parse(txt);
-    free(txt);
-    return j;
-}
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 /* Evaluate every reference prompt; check logits and greedy continuation, JIT
  * and then, when last_mode is CC_AOT, AOT.  act_quant: cf_env.act_quant (1:
  * activations quantized like llama.cpp; compare with the plain reference and
@@ -79,7 +64,7 @@ static void check_model_modes(const char *model_rel, const char *ref_rel, double
     if (!model || !ref) SKIP("../shared/%s or its reference absent", model_rel);
     char model_path[1024];
     snprintf(model_path, sizeof model_path, "%s", model);
-    cJSON *j = load_json(ref);
+    cJSON *j = read_json(ref);
     EXPECT_MSG(j, "cannot parse %s", ref);
     if (!j) return;
     for (int mode = CC_JIT; mode <= (int)last_mode; mode++) {
@@ -121,7 +106,7 @@ static void check_model_modes(const char *model_rel, const char *ref_rel, double
                 cJSON *t5 = cJSON_GetObjectItem(cJSON_GetArrayItem(steps, 0), "top5_logits");
                 double gap = cJSON_GetArrayItem(t5, 0)->valuedouble -
                              cJSON_GetArrayItem(t5, 1)->valuedouble;
-                int want = cJSON_GetArrayItem(gids, 0)->valueint, got = argmax(lg, n_vocab);
+                int want = cJSON_GetArrayItem(gids, 0)->valueint, got = argmax_f32(lg, n_vocab);
                 EXPECT_MSG(got == want || gap < 1e-3, "%s q8 prompt %d: argmax %d, llama.cpp %d "
                            "(top-2 gap %.3g)", model_rel, pi, got, want, gap);
             }
@@ -132,7 +117,7 @@ static void check_model_modes(const char *model_rel, const char *ref_rel, double
             const double tie = act_quant ? 1e-2 : 1e-3;
             int n_g = cJSON_GetArraySize(gids), agree = 0;
             for (int s = 0; s < n_g; s++) {
-                int id = argmax(eng_logits(l.ctx), n_vocab);
+                int id = argmax_f32(eng_logits(l.ctx), n_vocab);
                 int want = cJSON_GetArrayItem(gids, s)->valueint;
                 if (id != want) {
                     cJSON *t5 = cJSON_GetObjectItem(cJSON_GetArrayItem(steps, s), "top5_logits");

@@ -31,21 +31,6 @@
 #include "kern.h"
 #include "test.h"
 
-static cJSON *load_json(const char *path) {
-    char *txt = read_file(path, NULL);
-    if (!txt) return NULL;
-    cJSON *j = cJSON_Parse(txt);
-    free(txt);
-    return j;
-}
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 static int open_prec(const char *path, int precision, cinfer_model **m, cinfer_session **s) {
     char err[1024];
     *m = NULL;
@@ -73,7 +58,7 @@ static void check_precision(const char *model_rel, const char *ref_rel, int prec
     snprintf(model, sizeof model, "%s", mp);
     const char *ref = shared_path(ref_rel);
     if (!ref) SKIP("../shared/%s absent", ref_rel);
-    cJSON *j = load_json(ref);
+    cJSON *j = read_json(ref);
     EXPECT_MSG(j, "cannot parse %s", ref);
     if (!j) return;
     cinfer_model *m;
@@ -110,7 +95,7 @@ static void check_precision(const char *model_rel, const char *ref_rel, int prec
         }
         double cosv = dot / (sqrt(na) * sqrt(nb) + 1e-30);
         if (cosv < worst) worst = cosv;
-        int top = argmax(lg, n_vocab);
+        int top = argmax_f32(lg, n_vocab);
         agree += top == ref_top;
         EXPECT_MSG(cosv >= min_cos, "%s %s prompt %d: cosine %.6f < bound %.6f", model_rel,
                    cinfer_precision_name(precision), pi, cosv, min_cos);

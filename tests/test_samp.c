@@ -26,13 +26,6 @@ static void fill_logits(float *l, int n, uint32_t seed) {
     }
 }
 
-static int argmax(const float *l, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (l[i] > l[b]) b = i;
-    return b;
-}
-
 /* Counts of n_draws draws from logits (n) with p. */
 static void histogram(const samp_params *p, const float *logits, int n, int n_draws, int *counts) {
     samp_state *s;
@@ -86,7 +79,7 @@ TEST(samp, greedy_is_exact_argmax) {
     EXPECT_EQ_I(samp_new(&p, N, &s), 0);
     for (uint32_t r = 0; r < 20; r++) {
         fill_logits(l, N, r);
-        EXPECT_EQ_I(samp_sample(s, l, NULL, 0), argmax(l, N));
+        EXPECT_EQ_I(samp_sample(s, l, NULL, 0), argmax_f32(l, N));
     }
     /* ties go to the lowest id; -inf and NaN never win */
     for (int i = 0; i < N; i++) l[i] = -INFINITY;
@@ -112,7 +105,7 @@ TEST(samp, top_k_1_equals_greedy) {
         EXPECT_EQ_I(samp_new(&p, N, &s), 0);
         for (uint32_t r = 0; r < 50; r++) {
             fill_logits(l, N, r + 100);
-            EXPECT_EQ_I(samp_sample(s, l, NULL, 0), argmax(l, N));
+            EXPECT_EQ_I(samp_sample(s, l, NULL, 0), argmax_f32(l, N));
         }
         samp_free(s);
     }

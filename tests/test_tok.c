@@ -70,15 +70,6 @@ static bool ids_equal(const int32_t *a, size_t na, const int32_t *b, size_t nb) 
     return true;
 }
 
-static cJSON *load_json(const char *path) {
-    size_t len;
-    char *s = read_file(path, &len);
-    if (!s) return NULL;
-    cJSON *j = cJSON_ParseWithLength(s, len);
-    free(s);
-    return j;
-}
-
 static bool utf8_valid(const unsigned char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned char c = s[i];
@@ -114,7 +105,7 @@ TEST(tok, reference_prompt_ids) {
     char last_model[512] = "";
     vocab_file vf = {0};
     for (char *line = strtok(list, "\n"); line; line = strtok(NULL, "\n")) {
-        cJSON *j = load_json(line);
+        cJSON *j = read_json(line);
         if (!j) {
             test_fail(__FILE__, __LINE__, "cannot parse %s", line);
             continue;
@@ -186,7 +177,7 @@ TEST(tok, reference_greedy_pieces) {
         NEED_SHARED(path, refs[r]);
         char jpath[1024];
         snprintf(jpath, sizeof jpath, "%s", path);
-        cJSON *j = load_json(jpath);
+        cJSON *j = read_json(jpath);
         EXPECT(j != NULL);
         if (!j) return;
         const char *model = cJSON_GetStringValue(cJSON_GetObjectItem(j, "model"));
@@ -223,7 +214,7 @@ TEST(tok, reference_greedy_pieces) {
 /* The pure-Python reference: BOS only, 100 generated ids and their text. */
 TEST(tok, stories260K_bos_reference) {
     NEED_SHARED(jpath, "models/reference/stories260K.bos.json");
-    cJSON *j = load_json(jpath);
+    cJSON *j = read_json(jpath);
     EXPECT(j != NULL);
     if (!j) return;
     vocab_file vf;

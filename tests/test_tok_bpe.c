@@ -58,15 +58,6 @@ static void expect_ids_(const tok_vocab *v, const char *text, bool add_special, 
         expect_ids_(v, text, add, ps, w_, sizeof w_ / sizeof w_[0], __LINE__);              \
     } while (0)
 
-static cJSON *load_json(const char *path) {
-    size_t len;
-    char *s = read_file(path, &len);
-    if (!s) return NULL;
-    cJSON *j = cJSON_ParseWithLength(s, len);
-    free(s);
-    return j;
-}
-
 static size_t json_ids(const cJSON *arr, int32_t *out, size_t cap) {
     size_t n = 0;
     const cJSON *it;
@@ -933,9 +924,9 @@ static void expect_json_ids(const tok_vocab *v, const char *what, const char *te
 /* prompt_ids of qwen3-chat.json and qwen3-chat.rendered.json on one vocabulary */
 static void qwen3_references(const tok_vocab *v, const char *what) {
     NEED_SHARED(rp_, "reference/chat/qwen3-chat.json");
-    cJSON *ref = load_json(rp_);
+    cJSON *ref = read_json(rp_);
     NEED_SHARED(rr_, "reference/chat/qwen3-chat.rendered.json");
-    cJSON *ren = load_json(rr_);
+    cJSON *ren = read_json(rr_);
     EXPECT(ref && ren);
     if (ref) {
         const cJSON *settings = cJSON_GetObjectItem(ref, "settings");
@@ -988,7 +979,7 @@ TEST(tok_qwen3, gguf_references) {
 
     /* greedy_text_hex: the generated ids' pieces (special = false) */
     NEED_SHARED(rp, "reference/chat/qwen3-chat.json");
-    cJSON *ref = load_json(rp);
+    cJSON *ref = read_json(rp);
     const cJSON *p;
     cJSON_ArrayForEach(p, cJSON_GetObjectItem(ref, "prompts")) {
         const char *hex = cJSON_GetStringValue(cJSON_GetObjectItem(p, "greedy_text_hex"));
@@ -1088,7 +1079,7 @@ TEST(tok_llama3, hf_json_chat_prompt) {
     char jpath[1024];
     snprintf(jpath, sizeof jpath, "%s", jp);
     NEED_SHARED(rp, "reference/chat/llama3-chat.rendered.json");
-    cJSON *ren = load_json(rp);
+    cJSON *ren = read_json(rp);
     vfile f;
     if (!ren || !vopen(jpath, &f)) {
         cJSON_Delete(ren);
