@@ -300,7 +300,7 @@ int cli_bench(int argc, char **argv) {
         return 1;
     }
     const int n_threads = a.n_threads > 0 ? a.n_threads : pool_default_threads();
-    const char *isa = kern_isa_name(kern_best_isa());
+    const char *isa = kern_cpu_label();
     time_t start = time(NULL);
 
     if (a.verbose) fprintf(stderr, "cinfer bench: loading %s\n", a.model);
@@ -440,18 +440,20 @@ int cli_bench(int argc, char **argv) {
         const char *base = strrchr(a.model, '/') ? strrchr(a.model, '/') + 1 : a.model;
         char backend[32];
         snprintf(backend, sizeof backend, "cpu/%s", isa);
-        printf("| %-30s | %-22s | %10s | %10s | %-8s | %7s | %8s | %20s |\n", "model file", "model",
-               "size", "params", "backend", "threads", "test", "t/s");
-        printf("| %.30s | %.22s | ---------: | ---------: | -------- | ------: | -------: | "
+        const int bw = (int)strlen(backend) > 8 ? (int)strlen(backend) : 8;
+        printf("| %-30s | %-22s | %10s | %10s | %-*s | %7s | %8s | %20s |\n", "model file", "model",
+               "size", "params", bw, "backend", "threads", "test", "t/s");
+        printf("| %.30s | %.22s | ---------: | ---------: | %.*s | ------: | -------: | "
                "-------------------: |\n",
-               "------------------------------", "----------------------");
+               "------------------------------", "----------------------", bw,
+               "--------------------------------");
         for (int k = 0; k < n_tests; k++) {
             char sz[24], np[24], ts[32];
             snprintf(sz, sizeof sz, "%.2f MiB", mi.size_bytes / 1048576.0);
             snprintf(np, sizeof np, "%.2f M", mi.n_params / 1e6);
             snprintf(ts, sizeof ts, "%.2f ± %.2f", tests[k].avg_ts, tests[k].stddev_ts);
-            printf("| %-30.30s | %-22.22s | %10s | %10s | %-8s | %7d | %8s | %20s |\n", base, mi.type,
-                   sz, np, backend, n_threads, tests[k].name, ts);
+            printf("| %-30.30s | %-22.22s | %10s | %10s | %-*s | %7d | %8s | %20s |\n", base, mi.type,
+                   sz, np, bw, backend, n_threads, tests[k].name, ts);
         }
         printf("\nload %.1f ms (%s compile %.1f ms%s), precision %s (repacked %.1f MiB in %.1f ms), "
                "%s activations, peak RSS %.1f MiB, "

@@ -405,7 +405,7 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
             cinfer_model_compile_ms(m), describe ? "" : cinfer_model_compile_ms(m) == 0 && a.mode == CC_AOT ? ", cached" : "",
             n_prompt, t_prompt > 0 ? n_prompt * 1e3 / t_prompt : 0.0, res.n_generated,
             res.gen_ms > 0 ? res.n_generated * 1e3 / res.gen_ms : 0.0, rs.t_first_ms,
-            a.n_threads > 0 ? a.n_threads : pool_default_threads(), kern_isa_name(kern_best_isa()),
+            a.n_threads > 0 ? a.n_threads : pool_default_threads(), kern_cpu_label(),
             cinfer_precision_name(cinfer_model_precision(m)), peak_rss_mib());
     rc = 0;
     goto done;

@@ -799,6 +799,12 @@ const char *kern_isa_name(int isa) {
     }
 }
 
+const char *kern_cpu_label(void) {
+    int isa = kern_best_isa();
+    if (isa == KERN_ISA_AVX2 && kern_r8_impl_available(KERN_R8_VNNI)) return "avx2+avx512vnni";
+    return kern_isa_name(isa);
+}
+
 const cf_kernels *kern_table(int isa) {
     if (!kern_isa_available(isa)) return NULL;
     return isa == KERN_ISA_AVX2 ? &g_table_avx2 : &g_table_scalar;

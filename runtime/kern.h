@@ -54,6 +54,9 @@ int kern_best_isa(void);
 int kern_isa_available(int isa);
 /* "scalar", "avx2"; "unknown" otherwise. */
 const char *kern_isa_name(int isa);
+/* What matmuls on this CPU run, for reports: kern_isa_name(kern_best_isa()),
+ * plus "+avx512vnni" when the interleaved (R8) kernels use AVX-512 VNNI. */
+const char *kern_cpu_label(void);
 /* Kernel table for isa (static storage), or NULL when isa is unknown or this
  * CPU cannot run it. */
 const cf_kernels *kern_table(int isa);
