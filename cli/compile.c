@@ -93,7 +93,7 @@ int cli_compile(int argc, char **argv) {
     if (cli_resolve_model("compile", &model, cached, sizeof cached, 1)) return 1;
     if (out_path && o.mode != CC_AOT) return write_giw(model, &o, out_path);
     if (out_path && o.precision != 0) {
-        /* a linked program opens a plain GGUF as native: its precision must come from the file */
+        /* a linked program opens a plain GGUF as auto (the default): any other precision must come from a .giw */
         fprintf(stderr, "cinfer compile: a standalone executable takes its precision from a .giw: "
                 "cinfer compile %s --quant %s -o m.giw, then cinfer compile m.giw --aot -o %s\n",
                 model, cinfer_precision_name(o.precision), out_path);

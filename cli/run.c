@@ -54,7 +54,7 @@ static void run_usage(FILE *f, int prebuilt) {
                 "usage: %s MODEL [options]\n"
                 "  a standalone executable built by `cinfer compile --aot -o`: the forward pass is\n"
                 "  compiled in; MODEL is the GGUF (or .giw) file it was built for, run in the file's\n"
-                "  precision (native for a GGUF, the saved one for a .giw; --quant may only name it)\n",
+                "  precision (auto for a GGUF, the saved one for a .giw; --quant may only name it)\n",
                 run_name);
     else
         fprintf(f, "usage: cinfer run MODEL [options]\n"

@@ -10,6 +10,7 @@
  */
 #include "giw.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -120,7 +121,7 @@ static void compiled_tensor(const gguf_file *src, const eng_model *m, uint64_t i
         }
 }
 
-int giw_write(const gguf_file *src, const eng_model *m, const char *precision, const char *path,
+static int write_locked(const gguf_file *src, const eng_model *m, const char *precision, const char *path,
               char *err, size_t err_len) {
     char fp[32], suffix[32];
     if (!precision) return snprintf(err, err_len, "%s: no precision to record", path), -1;
@@ -167,4 +168,15 @@ int giw_write(const gguf_file *src, const eng_model *m, const char *precision, c
     char ce[1024];
     if (gguf_out_commit(&o, ce, sizeof ce)) return snprintf(err, err_len, "%s", ce), -1;
     return 0;
+}
+
+/* One save at a time per process: the temporary name is path.tmp.<pid>, so
+ * two threads saving the same path would otherwise share (and unlink) it. */
+int giw_write(const gguf_file *src, const eng_model *m, const char *precision, const char *path,
+              char *err, size_t err_len) {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    int rc = write_locked(src, m, precision, path, err, err_len);
+    pthread_mutex_unlock(&lock);
+    return rc;
 }

@@ -667,7 +667,7 @@ static void att_worker(void *arg, int ith, int nth) {
     if (s) {
         att_units(j, s, (size_t)j->E->n_ctx, ith, n, nth);
     } else {
-        float stack_s[4 * (j->pos + j->n_tok)];
+        float stack_s[(att_quads(j) ? 4 : 1) * (j->pos + j->n_tok)]; /* 4 heads' scores, or 1 */
         att_units(j, stack_s, (size_t)(j->pos + j->n_tok), ith, n, nth);
     }
 }

@@ -2,8 +2,8 @@
  * kern_att_avx512.c — AVX-512F leaves of attention for 4 query heads that
  * share one kv head (GQA), head_dim % 16 == 0; built with -mavx512f (+ the
  * AVX2 flags; Makefile rule for *_vnni/_avx512 files) and called from kern.c
- * att_head4 only when CPUID reports AVX-512F with ZMM state enabled
- * (kern_att_avx512_available).
+ * att_head4 only when att_quads() allows it: CPUID reports AVX-512
+ * F/BW/VL/VNNI with ZMM state enabled (kern_r8_impl_available(KERN_R8_VNNI)).
  *
  * Each K and V row is loaded once for the 4 heads instead of once per head:
  *  - scores: 4 heads x 4 keys = 16 zmm accumulators over the head dimension,

@@ -392,7 +392,7 @@ static void r8_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
     }
 #endif
     _Alignas(64) uint8_t stack_buf[R8_STACK_BYTES];
-    uint8_t *buf = p + off;
+    uint8_t *buf = p ? p + off : NULL;
     if (fit < 1) { /* no pool scratch: quads through the stack buffer (tests, tools) */
         fit = (long)(sizeof stack_buf / quad);
         buf = stack_buf;

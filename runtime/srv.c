@@ -1366,14 +1366,19 @@ static enum MHD_Result run_job(srv *s, struct MHD_Connection *c, srv_job *j) {
             if (gone) j->cancelled = 1; /* the worker skips or stops it */
         }
     }
+    const int stopping = s->stopping;
     pthread_mutex_unlock(&s->mu);
     enum MHD_Result ret;
+    cJSON *body = NULL;
     if (j->gen_rc)
-        ret = send_error(c, j->api, s->stopping ? 503 : 500, NULL, "%s", j->err);
+        ret = send_error(c, j->api, stopping ? 503 : 500, NULL, "%s", j->err);
     else if (j->text.oom)
         ret = send_error(c, j->api, 500, NULL, "out of memory");
+    else if (!(body = j->embed ? srv_embed_body(j->embed, s->name) : final_body(s, j)))
+        ret = send_error(c, j->api, 500, NULL,
+                         j->embed ? "the embedding is not finite (or memory ran out)" : "out of memory");
     else
-        ret = send_json(c, MHD_HTTP_OK, j->embed ? srv_embed_body(j->embed, s->name) : final_body(s, j), 0);
+        ret = send_json(c, MHD_HTTP_OK, body, 0);
     job_unref(j);
     return ret;
 }
@@ -1844,6 +1849,10 @@ int srv_start(cinfer_model *m, const srv_options *opts, srv **out, char *err, si
     }
     if (rc) goto fail;
     s->api_key = o.api_key ? strdup(o.api_key) : NULL;
+    if (o.api_key && !s->api_key) { /* never run open because a copy failed */
+        rc = CINFER_ENOMEM;
+        goto fail;
+    }
     snprintf(s->bind_host, sizeof s->bind_host, strchr(host, ':') ? "[%s]" : "%s", host);
     s->loopback = !strncmp(host, "127.", 4) || !strcmp(host, "::1");
     if (o.n_cors_origins > 0 && o.cors_origins) {

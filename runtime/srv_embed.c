@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,6 +131,9 @@ srv_embed *srv_embed_parse(const cinfer_model *m, int n_ctx, const cJSON *r, uns
             if (!(e->ids[i] = malloc(cap * sizeof **e->ids))) return bad(&b, e, 500, NULL, "out of memory");
             int rc = cinfer_tokenize(m, x->valuestring, strlen(x->valuestring), 1, 1, e->ids[i], cap, &cnt);
             if (rc && rc != CINFER_EARG) return bad(&b, e, 500, where, "tokenizer failed (%d)", rc);
+            /* keep what the text needs, not n_ctx per input (2048 inputs per request) */
+            int32_t *fit = realloc(e->ids[i], (cnt < cap ? cnt + 1 : cap) * sizeof **e->ids);
+            if (fit) e->ids[i] = fit;
         } else {
             int k = cJSON_GetArraySize(x), j = 0;
             cnt = (size_t)k;
@@ -187,6 +191,8 @@ static char *format_vec(const float *v, int n, int base64) {
         free(raw);
         return out;
     }
+    for (int i = 0; i < n; i++)
+        if (!isfinite(v[i])) return NULL; /* JSON has no NaN/Inf */
     size_t cap = (size_t)n * 18 + 3, len = 0;
     char *out = malloc(cap);
     if (!out) return NULL;

@@ -8,7 +8,6 @@
  *   - logprobs / top_logprobs, frequency_penalty / presence_penalty,
  *   - the messages of all chat-like APIs (OpenAI chat, Anthropic messages,
  *     OpenAI responses) turned into the template's message array.
- * Add new shared declarations at the end (S1 and S2 both edit this file).
  */
 #ifndef CINFER_SRV_IMPL_H
 #define CINFER_SRV_IMPL_H

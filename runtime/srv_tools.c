@@ -770,10 +770,12 @@ static int build_call_grammar(srvx *x, const cJSON *tools, const char *only, int
     int rc = s ? cinfer_grammar_from_schema(x->m, s, strlen(s), NULL, &x->call_gram, err, sizeof err) : CINFER_ENOMEM;
     free(s);
     if (rc) { /* paths into the wrapper → paths into the tool's own schema */
-        char *w;
-        while ((w = strstr(err, "#/anyOf/")) || (w = strstr(err, "#/properties/arguments"))) {
-            char *e = w[2] == 'a' ? strstr(w, "/properties/arguments") : w + 1;
-            if (!e) break;
+        /* once per path: a tool property itself named "arguments" stays */
+        for (char *w = err; (w = strchr(w, '#')); w++) {
+            char *e = !strncmp(w, "#/anyOf/", 8)                  ? strstr(w, "/properties/arguments")
+                      : !strncmp(w, "#/properties/arguments", 22) ? w + 1
+                                                                  : NULL;
+            if (!e) continue;
             e += strlen("/properties/arguments");
             memmove(w + 1, e, strlen(e) + 1);
         }
