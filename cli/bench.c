@@ -75,12 +75,6 @@ static void bench_usage(FILE *f) {
             "  -v            progress on stderr\n");
 }
 
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
 static int parse_int(const char *flag, const char *s, long lo, long hi, long *out) {
     char *end;
     errno = 0;
@@ -201,18 +195,6 @@ static int read_model_info(const char *path, model_info *mi, char *err, size_t e
     return 0;
 }
 
-/* Peak resident set size in bytes (VmHWM), 0 when unavailable. */
-static uint64_t peak_rss_bytes(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) break;
-    fclose(f);
-    return (uint64_t)kb * 1024;
-}
-
 static void cpu_model(char *buf, size_t cap) {
     snprintf(buf, cap, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -242,11 +224,11 @@ static int argmax(const float *x, int n) {
 static double run_pp(cinfer_session *s, const int32_t *ids, int n, int n_vocab, char *err,
                      size_t err_len) {
     cinfer_session_reset(s);
-    double t0 = now_ns();
+    double t0 = (cli_now_ms() * 1e6);
     if (cinfer_eval(s, ids, (size_t)n, err, err_len)) return -1;
     volatile int tok = argmax(cinfer_logits(s), n_vocab);
     (void)tok;
-    return now_ns() - t0;
+    return (cli_now_ms() * 1e6) - t0;
 }
 
 /* One tg run: n single-token evaluations from BOS, greedy.  hist has n slots. */
@@ -254,14 +236,14 @@ static double run_tg(cinfer_session *s, int32_t *hist, int n, int32_t first, int
                      size_t err_len) {
     cinfer_session_reset(s);
     hist[0] = first;
-    double t0 = now_ns();
+    double t0 = (cli_now_ms() * 1e6);
     for (int i = 0; i < n; i++) {
         /* the history API keeps the cached prefix: only hist[i] is evaluated */
         if (cinfer_eval(s, hist, (size_t)i + 1, err, err_len)) return -1;
         int tok = argmax(cinfer_logits(s), n_vocab);
         if (i + 1 < n) hist[i + 1] = tok;
     }
-    return now_ns() - t0;
+    return (cli_now_ms() * 1e6) - t0;
 }
 
 static void summarize(bench_test *t, int reps) {
@@ -304,7 +286,7 @@ int cli_bench(int argc, char **argv) {
     time_t start = time(NULL);
 
     if (a.verbose) fprintf(stderr, "cinfer bench: loading %s\n", a.model);
-    double t0 = now_ns();
+    double t0 = (cli_now_ms() * 1e6);
     cinfer_model *m = NULL;
     cinfer_session *s = NULL;
     int32_t *ids = NULL, *hist = NULL;
@@ -314,7 +296,7 @@ int cli_bench(int argc, char **argv) {
         fprintf(stderr, "cinfer bench: %s\n", err);
         return 1;
     }
-    const double load_ms = (now_ns() - t0) * 1e-6, compile_ms = cinfer_model_compile_ms(m);
+    const double load_ms = ((cli_now_ms() * 1e6) - t0) * 1e-6, compile_ms = cinfer_model_compile_ms(m);
     const int n_vocab = cinfer_model_n_vocab(m);
     const int n_ctx = a.n_prompt > a.n_gen ? a.n_prompt : a.n_gen;
     if (cinfer_session_new(m, &(cinfer_session_options){.n_ctx = n_ctx, .n_threads = n_threads,
@@ -370,7 +352,7 @@ int cli_bench(int argc, char **argv) {
         }
         summarize(t, a.reps);
     }
-    const uint64_t rss = peak_rss_bytes();
+    const uint64_t rss = cli_peak_rss_bytes();
     const double bound_ts = a.bw_gbs > 0 ? a.bw_gbs * 1e9 / (double)mi.decode_bytes : 0;
     const char *mode = a.mode == CINFER_AOT ? "aot" : "jit";
     const char *act = a.activations == CINFER_ACT_F32 ? "f32" : a.activations == CINFER_ACT_Q8 ? "q8" : "default";

@@ -40,6 +40,11 @@ int cli_parse_precision(const char *prog, const char *v);
     "auto (default: Q4_0/Q8_0 weights interleaved losslessly, other types native),\n"             \
     "                          native (the GGUF blocks, zero copy), f32, int8, int8int8, int4, int4mix\n" \
     "                          (repacked at load; a .giw runs as saved; docs/precisions.md)\n"
+/* CLOCK_MONOTONIC in milliseconds. */
+double cli_now_ms(void);
+/* Peak resident set of this process in bytes (getrusage ru_maxrss; on Linux
+ * the same as VmHWM: mapped weight pages count once touched); 0 if unknown. */
+uint64_t cli_peak_rss_bytes(void);
 /* A fresh random 64-bit sampling seed (getrandom, else clock and pid). */
 uint64_t cli_random_seed(void);
 /* --seed S: a decimal 0..2^64-1 (reproducible; *is_random = 0) or -1 (a fresh

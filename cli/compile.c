@@ -18,12 +18,6 @@
 #include "compile.h"
 #include "gguf.h"
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
 static void usage(FILE *f) {
     fprintf(f, "usage: cinfer compile MODEL [--aot] [--emit-c FILE] [-o OUT] [--archspec FILE]\n"
                "                      [--quant P] [--batch N] [-v]\n"
@@ -38,26 +32,26 @@ static void usage(FILE *f) {
 static int write_giw(const char *model, const cc_options *o, const char *out_path) {
     char err[1024];
     cinfer_model *m = NULL;
-    double t0 = now_ms();
+    double t0 = cli_now_ms();
     cinfer_model_options mo = {.archspec_path = o->archspec_path, .verbose = o->verbose,
                                .precision = o->precision};
     if (cinfer_model_open(model, &mo, &m, err, sizeof err)) {
         fprintf(stderr, "cinfer compile: %s\n", err);
         return 1;
     }
-    double t_open = now_ms() - t0;
+    double t_open = cli_now_ms() - t0;
     int n_rep = 0;
     size_t rep_bytes = 0;
     double rep_ms = 0;
     cinfer_model_repack_stats(m, &n_rep, &rep_bytes, &rep_ms);
-    t0 = now_ms();
+    t0 = cli_now_ms();
     int rc = cinfer_model_save_giw(m, out_path, err, sizeof err);
     if (rc) fprintf(stderr, "cinfer compile: %s\n", err);
     else
         fprintf(stderr, "cinfer compile: wrote %s (%s: %d tensors repacked, %.1f MiB, repack %.0f ms, "
                 "open %.0f ms, write %.0f ms); run it as: cinfer run %s -p \"...\"\n", out_path,
                 cinfer_precision_name(cinfer_model_precision(m)), n_rep, rep_bytes / 1048576.0,
-                rep_ms, t_open, now_ms() - t0, out_path);
+                rep_ms, t_open, cli_now_ms() - t0, out_path);
     cinfer_model_close(m);
     return rc ? 1 : 0;
 }
@@ -126,12 +120,12 @@ int cli_compile(int argc, char **argv) {
             goto done;
         }
     }
-    double t0 = now_ms();
+    double t0 = cli_now_ms();
     if (out_path) {
         if (cc_build_executable(g, &o, out_path, err, sizeof err)) goto fail;
         /* a bare name would be looked up in PATH: say ./NAME */
         fprintf(stderr, "cinfer compile: wrote %s (%.0f ms); run it as: %s%s %s -p \"...\"\n",
-                out_path, now_ms() - t0, strchr(out_path, '/') ? "" : "./", out_path, model);
+                out_path, cli_now_ms() - t0, strchr(out_path, '/') ? "" : "./", out_path, model);
     } else {
         cc_module *m;
         if (cc_build(g, &o, &m, err, sizeof err)) goto fail;

@@ -27,12 +27,6 @@
 #define TEXT_STR_MAX 72  /* string bytes shown in text mode */
 #define MAX_SHOWN_DEPTH 3
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
 static void usage(FILE *f) {
     fprintf(f, "usage: cinfer inspect MODEL [--json]\n"
                "  MODEL   a .gguf, .giw or .safetensors file (format detected by content),\n"
@@ -286,9 +280,9 @@ static const char *gguf_str_or(const gguf_file *g, const char *key, char *buf, s
 static int inspect_gguf(const char *path, bool json) {
     char err[512];
     gguf_file *g = NULL;
-    double t0 = now_ms();
+    double t0 = cli_now_ms();
     int rc = gguf_open(path, &g, err, sizeof err);
-    double parse_ms = now_ms() - t0;
+    double parse_ms = cli_now_ms() - t0;
     if (rc) {
         fprintf(stderr, "cinfer inspect: %s: %s\n", path, err);
         return 1;
@@ -434,9 +428,9 @@ static const char *st_type_name(uint32_t t) { return st_dtype_name(t); }
 static int inspect_safetensors(const char *path, bool json) {
     char err[512];
     st_file *s = NULL;
-    double t0 = now_ms();
+    double t0 = cli_now_ms();
     int rc = st_open(path, &s, err, sizeof err);
-    double parse_ms = now_ms() - t0;
+    double parse_ms = cli_now_ms() - t0;
     if (rc) {
         fprintf(stderr, "cinfer inspect: %s: %s\n", path, err);
         return 1;

@@ -31,12 +31,6 @@ static void quantize_usage(FILE *f) {
             "more bits in some layers.  OUT is written as OUT.partial and renamed.\n");
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void report(const quant_tensor_report *r, void *user) {
     (void)user;
     char shape[96];
@@ -119,7 +113,7 @@ int cli_quantize(int argc, char **argv) {
     }
     char err[1024];
     quant_stats st;
-    double t0 = now_s();
+    double t0 = (cli_now_ms() * 1e-3);
     if (quant_file(in, out, &o, &st, err, sizeof err)) {
         fprintf(stderr, "cinfer quantize: %s\n", err);
         return 1;
@@ -136,6 +130,6 @@ int cli_quantize(int argc, char **argv) {
             "file %.2f MiB, %.2f s\n",
             in, out, quant_ftype_name(o.ftype), o.pure ? ", pure" : "", st.n_tensors, st.n_quantized,
             st.n_tensors - st.n_quantized, fb, st.bytes_in / 1048576.0, st.bytes_out / 1048576.0,
-            st.file_bytes / 1048576.0, now_s() - t0);
+            st.file_bytes / 1048576.0, (cli_now_ms() * 1e-3) - t0);
     return 0;
 }

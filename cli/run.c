@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include "cinfer.h"
@@ -88,19 +87,6 @@ static void run_usage(FILE *f, int prebuilt) {
             "  --confidence            with --json-schema: the model's distribution at each enum, boolean\n"
             "                          and integer value, as a JSON array on stderr\n"
             "  -v                      verbose: compile/cache details\n");
-}
-
-/* Peak resident set (getrusage ru_maxrss, KiB on Linux) in MiB: with native
- * weights it counts only the mapped pages the model touched. */
-static double peak_rss_mib(void) {
-    struct rusage ru;
-    return getrusage(RUSAGE_SELF, &ru) ? 0.0 : ru.ru_maxrss / 1024.0;
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
 /* Parse a numeric flag value; returns -1 (and prints) when malformed. */
@@ -245,7 +231,7 @@ typedef struct {
 
 static int print_piece(const char *piece, size_t len, int32_t token, void *user) {
     run_stream *rs = user;
-    if (rs->n_pieces++ == 0) rs->t_first_ms = now_ms() - rs->t_start;
+    if (rs->n_pieces++ == 0) rs->t_first_ms = cli_now_ms() - rs->t_start;
     (void)token;
     fwrite(piece, 1, len, stdout);
     fflush(stdout);
@@ -294,7 +280,7 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
     cinfer_model *m = NULL;
     cinfer_session *s = NULL;
     int32_t *ids = NULL;
-    run_stream rs = {.t_start = now_ms()};
+    run_stream rs = {.t_start = cli_now_ms()};
 
     cinfer_model_options mo = {.compile = a.mode == CC_AOT ? CINFER_AOT : CINFER_JIT,
                                .archspec_path = a.archspec, .verbose = a.verbose,
@@ -302,7 +288,7 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
     if (describe ? cinfer_model_open_linked(a.model, describe, forward, &m, err, sizeof err)
                  : cinfer_model_open(a.model, &mo, &m, err, sizeof err))
         goto fail;
-    double t_open = now_ms() - rs.t_start;
+    double t_open = cli_now_ms() - rs.t_start;
     /* precision 0 is the default, which a standalone executable runs anyway */
     if (describe && a.quant_given && a.precision != 0 && a.precision != cinfer_model_precision(m)) {
         snprintf(err, sizeof err, "--quant %s: this executable runs %s in %s (the file's precision); "
@@ -347,9 +333,9 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
                  n_ctx);
         goto fail;
     }
-    double t0 = now_ms();
+    double t0 = cli_now_ms();
     if (cinfer_eval(s, ids, n_prompt, err, sizeof err)) goto fail;
-    double t_prompt = now_ms() - t0;
+    double t_prompt = cli_now_ms() - t0;
     if (a.dump_logits &&
         dump_logits(a.dump_logits, ids, (int)n_prompt, cinfer_logits(s), cinfer_model_n_vocab(m)))
         goto fail;
@@ -406,7 +392,7 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
             n_prompt, t_prompt > 0 ? n_prompt * 1e3 / t_prompt : 0.0, res.n_generated,
             res.gen_ms > 0 ? res.n_generated * 1e3 / res.gen_ms : 0.0, rs.t_first_ms,
             a.n_threads > 0 ? a.n_threads : pool_default_threads(), kern_cpu_label(),
-            cinfer_precision_name(cinfer_model_precision(m)), peak_rss_mib());
+            cinfer_precision_name(cinfer_model_precision(m)), (cli_peak_rss_bytes() / 1048576.0));
     rc = 0;
     goto done;
 fail:
