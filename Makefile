@@ -18,20 +18,20 @@ DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-opens
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CSTD     := -std=c11 -D_GNU_SOURCE
 DEPFLAGS  = -MMD -MP
-INCLUDES := -Iinclude -Iruntime -Icompiler -Icli -Itemplates -I/usr/include/lua5.4 -I/usr/include/cjson
+INCLUDES := -Iinclude -Itemplates -Iruntime -I. -I/usr/include/lua5.4 -I/usr/include/cjson
 OPT      ?= -O2 -g
 # compile.c links standalone executables with the same libraries.
 CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(INCLUDES) -fPIC -DCINFER_LINK_LIBS='"$(LIBS)"' $(CFLAGS)
 LIBS     := -llua5.4 -ltcc -lcjson -lxxhash -lcurl -lcrypto -lmicrohttpd -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-RUNTIME_SRC  := $(wildcard runtime/*.c)
+RUNTIME_SRC  := $(wildcard runtime/*/*.c)
 COMPILER_SRC := $(wildcard compiler/*.c)
 CLI_SRC      := $(wildcard cli/*.c)
 TEST_SRC     := $(wildcard tests/*.c)
 LIB_SRC      := $(RUNTIME_SRC) $(COMPILER_SRC) $(filter-out cli/main.c,$(CLI_SRC))
 # Archspecs, templates and the web UI page are embedded in the binary (single-file deploy).
-EMBED_SRC    := $(wildcard archspecs/*.lua) $(wildcard templates/*.h) $(wildcard templates/*.in) runtime/webui/index.html
+EMBED_SRC    := $(wildcard archspecs/*.lua) $(wildcard templates/*.h) $(wildcard templates/*.in) runtime/server/webui/index.html
 
 # SIMD kernels get their ISA flags per file; the rest stays portable and the
 # runtime picks the kernel table from CPU features at start-up.
@@ -179,14 +179,14 @@ bench-grammar: $(BUILD)/bench_gram $(BUILD)/test_runner $(BUILD)/cinfer
 	@CINFER_SHARED=$(SHARED) $(BUILD)/bench_gram all
 
 # ---- unicode -----------------------------------------------------------------
-# runtime/unicode_data.c is generated from the Unicode Character Database
+# runtime/text/unicode_data.c is generated from the Unicode Character Database
 # (Debian's unicode-data package, UCD_DIR) and committed, so builds need
 # neither; `make unicode` regenerates it.
 UCD_DIR ?= /usr/share/unicode
 unicode: tools/gen_unicode.c
 	@mkdir -p $(BUILD)/tools
 	$(Q)$(CC) -O2 -Wall -Wextra -Werror -o $(BUILD)/tools/gen_unicode tools/gen_unicode.c
-	$(Q)$(BUILD)/tools/gen_unicode $(UCD_DIR) > $(BUILD)/unicode_data.c && mv $(BUILD)/unicode_data.c runtime/unicode_data.c
+	$(Q)$(BUILD)/tools/gen_unicode $(UCD_DIR) > $(BUILD)/unicode_data.c && mv $(BUILD)/unicode_data.c runtime/text/unicode_data.c
 
 # ---- fuzz --------------------------------------------------------------------
 # libFuzzer (clang) on the model-file parsers: $(BUILD)/fuzz/fuzz_gguf, run for
@@ -197,7 +197,7 @@ unicode: tools/gen_unicode.c
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 600
 FUZZ_DIR     := $(BUILD)/fuzz
-FUZZ_LIB     := runtime/gguf.c runtime/safetensors.c runtime/modelfile.c
+FUZZ_LIB     := runtime/base/ggml_type.c runtime/formats/gguf.c runtime/formats/safetensors.c runtime/formats/modelfile.c
 $(FUZZ_DIR)/fuzz_gguf: fuzz/fuzz_gguf.c $(FUZZ_LIB) $(FUZZ_LIB:.c=.h)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  FUZZ    $@")
@@ -214,8 +214,8 @@ $(FUZZ_DIR)/corpus/.seeded:
 	  '"b":{"dtype":"BF16","shape":[1,2],"data_offsets":[8,12]}}123456789012' > $(FUZZ_DIR)/corpus/tiny.safetensors
 	@touch $@
 # tokenizer.json loading (fuzz/fuzz_tokjson.c: raw JSON, or JSON built from the input's bytes)
-FUZZ_TOK_LIB := runtime/tok.c runtime/tok_bpe.c runtime/tok_hf.c runtime/unicode.c runtime/unicode_data.c runtime/gguf.c
-$(FUZZ_DIR)/fuzz_tokjson: fuzz/fuzz_tokjson.c $(FUZZ_TOK_LIB) runtime/tok.h runtime/tok_impl.h runtime/unicode.h
+FUZZ_TOK_LIB := $(wildcard runtime/text/tok*.c) runtime/text/unicode.c runtime/text/unicode_data.c runtime/formats/gguf.c runtime/base/ggml_type.c
+$(FUZZ_DIR)/fuzz_tokjson: fuzz/fuzz_tokjson.c $(FUZZ_TOK_LIB) $(wildcard runtime/text/*.h)
 	@mkdir -p $(dir $@)
 	$(Q)$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fsanitize=fuzzer,address,undefined \
 	  -fno-sanitize-recover=undefined -o $@ fuzz/fuzz_tokjson.c $(FUZZ_TOK_LIB) -lcjson -lxxhash -lm
@@ -224,8 +224,8 @@ fuzz-tokjson: $(FUZZ_DIR)/fuzz_tokjson
 	$(FUZZ_DIR)/fuzz_tokjson -max_len=8192 -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus-tokjson
 # chat templates (fuzz/fuzz_chat.c: the input is a Jinja template), seeded with ../shared/chat-templates
-FUZZ_CHAT_LIB := runtime/chat.c runtime/jinja.c runtime/gguf.c
-$(FUZZ_DIR)/fuzz_chat: fuzz/fuzz_chat.c $(FUZZ_CHAT_LIB) runtime/chat.h runtime/jinja.h runtime/gguf.h
+FUZZ_CHAT_LIB := runtime/text/chat.c runtime/text/jinja.c runtime/formats/gguf.c runtime/base/ggml_type.c
+$(FUZZ_DIR)/fuzz_chat: fuzz/fuzz_chat.c $(FUZZ_CHAT_LIB) runtime/text/chat.h runtime/text/jinja.h runtime/formats/gguf.h
 	@mkdir -p $(dir $@)
 	$(Q)$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fsanitize=fuzzer,address,undefined \
 	  -fno-sanitize-recover=undefined -o $@ fuzz/fuzz_chat.c $(FUZZ_CHAT_LIB) -lcjson -lxxhash -lm
@@ -242,7 +242,7 @@ FUZZ_SRV_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/srv-obj/%.o) $(FUZZ_DIR)/srv-obj/gen/e
 $(FUZZ_DIR)/srv-obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC fuzz $<")
-	$(Q)$(if $(findstring runtime/kern,$<),$(CC) $(CSTD) -O2 $(INCLUDES) -fPIC $(ISA_FLAGS) -c $< -o $@,\
+	$(Q)$(if $(findstring runtime/kernels/,$<),$(CC) $(CSTD) -O2 $(INCLUDES) -fPIC $(ISA_FLAGS) -c $< -o $@,\
 	  $(FUZZ_CC) $(CSTD) -O1 -g $(WARN) -Wno-error $(INCLUDES) -fPIC -DCINFER_LINK_LIBS='"$(LIBS)"' $(ISA_FLAGS) \
 	  -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined $(DEPFLAGS) -c $< -o $@)
 $(FUZZ_DIR)/srv-obj/gen/embedded.o: $(BUILD)/gen/embedded.c
@@ -294,7 +294,7 @@ help:
 	@echo "make bench-grammar  JSON Schema suites, mask timing, constrained generation (structured output)"
 	@echo "make fuzz-tokjson  libFuzzer on tokenizer.json loading (FUZZ_SECONDS)"
 	@echo "make fuzz-srv   libFuzzer on cinfer serve request bodies (FUZZ_SECONDS)"
-	@echo "make unicode    regenerate runtime/unicode_data.c from /usr/share/unicode (unicode-data)"
+	@echo "make unicode    regenerate runtime/text/unicode_data.c from /usr/share/unicode (unicode-data)"
 	@echo "make install    PREFIX=/usr/local: cinfer, libcinfer.a, cinfer.h, cinfer.pc"
 	@echo "make clean      remove build/"
 	@echo "V=1             show full commands"

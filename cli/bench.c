@@ -30,9 +30,9 @@
 
 #include "cinfer.h"
 #include "cli.h"
-#include "gguf.h"
-#include "kern.h"
-#include "pool.h"
+#include "formats/gguf.h"
+#include "kernels/kern.h"
+#include "base/pool.h"
 
 typedef struct {
     const char *model;

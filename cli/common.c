@@ -14,8 +14,8 @@
 
 #include "cinfer.h"
 #include "cli.h"
-#include "modelfile.h"
-#include "pull.h"
+#include "formats/modelfile.h"
+#include "hub/pull.h"
 
 int cli_resolve_model(const char *cmd, const char **model, char *buf, size_t cap, int need_gguf) {
     char err[1024];

@@ -15,8 +15,8 @@
 
 #include "cinfer.h"
 #include "cli.h"
-#include "compile.h"
-#include "gguf.h"
+#include "compiler/compile.h"
+#include "formats/gguf.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: cinfer compile MODEL [--aot] [--emit-c FILE] [-o OUT] [--archspec FILE]\n"

@@ -11,9 +11,9 @@
  * Errors are one line on stderr and exit status 1 (2 for usage errors).
  */
 #include "cli.h"
-#include "gguf.h"
-#include "modelfile.h"
-#include "safetensors.h"
+#include "formats/gguf.h"
+#include "formats/modelfile.h"
+#include "formats/safetensors.h"
 
 #include <cJSON.h>
 #include <inttypes.h>

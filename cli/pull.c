@@ -9,7 +9,7 @@
  * Exit status: 0 ok, 1 error, 2 usage.
  */
 #include "cli.h"
-#include "pull.h"
+#include "hub/pull.h"
 
 #include <signal.h>
 #include <stdbool.h>

@@ -11,8 +11,8 @@
 #include <time.h>
 
 #include "cli.h"
-#include "gguf.h"
-#include "quant.h"
+#include "formats/gguf.h"
+#include "kernels/quant.h"
 
 static void quantize_usage(FILE *f) {
     fprintf(f,

@@ -13,11 +13,11 @@
 
 #include "cinfer.h"
 #include "cli.h"
-#include "compile.h"
-#include "kern.h"
-#include "pool.h"
-#include "pull.h"
-#include "samp.h"
+#include "compiler/compile.h"
+#include "kernels/kern.h"
+#include "base/pool.h"
+#include "hub/pull.h"
+#include "engine/samp.h"
 
 typedef struct {
     const char *model;

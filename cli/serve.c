@@ -15,7 +15,7 @@
 
 #include "cinfer.h"
 #include "cli.h"
-#include "srv.h"
+#include "server/srv.h"
 
 static void serve_usage(FILE *f) {
     fprintf(f,

@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "modelfile.h"
-#include "tok.h"
+#include "formats/gguf.h"
+#include "formats/modelfile.h"
+#include "text/tok.h"
 
 static int usage(void) {
     fprintf(stderr, "usage: cinfer tokenize MODEL.gguf|REPO[:FILE]|tokenizer.json TEXT [--no-bos] [--parse-special]\n"

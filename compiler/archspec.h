@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "ir.h"
 
 /* Run archspec source src (src_len bytes; spec_name is used in messages and

@@ -28,9 +28,9 @@
 
 #include "archspec.h"
 #include "cinfer.h"
-#include "embedded.h"
+#include "base/embedded.h"
 #include "emit.h"
-#include "kern.h"
+#include "kernels/kern.h"
 
 #ifndef CINFER_LINK_LIBS /* set by the Makefile to its LIBS */
 #define CINFER_LINK_LIBS "-llua5.4 -ltcc -lcjson -lxxhash -ldl -lpthread -lm"

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "prelude.h"
 
 typedef enum { CC_JIT = 0, CC_AOT = 1 } cc_mode;

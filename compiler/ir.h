@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "gguf.h"
+#include "formats/gguf.h"
 
 /* Op vocabulary.  Keep ir_op_info in ir.c in the same order. */
 typedef enum {

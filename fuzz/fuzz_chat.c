@@ -10,8 +10,8 @@
  * hostile template ends at the step, memory, output or depth limit instead of
  * hanging or exhausting memory.  Run: make fuzz-chat [FUZZ_SECONDS=600].
  */
-#include "chat.h"
-#include "jinja.h"
+#include "text/chat.h"
+#include "text/jinja.h"
 
 #include <stdint.h>
 #include <stdlib.h>

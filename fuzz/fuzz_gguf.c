@@ -7,9 +7,9 @@
  * key and tensor is reachable through the lookups and every tensor's bytes
  * lie inside the input (touched, so ASan sees any overrun).
  */
-#include "gguf.h"
-#include "modelfile.h"
-#include "safetensors.h"
+#include "formats/gguf.h"
+#include "formats/modelfile.h"
+#include "formats/safetensors.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -13,8 +13,8 @@
  * a 4xx/5xx, and an error has a one-line, non-empty message.
  * Run: make fuzz-srv [FUZZ_SECONDS=600].
  */
-#include "srv.h"
-#include "srv_impl.h"
+#include "server/srv.h"
+#include "server/srv_impl.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok.h"
-#include "unicode.h"
+#include "text/tok.h"
+#include "text/unicode.h"
 
 #define CHECK(c) do { if (!(c)) __builtin_trap(); } while (0)
 

@@ -19,8 +19,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "gguf.h"
-#include "tok.h"
+#include "formats/gguf.h"
+#include "text/tok.h"
 
 static const char *const snippets[] = {
     "The quick brown fox jumps over the lazy dog. ",

@@ -9,7 +9,7 @@
 #ifndef CINFER_HTTP_CLIENT_H
 #define CINFER_HTTP_CLIENT_H
 
-#include "srv.h"
+#include "server/srv.h"
 
 #include <cJSON.h>
 #include <stdatomic.h>

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "test.h"
 
 #define STORIES "models/stories260K/stories260K.gguf"

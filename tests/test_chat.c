@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "chat.h"
-#include "gguf.h"
-#include "jinja.h"
+#include "text/chat.h"
+#include "formats/gguf.h"
+#include "text/jinja.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
 

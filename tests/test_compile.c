@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "compile.h"
-#include "gguf.h"
+#include "compiler/compile.h"
+#include "formats/gguf.h"
 #include "test.h"
 
 typedef struct {

@@ -9,7 +9,7 @@
  * Every image is handed to gguf_open_mem in a malloc'd buffer of exactly its
  * size, so under ASan any read past the end is caught.
  */
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "test.h"
 
 #include <stdlib.h>

@@ -4,8 +4,8 @@
  * broken headers, and content-based format detection (runtime/modelfile).
  * Suites: safetensors/, modelfile/.
  */
-#include "modelfile.h"
-#include "safetensors.h"
+#include "formats/modelfile.h"
+#include "formats/safetensors.h"
 #include "test.h"
 
 #include <stdlib.h>

@@ -12,7 +12,7 @@
  *   - models/SOURCES.md facts for the downloaded models (written out here).
  * Skips when ../shared is absent.
  */
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "test.h"
 
 #include <cJSON.h>

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gram.h"
+#include "grammar/gram.h"
 #include "test.h"
 
 #define STORIES "models/stories260K/stories260K.gguf"

@@ -18,10 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gguf.h"
-#include "gram.h"
+#include "formats/gguf.h"
+#include "grammar/gram.h"
 #include "test.h"
-#include "tok.h"
+#include "text/tok.h"
 
 typedef struct {
     char name[64];

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gram.h"
+#include "grammar/gram.h"
 #include "test.h"
 
 typedef struct {

@@ -7,8 +7,8 @@
  * the sanitizers) with stdout captured, for text output, safetensors, refusal
  * of pickles, hostile strings and usage errors.
  */
-#include "../cli/cli.h"
-#include "gguf.h"
+#include "cli/cli.h"
+#include "formats/gguf.h"
 #include "test.h"
 
 #include <cJSON.h>

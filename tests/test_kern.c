@@ -7,8 +7,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "kern.h"
-#include "pool.h"
+#include "kernels/kern.h"
+#include "base/pool.h"
 #include "test.h"
 
 /* ---- helpers ------------------------------------------------------------- */

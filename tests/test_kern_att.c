@@ -10,8 +10,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "kern.h"
-#include "pool.h"
+#include "kernels/kern.h"
+#include "base/pool.h"
 #include "test.h"
 
 static uint64_t g_rng = 0x853c49e6748fea9bULL;

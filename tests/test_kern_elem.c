@@ -5,8 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "kern.h"
-#include "kern_elem.h"
+#include "kernels/kern.h"
+#include "kernels/kern_elem.h"
 #include "test.h"
 
 static float frand(unsigned *s) {

@@ -24,9 +24,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "kern.h"
-#include "kern_q8.h" /* kern_block_q8x4, kern_q8x4_pack: the 4-token mat-mat leaves */
-#include "pool.h"
+#include "kernels/kern.h"
+#include "kernels/kern_q8.h" /* kern_block_q8x4, kern_q8x4_pack: the 4-token mat-mat leaves */
+#include "base/pool.h"
 #include "test.h"
 
 /* ---- helpers ---------------------------------------------------------------- */

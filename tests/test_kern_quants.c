@@ -17,9 +17,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "kern.h"
-#include "kern_kquants.h"
-#include "pool.h"
+#include "kernels/kern.h"
+#include "kernels/kern_kquants.h"
+#include "base/pool.h"
 #include "test.h"
 
 /* ---- helpers ------------------------------------------------------------- */

@@ -22,10 +22,10 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "kern.h"
-#include "kern_r8.h"
-#include "pool.h"
-#include "quant.h"
+#include "kernels/kern.h"
+#include "kernels/kern_r8.h"
+#include "base/pool.h"
+#include "kernels/quant.h"
 #include "test.h"
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dULL;

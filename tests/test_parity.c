@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compile.h"
-#include "engine.h"
-#include "gguf.h"
+#include "compiler/compile.h"
+#include "engine/engine.h"
+#include "formats/gguf.h"
 #include "test.h"
-#include "tok.h"
+#include "text/tok.h"
 
 typedef struct {
     gguf_file *g;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "pool.h"
+#include "base/pool.h"
 #include "test.h"
 
 enum { MAX_T = 8 };

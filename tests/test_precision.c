@@ -25,10 +25,10 @@
 #include <unistd.h>
 
 #include "cinfer.h"
-#include "compile.h"
-#include "gguf.h"
-#include "gguf_write.h"
-#include "kern.h"
+#include "compiler/compile.h"
+#include "formats/gguf.h"
+#include "formats/gguf_write.h"
+#include "kernels/kern.h"
 #include "test.h"
 
 static int open_prec(const char *path, int precision, cinfer_model **m, cinfer_session **s) {

@@ -15,7 +15,7 @@
  *
  * Random offsets come from a seed printed by each test (PULL_TEST_SEED fixes it).
  */
-#include "pull.h"
+#include "hub/pull.h"
 #include "pull_server.h"
 #include "test.h"
 

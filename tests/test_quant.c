@@ -19,10 +19,10 @@
 #include <unistd.h>
 
 #include "cinfer.h"
-#include "f16.h"
-#include "gguf.h"
-#include "kern.h"
-#include "quant.h"
+#include "base/f16.h"
+#include "formats/gguf.h"
+#include "kernels/kern.h"
+#include "kernels/quant.h"
 #include "test.h"
 
 #define SYNTH "models/synthetic/synth-d256-"

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "samp.h"
+#include "engine/samp.h"
 
 static samp_params params(float temp, int top_k, float top_p, float min_p) {
     samp_params p = samp_params_default();

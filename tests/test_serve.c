@@ -13,7 +13,7 @@
  * goes on serving.
  */
 #include "http_client.h"
-#include "srv.h"
+#include "server/srv.h"
 #include "test.h"
 
 #include <cJSON.h>

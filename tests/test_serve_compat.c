@@ -15,7 +15,7 @@
  */
 #include "cinfer.h"
 #include "http_client.h"
-#include "srv.h"
+#include "server/srv.h"
 #include "test.h"
 
 #include <cJSON.h>

@@ -17,7 +17,7 @@
  */
 #include "cinfer.h"
 #include "http_client.h"
-#include "srv.h"
+#include "server/srv.h"
 #include "test.h"
 
 #include <arpa/inet.h>

@@ -10,10 +10,10 @@
  * Models: stories260K (llama, SentencePiece) and the random-weight Qwen3
  * chat model (real tokenizer and template).
  */
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "http_client.h"
-#include "srv.h"
-#include "srv_embed.h"
+#include "server/srv.h"
+#include "server/srv_embed.h"
 #include "test.h"
 
 #include <cJSON.h>

@@ -14,9 +14,9 @@
  * <tool_call> token, which also exercises the lazy switch to the grammar.
  */
 #include "http_client.h"
-#include "samp.h"
-#include "srv.h"
-#include "srv_impl.h"
+#include "engine/samp.h"
+#include "server/srv.h"
+#include "server/srv_impl.h"
 #include "test.h"
 
 #include <cJSON.h>

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../cli/cli.h"
-#include "gguf.h"
-#include "tok.h"
+#include "cli/cli.h"
+#include "formats/gguf.h"
+#include "text/tok.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
 

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "../cli/cli.h"
-#include "gguf.h"
-#include "tok.h"
-#include "tok_impl.h"
-#include "unicode.h"
+#include "cli/cli.h"
+#include "formats/gguf.h"
+#include "text/tok.h"
+#include "text/tok_impl.h"
+#include "text/unicode.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
 

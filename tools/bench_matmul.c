@@ -20,10 +20,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "kern.h"
-#include "kern_r8.h"
-#include "pool.h"
-#include "quant.h"
+#include "kernels/kern.h"
+#include "kernels/kern_r8.h"
+#include "base/pool.h"
+#include "kernels/quant.h"
 
 /* -t 1 times the calling thread's CPU time (steadier on a shared machine);
  * otherwise wall time. */

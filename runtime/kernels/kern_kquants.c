@@ -17,8 +17,8 @@
 #include <assert.h>
 #include <string.h>
 
-#include "f16.h"
-#include "gguf.h"
+#include "base/f16.h"
+#include "formats/gguf.h"
 #include "kern.h" /* kern_iq4nl_values (kvalues_iq4nl) */
 
 static_assert(sizeof(kern_block_q2_k) == 84, "block_q2_K is 84 bytes in ggml");

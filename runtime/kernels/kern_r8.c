@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "f16.h"
-#include "pool.h"
+#include "base/f16.h"
+#include "base/pool.h"
 #include "quant.h"
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "cinfer.h"
-#include "compile.h"
-#include "gguf_write.h"
+#include "compiler/compile.h"
+#include "formats/gguf_write.h"
 
 #define GIW_ALIGNMENT 64u
 

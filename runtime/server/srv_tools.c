@@ -48,8 +48,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gram.h"
-#include "samp.h"
+#include "grammar/gram.h"
+#include "engine/samp.h"
 
 void srvx_clean_msg(char *s) {
     unsigned char *p = (unsigned char *)s;

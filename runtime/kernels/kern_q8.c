@@ -34,8 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "f16.h"
-#include "pool.h"
+#include "base/f16.h"
+#include "base/pool.h"
 
 static_assert(sizeof(kern_block_q8_1) == 36, "block_q8_1 is 36 bytes in ggml");
 

@@ -39,7 +39,7 @@
 
 #include "cinfer.h"
 #include "gram_fa.h"
-#include "tok.h"
+#include "text/tok.h"
 
 enum { GRAM_FA = 0, GRAM_OBJ = 1 };
 enum { GRAM_DEC_NONE = 0, GRAM_DEC_ENUM, GRAM_DEC_BOOL, GRAM_DEC_INT };

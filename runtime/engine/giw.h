@@ -21,7 +21,7 @@
 #include <stddef.h>
 
 #include "engine.h"
-#include "gguf.h"
+#include "formats/gguf.h"
 
 /* The precision a .giw was saved in (CINFER_PRECISION_*, >= 0); -1 when g is
  * not a .giw (no cinfer.version key); -2 with a one-line message in err when

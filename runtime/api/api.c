@@ -24,14 +24,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "chat.h"
-#include "compile.h"
-#include "engine.h"
-#include "giw.h"
-#include "gguf.h"
-#include "gram.h"
-#include "samp.h"
-#include "tok.h"
+#include "text/chat.h"
+#include "compiler/compile.h"
+#include "engine/engine.h"
+#include "engine/giw.h"
+#include "formats/gguf.h"
+#include "grammar/gram.h"
+#include "engine/samp.h"
+#include "text/tok.h"
 
 struct cinfer_model {
     gguf_file *g;

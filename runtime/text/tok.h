@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf.h"
+#include "formats/gguf.h"
 
 enum {
     TOK_OK = 0,

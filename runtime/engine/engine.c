@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kern.h"
+#include "kernels/kern.h"
 
 static double now_ms(void) {
     struct timespec ts;

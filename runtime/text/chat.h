@@ -30,7 +30,7 @@
 
 #include <cJSON.h>
 
-#include "gguf.h"
+#include "formats/gguf.h"
 #include "jinja.h"
 
 /* How a template writes tool calls (and reasoning); detected from the

@@ -12,8 +12,8 @@
 
 #include <stddef.h>
 
-#include "gguf.h"
-#include "pool.h"
+#include "formats/gguf.h"
+#include "base/pool.h"
 #include "prelude.h"
 
 typedef struct {

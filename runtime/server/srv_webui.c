@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "embedded.h"
+#include "base/embedded.h"
 
-#define WEBUI_NAME "runtime/webui/index.html"
+#define WEBUI_NAME "runtime/server/webui/index.html"
 
 const char *srv_webui_html(size_t *len) {
     for (const embedded_file *f = embedded_files; f->name; f++)

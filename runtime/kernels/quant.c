@@ -38,11 +38,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "f16.h"
-#include "gguf.h"
-#include "gguf_write.h"
+#include "base/f16.h"
+#include "formats/gguf.h"
+#include "formats/gguf_write.h"
 #include "kern.h"
-#include "pool.h"
+#include "base/pool.h"
 
 #define QK_K 256
 #define QUANT_SLAB_BYTES ((size_t)32 << 20)
