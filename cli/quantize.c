@@ -12,7 +12,7 @@
 
 #include "cli.h"
 #include "formats/gguf.h"
-#include "kernels/quant.h"
+#include "formats/quantize.h"
 
 static void quantize_usage(FILE *f) {
     fprintf(f,

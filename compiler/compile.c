@@ -31,6 +31,7 @@
 #include "base/embedded.h"
 #include "emit.h"
 #include "kernels/kern.h"
+#include "kernels/precision.h"
 
 #ifndef CINFER_LINK_LIBS /* set by the Makefile to its LIBS */
 #define CINFER_LINK_LIBS "-llua5.4 -ltcc -lcjson -lxxhash -ldl -lpthread -lm"
@@ -91,46 +92,6 @@ int cc_spec_file(const char *name, char **data, size_t *len, char *err, size_t e
 
 /* ---- compute precisions ------------------------------------------------------ */
 
-int cc_precision_act_quant(int precision) {
-    switch (precision) {
-    case CINFER_PRECISION_F32: case CINFER_PRECISION_INT8: return 0;
-    case CINFER_PRECISION_INT8INT8: case CINFER_PRECISION_INT4: case CINFER_PRECISION_INT4MIX: return 1;
-    default: return -1;
-    }
-}
-
-/* Does the tensor name end with suffix ("blk.3.attn_v.weight", "attn_v.weight")? */
-static int name_is(const char *name, const char *suffix) {
-    size_t n = strlen(name), k = strlen(suffix);
-    return n >= k && !strcmp(name + n - k, suffix) && (n == k || name[n - k - 1] == '.');
-}
-
-int cc_precision_weight_type(int precision, const char *name, int src_type, long n_rows,
-                             long n_cols) {
-    int dst;
-    switch (precision) {
-    case CINFER_PRECISION_AUTO: /* lossless only: the same blocks, interleaved */
-        dst = src_type == CF_Q4_0 ? CF_Q4_0_R8 : src_type == CF_Q8_0 ? CF_Q8_0_R8 : src_type;
-        break;
-    case CINFER_PRECISION_F32: dst = CF_F32; break;
-    case CINFER_PRECISION_INT8: case CINFER_PRECISION_INT8INT8: dst = CF_Q8_0_R8; break;
-    case CINFER_PRECISION_INT4: dst = CF_Q4_0_R8; break;
-    case CINFER_PRECISION_INT4MIX:
-        /* measured (docs/precisions.md): keeping these three in 8 bits cuts the
-         * logit error of int4 3-18x on the trained test models; output.weight
-         * alone matters most where it is not tied to the embeddings */
-        dst = name_is(name, "attn_v.weight") || name_is(name, "ffn_down.weight") ||
-                      name_is(name, "output.weight")
-                  ? CF_Q8_0_R8 : CF_Q4_0_R8;
-        break;
-    default: return src_type;
-    }
-    if (dst == src_type || dst == CF_F32) return dst;
-    if (n_rows % 8 || n_rows > 0x7fffffff || n_cols > 0x7fffffff) return src_type;
-    if (!kern_repack_bytes(dst, (int)n_rows, (int)n_cols)) return src_type;
-    return dst;
-}
-
 /* Choose the compiled type of every weight that only matmuls read (IR_MATMUL
  * and IR_LOGITS); a weight also read by get_rows (tied embeddings), a norm or
  * a bias keeps its file type.  A tensor already in a repacked type (a .giw)
@@ -152,13 +113,13 @@ static int apply_precision(ir_program *p, int precision, char *err, size_t err_l
     for (int w = 0; w < p->n_weights && !rc; w++) {
         const gguf_tensor *t = p->weights[w].t;
         long n_rows = (long)(t->n_elems / (uint64_t)t->ne[0]);
-        int dst = mm[w] == 1 ? cc_precision_weight_type(precision, t->name, (int)t->type, n_rows,
+        int dst = mm[w] == 1 ? prec_weight_type(precision, t->name, (int)t->type, n_rows,
                                                         (long)t->ne[0])
                              : (int)t->type;
         if ((int)t->type >= GGUF_CINFER_TYPE_FIRST && dst != (int)t->type) {
             snprintf(err, err_len, "tensor '%s' is already repacked as %s: compile %s from the "
                      "source GGUF, not from a .giw", t->name, ggml_type_name(t->type),
-                     cinfer_precision_name(precision));
+                     prec_name(precision));
             rc = -1;
         }
         p->weights[w].type = dst;
@@ -229,7 +190,7 @@ int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src
         .forward_template_name = "templates/forward.c.in",
         .ops_template = ops,
         .n_batch = o->n_batch > 0 ? o->n_batch : 512,
-        .precision = cinfer_precision_name(o->precision),
+        .precision = prec_name(o->precision),
     };
     rc = emit_c(p, &eo, src, src_len, err, err_len);
 done:
@@ -395,7 +356,7 @@ static int aot(cc_module *m, const gguf_file *g, const char *src, size_t src_len
     XXH3_64bits_update(h, c_compiler(), strlen(c_compiler()));
     /* the source names the weight types already; the precision keeps keys
      * apart even if two precisions ever generate the same text */
-    const char *prec = cinfer_precision_name(o->precision);
+    const char *prec = prec_name(o->precision);
     XXH3_64bits_update(h, prec ? prec : "?", prec ? strlen(prec) : 1);
     uint64_t key = XXH3_64bits_digest(h);
     XXH3_freeState(h);

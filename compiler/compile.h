@@ -22,19 +22,6 @@ typedef struct {
                                 * keep their GGUF types */
 } cc_options;
 
-/* The weight type a matmul weight named `name` (rows of n_cols elements,
- * n_rows rows, GGUF type src_type) computes with under `precision`: src_type
- * for native, when the tensor cannot be repacked (rows not a multiple of 8,
- * kern_repack_bytes says 0) or already has the target type; CF_F32 for f32;
- * CF_Q8_0_R8 / CF_Q4_0_R8 for the int precisions (int4mix: attn_v.weight,
- * ffn_down.weight and output.weight Q8_0_R8).  Used by the compiler for every weight only
- * matmuls read. */
-int cc_precision_weight_type(int precision, const char *name, int src_type, long n_rows,
-                             long n_cols);
-/* cf_env.act_quant a precision runs with by default: 0 (f32 activations) for
- * f32 and int8, 1 (Q8_0 activations) for int8int8, int4, int4mix; -1 for
- * native (the session's choice). */
-int cc_precision_act_quant(int precision);
 
 typedef struct cc_module {
     const cf_model_desc *desc;

@@ -22,7 +22,7 @@
 #include "base/f16.h"
 #include "formats/gguf.h"
 #include "kernels/kern.h"
-#include "kernels/quant.h"
+#include "formats/quantize.h"
 #include "test.h"
 
 #define SYNTH "models/synthetic/synth-d256-"

@@ -24,13 +24,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "text/chat.h"
 #include "compiler/compile.h"
 #include "engine/engine.h"
 #include "engine/giw.h"
+#include "engine/samp.h"
 #include "formats/gguf.h"
 #include "grammar/gram.h"
-#include "engine/samp.h"
+#include "kernels/precision.h"
+#include "text/chat.h"
 #include "text/tok.h"
 
 struct cinfer_model {
@@ -222,22 +223,8 @@ void cinfer_model_repack_stats(const cinfer_model *m, int *n_tensors, size_t *n_
     if (ms) *ms = m->em.repack_ms;
 }
 
-static const char *const precision_names[CINFER_PRECISION_COUNT] = {
-    [CINFER_PRECISION_AUTO] = "auto",     [CINFER_PRECISION_NATIVE] = "native",
-    [CINFER_PRECISION_F32] = "f32",
-    [CINFER_PRECISION_INT8] = "int8",     [CINFER_PRECISION_INT8INT8] = "int8int8",
-    [CINFER_PRECISION_INT4] = "int4",     [CINFER_PRECISION_INT4MIX] = "int4mix",
-};
-
-const char *cinfer_precision_name(int p) {
-    return p >= 0 && p < CINFER_PRECISION_COUNT ? precision_names[p] : NULL;
-}
-
-int cinfer_precision_from_name(const char *name) {
-    for (int p = 0; name && p < CINFER_PRECISION_COUNT; p++)
-        if (!strcmp(name, precision_names[p])) return p;
-    return -1;
-}
+const char *cinfer_precision_name(int p) { return prec_name(p); }
+int cinfer_precision_from_name(const char *name) { return prec_from_name(name); }
 
 int cinfer_model_save_giw(const cinfer_model *m, const char *path, char *err, size_t err_len) {
     char e[1024];
@@ -279,7 +266,7 @@ int cinfer_session_new(cinfer_model *m, const cinfer_session_options *opts,
                     "CINFER_ACT_Q8 (2) or 0 (default)", o.activations);
     /* default: the precision's own mode (int8 and f32: f32 activations), and
      * for native Q8 (measured faster) */
-    const int prec_act = cc_precision_act_quant(m->precision);
+    const int prec_act = prec_act_quant(m->precision);
     const int act_quant = o.activations == CINFER_ACT_DEFAULT && prec_act >= 0
                               ? prec_act : o.activations != CINFER_ACT_F32;
     cinfer_session *s = calloc(1, sizeof *s);

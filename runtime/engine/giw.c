@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "cinfer.h"
-#include "compiler/compile.h"
 #include "formats/gguf_write.h"
+#include "kernels/precision.h"
 
 #define GIW_ALIGNMENT 64u
 
@@ -41,7 +41,7 @@ static int parse_version(const char *p, size_t n, long *major, long *minor) {
 
 /* Repacked types only come from the precisions that write them, and each
  * tensor's type must be the one the precision gives that tensor
- * (cc_precision_weight_type, the compiler's own rule, applied to a tensor
+ * (prec_weight_type, the compiler's own rule, applied to a tensor
  * already in that type leaves it unchanged exactly when it is consistent). */
 static int check_types(const gguf_file *g, int p, char *err, size_t err_len) {
     for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
@@ -49,10 +49,10 @@ static int check_types(const gguf_file *g, int p, char *err, size_t err_len) {
         if (t->type < GGUF_CINFER_TYPE_FIRST || t->type > GGUF_CINFER_TYPE_LAST) continue;
         const long n_rows = (long)(t->n_elems / (uint64_t)t->ne[0]);
         if (p == CINFER_PRECISION_NATIVE || p == CINFER_PRECISION_F32 ||
-            cc_precision_weight_type(p, t->name, (int)t->type, n_rows, (long)t->ne[0]) != (int)t->type)
+            prec_weight_type(p, t->name, (int)t->type, n_rows, (long)t->ne[0]) != (int)t->type)
             return snprintf(err, err_len, "inconsistent .giw: cinfer.precision is %s but tensor '%s' has type %s, "
                             "which %s does not write; re-create the file with `cinfer compile` from the source GGUF",
-                            cinfer_precision_name(p), t->name, ggml_type_name(t->type), cinfer_precision_name(p)),
+                            prec_name(p), t->name, ggml_type_name(t->type), prec_name(p)),
                    -1;
     }
     return 0;
@@ -74,7 +74,7 @@ int giw_precision(const gguf_file *g, char *err, size_t err_len) {
     if (gguf_get_str(g, "cinfer.precision", &s, err, err_len)) return -2;
     char name[32];
     snprintf(name, sizeof name, "%.*s", (int)(s.len < 31 ? s.len : 31), s.ptr);
-    int p = s.len < 31 ? cinfer_precision_from_name(name) : -1;
+    int p = s.len < 31 ? prec_from_name(name) : -1;
     if (p < 0) {
         snprintf(err, err_len, "cinfer.precision '%s' is not a precision this cinfer knows", name);
         return -2;
@@ -89,7 +89,7 @@ int giw_check_bound(const gguf_file *g, const cf_model_desc *desc, int precision
         if (t && (int)t->type != desc->weight_types[k])
             return snprintf(err, err_len, "inconsistent .giw: tensor '%s' is %s in the file, but %s (cinfer.precision) "
                             "computes it as %s; re-create the file with `cinfer compile` from the source GGUF",
-                            t->name, ggml_type_name(t->type), cinfer_precision_name(precision),
+                            t->name, ggml_type_name(t->type), prec_name(precision),
                             ggml_type_name((uint32_t)desc->weight_types[k])), -1;
     }
     return 0;

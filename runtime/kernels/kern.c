@@ -39,9 +39,6 @@
 #include "base/f16.h"
 #include "base/pool.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 
 static_assert(sizeof(kern_block_q4_0) == 18, "block_q4_0 is 18 bytes in ggml");
 static_assert(sizeof(kern_block_q4_1) == 20, "block_q4_1 is 20 bytes in ggml");
@@ -56,152 +53,30 @@ static_assert(CF_F32 == 0 && CF_F16 == 1 && CF_Q4_0 == 2 && CF_Q4_1 == 3 && CF_Q
 
 #define KERN_TYPE_COUNT 102 /* GGML_TYPE_COUNT is 40; cinfer's R8 types are 100, 101 */
 
-const int8_t kern_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                      1,    13,   25,  38,  53,  69,  89,  113};
-
-/* ==== scalar leaves: dequantization (ggml-quants.c dequantize_row_*) ====== */
-
-static void deq_f32(const void *src, float *dst, int n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
-
-static void deq_f16(const void *src, float *dst, int n) {
-    const uint16_t *s = src;
-    for (int i = 0; i < n; i++) dst[i] = f16_to_f32(s[i]);
-}
-
-static void deq_bf16(const void *src, float *dst, int n) {
-    const uint16_t *s = src;
-    for (int i = 0; i < n; i++) dst[i] = bf16_to_f32(s[i]);
-}
-
-static void deq_q4_0(const void *src, float *dst, int n) {
-    const kern_block_q4_0 *b = src;
-    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
-        float d = f16_to_f32(b->d);
-        for (int j = 0; j < KERN_QK / 2; j++) {
-            dst[j] = (float)((b->qs[j] & 0x0f) - 8) * d;
-            dst[j + KERN_QK / 2] = (float)((b->qs[j] >> 4) - 8) * d;
-        }
-    }
-}
-
-static void deq_q4_1(const void *src, float *dst, int n) {
-    const kern_block_q4_1 *b = src;
-    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
-        float d = f16_to_f32(b->d), m = f16_to_f32(b->m);
-        for (int j = 0; j < KERN_QK / 2; j++) {
-            dst[j] = (float)(b->qs[j] & 0x0f) * d + m;
-            dst[j + KERN_QK / 2] = (float)(b->qs[j] >> 4) * d + m;
-        }
-    }
-}
-
-static void deq_q5_0(const void *src, float *dst, int n) {
-    const kern_block_q5_0 *b = src;
-    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
-        float d = f16_to_f32(b->d);
-        uint32_t qh;
-        memcpy(&qh, b->qh, sizeof qh);
-        for (int j = 0; j < KERN_QK / 2; j++) {
-            int h0 = (qh >> j) & 1, h1 = (qh >> (j + 16)) & 1;
-            dst[j] = (float)(((b->qs[j] & 0x0f) | h0 << 4) - 16) * d;
-            dst[j + KERN_QK / 2] = (float)(((b->qs[j] >> 4) | h1 << 4) - 16) * d;
-        }
-    }
-}
-
-static void deq_q5_1(const void *src, float *dst, int n) {
-    const kern_block_q5_1 *b = src;
-    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
-        float d = f16_to_f32(b->d), m = f16_to_f32(b->m);
-        uint32_t qh;
-        memcpy(&qh, b->qh, sizeof qh);
-        for (int j = 0; j < KERN_QK / 2; j++) {
-            int h0 = (qh >> j) & 1, h1 = (qh >> (j + 16)) & 1;
-            dst[j] = (float)((b->qs[j] & 0x0f) | h0 << 4) * d + m;
-            dst[j + KERN_QK / 2] = (float)((b->qs[j] >> 4) | h1 << 4) * d + m;
-        }
-    }
-}
-
-static void deq_q8_0(const void *src, float *dst, int n) {
-    const kern_block_q8_0 *b = src;
-    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
-        float d = f16_to_f32(b->d);
-        for (int j = 0; j < KERN_QK; j++) dst[j] = (float)b->qs[j] * d;
-    }
-}
-
-static void deq_iq4_nl(const void *src, float *dst, int n) {
-    const kern_block_iq4_nl *b = src;
-    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
-        float d = f16_to_f32(b->d);
-        for (int j = 0; j < KERN_QK / 2; j++) {
-            dst[j] = (float)kern_iq4nl_values[b->qs[j] & 0x0f] * d;
-            dst[j + KERN_QK / 2] = (float)kern_iq4nl_values[b->qs[j] >> 4] * d;
-        }
-    }
-}
-
-/* ==== scalar leaves: dot = Σ dequant(w)[i] * x[i], sequential f32 sum ===== */
-
-#define DOT_CHUNK 256
-
-static float dot_via_dequant(kern_dequant_fn deq, int blck, int type_size, const void *w,
-                             const float *x, int n) {
-    float buf[DOT_CHUNK], sum = 0.0f;
-    const uint8_t *wb = w;
-    for (int k0 = 0; k0 < n; k0 += DOT_CHUNK) {
-        int kc = n - k0 < DOT_CHUNK ? n - k0 : DOT_CHUNK;
-        deq(wb + (size_t)(k0 / blck) * (size_t)type_size, buf, kc);
-        for (int k = 0; k < kc; k++) sum += buf[k] * x[k0 + k];
-    }
-    return sum;
-}
-
-#define SCALAR_DOT(tname, blck, tsize)                                                   \
-    static float dot_##tname(const void *w, const float *x, int n) {                     \
-        return dot_via_dequant(deq_##tname, blck, tsize, w, x, n);                        \
-    }
-SCALAR_DOT(f16, 1, 2)
-SCALAR_DOT(bf16, 1, 2)
-SCALAR_DOT(q4_0, 32, 18)
-SCALAR_DOT(q4_1, 32, 20)
-SCALAR_DOT(q5_0, 32, 22)
-SCALAR_DOT(q5_1, 32, 24)
-SCALAR_DOT(q8_0, 32, 34)
-SCALAR_DOT(iq4_nl, 32, 18)
-
-static float dot_f32(const void *w, const float *x, int n) {
-    const float *a = w;
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) sum += a[i] * x[i];
-    return sum;
-}
-
 /* ==== the type table ======================================================= */
 
 static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
-    [CF_F32] = {"F32", 1, 4, {deq_f32, deq_f32}, {dot_f32, kern_avx2_dot_f32}, CF_F32, {0}},
-    [CF_F16] = {"F16", 1, 2, {deq_f16, kern_avx2_dequant_f16}, {dot_f16, kern_avx2_dot_f16}, CF_F16, {0}},
-    [CF_BF16] = {"BF16", 1, 2, {deq_bf16, kern_avx2_dequant_bf16}, {dot_bf16, kern_avx2_dot_bf16},
+    [CF_F32] = {"F32", 1, 4, {kern_sc_dequant_f32, kern_sc_dequant_f32}, {kern_sc_dot_f32, kern_avx2_dot_f32}, CF_F32, {0}},
+    [CF_F16] = {"F16", 1, 2, {kern_sc_dequant_f16, kern_avx2_dequant_f16}, {kern_sc_dot_f16, kern_avx2_dot_f16}, CF_F16, {0}},
+    [CF_BF16] = {"BF16", 1, 2, {kern_sc_dequant_bf16, kern_avx2_dequant_bf16}, {kern_sc_dot_bf16, kern_avx2_dot_bf16},
                 CF_BF16, {0}},
-    [CF_Q4_0] = {"Q4_0", 32, 18, {deq_q4_0, kern_avx2_dequant_q4_0}, {dot_q4_0, kern_avx2_dot_q4_0},
+    [CF_Q4_0] = {"Q4_0", 32, 18, {kern_sc_dequant_q4_0, kern_avx2_dequant_q4_0}, {kern_sc_dot_q4_0, kern_avx2_dot_q4_0},
                 CF_Q8_0, {kern_sc_dotq_q4_0, kern_avx2_dotq_q4_0},
                 {kern_sc_gemm4_q4_0, kern_avx2_gemm4_q4_0}},
-    [CF_Q4_1] = {"Q4_1", 32, 20, {deq_q4_1, kern_avx2_dequant_q4_1}, {dot_q4_1, kern_avx2_dot_q4_1},
+    [CF_Q4_1] = {"Q4_1", 32, 20, {kern_sc_dequant_q4_1, kern_avx2_dequant_q4_1}, {kern_sc_dot_q4_1, kern_avx2_dot_q4_1},
                 KERN_T_Q8_1, {kern_sc_dotq_q4_1, kern_avx2_dotq_q4_1},
                 {kern_sc_gemm4_q4_1, kern_avx2_gemm4_q4_1}},
-    [CF_Q5_0] = {"Q5_0", 32, 22, {deq_q5_0, kern_avx2_dequant_q5_0}, {dot_q5_0, kern_avx2_dot_q5_0},
+    [CF_Q5_0] = {"Q5_0", 32, 22, {kern_sc_dequant_q5_0, kern_avx2_dequant_q5_0}, {kern_sc_dot_q5_0, kern_avx2_dot_q5_0},
                 CF_Q8_0, {kern_sc_dotq_q5_0, kern_avx2_dotq_q5_0},
                 {kern_sc_gemm4_q5_0, kern_avx2_gemm4_q5_0}},
-    [CF_Q5_1] = {"Q5_1", 32, 24, {deq_q5_1, kern_avx2_dequant_q5_1}, {dot_q5_1, kern_avx2_dot_q5_1},
+    [CF_Q5_1] = {"Q5_1", 32, 24, {kern_sc_dequant_q5_1, kern_avx2_dequant_q5_1}, {kern_sc_dot_q5_1, kern_avx2_dot_q5_1},
                 KERN_T_Q8_1, {kern_sc_dotq_q5_1, kern_avx2_dotq_q5_1},
                 {kern_sc_gemm4_q5_1, kern_avx2_gemm4_q5_1}},
-    [CF_Q8_0] = {"Q8_0", 32, 34, {deq_q8_0, kern_avx2_dequant_q8_0}, {dot_q8_0, kern_avx2_dot_q8_0},
+    [CF_Q8_0] = {"Q8_0", 32, 34, {kern_sc_dequant_q8_0, kern_avx2_dequant_q8_0}, {kern_sc_dot_q8_0, kern_avx2_dot_q8_0},
                 CF_Q8_0, {kern_sc_dotq_q8_0, kern_avx2_dotq_q8_0},
                 {kern_sc_gemm4_q8_0, kern_avx2_gemm4_q8_0}},
-    [CF_IQ4_NL] = {"IQ4_NL", 32, 18, {deq_iq4_nl, kern_avx2_dequant_iq4_nl},
-                   {dot_iq4_nl, kern_avx2_dot_iq4_nl}, CF_Q8_0,
+    [CF_IQ4_NL] = {"IQ4_NL", 32, 18, {kern_sc_dequant_iq4_nl, kern_avx2_dequant_iq4_nl},
+                   {kern_sc_dot_iq4_nl, kern_avx2_dot_iq4_nl}, CF_Q8_0,
                    {kern_sc_dotq_iq4_nl, kern_avx2_dotq_iq4_nl},
                 {kern_sc_gemm4_iq4_nl, kern_avx2_gemm4_iq4_nl}},
 /* 256-element super-block types: kern_kquants.c (scalar), kern_kquants_avx2.c */
@@ -237,6 +112,8 @@ const kern_type_ops *kern_type_ops_get(int type) {
 
 int kern_type_supported(int type) { return kern_type_ops_get(type) != NULL; }
 
+int kern_type_is_r8(int type) { return type == CF_Q4_0_R8 || type == CF_Q8_0_R8; }
+
 int kern_type_block(int type) {
     const kern_type_ops *t = kern_type_ops_get(type);
     return t ? t->blck : 0;
@@ -248,79 +125,9 @@ size_t kern_row_bytes(int type, int n) {
     return (size_t)(n / t->blck) * (size_t)t->type_size;
 }
 
-/* ==== scalar leaves: f32 row primitives ==================================== */
-
-static void sc_tile_mm(const float *w, size_t ws, int n_rows, const float *x, size_t xs, int n_tok,
-                       int kc, float *y, size_t ys, int accumulate) {
-    for (int t = 0; t < n_tok; t++)
-        for (int r = 0; r < n_rows; r++) {
-            float s = dot_f32(w + r * ws, x + t * xs, kc);
-            if (accumulate) y[t * ys + r] += s;
-            else y[t * ys + r] = s;
-        }
-}
-
-static float sc_dot_f32(const float *a, const float *b, int n) { return dot_f32(a, b, n); }
-
-static void sc_axpy(float *y, float a, const float *x, int n) {
-    for (int i = 0; i < n; i++) y[i] += a * x[i];
-}
-
-/* ggml_vec_soft_max_f32 */
-static double sc_softmax_exp(float *s, int n, float max) {
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        float e = expf(s[i] - max);
-        sum += (double)e;
-        s[i] = e;
-    }
-    return sum;
-}
-
-/* ggml_compute_forward_rms_norm_f32 followed by ggml_mul with the weight:
- * sum of squares in double, scale = 1/sqrtf(mean + eps) in float,
- * y = (x * scale) * w with two roundings. */
-static void sc_rms_norm_row(float *y, const float *x, const float *w, int n, float eps) {
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    float mean = (float)(sum / n);
-    float scale = 1.0f / sqrtf(mean + eps);
-    for (int i = 0; i < n; i++) {
-        float v = x[i] * scale;
-        y[i] = v * w[i];
-    }
-}
-
-/* ggml_silu_f32(g) * u */
-static void sc_swiglu_row(float *y, const float *g, const float *u, int n) {
-    for (int i = 0; i < n; i++) {
-        float s = g[i] / (1.0f + expf(-g[i]));
-        y[i] = s * u[i];
-    }
-}
-
-static void sc_f16_to_f32_row(const uint16_t *src, float *dst, int n) {
-    for (int i = 0; i < n; i++) dst[i] = f16_to_f32(src[i]);
-}
-
-static void sc_f32_to_f16_row(const float *src, uint16_t *dst, int n) {
-    for (int i = 0; i < n; i++) dst[i] = f32_to_f16(src[i]);
-}
-
-static const kern_isa_ops g_scalar_ops = {
-    .tile_mm = sc_tile_mm,
-    .dot_f32 = sc_dot_f32,
-    .axpy = sc_axpy,
-    .softmax_exp = sc_softmax_exp,
-    .rms_norm_row = sc_rms_norm_row,
-    .swiglu_row = sc_swiglu_row,
-    .f16_to_f32_row = sc_f16_to_f32_row,
-    .f32_to_f16_row = sc_f32_to_f16_row,
-};
-
 static const kern_isa_ops *isa_ops(int isa) {
     switch (isa) {
-    case KERN_ISA_SCALAR: return &g_scalar_ops;
+    case KERN_ISA_SCALAR: return &kern_scalar_ops;
     case KERN_ISA_AVX2: return &kern_avx2_ops;
     default: return NULL;
     }
@@ -453,23 +260,9 @@ void kern_matmul_f32act(int isa, cf_env *E, float *y, const float *x, const void
     run(E, work, n_tok == 1 ? mm_vec_worker : mm_mat_worker, &j);
 }
 
-/* act_quant 1 (llama.cpp's numerics): activations converted to the type's
- * vec_dot_type, integer dots — kern_q8.c.  Types whose vec_dot_type is F32
- * are the same in both modes. */
-static void matmul_drv(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
-                       int n_out, int n_in, int n_tok) {
-    const kern_type_ops *ty = kern_type_ops_get(type);
-    if (kern_type_is_r8(type))
-        kern_r8_matmul(isa, E, y, x, w, type, n_out, n_in, n_tok);
-    else if (E->act_quant && ty && ty->vec_dot_type != CF_F32)
-        kern_q8_matmul(isa, E, y, x, w, type, n_out, n_in, n_tok);
-    else
-        kern_matmul_f32act(isa, E, y, x, w, type, n_out, n_in, n_tok);
-}
-
 /* ---- get_rows ---------------------------------------------------------------- */
 
-static void get_rows_drv(int isa, cf_env *E, float *y, const void *w, int type, int n,
+void kern_drv_get_rows(int isa, cf_env *E, float *y, const void *w, int type, int n,
                          const int *ids, int n_tok) {
     const kern_type_ops *ty = kern_type_ops_get(type);
     if (!ty || !ty->dequant[isa] || n % ty->blck) { /* R8 types: rows not addressable */
@@ -499,7 +292,7 @@ static void rms_norm_worker(void *arg, int ith, int nth) {
         j->ops->rms_norm_row(j->y + t * j->n, j->a + t * j->n, j->b, j->n, j->eps);
 }
 
-static void rms_norm_drv(int isa, cf_env *E, float *y, const float *x, const float *w, int n,
+void kern_drv_rms_norm(int isa, cf_env *E, float *y, const float *x, const float *w, int n,
                          float eps, int n_tok) {
     rows_job j = {isa_ops(isa), y, x, w, eps, n, n_tok};
     run(E, n_tok > 1 ? (long)n * n_tok : 0, rms_norm_worker, &j);
@@ -514,7 +307,7 @@ static void swiglu_worker(void *arg, int ith, int nth) {
     if (i1 > i0) j->ops->swiglu_row(j->y + i0, j->a + i0, j->b + i0, (int)(i1 - i0));
 }
 
-static void swiglu_drv(int isa, cf_env *E, float *y, const float *g, const float *u, int n,
+void kern_drv_swiglu(int isa, cf_env *E, float *y, const float *g, const float *u, int n,
                        int n_tok) {
     rows_job j = {isa_ops(isa), y, g, u, 0, n, n_tok};
     run(E, (long)n * n_tok * 8, swiglu_worker, &j); /* an expf is worth ~8 multiply-adds */
@@ -525,7 +318,7 @@ static void swiglu_drv(int isa, cf_env *E, float *y, const float *g, const float
 /* ggml_compute_forward_rope_f32 with freq_scale 1, ext_factor 0, attn_factor 1:
  * theta starts at the position (float) and is multiplied by
  * theta_scale = powf(freq_base, -2/n_rot) once per pair, in float. */
-static void rope_drv(cf_env *E, float *x, int n_head, int head_dim, int n_rot, float freq_base,
+void kern_drv_rope(cf_env *E, float *x, int n_head, int head_dim, int n_rot, float freq_base,
                      int mode, int n_tok) {
     const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
     const int half = n_rot / 2;
@@ -645,7 +438,7 @@ static void att_head4(const att_job *j, float *s, size_t ss, int t, int h0) {
  * partition. */
 static int att_quads(const att_job *j) {
     return j->isa == KERN_ISA_AVX2 && (j->n_head / j->n_head_kv) % 4 == 0 && j->head_dim % 16 == 0 &&
-           kern_r8_impl_available(KERN_R8_VNNI);
+           kern_cpu_avx512vnni();
 }
 
 static void att_units(const att_job *j, float *s, size_t ss, long u0, long n, int step) {
@@ -672,7 +465,7 @@ static void att_worker(void *arg, int ith, int nth) {
     }
 }
 
-static void attention_drv(int isa, cf_env *E, float *out, const float *q, const float *k,
+void kern_drv_attention(int isa, cf_env *E, float *out, const float *q, const float *k,
                           const float *v, int layer, int n_head, int n_head_kv, int head_dim,
                           float scale, int window, float softcap, int n_tok) {
     const size_t kv_dim = (size_t)n_head_kv * head_dim;
@@ -692,123 +485,18 @@ static void attention_drv(int isa, cf_env *E, float *out, const float *q, const 
 
 /* ---- add, last_row ------------------------------------------------------------ */
 
-static void add_drv(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok) {
+void kern_drv_add(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok) {
     (void)E;
     long total = (long)n * n_tok;
     for (long i = 0; i < total; i++) y[i] = a[i] + b[i];
 }
 
-static void last_row_drv(cf_env *E, float *y, const float *x, int n, int n_tok) {
+void kern_drv_last_row(cf_env *E, float *y, const float *x, int n, int n_tok) {
     (void)E;
     memmove(y, x + (size_t)(n_tok - 1) * n, (size_t)n * sizeof *y);
 }
 
-/* ==== the cf_kernels tables ==================================================== */
-
-#define KERN_TABLE(sfx, ISA)                                                                \
-    static void matmul_##sfx(cf_env *E, float *y, const float *x, const void *w, int type,   \
-                             int n_out, int n_in, int n_tok) {                              \
-        matmul_drv(ISA, E, y, x, w, type, n_out, n_in, n_tok);                              \
-    }                                                                                       \
-    static void get_rows_##sfx(cf_env *E, float *y, const void *w, int type, int n,         \
-                               const int *ids, int n_tok) {                                 \
-        get_rows_drv(ISA, E, y, w, type, n, ids, n_tok);                                    \
-    }                                                                                       \
-    static void rms_norm_##sfx(cf_env *E, float *y, const float *x, const float *w, int n,  \
-                               float eps, int n_tok) {                                      \
-        rms_norm_drv(ISA, E, y, x, w, n, eps, n_tok);                                       \
-    }                                                                                       \
-    static void attention_##sfx(cf_env *E, float *out, const float *q, const float *k,      \
-                                const float *v, int layer, int n_head, int n_head_kv,       \
-                                int head_dim, float scale, int window, float softcap,      \
-                                int n_tok) {                                                \
-        attention_drv(ISA, E, out, q, k, v, layer, n_head, n_head_kv, head_dim, scale,      \
-                      window, softcap, n_tok);                                              \
-    }                                                                                       \
-    static void swiglu_##sfx(cf_env *E, float *y, const float *g, const float *u, int n,    \
-                             int n_tok) {                                                   \
-        swiglu_drv(ISA, E, y, g, u, n, n_tok);                                              \
-    }                                                                                       \
-    static const cf_kernels g_table_##sfx = {                                               \
-        .matmul = matmul_##sfx,                                                             \
-        .get_rows = get_rows_##sfx,                                                         \
-        .rms_norm = rms_norm_##sfx,                                                         \
-        .rope = rope_drv,                                                                   \
-        .attention = attention_##sfx,                                                       \
-        .swiglu = swiglu_##sfx,                                                             \
-        .add = add_drv,                                                                     \
-        .last_row = last_row_drv,                                                           \
-        .add_row = kern_add_row,                                                            \
-        .scale = kern_scale,                                                                \
-        .gelu = kern_gelu,                                                                  \
-        .geglu = kern_geglu,                                                                \
-        .layer_norm = kern_layer_norm,                                                      \
-        .copy_cols = kern_copy_cols,                                                        \
-        .logits_post = kern_logits_post,                                                    \
-    };
-
-KERN_TABLE(scalar, KERN_ISA_SCALAR)
-KERN_TABLE(avx2, KERN_ISA_AVX2)
-
-/* ==== ISA selection and public row helpers ===================================== */
-
-/* AVX2 + FMA + F16C present and YMM state enabled by the OS (CPUID.1:ECX
- * FMA/OSXSAVE/AVX/F16C, XCR0 bits 1-2, CPUID.7.0:EBX AVX2).  Done by hand
- * because not every compiler's __builtin_cpu_supports knows "f16c". */
-static int cpu_has_avx2_fma_f16c(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
-    const unsigned need = 1u << 12 | 1u << 27 | 1u << 28 | 1u << 29; /* fma osxsave avx f16c */
-    if ((c & need) != need) return 0;
-    unsigned xcr0_lo, xcr0_hi;
-    __asm__ __volatile__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-    if ((xcr0_lo & 6) != 6) return 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
-    return (b >> 5) & 1;
-#else
-    return 0;
-#endif
-}
-
-int kern_isa_available(int isa) {
-    static atomic_int avx2 = -1; /* CPUID once: it traps to the hypervisor in a VM */
-    switch (isa) {
-    case KERN_ISA_SCALAR: return 1;
-    case KERN_ISA_AVX2: {
-        int v = atomic_load_explicit(&avx2, memory_order_relaxed);
-        if (v < 0) {
-            v = cpu_has_avx2_fma_f16c();
-            atomic_store_explicit(&avx2, v, memory_order_relaxed);
-        }
-        return v;
-    }
-    default: return 0;
-    }
-}
-
-int kern_best_isa(void) {
-    return kern_isa_available(KERN_ISA_AVX2) ? KERN_ISA_AVX2 : KERN_ISA_SCALAR;
-}
-
-const char *kern_isa_name(int isa) {
-    switch (isa) {
-    case KERN_ISA_SCALAR: return "scalar";
-    case KERN_ISA_AVX2: return "avx2";
-    default: return "unknown";
-    }
-}
-
-const char *kern_cpu_label(void) {
-    int isa = kern_best_isa();
-    if (isa == KERN_ISA_AVX2 && kern_r8_impl_available(KERN_R8_VNNI)) return "avx2+avx512vnni";
-    return kern_isa_name(isa);
-}
-
-const cf_kernels *kern_table(int isa) {
-    if (!kern_isa_available(isa)) return NULL;
-    return isa == KERN_ISA_AVX2 ? &g_table_avx2 : &g_table_scalar;
-}
+/* ==== public row helpers ===================================================== */
 
 void kern_dequant_row(int type, const void *src, float *dst, int n) {
     kern_dequant_row_isa(KERN_ISA_SCALAR, type, src, dst, n);

@@ -52,6 +52,9 @@ enum { KERN_ISA_SCALAR = 0, KERN_ISA_AVX2 = 1, KERN_ISA_COUNT = 2 };
 int kern_best_isa(void);
 /* 1 when this CPU can run isa. */
 int kern_isa_available(int isa);
+/* 1 when the CPU and OS give AVX-512 F/BW/VL/VNNI with ZMM state (and AVX2):
+ * the gate of the R8 VNNI GEMM and the 4-head attention (kern_att_avx512.c). */
+int kern_cpu_avx512vnni(void);
 /* "scalar", "avx2"; "unknown" otherwise. */
 const char *kern_isa_name(int isa);
 /* What matmuls on this CPU run, for reports: kern_isa_name(kern_best_isa()),
@@ -230,6 +233,43 @@ const kern_type_ops *kern_type_ops_get(int type); /* NULL when unsupported */
  * runs it on rounded activations for F16/BF16 weights. */
 void kern_matmul_f32act(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
                         int n_out, int n_in, int n_tok);
+
+/* The f32 drivers of kern.c (threading, tiling, KV-cache writes) behind the
+ * cf_kernels entries of the same names (templates/prelude.h documents the
+ * shapes); kern_table.c binds them per ISA. */
+void kern_drv_get_rows(int isa, cf_env *E, float *y, const void *w, int type, int n, const int *ids,
+                       int n_tok);
+void kern_drv_rms_norm(int isa, cf_env *E, float *y, const float *x, const float *w, int n, float eps,
+                       int n_tok);
+void kern_drv_swiglu(int isa, cf_env *E, float *y, const float *g, const float *u, int n, int n_tok);
+void kern_drv_rope(cf_env *E, float *x, int n_head, int head_dim, int n_rot, float freq_base, int mode,
+                   int n_tok);
+void kern_drv_attention(int isa, cf_env *E, float *out, const float *q, const float *k, const float *v,
+                        int layer, int n_head, int n_head_kv, int head_dim, float scale, int window,
+                        float softcap, int n_tok);
+void kern_drv_add(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok);
+void kern_drv_last_row(cf_env *E, float *y, const float *x, int n, int n_tok);
+
+/* kern_scalar.c: the scalar reference leaves every SIMD leaf is tested against */
+extern const kern_isa_ops kern_scalar_ops;
+void kern_sc_dequant_f32(const void *src, float *dst, int n);
+void kern_sc_dequant_f16(const void *src, float *dst, int n);
+void kern_sc_dequant_bf16(const void *src, float *dst, int n);
+void kern_sc_dequant_q4_0(const void *src, float *dst, int n);
+void kern_sc_dequant_q4_1(const void *src, float *dst, int n);
+void kern_sc_dequant_q5_0(const void *src, float *dst, int n);
+void kern_sc_dequant_q5_1(const void *src, float *dst, int n);
+void kern_sc_dequant_q8_0(const void *src, float *dst, int n);
+void kern_sc_dequant_iq4_nl(const void *src, float *dst, int n);
+float kern_sc_dot_f32(const void *w, const float *x, int n);
+float kern_sc_dot_f16(const void *w, const float *x, int n);
+float kern_sc_dot_bf16(const void *w, const float *x, int n);
+float kern_sc_dot_q4_0(const void *w, const float *x, int n);
+float kern_sc_dot_q4_1(const void *w, const float *x, int n);
+float kern_sc_dot_q5_0(const void *w, const float *x, int n);
+float kern_sc_dot_q5_1(const void *w, const float *x, int n);
+float kern_sc_dot_q8_0(const void *w, const float *x, int n);
+float kern_sc_dot_iq4_nl(const void *w, const float *x, int n);
 
 /* kern_avx2.c */
 extern const kern_isa_ops kern_avx2_ops;

@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "base/f16.h"
 #include "kern.h"
 
 void kern_add_row(cf_env *E, float *y, const float *x, const float *b, int n, int n_tok) {
@@ -44,13 +45,13 @@ static float gelu_f32(float x) {
 
 static void gelu_init(void) {
     for (uint32_t i = 0; i < (1u << 16); i++)
-        gelu_table[i] = kern_f32_to_f16(gelu_f32(kern_f16_to_f32((uint16_t)i)));
+        gelu_table[i] = f32_to_f16(gelu_f32(f16_to_f32((uint16_t)i)));
 }
 
 static inline float gelu_one(float x) {
     if (x <= -10.0f) return 0.0f;
     if (x >= 10.0f) return x;
-    return kern_f16_to_f32(gelu_table[kern_f32_to_f16(x)]);
+    return f16_to_f32(gelu_table[f32_to_f16(x)]);
 }
 
 void kern_gelu(cf_env *E, float *y, const float *x, int n, int n_tok) {

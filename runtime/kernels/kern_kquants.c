@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "base/f16.h"
-#include "formats/gguf.h"
+#include "base/ggml_type.h"
 #include "kern.h" /* kern_iq4nl_values (kvalues_iq4nl) */
 
 static_assert(sizeof(kern_block_q2_k) == 84, "block_q2_K is 84 bytes in ggml");

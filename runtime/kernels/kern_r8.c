@@ -1,51 +1,23 @@
 /*
  * kern_r8.c — the row-interleaved types CF_Q4_0_R8 / CF_Q8_0_R8 (layout in
- * kern.h, internals in kern_r8.h): repacking, the scalar reference leaves,
- * impl selection, and the matmul driver of the integer (act_quant) path.
- * The f32-activation path runs kern.c's kern_matmul_f32act, which asks this
- * file for dequantized tiles (kern_r8_deq_rows) and row-group dots
- * (kern_r8_dot_groups).
- *
- * The integer driver.  Activations are quantized to Q8_0 and packed into
- * 4-token kern_block_q8x4 quads once per call (threads split the quads),
- * into thread 0's pool scratch after the kern_scratch_bytes(n_ctx) the other
- * kernels use — the same place and budget as kern_q8.c (kern_scratch_bytes_act
- * covers it: a quad takes 44 bytes per 32 elements and token, less than the
- * 4 bytes per element reserved).  Threads then take contiguous ranges of row
- * groups.  Within its range a thread walks blocks of row groups whose weights
- * fit R8_WBLOCK bytes and, for each, blocks of tokens whose activations fit
- * R8_ABLOCK bytes, so both stay in L2 while the leaf runs every group of the
- * block against every KERN_R8_NT-token slice.  Every (row, token) result is
- * one leaf's sum over all blocks in order, so results depend neither on the
- * thread count nor on how tokens are blocked.
+ * kern.h, internals in kern_r8.h): element access, the scalar reference
+ * leaves, impl selection, and the two helpers kern.c's f32-activation matmul
+ * asks for dequantized tiles (kern_r8_deq_rows) and row-group dots
+ * (kern_r8_dot_groups).  Repacking and the integer (act_quant) matmul driver
+ * are kern_r8_mm.c.
  */
 #include "kern_r8.h"
 
 #include <assert.h>
-#include <math.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "base/f16.h"
-#include "base/pool.h"
-#include "quant.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 
 static_assert(KERN_Q4_0_R8_BLOCK == 8 * sizeof(kern_block_q4_0), "Q4_0_R8 block = 8 Q4_0 blocks");
 static_assert(KERN_Q8_0_R8_BLOCK == 8 * sizeof(kern_block_q8_0), "Q8_0_R8 block = 8 Q8_0 blocks");
 static_assert(sizeof(kern_block_q8x4) == 176, "kern_block_q8x4: 4 d, 4 s, 4 sum, 4x32 qs");
 
-#define R8_WBLOCK (256 * 1024) /* weight bytes per row-group block (L2) */
-#define R8_ABLOCK (192 * 1024) /* activation bytes per token block (L2) */
-#define R8_STACK_BYTES (128 * 1024)
-#define R8_PAR_MIN_WORK 32768L
-
-int kern_type_is_r8(int type) { return type == CF_Q4_0_R8 || type == CF_Q8_0_R8; }
 
 int kern_r8_block_bytes(int type) {
     return type == CF_Q4_0_R8 ? KERN_Q4_0_R8_BLOCK : type == CF_Q8_0_R8 ? KERN_Q8_0_R8_BLOCK : 0;
@@ -134,35 +106,11 @@ static const kern_r8_leaves g_sc_leaves = {
 
 /* ==== impl selection ================================================================ */
 
-/* AVX-512 F/BW/VL/VNNI with ZMM/opmask state enabled by the OS (XCR0 bits 1,2,5,6,7). */
-static int cpu_has_avx512vnni(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return 0; /* OSXSAVE */
-    unsigned lo, hi;
-    __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & 0xe6) != 0xe6) return 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
-    const unsigned f = 1u << 16, bw = 1u << 30, vl = 1u << 31;
-    return (b & (f | bw | vl)) == (f | bw | vl) && (c >> 11 & 1); /* ECX bit 11: AVX512_VNNI */
-#else
-    return 0;
-#endif
-}
-
 int kern_r8_impl_available(int impl) {
-    static atomic_int vnni = -1;
     switch (impl) {
     case KERN_R8_SCALAR: return 1;
     case KERN_R8_AVX2: return kern_isa_available(KERN_ISA_AVX2);
-    case KERN_R8_VNNI: {
-        int v = atomic_load_explicit(&vnni, memory_order_relaxed);
-        if (v < 0) {
-            v = kern_isa_available(KERN_ISA_AVX2) && cpu_has_avx512vnni();
-            atomic_store_explicit(&vnni, v, memory_order_relaxed);
-        }
-        return v;
-    }
+    case KERN_R8_VNNI: return kern_cpu_avx512vnni();
     default: return 0;
     }
 }
@@ -191,7 +139,7 @@ int kern_r8_impl_for_isa(int isa) {
     return kern_r8_impl_available(KERN_R8_VNNI) ? KERN_R8_VNNI : KERN_R8_AVX2;
 }
 
-static const kern_r8_leaves *leaves(int impl) {
+const kern_r8_leaves *kern_r8_leaves_for(int impl) {
     switch (impl) {
     case KERN_R8_AVX2: return &kern_r8_avx2_leaves;
     case KERN_R8_VNNI: return &kern_r8_vnni_leaves;
@@ -199,77 +147,32 @@ static const kern_r8_leaves *leaves(int impl) {
     }
 }
 
-/* ==== repack ========================================================================== */
+/* ==== f32-activation helpers for kern.c =============================================== */
+
+void kern_r8_deq_rows(int isa, int type, const void *w, int n_in, int r0, int nr, int k0, int kc,
+                      float *dst, size_t ld) {
+    const kern_r8_leaves *L = kern_r8_leaves_for(kern_r8_impl_for_isa(isa));
+    const int ti = type == CF_Q8_0_R8;
+    const size_t grp = (size_t)(n_in / 32) * kern_r8_block_bytes(type);
+    for (int r = 0; r < nr; r += 8)
+        L->deq8[ti]((const uint8_t *)w + (size_t)((r0 + r) / 8) * grp, k0 / 32, kc / 32,
+                    dst + (size_t)r * ld, ld);
+}
+
+void kern_r8_dot_groups(int isa, int type, const void *w, int n_in, long g0, long g1, const float *x,
+                        float *y) {
+    const kern_r8_leaves *L = kern_r8_leaves_for(kern_r8_impl_for_isa(isa));
+    const int ti = type == CF_Q8_0_R8;
+    const size_t grp = (size_t)(n_in / 32) * kern_r8_block_bytes(type);
+    for (long g = g0; g < g1; g++) L->dot8[ti]((const uint8_t *)w + (size_t)g * grp, x, n_in / 32, y + 8 * g);
+}
+
+/* ==== layout: sizes and whole-tensor dequantization ========================== */
 
 size_t kern_repack_bytes(int dst_type, int n_rows, int n_cols) {
     const int bb = kern_r8_block_bytes(dst_type);
     if (!bb || n_rows <= 0 || n_cols <= 0 || n_rows % 8 || n_cols % 32) return 0;
     return (size_t)(n_rows / 8) * (size_t)(n_cols / 32) * (size_t)bb;
-}
-
-/* One group's 8 native rows (ggml Q4_0 / Q8_0, row stride rb bytes) -> R8 blocks. */
-static void shuffle_group(int dst_type, const uint8_t *src, size_t rb, int nb, uint8_t *dst) {
-    const int bb = kern_r8_block_bytes(dst_type);
-    const int nbytes = dst_type == CF_Q4_0_R8 ? 16 : 32; /* quant bytes per native block */
-    const size_t sb = dst_type == CF_Q4_0_R8 ? sizeof(kern_block_q4_0) : sizeof(kern_block_q8_0);
-    for (int b = 0; b < nb; b++, dst += bb)
-        for (int r = 0; r < 8; r++) {
-            const uint8_t *blk = src + (size_t)r * rb + (size_t)b * sb;
-            memcpy(dst + 2 * r, blk, 2); /* d */
-            for (int c = 0; c < nbytes / 4; c++) memcpy(dst + 16 + 32 * c + 4 * r, blk + 2 + 4 * c, 4);
-        }
-}
-
-int kern_repack(int dst_type, int src_type, const void *src, int n_rows, int n_cols, void *dst,
-                char *err, size_t err_len) {
-    const size_t total = kern_repack_bytes(dst_type, n_rows, n_cols);
-    if (!total) {
-        if (err && err_len)
-            snprintf(err, err_len, "repack to %s: %d x %d not supported (need an R8 type, rows %% 8 == 0, "
-                     "columns %% 32 == 0)", kern_type_is_r8(dst_type) ? (dst_type == CF_Q4_0_R8 ? "q4_0_r8" : "q8_0_r8") : "?",
-                     n_rows, n_cols);
-        return -1;
-    }
-    if (!kern_type_supported(src_type) || (kern_type_is_r8(src_type) && src_type != dst_type) ||
-        (!kern_type_is_r8(src_type) && n_cols % kern_type_block(src_type))) {
-        if (err && err_len)
-            snprintf(err, err_len, "repack: source type %d with %d columns cannot become type %d",
-                     src_type, n_cols, dst_type);
-        return -1;
-    }
-    if (src_type == dst_type) {
-        memcpy(dst, src, total);
-        return 0;
-    }
-    const int nb = n_cols / 32, bb = kern_r8_block_bytes(dst_type);
-    const int native = dst_type == CF_Q4_0_R8 ? CF_Q4_0 : CF_Q8_0;
-    const size_t nrb = kern_row_bytes(native, n_cols), grp = (size_t)nb * bb;
-    if (src_type == native) {
-        for (int g = 0; g < n_rows / 8; g++)
-            shuffle_group(dst_type, (const uint8_t *)src + (size_t)g * 8 * nrb, nrb, nb,
-                          (uint8_t *)dst + (size_t)g * grp);
-        return 0;
-    }
-    /* other sources: exact f32, then ggml's reference quantizer, then the shuffle */
-    const size_t srb = kern_row_bytes(src_type, n_cols);
-    float *f = malloc((size_t)n_cols * sizeof(float));
-    uint8_t *rows = malloc(8 * nrb);
-    if (!f || !rows) {
-        free(f);
-        free(rows);
-        if (err && err_len) snprintf(err, err_len, "repack: out of memory");
-        return -1;
-    }
-    for (int g = 0; g < n_rows / 8; g++) {
-        for (int r = 0; r < 8; r++) {
-            kern_dequant_row(src_type, (const uint8_t *)src + (size_t)(8 * g + r) * srb, f, n_cols);
-            quant_row(native, f, rows + (size_t)r * nrb, n_cols);
-        }
-        shuffle_group(dst_type, rows, nrb, nb, (uint8_t *)dst + (size_t)g * grp);
-    }
-    free(f);
-    free(rows);
-    return 0;
 }
 
 int kern_r8_dequant(int type, const void *src, int n_rows, int n_cols, float *dst) {
@@ -280,162 +183,4 @@ int kern_r8_dequant(int type, const void *src, int n_rows, int n_cols, float *ds
         sc_deq8(type, (const uint8_t *)src + (size_t)g * grp, 0, nb, dst + (size_t)g * 8 * n_cols,
                 (size_t)n_cols);
     return 0;
-}
-
-/* ==== f32-activation helpers for kern.c =============================================== */
-
-void kern_r8_deq_rows(int isa, int type, const void *w, int n_in, int r0, int nr, int k0, int kc,
-                      float *dst, size_t ld) {
-    const kern_r8_leaves *L = leaves(kern_r8_impl_for_isa(isa));
-    const int ti = type == CF_Q8_0_R8;
-    const size_t grp = (size_t)(n_in / 32) * kern_r8_block_bytes(type);
-    for (int r = 0; r < nr; r += 8)
-        L->deq8[ti]((const uint8_t *)w + (size_t)((r0 + r) / 8) * grp, k0 / 32, kc / 32,
-                    dst + (size_t)r * ld, ld);
-}
-
-void kern_r8_dot_groups(int isa, int type, const void *w, int n_in, long g0, long g1, const float *x,
-                        float *y) {
-    const kern_r8_leaves *L = leaves(kern_r8_impl_for_isa(isa));
-    const int ti = type == CF_Q8_0_R8;
-    const size_t grp = (size_t)(n_in / 32) * kern_r8_block_bytes(type);
-    for (long g = g0; g < g1; g++) L->dot8[ti]((const uint8_t *)w + (size_t)g * grp, x, n_in / 32, y + 8 * g);
-}
-
-/* ==== the integer (act_quant) driver ==================================================== */
-
-typedef struct {
-    int isa;          /* quantizer */
-    kern_r8_gemm_fn gemm;
-    float *y;
-    const float *x;
-    const uint8_t *w;
-    kern_block_q8x4 *a; /* n_quads quads of nb blocks */
-    int n_out, n_in, n_tok, nb, bb;
-} r8_job;
-
-/* quads [q0, q1): quantize the tokens to Q8_0 (8 blocks at a time) and interleave */
-static void r8_quant_quads(const r8_job *j, long q0, long q1) {
-    const kern_quant_fn quant = j->isa == KERN_ISA_AVX2 ? kern_avx2_quantize_q8_0 : kern_sc_quantize_q8_0;
-    for (long q = q0; q < q1; q++) {
-        kern_block_q8x4 *out = j->a + (size_t)q * j->nb;
-        for (int b0 = 0; b0 < j->nb; b0 += 8) {
-            const int bc = j->nb - b0 < 8 ? j->nb - b0 : 8;
-            kern_block_q8_0 tmp[4][8];
-            const void *rows[4];
-            for (int k = 0; k < 4; k++) {
-                const long t = 4 * q + k;
-                rows[k] = t < j->n_tok ? tmp[k] : NULL;
-                if (rows[k]) quant(j->x + (size_t)t * j->n_in + (size_t)b0 * 32, tmp[k], bc * 32);
-            }
-            kern_q8x4_pack(CF_Q8_0, rows, bc * 32, out + b0);
-        }
-    }
-}
-
-static void r8_quant_worker(void *arg, int ith, int nth) {
-    const r8_job *j = arg;
-    const long nq = (j->n_tok + 3) / 4;
-    r8_quant_quads(j, nq * ith / nth, nq * (ith + 1) / nth);
-}
-
-static void r8_mm_worker(void *arg, int ith, int nth) {
-    const r8_job *j = arg;
-    const long ng = j->n_out / 8;
-    const long g0 = ng * ith / nth, g1 = ng * (ith + 1) / nth;
-    const size_t grp = (size_t)j->nb * j->bb;
-    const size_t quad = (size_t)j->nb * sizeof(kern_block_q8x4);
-    long gstep = (long)(R8_WBLOCK / grp);
-    if (gstep < 1) gstep = 1;
-    int tstep = (int)(R8_ABLOCK / quad) * 4; /* tokens per activation block */
-    if (tstep < KERN_R8_NT) tstep = KERN_R8_NT;
-    tstep -= tstep % KERN_R8_NT;
-    for (long gb = g0; gb < g1; gb += gstep) {
-        const long ge = gb + gstep < g1 ? gb + gstep : g1;
-        for (int tb = 0; tb < j->n_tok; tb += tstep) {
-            const int te = tb + tstep < j->n_tok ? tb + tstep : j->n_tok;
-            for (long g = gb; g < ge; g++)
-                for (int t = tb; t < te; t += KERN_R8_NT) {
-                    const int nt = te - t < KERN_R8_NT ? te - t : KERN_R8_NT;
-                    j->gemm(j->w + (size_t)g * grp, j->a + (size_t)(t / 4) * j->nb, (size_t)j->nb, j->nb,
-                            nt, j->y + (size_t)t * j->n_out + 8 * g, (size_t)j->n_out);
-                }
-        }
-    }
-}
-
-static void r8_run(cf_env *E, long work, void (*fn)(void *, int, int), void *arg) {
-    if (work < R8_PAR_MIN_WORK) fn(arg, 0, 1);
-    else pool_run((pool *)E->pool, fn, arg);
-}
-
-static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
-
-static void r8_q8_matmul(int impl, cf_env *E, float *y, const float *x, const void *w, int type,
-                         int n_out, int n_in, int n_tok) {
-    const int nb = n_in / 32;
-    const size_t quad = (size_t)nb * sizeof(kern_block_q8x4);
-    const int n_quads = (n_tok + 3) / 4;
-    r8_job j = {impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_AVX2,
-                leaves(impl)->gemm[type == CF_Q8_0_R8], y, x, w, NULL, n_out, n_in, n_tok, nb,
-                kern_r8_block_bytes(type)};
-    /* the converted activations: thread 0's scratch after the attention/tile area */
-    size_t have = 0;
-    uint8_t *p = pool_scratch((pool *)E->pool, 0, &have);
-    const size_t off = align64(kern_scratch_bytes(E->n_ctx));
-    long fit = p && have >= off + quad ? (long)((have - off) / quad) : 0;
-#ifdef CINFER_TEST_BUILD
-    if (E->pool && fit < n_quads) {
-        fprintf(stderr, "kern: pool scratch %zu bytes < %zu needed for act_quant; call pool_reserve(pool, "
-                        "kern_scratch_bytes_act(n_ctx, n_batch, n_in_max))\n", have, off + quad * n_quads);
-        abort();
-    }
-#endif
-    _Alignas(64) uint8_t stack_buf[R8_STACK_BYTES];
-    uint8_t *buf = p ? p + off : NULL;
-    if (fit < 1) { /* no pool scratch: quads through the stack buffer (tests, tools) */
-        fit = (long)(sizeof stack_buf / quad);
-        buf = stack_buf;
-        if (fit < 1) { /* one quad does not fit (n_in > ~23k): exact f32 activations */
-            kern_matmul_f32act(j.isa, E, y, x, w, type,
-                               n_out, n_in, n_tok);
-            return;
-        }
-    }
-    const int chunk = fit >= n_quads ? n_tok : (int)fit * 4;
-    for (int t0 = 0; t0 < n_tok; t0 += chunk) {
-        const int nt = n_tok - t0 < chunk ? n_tok - t0 : chunk;
-        j.y = y + (size_t)t0 * n_out;
-        j.x = x + (size_t)t0 * n_in;
-        j.n_tok = nt;
-        j.a = (kern_block_q8x4 *)buf;
-        r8_run(E, (long)nt * n_in * 8, r8_quant_worker, &j);
-        r8_run(E, (long)n_out * n_in * nt, r8_mm_worker, &j);
-    }
-}
-
-static void fill_nan(float *y, long n) {
-    for (long i = 0; i < n; i++) y[i] = NAN;
-}
-
-void kern_r8_matmul_impl(int impl, cf_env *E, float *y, const float *x, const void *w, int type,
-                         int n_out, int n_in, int n_tok) {
-    if (!kern_type_is_r8(type) || n_out % 8 || n_in % 32 || n_out <= 0 || n_in <= 0 ||
-        !kern_r8_impl_available(impl)) {
-        fill_nan(y, (long)(n_out > 0 ? n_out : 0) * n_tok);
-        return;
-    }
-    if (E->act_quant) {
-        r8_q8_matmul(impl, E, y, x, w, type, n_out, n_in, n_tok);
-        return;
-    }
-    /* f32 activations: kern.c's driver with this file's row-group leaves (the
-     * AVX2 and VNNI impls share them) */
-    kern_matmul_f32act(impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_AVX2, E, y, x, w, type, n_out,
-                       n_in, n_tok);
-}
-
-void kern_r8_matmul(int isa, cf_env *E, float *y, const float *x, const void *w, int type, int n_out,
-                    int n_in, int n_tok) {
-    kern_r8_matmul_impl(kern_r8_impl_for_isa(isa), E, y, x, w, type, n_out, n_in, n_tok);
 }

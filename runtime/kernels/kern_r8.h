@@ -89,4 +89,7 @@ typedef struct {
 extern const kern_r8_leaves kern_r8_avx2_leaves;
 extern const kern_r8_leaves kern_r8_vnni_leaves;
 
+/* The leaves of implementation impl (KERN_R8_*; scalar for an unknown id). */
+const kern_r8_leaves *kern_r8_leaves_for(int impl);
+
 #endif
