@@ -44,7 +44,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
 CLI_OBJ  := $(BUILD)/cli/main.o
 SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_SRC:%.c=$(BUILD)/san/%.o)
 
-.PHONY: all test check demo deps deb-pkgs golden fuzz bench clean help install unicode bench-tok bench-matmul fuzz-tokjson bench-grammar
+.PHONY: all test check check-layout demo deps deb-pkgs golden fuzz bench clean help install unicode bench-tok bench-matmul fuzz-tokjson bench-grammar
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
@@ -127,6 +127,11 @@ test: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/libcinfer.a $(BUILD)/example
 	  $(BUILD)/test_runner $(T)
 
 check: test
+
+# The layers of docs/architecture.md: includes and (from the built objects)
+# calls only go down; also run by make test (tests/test_layout.c).
+check-layout: $(BUILD)/libcinfer.a $(BUILD)/cinfer
+	@python3 tools/check_layout.py --objects $(BUILD)
 
 MODEL_DEFAULT := ../shared/models/stories260K/stories260K.gguf
 demo: $(BUILD)/cinfer
@@ -285,6 +290,7 @@ help:
 	@echo "make deps       install the Debian packages (root), or print the apt-get line"
 	@echo "make test       run all tests (T=name-prefix selects tests); ends 'N passed, N failed'"
 	@echo "make demo       run the default model (\$$CINFER_MODEL overrides when shared/ is absent)"
+	@echo "make check-layout  includes and calls go down the layers (docs/architecture.md)"
 	@echo "make golden     regenerate generated/ golden sources"
 	@echo "make fuzz       build and run the libFuzzer targets (FUZZ_SECONDS=600)"
 	@echo "make bench      benchmarks (not part of make test)"

@@ -17,7 +17,7 @@
  * resident set (VmHWM) and the weight bytes one decoded token reads.
  *
  * Only the public API (include/cinfer.h) runs the model; the GGUF header is
- * read once through runtime/gguf.h for the size and parameter columns.
+ * read once through runtime/formats/gguf.h for the size and parameter columns.
  */
 #include <errno.h>
 #include <math.h>

@@ -1,6 +1,6 @@
 /*
  * quantize.c — `cinfer quantize IN.gguf OUT.gguf --type T`: re-quantize a
- * GGUF model the way llama.cpp's llama-quantize does (runtime/quant.h has
+ * GGUF model the way llama.cpp's llama-quantize does (runtime/formats/quantize.h has
  * the rules and the byte-compatibility notes).  One line per tensor on
  * stderr with -v, a summary line always.
  */

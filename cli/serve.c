@@ -1,6 +1,6 @@
 /*
  * serve.c — `cinfer serve MODEL | --model NAME=PATH...`: the OpenAI- and
- * Anthropic-compatible HTTP server of runtime/srv.h over one or more models
+ * Anthropic-compatible HTTP server of runtime/server/srv.h over one or more models
  * (each opened and given its session at start), until SIGINT or SIGTERM.
  *
  * The signals are blocked before any thread starts (so every server thread

@@ -2,7 +2,7 @@
  * fuzz_srv.c — libFuzzer target for `cinfer serve` request bodies: the first
  * byte picks the route ('0'..'4' in the seeds, fuzz/srv_seeds.txt: (chat/completions, completions, messages,
  * messages/count_tokens, responses), the rest is the body, handed to
- * srv_check_request (runtime/srv_impl.h) — the handler's own parsing and job
+ * srv_check_request (runtime/server/srv_impl.h) — the handler's own parsing and job
  * building (field validation, messages with tool calls, tools and
  * tool_choice, response_format and tool grammars, logprobs, penalties,
  * logit_bias, the chat template, tokenization) without the network.

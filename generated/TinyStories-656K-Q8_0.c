@@ -31,7 +31,7 @@
 #define CF_Q5_1 7
 #define CF_BF16 30
 /* cinfer's own repacked weight types (compute precisions; layouts in
- * runtime/kern.h): groups of 8 rows interleaved for SIMD.  Not ggml types:
+ * runtime/kernels/kern.h): groups of 8 rows interleaved for SIMD.  Not ggml types:
  * only .giw files (cinfer.* keys) store them. */
 #define CF_Q4_0_R8 100
 #define CF_Q8_0_R8 101
@@ -117,7 +117,7 @@ struct cf_env {
     int act_quant;        /* matmul activations: 0 f32 (exact: dot(dequant(W), x));
                            * 1 converted per row to the weight type's ggml
                            * vec_dot_type (Q8_0/Q8_1/Q8_K/F16/BF16) with integer
-                           * dots, like llama.cpp's CPU backend (runtime/kern_q8.h) */
+                           * dots, like llama.cpp's CPU backend (runtime/kernels/kern_q8.h) */
     float *hidden;        /* NULL, or (n_tokens, n_embd): the logits op copies its
                            * input, the final normalized hidden state, of every
                            * token here (embeddings) */

@@ -66,7 +66,7 @@ typedef enum { CINFER_JIT = 0, CINFER_AOT = 1 } cinfer_compile_mode;
  * also read by an embedding lookup (tied output), and matrices whose row
  * count is not a multiple of 8 keep their GGUF type.  Non-native precisions
  * repack at load (threads over tensors) into cinfer's own row-interleaved
- * layouts (runtime/kern.h), held in memory next to the mapping; save the
+ * layouts (runtime/kernels/kern.h), held in memory next to the mapping; save the
  * result with cinfer_model_save_giw and it maps zero-copy next time.
  * Accuracy, bytes and load times per precision: docs/precisions.md. */
 typedef enum {
@@ -139,7 +139,7 @@ void cinfer_model_repack_stats(const cinfer_model *m, int *n_tensors, size_t *n_
  * GGUF v3 container with every metadata key of the source plus
  * cinfer.precision (string), cinfer.source_fingerprint (16 hex chars) and
  * cinfer.version, and every tensor in its compiled type (repacked matmul
- * weights use cinfer type ids >= 100, runtime/gguf.h), data aligned to 64
+ * weights use cinfer type ids >= 100, runtime/formats/gguf.h), data aligned to 64
  * bytes.  cinfer_model_open maps it zero-copy, no repacking.  llama.cpp
  * refuses such files (unknown tensor types).  Written to path.tmp.PID,
  * fsync'ed and renamed: path is never a half-written file.  CINFER_EIO. */

@@ -2,7 +2,7 @@
  * pull_server.h — a fake Hugging Face Hub for the pull tests, in the test
  * process (libmicrohttpd, one thread per connection, 127.0.0.1, a free port).
  *
- * It speaks what runtime/pull.c uses, shaped like huggingface.co:
+ * It speaks what runtime/hub/pull.c uses, shaped like huggingface.co:
  *   GET /api/models/NS/NAME/tree/REV?recursive=..&expand=..[&cursor=N]
  *       [{"type":"file","oid":GIT_SHA1,"size":N,"path":P[,"lfs":{"oid":SHA256,"size":N,"pointerSize":134}]}]
  *       paginated with Link: <...>; rel="next" when a page size is set

@@ -1,5 +1,5 @@
 /*
- * test_quant.c — `cinfer quantize` (runtime/quant.c) against llama-quantize.
+ * test_quant.c — `cinfer quantize` (runtime/formats/quantize.c) against llama-quantize.
  *
  * ../shared/models/synthetic holds one F32 model and its llama-quantize
  * outputs (README there: `llama-quantize --token-embedding-type T

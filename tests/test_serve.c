@@ -1,5 +1,5 @@
 /*
- * test_serve.c — `cinfer serve` (runtime/srv.h) on an ephemeral loopback
+ * test_serve.c — `cinfer serve` (runtime/server/srv.h) on an ephemeral loopback
  * port, in-process, with the random-weight Qwen3 chat model (real tokenizer
  * and template), driven with libcurl and checked with cJSON.
  *

@@ -1,5 +1,5 @@
 /*
- * test_serve_models.c — `cinfer serve` beyond one model (runtime/srv.h):
+ * test_serve_models.c — `cinfer serve` beyond one model (runtime/server/srv.h):
  * routing on "model" across two loaded models with per-model queues,
  * /v1/models and per-model /health; prompt-prefix KV reuse across requests
  * (usage.prompt_tokens_details.cached_tokens, checked against the token

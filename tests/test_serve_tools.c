@@ -1,5 +1,5 @@
 /*
- * test_serve_tools.c — `cinfer serve` request features (runtime/srv_tools.c):
+ * test_serve_tools.c — `cinfer serve` request features (runtime/server/srv_tools.c):
  * tools and tool_choice (OpenAI and Anthropic, non-streaming and streamed),
  * input tool_use / tool_result rendered by the template, response_format,
  * logprobs (chat and legacy completions), frequency/presence penalties

@@ -102,16 +102,20 @@ def check_includes(root):
     return bad
 
 
-def nm(path, undefined):
-    args = ["nm", "-u" if undefined else "--defined-only", path]
+def nm(paths, undefined):
+    """{object: set of symbols} it defines (or, undefined=True, needs): one nm run for all."""
+    args = ["nm", "-A", "-u" if undefined else "--defined-only"] + paths
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
-    syms = set()
+    syms = {p: set() for p in paths}
     for ln in out.splitlines():
-        parts = ln.split()
-        if undefined and parts:
-            syms.add(parts[-1])
+        path, _, rest = ln.partition(":")
+        parts = rest.split()
+        if path not in syms or not parts:
+            continue
+        if undefined:
+            syms[path].add(parts[-1])
         elif len(parts) == 3 and parts[1] in "TDBRVW":
-            syms.add(parts[2])
+            syms[path].add(parts[2])
     return syms
 
 
@@ -147,16 +151,21 @@ def check_symbols(root, build):
     for top in ("runtime", "compiler", "cli"):
         for d, _, files in os.walk(os.path.join(build, top)):
             objs += [os.path.join(d, n) for n in sorted(files) if n.endswith(".o")]
+    # only objects of sources that still exist (a stale build tree keeps old ones)
+    objs = [o for o in objs if os.path.isfile(os.path.join(root, os.path.relpath(o, build)[:-2] + ".c"))]
+    if not objs:
+        return ["symbols: no object files under %s (build first)" % build]
     owner = {}  # symbol -> object
-    for o in objs:
-        for s in nm(o, False):
+    for o, syms in nm(objs, False).items():
+        for s in syms:
             owner[s] = o
+    needs = nm(objs, True)
     src = {o: os.path.relpath(o, build)[:-2] + ".c" for o in objs}
     bad = []
     local = {}  # folder -> {module: {module}}
     for o in objs:
         sf = folder_of(src[o])
-        for s in sorted(nm(o, True)):
+        for s in sorted(needs[o]):
             d = owner.get(s)
             if d is None or d == o:
                 continue

@@ -1,5 +1,5 @@
 /*
- * gen_unicode.c — build tool: writes runtime/unicode_data.c, the Unicode
+ * gen_unicode.c — build tool: writes runtime/text/unicode_data.c, the Unicode
  * tables the tokenizers need, from the Unicode Character Database files that
  * Debian's `unicode-data` package installs under /usr/share/unicode:
  *
@@ -15,7 +15,7 @@
  * so the file stays small (about 150 KB); the committed copy is what builds
  * use, and `make unicode` regenerates it:
  *
- *   gen_unicode [UCD_DIR] > runtime/unicode_data.c
+ *   gen_unicode [UCD_DIR] > runtime/text/unicode_data.c
  *
  * The output depends only on the input files (no dates), so regenerating from
  * the same UCD version gives the same bytes.
@@ -27,7 +27,7 @@
 
 #define N_CPT 0x110000
 
-/* Must match runtime/unicode.h. */
+/* Must match runtime/text/unicode.h. */
 enum {
     UNI_UNDEFINED = 0x0001,
     UNI_NUMBER = 0x0002,

@@ -206,12 +206,44 @@ void cinfer_model_close(cinfer_model *m) {
 
 /* The grammar module's token trie (gram.h); the model is otherwise read-only,
  * so the lazily built cache takes a lock. */
-const gram_vocab *api_gram_vocab(const cinfer_model *cm) {
+static const gram_vocab *api_gram_vocab(const cinfer_model *cm) {
     cinfer_model *m = (cinfer_model *)cm;
     pthread_mutex_lock(&m->gv_lock);
     if (!m->gv && gram_vocab_new(m->vocab, &m->gv)) m->gv = NULL;
     pthread_mutex_unlock(&m->gv_lock);
     return m->gv;
+}
+
+/* Compiling is the grammar module's; binding to this model's token trie is
+ * the library's, since the trie lives with the model. */
+int cinfer_grammar_from_schema(const cinfer_model *m, const char *schema, size_t len,
+                               const cinfer_grammar_options *opts, cinfer_grammar **out, char *err,
+                               size_t err_len) {
+    char e[2048];
+    if (!err) err = e, err_len = sizeof e;
+    if (!out) return CINFER_EARG;
+    *out = NULL;
+    if (!schema) {
+        snprintf(err, err_len, "schema is NULL");
+        return CINFER_EARG;
+    }
+    gram_options go = {.ws_flexible = opts && opts->whitespace == CINFER_WS_FLEXIBLE,
+                       .permissive = opts && opts->permissive,
+                       .format_annotation = opts && opts->format_annotation,
+                       .gen_limits = m != NULL};
+    gram_grammar *g;
+    int rc = gram_compile(schema, len, &go, &g, err, err_len);
+    if (rc) return rc;
+    if (m) {
+        const gram_vocab *gv = api_gram_vocab(m);
+        if (!gv || gram_bind(g, gv)) {
+            gram_free(g);
+            snprintf(err, err_len, "out of memory (token trie)");
+            return CINFER_ENOMEM;
+        }
+    }
+    *out = g;
+    return 0;
 }
 
 int cinfer_model_n_vocab(const cinfer_model *m) { return m->mod->desc->n_vocab; }

@@ -27,9 +27,9 @@ enum ggml_type {
 };
 
 /* cinfer's own repacked weight types (templates/prelude.h CF_Q4_0_R8 / CF_Q8_0_R8,
- * layouts in runtime/kern.h): ids GGUF_CINFER_TYPE_FIRST..LAST, which ggml
+ * layouts in runtime/kernels/kern.h): ids GGUF_CINFER_TYPE_FIRST..LAST, which ggml
  * does not define.  gguf_open accepts them only in a file that carries a
- * `cinfer.version` key (a .giw bundle, runtime/giw.h); anywhere else they are
+ * `cinfer.version` key (a .giw bundle, runtime/engine/giw.h); anywhere else they are
  * an unknown-type error, as in llama.cpp.  Tensors of these types need a row
  * count (ne[1]·ne[2]·ne[3]) that is a multiple of GGUF_CINFER_TYPE_ROWS: they
  * store groups of 8 rows interleaved, in exactly the bytes of the 8 plain rows

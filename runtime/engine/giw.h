@@ -10,7 +10,7 @@
  *   cinfer.precision           string, "int4" etc. (cinfer_precision_name)
  *   cinfer.source_fingerprint  string, gguf_fingerprint of the source GGUF (16 hex)
  * and every tensor of the source in its compiled type: matmul weights in
- * cinfer's repacked types (ids 100.., runtime/gguf.h, layouts runtime/kern.h)
+ * cinfer's repacked types (ids 100.., runtime/formats/gguf.h, layouts runtime/kernels/kern.h)
  * or F32, everything else byte for byte.  llama.cpp refuses these files
  * (unknown tensor types); cinfer's loader accepts the cinfer ids only in a
  * file with cinfer.version.

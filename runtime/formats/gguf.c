@@ -433,7 +433,7 @@ static int parse_alignment(reader *r) {
     return 0;
 }
 
-/* A .giw (a file with cinfer.version, runtime/giw.h) is written with
+/* A .giw (a file with cinfer.version, runtime/engine/giw.h) is written with
  * general.alignment 64 and its repacked tensors are bound zero-copy by SIMD
  * kernels, so refuse one whose data may sit at smaller alignments. */
 static int check_giw_alignment(reader *r) {

@@ -137,6 +137,7 @@ struct cinfer_grammar {
     /* bound to a vocabulary (NULL when compiled for checking only) */
     const gram_vocab *vocab;
     gram_cache *cache;
+    void (*cache_free)(gram_cache *c); /* set with cache by gram_bind: the masker owns it */
 };
 typedef struct cinfer_grammar gram_grammar;
 
@@ -191,7 +192,6 @@ int gram_compile(const char *schema, size_t len, const gram_options *opts, gram_
                  size_t err_len);
 void gram_free(gram_grammar *g);
 
-void gram_cache_free(gram_cache *c);
 /* Intern a seen-key set; returns aux id (or -1 out of memory).  Locks. */
 int32_t gram_aux_intern(gram_grammar *g, const uint64_t *words, int n_words, int32_t count);
 static inline const gram_aux *gram_aux_get(const gram_grammar *g, int32_t id) {
@@ -304,7 +304,7 @@ int gram_forced_tokens(gram_matcher *m, int32_t *ids, int cap);
 int gram_accept_token(gram_matcher *m, int32_t id);
 int gram_is_eog(const gram_vocab *gv, int32_t id);
 
-/* ---- generation glue (runtime/api.c) ------------------------------------------------------ */
+/* ---- generation glue (runtime/api/api.c) ------------------------------------------------------ */
 
 /* One constrained generation: matcher, mask buffer, confidence capture.
  * All allocation happens in gram_run_new. */
@@ -337,9 +337,5 @@ void gram_conf_clear(cinfer_confidence *c);
 void gram_conf_on_token(gram_conf_track *t, cinfer_confidence *c, const gram_grammar *g, int32_t rule,
                         int n_lead, const uint32_t *bits, const float *logits, int32_t id, const char *path);
 void gram_conf_finish(gram_conf_track *t, cinfer_confidence *c);
-
-/* The model's token trie (runtime/api.c builds it on first use and keeps it
- * until cinfer_model_close).  NULL when out of memory. */
-const gram_vocab *api_gram_vocab(const cinfer_model *m);
 
 #endif

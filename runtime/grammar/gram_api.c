@@ -1,6 +1,6 @@
 /*
  * gram_api.c — the public structured-output functions of include/cinfer.h
- * (cinfer_grammar_*), and gram_run: what runtime/api.c's generation loop
+ * (cinfer_grammar_*), and gram_run: what runtime/api/api.c's generation loop
  * calls to constrain sampling (masks, forced tokens, acceptance, stopping,
  * confidence capture with the JSON path of each value).
  */
@@ -10,36 +10,6 @@
 #include <string.h>
 
 #include "gram.h"
-
-int cinfer_grammar_from_schema(const cinfer_model *m, const char *schema, size_t len,
-                               const cinfer_grammar_options *opts, cinfer_grammar **out, char *err,
-                               size_t err_len) {
-    char e[2048];
-    if (!err) err = e, err_len = sizeof e;
-    if (!out) return CINFER_EARG;
-    *out = NULL;
-    if (!schema) {
-        snprintf(err, err_len, "schema is NULL");
-        return CINFER_EARG;
-    }
-    gram_options go = {.ws_flexible = opts && opts->whitespace == CINFER_WS_FLEXIBLE,
-                       .permissive = opts && opts->permissive,
-                       .format_annotation = opts && opts->format_annotation,
-                       .gen_limits = m != NULL};
-    gram_grammar *g;
-    int rc = gram_compile(schema, len, &go, &g, err, err_len);
-    if (rc) return rc;
-    if (m) {
-        const gram_vocab *gv = api_gram_vocab(m);
-        if (!gv || gram_bind(g, gv)) {
-            gram_free(g);
-            snprintf(err, err_len, "out of memory (token trie)");
-            return CINFER_ENOMEM;
-        }
-    }
-    *out = g;
-    return 0;
-}
 
 void cinfer_grammar_free(cinfer_grammar *g) { gram_free(g); }
 

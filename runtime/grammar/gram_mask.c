@@ -242,7 +242,7 @@ struct gram_cache {
     size_t bytes;               /* memory held by entries */
 };
 
-void gram_cache_free(gram_cache *c) {
+static void cache_free(gram_cache *c) {
     if (!c) return;
     for (size_t i = 0; i < c->cap; i++)
         if (c->v[i]) {
@@ -339,6 +339,7 @@ int gram_bind(gram_grammar *g, const gram_vocab *gv) {
     c->n_words = (gv->n_vocab + 31) / 32;
     g->vocab = gv;
     g->cache = c;
+    g->cache_free = cache_free;
     return 0;
 }
 

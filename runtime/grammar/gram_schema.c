@@ -2974,7 +2974,7 @@ void gram_free(gram_grammar *g) {
     for (int i = 0; i < g->n_aux; i++) free(g->aux_dir[i / GRAM_AUX_CHUNK][i % GRAM_AUX_CHUNK]);
     for (int c = 0; c < GRAM_AUX_CHUNKS && g->aux_dir[c]; c++) free(g->aux_dir[c]);
     free(g->aux_hash);
-    gram_cache_free(g->cache);
+    if (g->cache) g->cache_free(g->cache);
     pthread_mutex_destroy(&g->lock);
     free(g);
 }

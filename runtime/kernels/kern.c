@@ -1,7 +1,8 @@
 /*
- * kern.c — the kernels behind cf_kernels: the per-type table, the scalar
- * reference leaves, and the drivers (threading, tiling, scratch) shared by
- * every ISA.
+ * kern.c — the per-type table and the f32-activation drivers (threading,
+ * tiling, scratch) shared by every ISA.  The scalar reference leaves are
+ * kern_scalar.c, the CPU probes kern_cpu.c, and the cf_kernels tables that
+ * bind these drivers (and the q8/r8 paths) per ISA kern_table.c.
  *
  * Split of work.  An ISA supplies leaves: per weight type a dequant_row and a
  * dot_row (kern_type_ops), plus a few f32 row primitives (kern_isa_ops:

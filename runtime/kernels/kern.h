@@ -179,7 +179,7 @@ size_t kern_repack_bytes(int dst_type, int n_rows, int n_cols);
  * as dst_type.  Q4_0->Q4_0_R8 and Q8_0->Q8_0_R8 (and R8 -> the same R8 type)
  * are byte shuffles (lossless); other sources are dequantized to f32 and
  * quantized with ggml's reference quantizer (quantize_row_q4_0_ref /
- * q8_0_ref rounding, runtime/quant.c).  0, or -1 with a one-line message in
+ * q8_0_ref rounding, runtime/kernels/quant.c).  0, or -1 with a one-line message in
  * err when the type pair or shape is unsupported or memory runs out. */
 int kern_repack(int dst_type, int src_type, const void *src, int n_rows, int n_cols, void *dst,
                 char *err, size_t err_len);

@@ -807,18 +807,6 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int api, unsigned st
 
 /* ---- request parsing -------------------------------------------------------------------- */
 
-int srv_bad(bad_req *b, unsigned status, const char *param, const char *fmt, ...) {
-    b->status = status;
-    snprintf(b->param, sizeof b->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->msg, sizeof b->msg, fmt, ap);
-    va_end(ap);
-    srvx_clean_msg(b->msg); /* request text quoted in it: one line of valid UTF-8 */
-    srvx_clean_msg(b->param);
-    return -1;
-}
-
 /* Deepest bracket nesting of JSON text p (n bytes), strings skipped. */
 static int json_depth(const char *p, size_t n) {
     int d = 0, max = 0, in_str = 0;

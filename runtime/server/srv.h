@@ -11,7 +11,7 @@
  *   POST /v1/responses                OpenAI Responses, basic form (input, instructions,
  *                                     max_output_tokens, temperature, top_p, stream events)
  *
- * Request features (runtime/srv_tools.c): tools and tool_choice on chat and
+ * Request features (runtime/server/srv_tools.c): tools and tool_choice on chat and
  * messages (Hermes/Qwen <tool_call> templates; forced calls and arguments
  * are grammar-constrained to the tool's JSON Schema), input tool calls and
  * results, response_format (json_object, json_schema), logprobs with
@@ -29,8 +29,8 @@
  * route on their "model" field (absent: the first model; unknown: 404
  * naming it).  Every model and session is allocated at start.  Also:
  *
- *   GET  /                            the web UI (runtime/webui/index.html, embedded)
- *   POST /v1/embeddings               OpenAI embeddings (runtime/srv_embed.h)  Bad requests get the API's own error
+ *   GET  /                            the web UI (runtime/server/webui/index.html, embedded)
+ *   POST /v1/embeddings               OpenAI embeddings (runtime/server/srv_embed.h)  Bad requests get the API's own error
  * shape and a 4xx code naming the field.  A streaming client that goes away
  * stops its generation at the next token.
  */

@@ -1,5 +1,5 @@
 /*
- * srv_embed.h — POST /v1/embeddings for `cinfer serve` (runtime/srv.c):
+ * srv_embed.h — POST /v1/embeddings for `cinfer serve` (runtime/server/srv.c):
  * parse the OpenAI request, compute on the model's worker thread, answer in
  * the OpenAI shape.  Internal to the server.
  *

@@ -1,6 +1,6 @@
 /*
- * srv_impl.h — internals shared by the server's files (runtime/srv.c and
- * runtime/srv_tools.c etc.); not installed.  srv.h is the public face.
+ * srv_impl.h — internals shared by the server's files (runtime/server/srv.c and
+ * runtime/server/srv_tools.c etc.); not installed.  srv.h is the public face.
  *
  * srv_tools.c adds the request features on top of plain chat:
  *   - tools / tool_choice (OpenAI and Anthropic) and their output parsing,

@@ -37,7 +37,7 @@
  * Penalties.  OpenAI's formula (platform.openai.com/docs/advanced-usage,
  * "frequency and presence penalties"): logit[t] -= c[t] * frequency_penalty
  * + (c[t] > 0) * presence_penalty, c[t] = times t was generated so far in
- * this response (runtime/samp.h samp_penalize_counts).
+ * this response (runtime/engine/samp.h samp_penalize_counts).
  */
 #include "srv_impl.h"
 
@@ -65,6 +65,18 @@ void srvx_clean_msg(char *s) {
         if (c < 0x20 || c == 0x7f) *p = ' ';
         p += l;
     }
+}
+
+int srv_bad(bad_req *b, unsigned status, const char *param, const char *fmt, ...) {
+    b->status = status;
+    snprintf(b->param, sizeof b->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->msg, sizeof b->msg, fmt, ap);
+    va_end(ap);
+    srvx_clean_msg(b->msg); /* request text quoted in it: one line of valid UTF-8 */
+    srvx_clean_msg(b->param);
+    return -1;
 }
 
 static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }

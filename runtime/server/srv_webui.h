@@ -1,6 +1,6 @@
 /*
  * srv_webui.h — the web UI page `cinfer serve` answers at GET /: one static
- * HTML file (runtime/webui/index.html: HTML, CSS and vanilla JS, no external
+ * HTML file (runtime/server/webui/index.html: HTML, CSS and vanilla JS, no external
  * resources) embedded in the binary by tools/embed.c.  Internal to the server.
  */
 #ifndef CINFER_SRV_WEBUI_H

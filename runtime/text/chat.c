@@ -1,6 +1,6 @@
 /*
  * chat.c — chat templates: family detection and the render entry points over
- * the Jinja interpreter (runtime/jinja.c).  See chat.h.
+ * the Jinja interpreter (runtime/text/jinja.c).  See chat.h.
  */
 #include "chat.h"
 

@@ -4,7 +4,7 @@
  * tool calls and reasoning are written, for the parsers that read them back).
  *
  * Rendering runs the template's own Jinja source (tokenizer.chat_template)
- * through runtime/jinja.h, which reproduces transformers' apply_chat_template
+ * through runtime/text/jinja.h, which reproduces transformers' apply_chat_template
  * byte for byte.  The context is a JSON object of template variables, exactly
  * the keyword arguments transformers passes to render():
  *

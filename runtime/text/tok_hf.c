@@ -370,7 +370,9 @@ static int build(const cJSON *root, const cJSON *cfg, tok_vocab *v, char *err, s
             return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer_config.json: add_bos_token/add_eos_token/"
                                                    "clean_up_tokenization_spaces are not booleans");
     }
-    return tok_vocab_finish(v, NULL, 0, err, err_len);
+    rc = tok_vocab_finish(v, NULL, 0, err, err_len);
+    if (!rc && v->type == TOK_TYPE_BPE) tok_bpe_finish(v);
+    return rc;
 }
 
 int tok_load_hf_json_mem(const char *json, size_t len, const char *config, size_t config_len, tok_vocab **out,
