@@ -44,7 +44,8 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
 CLI_OBJ  := $(BUILD)/cli/main.o
 SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_SRC:%.c=$(BUILD)/san/%.o)
 
-.PHONY: all test check check-layout demo deps deb-pkgs golden fuzz bench clean help install unicode bench-tok bench-matmul fuzz-tokjson bench-grammar
+.PHONY: all test check check-layout demo deps deb-pkgs golden fuzz bench clean help install unicode bench-tok bench-matmul \
+        fuzz-tokjson bench-grammar arch-models arch-models-quant arch-refs
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
@@ -122,7 +123,7 @@ install: all
 	  cinfer.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cinfer.pc
 
 # ---- targets ---------------------------------------------------------------
-test: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/libcinfer.a $(BUILD)/examples/embed
+test: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/libcinfer.a $(BUILD)/examples/embed $(BUILD)/tools/archgen
 	@CINFER_BIN=$(BUILD)/cinfer CINFER_BUILD=$(BUILD) ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(BUILD)/test_runner $(T)
 
@@ -148,6 +149,37 @@ golden: $(BUILD)/cinfer
 	@for g in $(GOLDEN); do n=$${g%%=*}; m=$${g#*=}; \
 	  if [ -f "$$m" ]; then $(BUILD)/cinfer compile "$$m" --emit-c generated/$$n.c && echo "  GOLDEN  generated/$$n.c"; \
 	  else echo "  skip $$n: $$m absent"; fi; done
+
+# ---- architecture test models ---------------------------------------------------
+# tools/archgen.c writes one small random-weight F32 GGUF per model family
+# (every family llama.cpp's loader is checked on: `build/tools/archgen --list`)
+# to $(BUILD)/arch-models/<name>.gguf, bit-for-bit the files whose llama.cpp
+# references are committed in tests/data/arch/ (README there).  Not committed:
+# tests and `make arch-models` regenerate them.  -ffp-contract=off: no fused
+# multiply-adds (the weights are rounded once, identically everywhere).
+ARCH_VOCAB := $(SHARED)/models/stories260K/stories260K.gguf
+$(BUILD)/tools/archgen: tools/archgen.c
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $@")
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -ffp-contract=off -o $@ $< -lm
+$(BUILD)/arch-models/.stamp: $(BUILD)/tools/archgen
+	@[ -f "$(ARCH_VOCAB)" ] || { echo "make arch-models: needs the vocabulary $(ARCH_VOCAB) (../shared)"; exit 1; }
+	$(if $(Q),@echo "  ARCHGEN $(BUILD)/arch-models")
+	$(Q)$(BUILD)/tools/archgen -o $(BUILD)/arch-models --vocab-from $(ARCH_VOCAB) >/dev/null
+	@touch $@
+arch-models: $(BUILD)/arch-models/.stamp
+# Q8_0 and Q4_0 variants (the quantized references' files), made by cinfer quantize:
+# $(BUILD)/arch-models/q8_0/<name>.gguf and q4_0/<name>.gguf
+arch-models-quant: $(BUILD)/arch-models/.stamp $(BUILD)/cinfer
+	@for t in q8_0 q4_0; do mkdir -p $(BUILD)/arch-models/$$t; \
+	  for f in $(BUILD)/arch-models/*.gguf; do n=$$(basename $$f); \
+	    $(BUILD)/cinfer quantize $$f $(BUILD)/arch-models/$$t/$$n --type $$t >/dev/null 2>&1 || \
+	      { echo "cinfer quantize $$f --type $$t failed"; exit 1; }; done; done
+	@echo "  QUANT   $(BUILD)/arch-models/q8_0 $(BUILD)/arch-models/q4_0"
+# Regenerate tests/data/arch from llama.cpp (tools/arch-refs.sh; needs the peer
+# build, see tests/data/arch/README.md).  ARCH_REFS="name ..." limits it to some families.
+arch-refs: $(BUILD)/tools/archgen $(BUILD)/cinfer
+	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/arch-refs.sh $(ARCH_REFS)
 
 # ---- bench -------------------------------------------------------------------
 # Benchmarks, never part of `make test` (tools/bench.sh says what it does):
@@ -294,6 +326,9 @@ help:
 	@echo "make golden     regenerate generated/ golden sources"
 	@echo "make fuzz       build and run the libFuzzer targets (FUZZ_SECONDS=600)"
 	@echo "make bench      benchmarks (not part of make test)"
+	@echo "make arch-models  one random-weight test model per family into build/arch-models (tools/archgen.c)"
+	@echo "make arch-models-quant  their Q8_0/Q4_0 variants (cinfer quantize) into build/arch-models/{q8_0,q4_0}"
+	@echo "make arch-refs  regenerate tests/data/arch from llama.cpp (ARCH_REFS=\"name ...\"; tools/arch-refs.sh)"
 	@echo "make serve-deps npm ci the serve tests' packages into tests/serve/node_modules"
 	@echo "make loadtest   serve load test: 200 requests, 8 clients (LOAD_ARGS=...)"
 	@echo "make bench-tok  tokenizer throughput on 1 MiB of mixed text"
