@@ -30,6 +30,7 @@
 #define SRV_IDLE_TIMEOUT_S 10
 #include "srv_impl.h"
 #include "srv_embed.h"
+#include "srv_reason.h"
 #include "srv_webui.h"
 
 #include <arpa/inet.h>
@@ -130,7 +131,17 @@ typedef struct srv_job {
     srv_embed *embed;     /* POST /v1/embeddings: the worker embeds instead of generating */
     char *echo_text;      /* /v1/completions with echo: the prompt's text, put before the completion */
     int count_only;       /* count_tokens: tokenized only, never generated (no n_ctx limit) */
-    int msg_text_forced;  /* Anthropic stream: a text block was opened at the end (a cut-off call's text) */
+    /* reasoning (srv_reason.h): chat-like requests split <think> text from the answer */
+    int reason_on;        /* split at all */
+    int reason_out;       /* reasoning goes to the client (OpenAI reasoning_content, Anthropic
+                           * thinking blocks when asked); else it is dropped */
+    srv_reason rs;
+    sbuf reasoning;       /* the reasoning text */
+    int n_reason_tokens;  /* generated while inside the reasoning block */
+    /* Anthropic stream: content blocks open lazily (thinking, then text) */
+    int msg_open;         /* kind of the open block: -1 none, SRV_TEXT_CONTENT, SRV_TEXT_REASONING */
+    int msg_index;        /* its index */
+    int msg_next;         /* the index the next block gets */
 } srv_job;
 
 struct srv {
@@ -179,6 +190,7 @@ static void job_unref_locked(srv_job *j) {
     free(j->ids);
     free(j->out.p);
     free(j->text.p);
+    free(j->reasoning.p);
     srv_embed_free(j->embed);
     srvx_free(j->x);
     cJSON_Delete(j->echo);
@@ -348,6 +360,62 @@ static cJSON *resp_object(srv *s, srv_job *j, int final) {
     return o;
 }
 
+/* Anthropic stream: make the open content block one of kind (closing another
+ * one first).  A thinking block carries an empty signature: the reasoning of
+ * a local model is not signed. */
+static void msg_block(srv_job *j, int kind) {
+    if (j->msg_open == kind) return;
+    cJSON *e;
+    if (j->msg_open >= 0) {
+        e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "type", "content_block_stop");
+        cJSON_AddNumberToObject(e, "index", j->msg_index);
+        emit_event(&j->out, "content_block_stop", e);
+    }
+    j->msg_open = kind;
+    if (kind < 0) return;
+    j->msg_index = j->msg_next++;
+    e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "type", "content_block_start");
+    cJSON_AddNumberToObject(e, "index", j->msg_index);
+    cJSON *cb = cJSON_AddObjectToObject(e, "content_block");
+    if (kind == SRV_TEXT_REASONING) {
+        cJSON_AddStringToObject(cb, "type", "thinking");
+        cJSON_AddStringToObject(cb, "thinking", "");
+        cJSON_AddStringToObject(cb, "signature", "");
+    } else {
+        cJSON_AddStringToObject(cb, "type", "text");
+        cJSON_AddStringToObject(cb, "text", "");
+    }
+    emit_event(&j->out, "content_block_start", e);
+}
+
+/* A streamed piece of reasoning text (only when j->reason_out). */
+static void emit_reason_delta(srv *s, srv_job *j, const char *piece, size_t len) {
+    sbuf *b = &j->out;
+    char num[32];
+    if (j->api == API_CHAT) {
+        sb_str(b, "data: {\"id\":\"");
+        sb_str(b, j->id);
+        sb_str(b, "\",\"object\":\"chat.completion.chunk\",\"created\":");
+        snprintf(num, sizeof num, "%ld", j->created);
+        sb_str(b, num);
+        sb_str(b, ",\"model\":");
+        sb_json(b, s->name, strlen(s->name));
+        sb_str(b, ",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":");
+        sb_json(b, piece, len);
+        sb_str(b, "},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+    } else if (j->api == API_MSG) {
+        msg_block(j, SRV_TEXT_REASONING);
+        snprintf(num, sizeof num, "%d", j->msg_index);
+        sb_str(b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":");
+        sb_str(b, num);
+        sb_str(b, ",\"delta\":{\"type\":\"thinking_delta\",\"thinking\":");
+        sb_json(b, piece, len);
+        sb_str(b, "}}\n\n");
+    }
+}
+
 static void emit_delta(srv *s, srv_job *j, const char *piece, size_t len) {
     sbuf *b = &j->out;
     char num[32];
@@ -373,8 +441,11 @@ static void emit_delta(srv *s, srv_job *j, const char *piece, size_t len) {
         break;
     }
     case API_MSG:
-        sb_str(b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
-                  "\"delta\":{\"type\":\"text_delta\",\"text\":");
+        msg_block(j, SRV_TEXT_CONTENT);
+        snprintf(num, sizeof num, "%d", j->msg_index);
+        sb_str(b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":");
+        sb_str(b, num);
+        sb_str(b, ",\"delta\":{\"type\":\"text_delta\",\"text\":");
         sb_json(b, piece, len);
         sb_str(b, "}}\n\n");
         break;
@@ -407,6 +478,8 @@ static cJSON *oai_usage(const srv_job *j) {
     cJSON_AddNumberToObject(u, "total_tokens", j->res.n_prompt + j->res.n_generated);
     /* prompt tokens whose KV cache was reused from the previous request */
     cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", j->res.n_reused);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "completion_tokens_details"), "reasoning_tokens",
+                            j->n_reason_tokens);
     return u;
 }
 
@@ -442,15 +515,8 @@ static void emit_head(srv *s, srv_job *j) {
         cJSON_AddNumberToObject(u, "input_tokens", (double)prompt_tokens(j));
         cJSON_AddNumberToObject(u, "output_tokens", 0);
         emit_event(&j->out, "message_start", e);
-        if (msg_text_block(j)) {
-            e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "type", "content_block_start");
-            cJSON_AddNumberToObject(e, "index", 0);
-            cJSON *cb = cJSON_AddObjectToObject(e, "content_block");
-            cJSON_AddStringToObject(cb, "type", "text");
-            cJSON_AddStringToObject(cb, "text", "");
-            emit_event(&j->out, "content_block_start", e);
-        }
+        /* as Anthropic: the text block opens at once, unless thinking may come first */
+        if (msg_text_block(j) && !j->reason_out) msg_block(j, SRV_TEXT_CONTENT);
         e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "type", "ping");
         emit_event(&j->out, "ping", e);
@@ -550,44 +616,19 @@ static void emit_tail(srv *s, srv_job *j) {
         emit_event(b, last, e);
         return;
     }
-    /* a call that began but did not complete (max_tokens): its text is sent
-     * as content, as the non-streamed reply shows it (final_body) */
-    srvx *x = j->x;
-    if (x && x->call_broken && x->call && x->call_len && (j->api == API_CHAT || j->api == API_MSG)) {
-        int opened = j->api == API_MSG && !msg_text_block(j);
-        if (opened) {
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "type", "content_block_start");
-            cJSON_AddNumberToObject(e, "index", 0);
-            cJSON *cb = cJSON_AddObjectToObject(e, "content_block");
-            cJSON_AddStringToObject(cb, "type", "text");
-            cJSON_AddStringToObject(cb, "text", "");
-            emit_event(b, "content_block_start", e);
-        }
-        size_t n = x->call_len + 16;
-        char *t = malloc(n);
-        if (t) {
-            snprintf(t, n, "<tool_call>\n%s", x->call);
-            emit_delta(s, j, t, strlen(t));
-            free(t);
-        }
-        if (opened) j->msg_text_forced = 1;
-    }
+    /* a call cut by max_tokens is the last of the calls (salvage_call): never text */
     if (j->api == API_MSG) {
-        int text = msg_text_block(j) || j->msg_text_forced;
+        /* a reply with no text and no call still has its (empty) text block */
+        if (j->msg_next == 0 && !n_calls(j) && msg_text_block(j)) msg_block(j, SRV_TEXT_CONTENT);
+        msg_block(j, -1);
         cJSON *e;
-        if (text) {
-            e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "type", "content_block_stop");
-            cJSON_AddNumberToObject(e, "index", 0);
-            emit_event(b, "content_block_stop", e);
-        }
         for (int i = 0; i < n_calls(j); i++) {
             char id[96];
+            int index = j->msg_next++;
             srvx_call_id(j->x, j->id, i, id, sizeof id);
             e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "type", "content_block_start");
-            cJSON_AddNumberToObject(e, "index", text + i);
+            cJSON_AddNumberToObject(e, "index", index);
             cJSON *cb = cJSON_AddObjectToObject(e, "content_block");
             cJSON_AddStringToObject(cb, "type", "tool_use");
             cJSON_AddStringToObject(cb, "id", id);
@@ -596,14 +637,14 @@ static void emit_tail(srv *s, srv_job *j) {
             emit_event(b, "content_block_start", e);
             e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "type", "content_block_delta");
-            cJSON_AddNumberToObject(e, "index", text + i);
+            cJSON_AddNumberToObject(e, "index", index);
             cJSON *d = cJSON_AddObjectToObject(e, "delta");
             cJSON_AddStringToObject(d, "type", "input_json_delta");
             cJSON_AddStringToObject(d, "partial_json", j->x->calls[i].arguments);
             emit_event(b, "content_block_delta", e);
             e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "type", "content_block_stop");
-            cJSON_AddNumberToObject(e, "index", text + i);
+            cJSON_AddNumberToObject(e, "index", index);
             emit_event(b, "content_block_stop", e);
         }
         e = cJSON_CreateObject();
@@ -640,19 +681,31 @@ static void emit_tail(srv *s, srv_job *j) {
 
 /* ---- the decode worker ------------------------------------------------------------------ */
 
+/* A decided piece of the reply (srv_reason_out): the answer, or reasoning. s->mu held. */
+static void route_text(void *user, int kind, const char *t, size_t n) {
+    srv_job *j = user;
+    if (kind == SRV_TEXT_REASONING) {
+        if (!j->reason_out) return;
+        sb_put(&j->reasoning, t, n);
+        if (j->stream) emit_reason_delta(j->s, j, t, n);
+    } else {
+        sb_put(&j->text, t, n);
+        if (j->stream) emit_delta(j->s, j, t, n);
+    }
+}
+
 static int on_token(const char *piece, size_t len, int32_t token, void *user) {
     srv_job *j = user;
     srv *s = j->s;
     pthread_mutex_lock(&s->mu);
     int stop = j->cancelled || s->stopping, xstop = 0;
     if (!stop && j->x) xstop = srvx_on_token(j->x, &piece, &len, token);
+    if (!stop && j->reason_on && token >= 0 && srv_reason_in_reasoning(&j->rs)) j->n_reason_tokens++;
     if (!stop && len) {
-        sb_put(&j->text, piece, len);
-        if (j->stream) {
-            emit_delta(s, j, piece, len);
-            pthread_cond_broadcast(&s->cv);
-        }
-        stop = j->out.oom || j->text.oom;
+        if (j->reason_on) srv_reason_feed(&j->rs, piece, len, route_text, j);
+        else route_text(j, SRV_TEXT_CONTENT, piece, len);
+        if (j->stream) pthread_cond_broadcast(&s->cv);
+        stop = j->out.oom || j->text.oom || j->reasoning.oom;
     }
     pthread_mutex_unlock(&s->mu);
     return stop || xstop;
@@ -711,6 +764,7 @@ static void *worker_main(void *arg) {
             s->busy = 0;
             j->res = res;
             j->gen_rc = rc;
+            if (!rc && j->reason_on) srv_reason_flush(&j->rs, route_text, j);
             if (!rc) j->stop_hit = matched_stop(s, j);
             if (rc) snprintf(j->err, sizeof j->err, "generation failed: %.230s", err);
             count_job(s, j, rc);
@@ -945,14 +999,23 @@ static int parse_sampling(srv *s, srv_job *j, cJSON *r, bad_req *b) {
     j->go.top_k = 40;
     j->go.top_p = 0.95f;
     j->go.min_p = 0.05f;
-    if ((rc = get_num(r, "temperature", 0, 2, 0, &d, b)) < 0) return -1;
+    /* Any finite temperature >= 0 (OpenAI documents 0..2, Anthropic 0..1; the
+     * sampler takes more: near uniform over what top-k/p keep), top_k <= 0
+     * and -1 (llama.cpp, vLLM) mean no truncation, top_p 0 is accepted (the
+     * sampler decides what it means). */
+    if ((rc = get_num(r, "temperature", 0, 1e30, 0, &d, b)) < 0) return -1;
     if (rc) j->go.temperature = (float)d;
     if ((rc = get_num(r, "top_p", 0, 1, 0, &d, b)) < 0) return -1;
     if (rc) j->go.top_p = (float)d;
-    if ((rc = get_num(r, "top_k", 0, 1e9, 1, &d, b)) < 0) return -1;
-    if (rc) j->go.top_k = (int)d;
+    if ((rc = get_num(r, "top_k", -1e9, 1e9, 1, &d, b)) < 0) return -1;
+    if (rc) j->go.top_k = d > 0 ? (int)d : 0;
     if ((rc = get_num(r, "min_p", 0, 1, 0, &d, b)) < 0) return -1;
     if (rc) j->go.min_p = (float)d;
+    /* llama.cpp's server extensions, also what Ollama's options map to */
+    if ((rc = get_num(r, "repeat_penalty", 0, 100, 0, &d, b)) < 0) return -1;
+    if (rc) j->go.repeat_penalty = (float)d;
+    if ((rc = get_num(r, "repeat_last_n", 1, 1 << 20, 1, &d, b)) < 0) return -1;
+    if (rc) j->go.repeat_last_n = (int)d;
     if ((rc = get_num(r, "seed", -9.2e18, 9.2e18, 1, &d, b)) < 0) return -1;
     j->go.seed = rc ? (uint64_t)(int64_t)d : (uint64_t)time(NULL) * 6364136223846793005ull + s->n_req;
     j->go.parse_special = 1;
@@ -1061,6 +1124,49 @@ static int parse_compl_prompt(srv *s, srv_job *j, cJSON *r, bad_req *b) {
     return 0;
 }
 
+/* The template variables of a chat-like request (JSON object text into
+ * *vars, or NULL) and whether its reasoning goes to the client:
+ *   chat_template_kwargs  (OpenAI chat and responses, as vLLM and llama.cpp;
+ *                         accepted on messages too) an object of variables,
+ *                         e.g. {"enable_thinking": false} for Qwen3;
+ *   thinking              (Anthropic) {"type":"enabled","budget_tokens":N} turns
+ *                         on thinking blocks and sets enable_thinking true,
+ *                         {"type":"disabled"} or absent sets it false (so a
+ *                         hybrid model answers directly); an explicit
+ *                         chat_template_kwargs.enable_thinking wins.
+ * OpenAI chat returns reasoning as message.reasoning_content; responses drop
+ * it from the output text. */
+static int template_vars(int api, cJSON *r, char **vars, int *reason_out, bad_req *b) {
+    *vars = NULL;
+    *reason_out = api == API_CHAT;
+    cJSON *kw = cJSON_GetObjectItemCaseSensitive(r, "chat_template_kwargs");
+    if (kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw))
+        return srv_bad(b, 400, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    cJSON *v = cJSON_IsObject(kw) ? cJSON_Duplicate(kw, 1) : cJSON_CreateObject();
+    if (!v) return srv_bad(b, 500, NULL, "out of memory");
+    if (api == API_MSG) {
+        cJSON *th = cJSON_GetObjectItemCaseSensitive(r, "thinking"), *ty = cJSON_GetObjectItemCaseSensitive(th, "type");
+        int on = 0;
+        if (th && !cJSON_IsNull(th)) {
+            if (!cJSON_IsObject(th) || !cJSON_IsString(ty) ||
+                (strcmp(ty->valuestring, "enabled") && strcmp(ty->valuestring, "disabled"))) {
+                cJSON_Delete(v);
+                return srv_bad(b, 400, "thinking", "'thinking' must be {\"type\":\"enabled\",\"budget_tokens\":N} or "
+                                                 "{\"type\":\"disabled\"}");
+            }
+            on = !strcmp(ty->valuestring, "enabled");
+        }
+        *reason_out = on;
+        if (!cJSON_GetObjectItemCaseSensitive(v, "enable_thinking")) cJSON_AddBoolToObject(v, "enable_thinking", on);
+    }
+    if (v->child && !(*vars = cJSON_PrintUnformatted(v))) {
+        cJSON_Delete(v);
+        return srv_bad(b, 500, NULL, "out of memory");
+    }
+    cJSON_Delete(v);
+    return 0;
+}
+
 /* Parse a generation request body into a new job (refs 1); NULL with b set. */
 static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only) {
     srv_job *j = calloc(1, sizeof *j);
@@ -1072,7 +1178,8 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
     j->refs = 1;
     j->api = api;
     j->count_only = count_only;
-    char *prompt = NULL;
+    j->msg_open = -1;
+    char *prompt = NULL, *vars = NULL;
     int ok = 0;
     if (!cJSON_IsObject(r)) {
         srv_bad(b, 400, NULL, "the request body must be a JSON object");
@@ -1091,12 +1198,13 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
         if (parse_compl_prompt(s, j, r, b)) goto out;
     } else {
         /* the conversation (and tools) in the template's shape (srv_tools.c) */
+        if (template_vars(api, r, &vars, &j->reason_out, b)) goto out;
         cJSON *ma = srvx_messages(api, r, b);
         if (!ma) goto out;
         char *mj = cJSON_PrintUnformatted(ma), err[256] = "out of memory";
         cJSON_Delete(ma);
         const char *tj = j->x ? j->x->tools_json : NULL;
-        int rc = mj ? cinfer_chat_prompt_json(s->m, mj, tj, 1, &prompt, err, sizeof err) : CINFER_ENOMEM;
+        int rc = mj ? cinfer_chat_prompt_vars(s->m, mj, tj, vars, 1, &prompt, err, sizeof err) : CINFER_ENOMEM;
         const char *param = api == API_RESP ? "input" : "messages";
         if (rc && rc != CINFER_ENOMEM && tj) { /* the conversation alone renders: the tools are the problem */
             char *p2 = NULL, e2[64];
@@ -1112,6 +1220,8 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
             goto out;
         }
         if (tokenize_prompt(s, j, prompt, 1, b)) goto out;
+        j->reason_on = 1;
+        srv_reason_init(&j->rs, srv_reason_prompt_opens(prompt));
     }
     if (count_only) {
         ok = 1;
@@ -1148,6 +1258,10 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
         goto out;
     }
     j->stream = cJSON_IsTrue(st);
+    /* max_tokens above what the context leaves is clamped to it (generation
+     * would stop there anyway); the finish reason is "length" either way */
+    size_t room = (size_t)s->n_ctx > prompt_tokens(j) ? (size_t)s->n_ctx - prompt_tokens(j) : 1;
+    if ((size_t)j->go.max_tokens > room) j->go.max_tokens = (int)room;
     cJSON *so = cJSON_GetObjectItemCaseSensitive(r, "stream_options");
     if (so && !cJSON_IsNull(so)) {
         cJSON *iu = cJSON_GetObjectItemCaseSensitive(so, "include_usage");
@@ -1160,6 +1274,7 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
     ok = 1;
 out:
     cinfer_free(prompt);
+    free(vars);
     if (!ok) {
         job_unref(j);
         return NULL;
@@ -1173,20 +1288,22 @@ static cJSON *final_body(srv *s, srv_job *j) {
     if (j->api == API_RESP) return resp_object(s, j, 1);
     cJSON *o = cJSON_CreateObject();
     const char *text = j->text.p ? j->text.p : "";
+    const char *reasoning = j->reasoning.p && j->reasoning.len ? j->reasoning.p : NULL;
     srvx *x = j->x;
-    /* a call that began but did not complete (max_tokens): its text stays visible */
-    char *full = NULL;
-    if (x && x->call_broken && x->call && x->call_len) {
-        size_t n = strlen(text) + x->call_len + 16;
-        if ((full = malloc(n))) snprintf(full, n, "%s<tool_call>\n%s", text, x->call);
-        if (full) text = full;
-    }
+    /* a call cut by max_tokens is the last of the calls (salvage_call), never text */
     if (j->api == API_MSG) {
         cJSON_AddStringToObject(o, "id", j->id);
         cJSON_AddStringToObject(o, "type", "message");
         cJSON_AddStringToObject(o, "role", "assistant");
         cJSON_AddStringToObject(o, "model", s->name);
         cJSON *c = cJSON_AddArrayToObject(o, "content");
+        if (reasoning) {
+            cJSON *blk = cJSON_CreateObject();
+            cJSON_AddStringToObject(blk, "type", "thinking");
+            cJSON_AddStringToObject(blk, "thinking", reasoning);
+            cJSON_AddStringToObject(blk, "signature", "");
+            cJSON_AddItemToArray(c, blk);
+        }
         if (text[0] || !n_calls(j)) {
             cJSON *blk = cJSON_CreateObject();
             cJSON_AddStringToObject(blk, "type", "text");
@@ -1209,7 +1326,6 @@ static cJSON *final_body(srv *s, srv_job *j) {
         cJSON *u = cJSON_AddObjectToObject(o, "usage");
         cJSON_AddNumberToObject(u, "input_tokens", j->res.n_prompt);
         cJSON_AddNumberToObject(u, "output_tokens", j->res.n_generated);
-        free(full);
         return o;
     }
     cJSON_AddStringToObject(o, "id", j->id);
@@ -1223,6 +1339,7 @@ static cJSON *final_body(srv *s, srv_job *j) {
         cJSON_AddStringToObject(m, "role", "assistant");
         if (n_calls(j) && !text[0]) cJSON_AddNullToObject(m, "content");
         else cJSON_AddStringToObject(m, "content", text);
+        if (reasoning) cJSON_AddStringToObject(m, "reasoning_content", reasoning); /* as llama.cpp, vLLM */
         cJSON_AddNullToObject(m, "refusal");
         if (n_calls(j)) {
             cJSON *tc = cJSON_AddArrayToObject(m, "tool_calls");
@@ -1254,7 +1371,6 @@ static cJSON *final_body(srv *s, srv_job *j) {
     cJSON_AddStringToObject(c0, "finish_reason", finish_openai_j(j));
     cJSON_AddItemToArray(ch, c0);
     cJSON_AddItemToObject(o, "usage", oai_usage(j));
-    free(full);
     return o;
 }
 
