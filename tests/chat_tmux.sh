@@ -11,11 +11,12 @@
 # Exit 0 on success.
 set -u
 bin=$1 model=$2 tmp=$3
-sock="$tmp/tmux.sock"
-t="tmux -S $sock"
 export XDG_CACHE_HOME="$tmp/xdg"
-start() { # a fresh session running chat, then a marker line
-  $t kill-server 2>/dev/null
+n_start=0
+start() { # a fresh tmux server (a socket of its own) running chat, then a marker line
+  [ -n "${t:-}" ] && $t kill-server 2>/dev/null
+  n_start=$((n_start + 1))
+  t="tmux -S $tmp/tmux$n_start.sock"
   $t new-session -d -x 200 -y 50 \
     "XDG_CACHE_HOME='$XDG_CACHE_HOME' $bin chat $model -n 12 --temp 0 --show-prompt 2>&1; echo CHAT-EXITED; sleep 30" || exit 1
 }

@@ -29,7 +29,9 @@
  * generated is not idle from the daemon's side. */
 #define SRV_IDLE_TIMEOUT_S 10
 #include "srv_impl.h"
+#include "srv_decide.h"
 #include "srv_embed.h"
+#include "srv_ollama.h"
 #include "srv_reason.h"
 #include "srv_webui.h"
 
@@ -142,6 +144,16 @@ typedef struct srv_job {
     int msg_open;         /* kind of the open block: -1 none, SRV_TEXT_CONTENT, SRV_TEXT_REASONING */
     int msg_index;        /* its index */
     int msg_next;         /* the index the next block gets */
+    /* Ollama API (srv_ollama.h): NDJSON lines instead of SSE, and its request's extras */
+    int ndjson;
+    srvo_req oq;
+    double t_start_ms;    /* when the request was parsed (Ollama's total_duration) */
+    int32_t *hist;        /* /api/generate: the history after generation, its "context" (n_hist) */
+    int n_hist;
+    /* POST /v1/systemone (srv_decide.h): the question set, its grammar and decisions */
+    srvd *decide;
+    cinfer_grammar *gram;
+    cinfer_confidence *conf;
 } srv_job;
 
 struct srv {
@@ -191,6 +203,11 @@ static void job_unref_locked(srv_job *j) {
     free(j->out.p);
     free(j->text.p);
     free(j->reasoning.p);
+    srvo_req_free(&j->oq);
+    free(j->hist);
+    srvd_free(j->decide);
+    cinfer_grammar_free(j->gram);
+    cinfer_confidence_free(j->conf);
     srv_embed_free(j->embed);
     srvx_free(j->x);
     cJSON_Delete(j->echo);
@@ -390,6 +407,32 @@ static void msg_block(srv_job *j, int kind) {
     emit_event(&j->out, "content_block_start", e);
 }
 
+/* One NDJSON line (Ollama streams), taking o. */
+static void emit_line(sbuf *b, cJSON *o) {
+    char *t = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    sb_str(b, t ? t : "{}");
+    sb_str(b, "\n");
+    free(t);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* An Ollama chunk (content, or thinking when is_thinking) with the logprobs not yet sent. */
+static void emit_ollama_piece(srv *s, srv_job *j, const char *piece, size_t len, int is_thinking) {
+    cJSON *o = srvo_chunk(j->oq.route, s->name, is_thinking ? "" : piece, is_thinking ? 0 : len,
+                          is_thinking ? piece : NULL, len);
+    if (j->x && j->x->logprobs && j->x->lp_sent < j->x->n_lp) {
+        cJSON_AddItemToObject(o, "logprobs", srvo_logprobs(j->x, j->x->lp_sent, j->x->n_lp));
+        j->x->lp_sent = j->x->n_lp;
+    }
+    emit_line(&j->out, o);
+}
+
 /* A streamed piece of reasoning text (only when j->reason_out). */
 static void emit_reason_delta(srv *s, srv_job *j, const char *piece, size_t len) {
     sbuf *b = &j->out;
@@ -405,6 +448,8 @@ static void emit_reason_delta(srv *s, srv_job *j, const char *piece, size_t len)
         sb_str(b, ",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":");
         sb_json(b, piece, len);
         sb_str(b, "},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+    } else if (j->ndjson) {
+        emit_ollama_piece(s, j, piece, len, 1);
     } else if (j->api == API_MSG) {
         msg_block(j, SRV_TEXT_REASONING);
         snprintf(num, sizeof num, "%d", j->msg_index);
@@ -419,6 +464,10 @@ static void emit_reason_delta(srv *s, srv_job *j, const char *piece, size_t len)
 static void emit_delta(srv *s, srv_job *j, const char *piece, size_t len) {
     sbuf *b = &j->out;
     char num[32];
+    if (j->ndjson) {
+        emit_ollama_piece(s, j, piece, len, 0);
+        return;
+    }
     switch (j->api) {
     case API_CHAT:
     case API_COMPL: {
@@ -490,6 +539,7 @@ static int msg_text_block(const srv_job *j) { return !(j->x && j->x->tool_mode =
 /* The opening events, written by the handler before the job is queued so the
  * client sees its headers at once. */
 static void emit_head(srv *s, srv_job *j) {
+    if (j->ndjson) return; /* Ollama: content lines only */
     if (j->api == API_CHAT) {
         cJSON *c = oai_chunk(s, j), *ch = cJSON_AddArrayToObject(c, "choices"), *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "index", 0);
@@ -568,8 +618,46 @@ static void emit_tool_chunks(srv *s, srv_job *j) {
     }
 }
 
+/* The last Ollama object (streamed: the line with done:true; not streamed: the
+ * whole answer): content, thinking and tool calls when full, the timings,
+ * generate's context. */
+static cJSON *ollama_final(srv *s, srv_job *j, int full) {
+    const char *text = full && j->text.p ? j->text.p : "";
+    const char *th = full && j->reasoning.len ? j->reasoning.p : NULL;
+    cJSON *o = srvo_chunk(j->oq.route, s->name, text, strlen(text), th, th ? strlen(th) : 0);
+    if (full && n_calls(j) && j->oq.route == SRVO_CHAT)
+        cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(o, "message"), "tool_calls", srvo_tool_calls(j->x));
+    if (j->x && j->x->logprobs)
+        cJSON_AddItemToObject(o, "logprobs", srvo_logprobs(j->x, full ? 0 : j->x->lp_sent, j->x->n_lp));
+    cinfer_stop_reason r = j->res.stop;
+    srvo_stats st = {.done_reason = r == CINFER_STOP_MAX_TOKENS || r == CINFER_STOP_CTX_FULL ? "length" : "stop",
+                     .n_prompt = j->res.n_prompt, .n_generated = j->res.n_generated,
+                     .prompt_ms = j->res.prompt_ms, .gen_ms = j->res.gen_ms, .total_ms = now_ms() - j->t_start_ms};
+    srvo_final_fields(o, &st);
+    if (j->oq.route == SRVO_GENERATE) {
+        cJSON *ctx = cJSON_AddArrayToObject(o, "context");
+        for (int i = 0; i < j->n_hist; i++) cJSON_AddItemToArray(ctx, cJSON_CreateNumber(j->hist[i]));
+    }
+    return o;
+}
+
 static void emit_tail(srv *s, srv_job *j) {
     sbuf *b = &j->out;
+    if (j->ndjson) {
+        if (j->gen_rc) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "error", j->err);
+            emit_line(b, e);
+            return;
+        }
+        if (n_calls(j) && j->oq.route == SRVO_CHAT) { /* Ollama streams the calls as one chunk */
+            cJSON *o = srvo_chunk(SRVO_CHAT, s->name, "", 0, NULL, 0);
+            cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(o, "message"), "tool_calls", srvo_tool_calls(j->x));
+            emit_line(b, o);
+        }
+        emit_line(b, ollama_final(s, j, 0));
+        return;
+    }
     if (j->gen_rc) {
         cJSON *e = cJSON_CreateObject(), *er = cJSON_AddObjectToObject(e, "error");
         if (j->api == API_MSG) {
@@ -765,6 +853,13 @@ static void *worker_main(void *arg) {
             j->res = res;
             j->gen_rc = rc;
             if (!rc && j->reason_on) srv_reason_flush(&j->rs, route_text, j);
+            if (!rc && j->oq.route == SRVO_GENERATE) { /* Ollama's "context": the whole history */
+                int n = cinfer_session_n_past(s->sess);
+                if ((j->hist = malloc(((size_t)n + 1) * sizeof *j->hist))) {
+                    memcpy(j->hist, cinfer_session_tokens(s->sess), (size_t)n * sizeof *j->hist);
+                    j->n_hist = n;
+                }
+            }
             if (!rc) j->stop_hit = matched_stop(s, j);
             if (rc) snprintf(j->err, sizeof j->err, "generation failed: %.230s", err);
             count_job(s, j, rc);
@@ -825,7 +920,9 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int api, unsigned st
     va_end(ap);
     srvx_clean_msg(msg); /* one line of valid UTF-8, whatever request text it quotes */
     cJSON *e = cJSON_CreateObject();
-    if (api == API_MSG) {
+    if (api >= API_OCHAT) { /* Ollama: {"error": "..."} and the status */
+        cJSON_AddStringToObject(e, "error", msg);
+    } else if (api == API_MSG) {
         const char *type = status == 401   ? "authentication_error"
                            : status == 403 ? "permission_error"
                            : status == 404 ? "not_found_error"
@@ -1056,8 +1153,9 @@ static int tokenize_prompt(srv *s, srv_job *j, const char *text, int parse_speci
         rc = cinfer_tokenize(s->m, text, strlen(text), 1, parse_special, j->ids, cap, &n);
     }
     if (rc == CINFER_EARG || (n >= (size_t)s->n_ctx && !j->count_only))
-        return srv_bad(b, 400, j->api == API_COMPL ? "prompt" : j->api == API_RESP ? "input" : "messages",
-                   "the prompt is %zu tokens; the context holds %d (prompt plus output)", n, s->n_ctx);
+        return srv_bad(b, 400, j->api == API_COMPL ? "prompt" : j->api == API_RESP ? "input" : j->api == API_DECIDE ? "state" : "messages",
+                   "the prompt is %zu tokens; the context holds %d (prompt plus output): shorten it, or start "
+                   "the server with a larger -c", n, s->n_ctx);
     if (rc) return srv_bad(b, 500, NULL, "tokenizer failed (%d)", rc);
     if (n == 0) /* no BOS added and no text: nothing to condition generation on */
         return srv_bad(b, 400, j->api == API_COMPL ? "prompt" : j->api == API_RESP ? "input" : "messages",
@@ -1286,6 +1384,9 @@ out:
 
 static cJSON *final_body(srv *s, srv_job *j) {
     if (j->api == API_RESP) return resp_object(s, j, 1);
+    if (j->ndjson) return ollama_final(s, j, 1);
+    if (j->api == API_DECIDE)
+        return srvd_body(j->decide, j->conf, j->text.p, j->res.n_prompt, j->res.n_generated);
     cJSON *o = cJSON_CreateObject();
     const char *text = j->text.p ? j->text.p : "";
     const char *reasoning = j->reasoning.p && j->reasoning.len ? j->reasoning.p : NULL;
@@ -1384,7 +1485,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 2;
         if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT && j->out_pos == j->out.len &&
-            !j->done) {
+            !j->done && !j->ndjson) {
             /* an SSE comment: keeps proxies open and finds a client that left */
             sb_str(&j->out, ": keep-alive\n\n");
         }
@@ -1451,7 +1552,7 @@ static enum MHD_Result run_job(srv *s, struct MHD_Connection *c, srv_job *j) {
             stream_free(j);
             return MHD_NO;
         }
-        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Content-Type", j->ndjson ? "application/x-ndjson" : "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
         add_cors(r);
         enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
@@ -1479,6 +1580,10 @@ static enum MHD_Result run_job(srv *s, struct MHD_Connection *c, srv_job *j) {
     else if (j->text.oom)
         ret = send_error(c, j->api, 500, NULL, "out of memory");
     else if (!(body = j->embed ? srv_embed_body(j->embed, s->name) : final_body(s, j)))
+        ret = send_error(c, j->api, 500, NULL,
+                         j->embed ? "the embedding is not finite (or memory ran out)" : "out of memory");
+    else if (j->embed && j->oq.route && !(body = srvo_embed_body(body, s->name, j->oq.legacy_embed,
+                                                                  now_ms() - j->t_start_ms)))
         ret = send_error(c, j->api, 500, NULL,
                          j->embed ? "the embedding is not finite (or memory ran out)" : "out of memory");
     else
@@ -1718,6 +1823,175 @@ static int guard_origin(srv *hub, struct MHD_Connection *c, int api, const char 
     return 0;
 }
 
+/* ---- the Ollama API (srv_ollama.h) ---------------------------------------------------------- */
+
+/* The model an Ollama name ("qwen3", "qwen3:latest") names, or NULL. */
+static srv *ollama_model(srv *hub, const char *name) {
+    char nm[256];
+    srvo_model_name(name, nm, sizeof nm);
+    for (int i = 0; i < hub->n_models; i++)
+        if (!strcmp(nm, hub->models[i]->name)) return hub->models[i];
+    return NULL;
+}
+
+static enum MHD_Result ollama_no_model(struct MHD_Connection *c, const char *name) {
+    return send_error(c, API_OCHAT, 404, "model", "model '%.200s' not found (GET /api/tags lists the served models)",
+                      name ? name : "");
+}
+
+static enum MHD_Result do_ollama_get(srv *hub, struct MHD_Connection *c, const char *url) {
+    int tags = !strcmp(url, "/api/tags"), ps = !strcmp(url, "/api/ps");
+    if (!strcmp(url, "/api/version")) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "version", CINFER_VERSION);
+        return send_json(c, MHD_HTTP_OK, o, 0);
+    }
+    if (!tags && !ps) return send_error(c, API_OCHAT, 404, NULL, "no route for GET %.200s", url);
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "models");
+    for (int i = 0; i < hub->n_models; i++)
+        cJSON_AddItemToArray(a, srvo_model_entry(hub->models[i]->name, hub->models[i]->m, hub->models[i]->n_ctx, ps));
+    return send_json(c, MHD_HTTP_OK, o, 0);
+}
+
+/* POST /api/show, /api/chat, /api/generate, /api/embed, /api/embeddings.  Takes r. */
+static enum MHD_Result do_ollama_post(srv *hub, struct MHD_Connection *c, const char *url, cJSON *r) {
+    int route = !strcmp(url, "/api/chat")         ? SRVO_CHAT
+                : !strcmp(url, "/api/generate")   ? SRVO_GENERATE
+                : !strcmp(url, "/api/embed")      ? SRVO_EMBED
+                : !strcmp(url, "/api/embeddings") ? SRVO_EMBEDDINGS
+                                                  : 0;
+    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(r, "model");
+    if (!cJSON_IsString(mn)) mn = cJSON_GetObjectItemCaseSensitive(r, "name");
+    const char *name = cJSON_IsString(mn) ? mn->valuestring : NULL;
+    if (!strcmp(url, "/api/show")) {
+        srv *s = name ? ollama_model(hub, name) : NULL;
+        enum MHD_Result ret = !name ? send_error(c, API_OCHAT, 400, "model", "model is required")
+                              : !s  ? ollama_no_model(c, name)
+                                    : send_json(c, MHD_HTTP_OK, srvo_show(s->name, s->m, s->n_ctx), 0);
+        cJSON_Delete(r);
+        return ret;
+    }
+    if (!route) {
+        cJSON_Delete(r);
+        return send_error(c, API_OCHAT, 404, NULL, "no route for POST %.200s (pull, create, copy, delete and push "
+                                                   "are not part of cinfer serve: see cinfer pull)", url);
+    }
+    srv *s = name ? ollama_model(hub, name) : NULL;
+    if (name && !s) {
+        enum MHD_Result ret = ollama_no_model(c, name);
+        cJSON_Delete(r);
+        return ret;
+    }
+    srvo_req q;
+    bad_req b = {0};
+    cJSON *oai = srvo_request(route, r, s ? cinfer_model_n_vocab(s->m) : 0, &q, &b);
+    cJSON_Delete(r);
+    if (!oai) return send_error(c, API_OCHAT, b.status, b.param[0] ? b.param : NULL, "%s", b.msg);
+    if (route == SRVO_EMBED || route == SRVO_EMBEDDINGS) {
+        srv_embed *e = srv_embed_parse(s->m, s->n_ctx, oai, &b.status, b.param, sizeof b.param, b.msg, sizeof b.msg);
+        cJSON_Delete(oai);
+        if (!e) return send_error(c, API_OCHAT, b.status, b.param[0] ? b.param : NULL, "%s", b.msg);
+        srv_job *j = calloc(1, sizeof *j);
+        if (!j) {
+            srv_embed_free(e);
+            return send_error(c, API_OCHAT, 500, NULL, "out of memory");
+        }
+        *j = (srv_job){.s = s, .refs = 1, .api = API_OCHAT, .embed = e, .oq = q, .msg_open = -1,
+                       .t_start_ms = now_ms()};
+        return run_job(s, c, j);
+    }
+    if (q.load_only) { /* nothing to generate: the model is loaded (it always is) */
+        cJSON *o = srvo_chunk(route, s->name, "", 0, NULL, 0);
+        srvo_stats st = {.done_reason = q.unload ? "unload" : "load"};
+        srvo_final_fields(o, &st);
+        srvo_req_free(&q);
+        cJSON_Delete(oai);
+        return send_json(c, MHD_HTTP_OK, o, 0);
+    }
+    srv_job *j = parse_job(s, cJSON_HasObjectItem(oai, "prompt") ? API_COMPL : API_CHAT, oai, &b, 0);
+    cJSON_Delete(oai);
+    if (!j) {
+        srvo_req_free(&q);
+        return send_error(c, API_OCHAT, b.status, b.param[0] ? b.param : NULL, "%s", b.msg);
+    }
+    j->api = route == SRVO_CHAT ? API_OCHAT : API_OGEN;
+    j->oq = q;
+    j->ndjson = 1;
+    j->stream = q.stream;
+    j->t_start_ms = now_ms();
+    j->reason_out = q.think != 0; /* think:false turned thinking off in the template; drop any left */
+    if (q.n_context) { /* generate's context: an earlier answer's history, continued */
+        size_t n = (size_t)q.n_context + j->n_ids;
+        int32_t *ids = n < (size_t)s->n_ctx ? malloc(n * sizeof *ids) : NULL;
+        if (!ids) {
+            job_unref(j);
+            return send_error(c, API_OCHAT, n < (size_t)s->n_ctx ? 500 : 400, "context",
+                              "the context plus the prompt is %zu tokens; the model's context holds %d", n, s->n_ctx);
+        }
+        memcpy(ids, q.context, (size_t)q.n_context * sizeof *ids);
+        memcpy(ids + q.n_context, j->ids, j->n_ids * sizeof *ids);
+        free(j->ids);
+        j->ids = ids;
+        j->n_ids = n;
+        size_t room = (size_t)s->n_ctx - n;
+        if (j->go.max_tokens <= 0 || (size_t)j->go.max_tokens > room) j->go.max_tokens = (int)room;
+    }
+    return run_job(s, c, j);
+}
+
+/* ---- POST /v1/systemone (srv_decide.h) -------------------------------------------------------- */
+
+static enum MHD_Result do_decide(srv *hub, struct MHD_Connection *c, cJSON *r) {
+    bad_req b = {0};
+    srvd *d = srvd_parse(r, &b);
+    cJSON_Delete(r);
+    if (!d) return send_error(c, API_DECIDE, b.status, b.param[0] ? b.param : NULL, "%s", b.msg);
+    srv *s = ollama_model(hub, srvd_model(d));
+    if (!s) {
+        enum MHD_Result ret = ollama_no_model(c, srvd_model(d));
+        srvd_free(d);
+        return ret;
+    }
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        srvd_free(d);
+        return send_error(c, API_DECIDE, 500, NULL, "out of memory");
+    }
+    *j = (srv_job){.s = s, .refs = 1, .api = API_DECIDE, .decide = d, .msg_open = -1};
+    char *prompt = NULL, err[512] = "out of memory";
+    int rc = 0;
+    /* a hybrid thinking model answers directly; a template that opens <think> gets it closed */
+    if (s->chat) rc = cinfer_chat_prompt_vars(s->m, srvd_messages_json(d), NULL, "{\"enable_thinking\":false}", 1,
+                                              &prompt, err, sizeof err);
+    else if (!(prompt = strdup(srvd_plain_prompt(d)))) rc = CINFER_ENOMEM;
+    if (!rc && srv_reason_prompt_opens(prompt)) {
+        static const char close_think[] = "\n</think>\n\n";
+        size_t n = strlen(prompt);
+        char *p2 = realloc(prompt, n + sizeof close_think);
+        if (p2) memcpy((prompt = p2) + n, close_think, sizeof close_think);
+        else rc = CINFER_ENOMEM;
+    }
+    if (rc) {
+        free(prompt);
+        job_unref(j);
+        return send_error(c, API_DECIDE, rc == CINFER_ENOMEM ? 500 : 400, "state", "%s", err);
+    }
+    int bad = tokenize_prompt(s, j, prompt, s->chat, &b);
+    free(prompt);
+    if (!bad && cinfer_grammar_from_schema(s->m, srvd_schema(d), strlen(srvd_schema(d)), NULL, &j->gram, err,
+                                           sizeof err))
+        bad = srv_bad(&b, 500, "questions", "the answer grammar does not compile: %.300s", err);
+    if (!bad && cinfer_confidence_new(&j->conf)) bad = srv_bad(&b, 500, NULL, "out of memory");
+    if (bad) {
+        job_unref(j);
+        return send_error(c, API_DECIDE, b.status, b.param[0] ? b.param : NULL, "%s", b.msg);
+    }
+    /* greedy: each answer is the most likely value; its probabilities come from the logits */
+    j->go = (cinfer_gen_options){.temperature = 0, .grammar = j->gram, .confidence = j->conf, .parse_special = 1,
+                                 .max_tokens = s->n_ctx - (int)j->n_ids};
+    return run_job(s, c, j);
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload_data, size_t *upload_data_size,
                                void **con_cls) {
@@ -1739,7 +2013,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         *upload_data_size = 0;
         return MHD_YES;
     }
-    int api = !strncmp(url, "/v1/messages", 12) ? API_MSG : API_CHAT;
+    int api = !strncmp(url, "/v1/messages", 12) ? API_MSG
+              : !strncmp(url, "/api/", 5) || !strcmp(url, "/v1/systemone") ? API_OCHAT /* Ollama's error shape */
+                                                                           : API_CHAT;
     int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
     enum MHD_Result gret;
     if (guard_origin(s, c, api, method, &gret)) return gret;
@@ -1759,8 +2035,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
                 : !strcmp(url, "/v1/messages/count_tokens") ? 5
                 : !strcmp(url, "/v1/embeddings")         ? 6
                 : !strcmp(url, "/v1/responses")          ? 7
+                : !strcmp(url, "/v1/systemone")          ? 8
+                : !strncmp(url, "/api/", 5)              ? 9
                                                          : 0;
     if (!route) return send_error(c, api, 404, NULL, "no route for %s %.200s", method, url);
+    if (route == 9 && get) return do_ollama_get(s, c, url);
     if (route == 1) {
         if (!get) return send_error(c, api, 405, NULL, "use GET %s", url);
         return do_models(s, c);
@@ -1772,6 +2051,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     bad_req pb = {0};
     cJSON *r = parse_body(rq->body.p, rq->body.len, &pb);
     if (!r) return send_error(c, api, pb.status, pb.param[0] ? pb.param : NULL, "%s", pb.msg);
+    if (route == 8) return do_decide(s, c, r);
+    if (route == 9) return do_ollama_post(s, c, url, r);
     srv *hub = s;
     if (!(s = pick_model(hub, r))) {
         enum MHD_Result ret = send_no_model(hub, c, api, r);

@@ -18,7 +18,10 @@
 
 #include "cinfer.h"
 
-enum { API_CHAT, API_COMPL, API_MSG, API_RESP };
+/* The wire format of a request: parse-time APIs (the first four), and the
+ * output shapes srv.c writes for requests parsed as one of them (Ollama chat
+ * and generate, srv_ollama.h; the decision API, srv_decide.h). */
+enum { API_CHAT, API_COMPL, API_MSG, API_RESP, API_OCHAT, API_OGEN, API_DECIDE };
 
 /* A validation failure: the HTTP status, the request field (param, "" when
  * none) and a one-line message. */
