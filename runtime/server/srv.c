@@ -150,9 +150,9 @@ typedef struct srv_job {
     double t_start_ms;    /* when the request was parsed (Ollama's total_duration) */
     int32_t *hist;        /* /api/generate: the history after generation, its "context" (n_hist) */
     int n_hist;
-    /* POST /v1/systemone (srv_decide.h): the question set, its grammar and decisions */
+    /* POST /v1/systemone (srv_decide.h): the question set, the prompt text, the decisions */
     srvd *decide;
-    cinfer_grammar *gram;
+    char *prompt_text;
     cinfer_confidence *conf;
 } srv_job;
 
@@ -206,7 +206,7 @@ static void job_unref_locked(srv_job *j) {
     srvo_req_free(&j->oq);
     free(j->hist);
     srvd_free(j->decide);
-    cinfer_grammar_free(j->gram);
+    free(j->prompt_text);
     cinfer_confidence_free(j->conf);
     srv_embed_free(j->embed);
     srvx_free(j->x);
@@ -799,6 +799,92 @@ static int on_token(const char *piece, size_t len, int32_t token, void *user) {
     return stop || xstop;
 }
 
+/* The generated text of one decision value (worker thread). */
+typedef struct {
+    srv_job *j;
+    char buf[512];
+    size_t len;
+} decide_text;
+
+static int decide_piece(const char *piece, size_t len, int32_t token, void *user) {
+    decide_text *t = user;
+    (void)token;
+    if (t->len + len < sizeof t->buf) {
+        memcpy(t->buf + t->len, piece, len);
+        t->len += len;
+        t->buf[t->len] = 0;
+    }
+    pthread_mutex_lock(&t->j->s->mu);
+    int stop = t->j->cancelled || t->j->s->stopping;
+    pthread_mutex_unlock(&t->j->s->mu);
+    return stop;
+}
+
+/* POST /v1/systemone: one question at a time (srv_decide.h).  The reply so
+ * far is appended to the prompt, the next value generated under its grammar
+ * with the confidence capture, and the most probable value appended.  res
+ * gets the prompt's tokens (first step) and every generated token.  Worker
+ * thread; 0 or a CINFER_E* code with err. */
+static int decide_job(srv *s, srv_job *j, cinfer_gen_result *res, char *err, size_t err_len) {
+    srvd *d = j->decide;
+    size_t plen = strlen(j->prompt_text), cap = plen + 256, len = plen;
+    char *text = malloc(cap);
+    int32_t *ids = malloc(((size_t)s->n_ctx + 1) * sizeof *ids);
+    int rc = 0;
+    if (!text || !ids) rc = CINFER_ENOMEM;
+    else memcpy(text, j->prompt_text, plen + 1);
+    for (int i = 0; !rc && i < srvd_count(d); i++) {
+        const char *pre = srvd_prefix(d, i);
+        for (int step = 0; step < 2 && !rc; step++) { /* the key, then (after generation) the chosen value */
+            size_t n = strlen(pre);
+            if (len + n + 1 > cap) {
+                char *nt = realloc(text, cap = 2 * (len + n + 1));
+                if (!nt) {
+                    rc = CINFER_ENOMEM;
+                    break;
+                }
+                text = nt;
+            }
+            memcpy(text + len, pre, n + 1);
+            len += n;
+            if (step) break;
+            size_t n_ids = 0;
+            /* as tokenize_prompt: BOS as the vocabulary asks, once; control tokens parsed in a template's text */
+            rc = cinfer_tokenize(s->m, text, len, 1, s->chat, ids, (size_t)s->n_ctx, &n_ids);
+            int32_t bos = cinfer_token_bos(s->m);
+            if (!rc && n_ids >= 2 && bos >= 0 && ids[0] == bos && ids[1] == bos)
+                memmove(ids, ids + 1, (--n_ids) * sizeof *ids);
+            if (rc || n_ids >= (size_t)s->n_ctx) {
+                snprintf(err, err_len, "the prompt and the answers so far do not fit the context of %d tokens",
+                         s->n_ctx);
+                rc = rc ? rc : CINFER_ECTX;
+                break;
+            }
+            cinfer_gen_options go = j->go;
+            go.grammar = srvd_grammar(d, i);
+            go.max_tokens = s->n_ctx - (int)n_ids;
+            decide_text t = {.j = j};
+            cinfer_gen_result r = {0};
+            rc = cinfer_generate_tokens(s->sess, ids, n_ids, &go, decide_piece, &t, &r, err, err_len);
+            if (!rc && r.stop == CINFER_STOP_CALLBACK) {
+                snprintf(err, err_len, "request cancelled");
+                rc = CINFER_EARG;
+            }
+            if (rc) break;
+            if (i == 0) res->n_prompt = r.n_prompt, res->n_reused = r.n_reused;
+            res->n_generated += r.n_generated;
+            res->prompt_ms += r.prompt_ms;
+            res->gen_ms += r.gen_ms;
+            pre = srvd_record(d, i, j->conf, t.buf);
+        }
+    }
+    res->stop = CINFER_STOP_GRAMMAR;
+    free(text);
+    free(ids);
+    if (rc == CINFER_ENOMEM) snprintf(err, err_len, "out of memory");
+    return rc;
+}
+
 /* Embeddings run on their own session, made on first use, so a chat's
  * cached prefix survives them.  Worker thread. */
 static int embed_job(srv *s, srv_job *j) {
@@ -845,8 +931,9 @@ static void *worker_main(void *arg) {
             pthread_mutex_unlock(&s->mu);
             cinfer_gen_result res = {0};
             char err[256] = "";
-            int rc = srvx_generate(s->sess, j->x, j->ids, j->n_ids, &j->go, on_token, j, &res, err,
-                                            sizeof err);
+            int rc = j->decide ? decide_job(s, j, &res, err, sizeof err)
+                               : srvx_generate(s->sess, j->x, j->ids, j->n_ids, &j->go, on_token, j, &res, err,
+                                               sizeof err);
             if (rc) cinfer_session_reset(s->sess);
             pthread_mutex_lock(&s->mu);
             s->busy = 0;
@@ -1385,8 +1472,7 @@ out:
 static cJSON *final_body(srv *s, srv_job *j) {
     if (j->api == API_RESP) return resp_object(s, j, 1);
     if (j->ndjson) return ollama_final(s, j, 1);
-    if (j->api == API_DECIDE)
-        return srvd_body(j->decide, j->conf, j->text.p, j->res.n_prompt, j->res.n_generated);
+    if (j->api == API_DECIDE) return srvd_body(j->decide, j->res.n_prompt, j->res.n_generated);
     cJSON *o = cJSON_CreateObject();
     const char *text = j->text.p ? j->text.p : "";
     const char *reasoning = j->reasoning.p && j->reasoning.len ? j->reasoning.p : NULL;
@@ -1976,19 +2062,17 @@ static enum MHD_Result do_decide(srv *hub, struct MHD_Connection *c, cJSON *r) {
         job_unref(j);
         return send_error(c, API_DECIDE, rc == CINFER_ENOMEM ? 500 : 400, "state", "%s", err);
     }
+    /* the longest reply text (keys, answers, separators) must fit after the prompt too */
     int bad = tokenize_prompt(s, j, prompt, s->chat, &b);
-    free(prompt);
-    if (!bad && cinfer_grammar_from_schema(s->m, srvd_schema(d), strlen(srvd_schema(d)), NULL, &j->gram, err,
-                                           sizeof err))
-        bad = srv_bad(&b, 500, "questions", "the answer grammar does not compile: %.300s", err);
+    j->prompt_text = prompt;
+    if (!bad && srvd_compile(d, s->m, err, sizeof err))
+        bad = srv_bad(&b, 500, "questions", "the answer grammars do not compile: %.300s", err);
     if (!bad && cinfer_confidence_new(&j->conf)) bad = srv_bad(&b, 500, NULL, "out of memory");
     if (bad) {
         job_unref(j);
         return send_error(c, API_DECIDE, b.status, b.param[0] ? b.param : NULL, "%s", b.msg);
     }
-    /* greedy: each answer is the most likely value; its probabilities come from the logits */
-    j->go = (cinfer_gen_options){.temperature = 0, .grammar = j->gram, .confidence = j->conf, .parse_special = 1,
-                                 .max_tokens = s->n_ctx - (int)j->n_ids};
+    j->go = (cinfer_gen_options){.temperature = 0, .confidence = j->conf, .parse_special = 1};
     return run_job(s, c, j);
 }
 

@@ -1,9 +1,9 @@
 /*
  * srv_decide.c — see srv_decide.h.  Parsing builds, once per request, the
- * prompt (state and numbered questions with their allowed answers), the
- * answer schema and the question list; srvd_body maps the recorded
- * decisions (JSON Pointers "/0", "/1", ... into the answer array) back to
- * the question keys and option names.
+ * prompt (state and numbered questions with their keys and allowed
+ * answers), each question's value schema and the reply's key texts;
+ * srvd_record turns the decision captured for one value into the answer's
+ * probabilities over the question's options; srvd_body writes them out.
  */
 #include "srv_decide.h"
 
@@ -20,13 +20,20 @@ typedef struct {
     int n;          /* allowed values: options (choice), 2 (noul), scores (score) */
     char **option;  /* (n) choice: option keys; score: descriptions, lowest first */
     char **desc;    /* (n) choice: descriptions (the key when null); noul: [false, true] texts or NULL */
+    char *schema;   /* the value's JSON Schema */
+    char *prefix;   /* the reply text before the value: {"KEY": or ,"KEY": */
+    cinfer_grammar *gram;
+    /* the answer (srvd_record) */
+    double p[SRVD_MAX_OPTIONS];
+    int chosen;
+    char *chosen_json;
 } question;
 
 struct srvd {
     char *model;
     question q[SRVD_MAX_QUESTIONS];
     int n_q;
-    char *messages, *plain, *schema;
+    char *messages, *plain;
 };
 
 static cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
@@ -41,11 +48,14 @@ void srvd_free(srvd *d) {
         free(d->q[i].option);
         free(d->q[i].desc);
         free(d->q[i].key);
+        free(d->q[i].schema);
+        free(d->q[i].prefix);
+        free(d->q[i].chosen_json);
+        cinfer_grammar_free(d->q[i].gram);
     }
     free(d->model);
     free(d->messages);
     free(d->plain);
-    free(d->schema);
     free(d);
 }
 
@@ -166,6 +176,8 @@ static void build_prompt(srvd *d, const cJSON *r, text *u) {
         char num[16];
         snprintf(num, sizeof num, "%d. ", i + 1);
         put(u, num);
+        put(u, q->key);
+        put(u, ": ");
         char *in = content_text(get(v, "instructions"));
         put(u, in ? in : "");
         free(in);
@@ -212,7 +224,7 @@ static void build_prompt(srvd *d, const cJSON *r, text *u) {
 
 static const char SYSTEM[] =
     "You judge a situation. Read the state, then answer every question, in order, with one of the answers it "
-    "allows. Reply with one JSON array holding the answers in question order, and nothing else.";
+    "allows. Reply with one JSON object that maps each question's key to its answer, and nothing else.";
 
 srvd *srvd_parse(const cJSON *r, bad_req *b) {
     srvd *d = calloc(1, sizeof *d);
@@ -257,25 +269,29 @@ srvd *srvd_parse(const cJSON *r, bad_req *b) {
             }
         if (parse_question(&d->q[d->n_q++], v->string, v, b)) goto fail;
     }
-    /* the answer schema: one array, the answers in question order */
-    cJSON *sch = cJSON_CreateObject(), *pi;
-    cJSON_AddStringToObject(sch, "type", "array");
-    pi = cJSON_AddArrayToObject(sch, "prefixItems");
+    /* each value's schema, and the reply text before it */
     for (int i = 0; i < d->n_q; i++) {
-        const question *q = &d->q[i];
-        cJSON *item = cJSON_CreateObject();
+        question *q = &d->q[i];
+        cJSON *item = cJSON_CreateObject(), *kj = cJSON_CreateString(q->key);
         if (q->type == Q_NOUL) cJSON_AddStringToObject(item, "type", "boolean");
         else {
             cJSON *e = cJSON_AddArrayToObject(item, "enum");
             for (int k = 0; k < q->n; k++)
                 cJSON_AddItemToArray(e, q->type == Q_CHOICE ? cJSON_CreateString(q->option[k]) : cJSON_CreateNumber(k));
         }
-        cJSON_AddItemToArray(pi, item);
+        q->schema = cJSON_PrintUnformatted(item);
+        char *ks = cJSON_PrintUnformatted(kj);
+        cJSON_Delete(item);
+        cJSON_Delete(kj);
+        size_t n = ks ? strlen(ks) + 3 : 0;
+        if (ks && (q->prefix = malloc(n))) snprintf(q->prefix, n, "%c%s:", i ? ',' : '{', ks);
+        free(ks);
+        q->chosen = -1;
+        if (!q->schema || !q->prefix) {
+            srv_bad(b, 500, NULL, "out of memory");
+            goto fail;
+        }
     }
-    cJSON_AddFalseToObject(sch, "items");
-    cJSON_AddNumberToObject(sch, "minItems", d->n_q);
-    d->schema = cJSON_PrintUnformatted(sch);
-    cJSON_Delete(sch);
     text u = {0};
     build_prompt(d, r, &u);
     cJSON *ms = cJSON_CreateArray(), *m = cJSON_CreateObject();
@@ -295,7 +311,7 @@ srvd *srvd_parse(const cJSON *r, bad_req *b) {
     put(&plain, "\nAnswers: ");
     free(u.p);
     d->plain = plain.p;
-    if (u.oom || plain.oom || !d->model || !d->schema || !d->messages || !d->plain) {
+    if (u.oom || plain.oom || !d->model || !d->messages || !d->plain) {
         srv_bad(b, 500, NULL, "out of memory");
         goto fail;
     }
@@ -307,8 +323,23 @@ fail:
 
 const char *srvd_messages_json(const srvd *d) { return d->messages; }
 const char *srvd_plain_prompt(const srvd *d) { return d->plain; }
-const char *srvd_schema(const srvd *d) { return d->schema; }
 const char *srvd_model(const srvd *d) { return d->model; }
+int srvd_count(const srvd *d) { return d->n_q; }
+const cinfer_grammar *srvd_grammar(const srvd *d, int i) { return d->q[i].gram; }
+const char *srvd_prefix(const srvd *d, int i) { return d->q[i].prefix; }
+const char *srvd_closing(const srvd *d) {
+    (void)d;
+    return "}";
+}
+
+int srvd_compile(srvd *d, const cinfer_model *m, char *err, size_t err_len) {
+    for (int i = 0; i < d->n_q; i++) {
+        int rc = cinfer_grammar_from_schema(m, d->q[i].schema, strlen(d->q[i].schema), NULL, &d->q[i].gram, err,
+                                            err_len);
+        if (rc) return rc;
+    }
+    return 0;
+}
 
 /* The value's index among question q's allowed values (its canonical JSON
  * text: "\"billing\"", "true", "3"), or -1. */
@@ -325,33 +356,46 @@ static int value_index(const question *q, const char *json) {
     return at;
 }
 
-cJSON *srvd_body(const srvd *d, const cinfer_confidence *c, const char *out_text, int n_input, int n_output) {
+const char *srvd_record(srvd *d, int i, const cinfer_confidence *c, const char *generated) {
+    question *q = &d->q[i];
+    memset(q->p, 0, sizeof q->p);
+    /* the value's decision: the grammar's root (path ""), its first one */
+    const cinfer_decision *dec = NULL;
+    for (int k = 0; k < cinfer_confidence_count(c) && !dec; k++)
+        if (!cinfer_confidence_get(c, k)->path[0]) dec = cinfer_confidence_get(c, k);
+    double total = 0;
+    if (dec && !dec->partial)
+        for (int k = 0; k < dec->n_choices; k++) {
+            int at = value_index(q, dec->choices[k].value);
+            if (at >= 0) q->p[at] += dec->choices[k].p, total += dec->choices[k].p;
+        }
+    int gen = generated ? value_index(q, generated) : -1;
+    if (total <= 0) { /* nothing captured (a value one token settles): the generated one, certain */
+        memset(q->p, 0, sizeof q->p);
+        if (gen >= 0) q->p[gen] = 1;
+    } else {
+        for (int k = 0; k < q->n; k++) q->p[k] /= total;
+    }
+    q->chosen = 0;
+    for (int k = 1; k < q->n; k++)
+        if (q->p[k] > q->p[q->chosen]) q->chosen = k;
+    if (total <= 0 && gen < 0) q->chosen = 0; /* no value at all (cut off): the first, with p 0 */
+    cJSON *v = q->type == Q_NOUL     ? cJSON_CreateBool(q->chosen == 1)
+               : q->type == Q_SCORE ? cJSON_CreateNumber(q->chosen)
+                                    : cJSON_CreateString(q->option[q->chosen]);
+    free(q->chosen_json);
+    q->chosen_json = cJSON_PrintUnformatted(v);
+    cJSON_Delete(v);
+    return q->chosen_json ? q->chosen_json : "null";
+}
+
+cJSON *srvd_body(const srvd *d, int n_input, int n_output) {
     cJSON *o = cJSON_CreateObject(), *answers;
     cJSON_AddStringToObject(o, "model", d->model);
     answers = cJSON_AddObjectToObject(o, "answers");
-    cJSON *gen = cJSON_Parse(out_text ? out_text : "");
     for (int i = 0; i < d->n_q; i++) {
         const question *q = &d->q[i];
-        double p[SRVD_MAX_OPTIONS] = {0};
-        char path[16];
-        snprintf(path, sizeof path, "/%d", i);
-        const cinfer_decision *dec = NULL;
-        for (int k = 0; k < cinfer_confidence_count(c); k++)
-            if (!strcmp(cinfer_confidence_get(c, k)->path, path)) dec = cinfer_confidence_get(c, k);
-        int chosen = -1;
-        if (dec && !dec->partial)
-            for (int k = 0; k < dec->n_choices; k++) {
-                int at = value_index(q, dec->choices[k].value);
-                if (at >= 0) p[at] += dec->choices[k].p;
-            }
-        /* the generated value (the decision's "chosen" when recorded) */
-        cJSON *gv = cJSON_GetArrayItem(gen, i);
-        char *gt = gv ? cJSON_PrintUnformatted(gv) : NULL;
-        if (gt) chosen = value_index(q, gt);
-        free(gt);
-        if (!dec || dec->partial) { /* no distribution recorded (a single token settled it): certain */
-            if (chosen >= 0) p[chosen] = 1;
-        }
+        const double *p = q->p;
         double h = 0;
         for (int k = 0; k < q->n; k++)
             if (p[k] > 0) h -= p[k] * log(p[k]);
@@ -363,7 +407,7 @@ cJSON *srvd_body(const srvd *d, const cinfer_confidence *c, const char *out_text
             cJSON_AddNumberToObject(a, "noul", p[1]);
         } else if (q->type == Q_CHOICE) {
             cJSON_AddStringToObject(a, "type", "choice");
-            cJSON_AddStringToObject(a, "choice", chosen >= 0 ? q->option[chosen] : "");
+            cJSON_AddStringToObject(a, "choice", q->chosen >= 0 ? q->option[q->chosen] : "");
             cJSON *pr = cJSON_AddObjectToObject(a, "probabilities");
             for (int k = 0; k < q->n; k++) cJSON_AddNumberToObject(pr, q->option[k], p[k]);
             cJSON_AddNumberToObject(a, "confidence", conf);
@@ -387,7 +431,6 @@ cJSON *srvd_body(const srvd *d, const cinfer_confidence *c, const char *out_text
         }
         cJSON_AddItemToObject(answers, q->key, a);
     }
-    cJSON_Delete(gen);
     cJSON *u = cJSON_AddObjectToObject(o, "usage");
     cJSON_AddNumberToObject(u, "input_tokens", n_input);
     cJSON_AddNumberToObject(u, "output_tokens", n_output);

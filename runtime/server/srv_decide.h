@@ -15,11 +15,14 @@
  *                       {"type":"score",  "score": sum of i * p_i, "legend": {"0": text, ...},
  *                        "probabilities": {"0": p, ...}, "confidence"}
  *
- * The model writes one JSON array, the answers in question order, under the
- * grammar of {"type":"array","prefixItems":[{"enum":[OPTIONS]}, {"type":"boolean"},
- * {"enum":[0..n-1]}, ...],"items":false}; decoding is greedy, so the answer is
- * the most likely value given the answers before it, and its probabilities
- * are the model's distribution over the allowed values at that point.
+ * The model answers as one JSON object {"KEY": answer, ...} in question
+ * order, one question at a time: the reply so far (the keys and the answers
+ * chosen before) is appended to the prompt, the next value is generated under
+ * the grammar of its allowed values ({"enum":[OPTIONS]}, {"type":"boolean"},
+ * {"enum":[0..n-1]}) with the confidence capture on, and the answer is the
+ * most probable allowed value (the argmax of the captured distribution, not
+ * the greedy token path, which can differ for values of several tokens).
+ * The session's prefix cache makes each step evaluate only the new text.
  * confidence = 1 - H(p) / ln(n): 1 when all mass is on one value, 0 when it
  * is uniform — concentration, not calibrated correctness.
  */
@@ -41,16 +44,28 @@ srvd *srvd_parse(const cJSON *r, bad_req *b);
 void srvd_free(srvd *d); /* NULL: no-op */
 
 /* The conversation for the model's chat template (OpenAI-shaped messages
- * JSON), the same as one plain prompt for a model without a template, and
- * the answer schema (JSON Schema text).  Valid until srvd_free. */
+ * JSON), and the same as one plain prompt for a model without a template.
+ * Valid until srvd_free. */
 const char *srvd_messages_json(const srvd *d);
 const char *srvd_plain_prompt(const srvd *d);
-const char *srvd_schema(const srvd *d);
 /* The "model" field of the request. */
 const char *srvd_model(const srvd *d);
 
-/* The response body from the generated array text and the decisions the
- * generation recorded in c. */
-cJSON *srvd_body(const srvd *d, const cinfer_confidence *c, const char *text, int n_input, int n_output);
+/* Compile each question's value grammar for model m.  0, or a CINFER_E*
+ * code with err filled. */
+int srvd_compile(srvd *d, const cinfer_model *m, char *err, size_t err_len);
+int srvd_count(const srvd *d);
+const cinfer_grammar *srvd_grammar(const srvd *d, int i);
+/* The reply text that comes before question i's value: "{\"KEY\":" for the
+ * first, ",\"KEY\":" after (keys as JSON strings); srvd_closing: "}". */
+const char *srvd_prefix(const srvd *d, int i);
+const char *srvd_closing(const srvd *d);
+/* Record question i's answer from the decisions c captured while its value
+ * was generated (generated: that value's text, the fallback when c holds
+ * no distribution) and return the chosen value as JSON text, to append to
+ * the reply before the next question.  Valid until srvd_free. */
+const char *srvd_record(srvd *d, int i, const cinfer_confidence *c, const char *generated);
+/* The response body after every question was recorded. */
+cJSON *srvd_body(const srvd *d, int n_input, int n_output);
 
 #endif
