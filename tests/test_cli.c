@@ -453,13 +453,16 @@ TEST(cli, small_messages) {
 TEST(cli, serve_open_host_warns) {
     NEED_SHARED(m, STORIES);
     char cmd[2048], *out = NULL;
-    snprintf(cmd, sizeof cmd, "%s serve %s --host 0.0.0.0 --port 0 --no-webui 2>&1 & p=$!; sleep 1.5; kill $p; wait $p",
-             cinfer_bin(), m);
+    /* serve until it says where it listens (at most 5 s), then SIGTERM */
+    static const char RUN[] = "%s serve %s --host 0.0.0.0 %s--port 0 --no-webui 2>%s/serve.err & p=$!; i=0; "
+                              "while ! grep -q 'API at' %s/serve.err && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "
+                              "kill $p; wait $p; cat %s/serve.err";
+    const char *t = test_tmpdir();
+    snprintf(cmd, sizeof cmd, RUN, cinfer_bin(), m, "", t, t, t);
     run_cmd(cmd, false, &out);
     EXPECT_MSG(out && strstr(out, "warning: listening on 0.0.0.0 without --api-key"), "%s", out ? out : "");
     free(out);
-    snprintf(cmd, sizeof cmd, "%s serve %s --host 0.0.0.0 --api-key k --port 0 --no-webui 2>&1 & p=$!; sleep 1.5; kill $p; wait $p",
-             cinfer_bin(), m);
+    snprintf(cmd, sizeof cmd, RUN, cinfer_bin(), m, "--api-key k ", t, t, t);
     run_cmd(cmd, false, &out);
     EXPECT_MSG(out && strstr(out, "API at") && !strstr(out, "warning"), "%s", out ? out : "");
     free(out);

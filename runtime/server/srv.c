@@ -1957,6 +1957,10 @@ static enum MHD_Result do_ollama_post(srv *hub, struct MHD_Connection *c, const 
         cJSON_Delete(r);
         return ret;
     }
+    if (!route && (!strcmp(url, "/api/tags") || !strcmp(url, "/api/ps") || !strcmp(url, "/api/version"))) {
+        cJSON_Delete(r);
+        return send_error(c, API_OCHAT, 405, NULL, "use GET %.200s", url);
+    }
     if (!route) {
         cJSON_Delete(r);
         return send_error(c, API_OCHAT, 404, NULL, "no route for POST %.200s (pull, create, copy, delete and push "
