@@ -86,6 +86,7 @@ int cli_tokenize(int argc, char **argv) {
             fprintf(stderr, "cinfer tokenize: %s: %s\n", model, err);
             goto done;
         }
+        if (tok_pre_note(v)) fprintf(stderr, "cinfer tokenize: warning: %s\n", tok_pre_note(v));
     }
     size_t len = strlen(text), n_ids = 0;
     ids = malloc(tok_encode_max(len) * sizeof *ids);

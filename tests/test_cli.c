@@ -340,6 +340,11 @@ TEST(cli, settings_warnings) {
     EXPECT_EQ_I(st, 0);
     EXPECT_MSG(out && strstr(out, "warning: this GGUF has no tokenizer.ggml.pre"), "%s", out ? out : "");
     free(out);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s tokenize %s hello 2>&1 >/dev/null", cinfer_bin(), nopre);
+    run_cmd(cmd, false, &out);
+    EXPECT_MSG(out && strstr(out, "cinfer tokenize: warning: this GGUF has no tokenizer.ggml.pre"), "%s", out ? out : "");
+    free(out);
     out = run_out(qcopy, "-p x -n 1 2>&1 >/dev/null", &st, false);
     EXPECT_MSG(out && !strstr(out, "tokenizer.ggml.pre"), "%s", out ? out : "");
     free(out);

@@ -93,14 +93,8 @@ static int gguf_code(int rc) {
 
 /* Notes, parameter count, file type and name (cinfer_model_get_info). */
 static void model_facts(cinfer_model *m) {
-    gguf_str model_kind;
     /* llama.cpp warns the same way ("missing pre-tokenizer type, using: 'default'") */
-    if (!gguf_get_str(m->g, "tokenizer.ggml.model", &model_kind, NULL, 0) && model_kind.len == 4 &&
-        !memcmp(model_kind.ptr, "gpt2", 4) && !gguf_get(m->g, "tokenizer.ggml.pre"))
-        snprintf(m->notes, sizeof m->notes,
-                 "this GGUF has no tokenizer.ggml.pre: the BPE pre-tokenizer defaults to GPT-2's, so token ids "
-                 "(and output quality) may differ from the model's own tokenizer; re-convert it with a current "
-                 "llama.cpp convert_hf_to_gguf.py");
+    if (tok_pre_note(m->vocab)) snprintf(m->notes, sizeof m->notes, "%s", tok_pre_note(m->vocab));
     uint64_t bytes[GGML_TYPE_COUNT] = {0};
     for (uint64_t i = 0; i < gguf_n_tensors(m->g); i++) {
         const gguf_tensor *t = gguf_tensor_at(m->g, i);
