@@ -472,3 +472,22 @@ TEST(cli, serve_open_host_warns) {
     EXPECT_MSG(out && strstr(out, "API at") && !strstr(out, "warning"), "%s", out ? out : "");
     free(out);
 }
+
+/* On a terminal (tmux) a long prompt evaluation shows its progress line. */
+TEST(cli, progress_on_a_terminal) {
+    NEED_SHARED(q, QWEN);
+    if (run_cmd("command -v tmux", false, NULL) != 0) SKIP("tmux not installed");
+    const char *t = test_tmpdir();
+    char cmd[4096], *out = NULL;
+    /* 16k tokens take seconds on any machine; the line shows after CLI_PROGRESS_DELAY_MS */
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"print('word ' * 16000)\" > %s/long.txt && tmux -S %s/p.sock new-session -d -x 160 -y 10 "
+             "'%s run %s -f %s/long.txt -n 1 -c 16400 -t 1 >/dev/null; sleep 30' && i=0; "
+             "while ! tmux -S %s/p.sock capture-pane -p | grep -q 'ETA' && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "
+             "tmux -S %s/p.sock capture-pane -p; tmux -S %s/p.sock kill-server",
+             t, t, cinfer_bin(), q, t, t, t, t);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    EXPECT_MSG(out && strstr(out, "prompt  ") && strstr(out, "/16001 tok  ") && strstr(out, " tok/s  ETA "), "%s",
+               out ? out : "");
+    free(out);
+}
