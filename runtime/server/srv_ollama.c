@@ -268,6 +268,14 @@ cJSON *srvo_request(int route, const cJSON *r, int n_vocab, srvo_req *q, bad_req
     }
     if (cJSON_IsTrue(raw)) {
         cJSON_AddStringToObject(out, "prompt", ptext);
+        /* completions' logprobs is the number of alternatives, not a boolean */
+        const cJSON *lpv = get(out, "logprobs"), *tlv = get(out, "top_logprobs");
+        if (cJSON_IsBool(lpv)) {
+            double k = cJSON_IsNumber(tlv) ? tlv->valuedouble : 0;
+            cJSON_DeleteItemFromObjectCaseSensitive(out, "logprobs");
+            cJSON_DeleteItemFromObjectCaseSensitive(out, "top_logprobs");
+            if (cJSON_IsTrue(lpv)) cJSON_AddNumberToObject(out, "logprobs", k > 5 ? 5 : k);
+        }
         return out;
     }
     cJSON *ms = cJSON_AddArrayToObject(out, "messages"), *m;

@@ -6,9 +6,9 @@
 // (template, details, model_info, capabilities); chat non-streamed and streamed
 // (NDJSON: content lines, then one done:true line with the timings), the
 // request's sampling options (num_predict caps eval_count, seed repeats the
-// text); generate streamed and not, its context continuing a conversation,
+// text), logprobs; generate streamed and not, its context continuing a conversation,
 // raw mode, format "json" (valid JSON back); think:false rendering Qwen3's
-// empty think block; tools accepted; embed (several inputs, unit vectors) and
+// empty think block; tools accepted; logprobs; embed (several inputs, unit vectors) and
 // the older embeddings; errors: an unknown model is a ResponseError 404 with
 // Ollama's {"error"} body, a bad field a 400, images a 400; and /v1/systemone
 // (ollama.systemone): choice, noul and score answers, probabilities over the
@@ -108,6 +108,18 @@ await check('chat: think:false renders Qwen3\'s empty think block (4 more prompt
   const t = await ollama.chat({ model: M, messages: user('What time is it?'), tools, options: { num_predict: 4 } });
   finalFields(t);
   assert(t.prompt_eval_count > base.prompt_eval_count + 20, 'the tools are rendered into the prompt');
+});
+
+await check('chat and raw generate: logprobs with top_logprobs, one entry per generated token', async () => {
+  const a = await ollama.chat({ model: M, messages: user('Hi'), logprobs: true, top_logprobs: 2, options: { num_predict: 3, temperature: 0 } });
+  assert(Array.isArray(a.logprobs) && a.logprobs.length === a.eval_count, `logprobs ${short(a.logprobs)}`);
+  for (const e of a.logprobs) {
+    assert(typeof e.token === 'string' && e.logprob <= 0 && e.top_logprobs.length === 2, short(e));
+    assert(e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob && near(e.top_logprobs[0].logprob, e.logprob, 1e-5),
+      `greedy: the token is the best alternative ${short(e)}`);
+  }
+  const g = await ollama.generate({ model: M, prompt: 'abc', raw: true, logprobs: true, options: { num_predict: 2 } });
+  assert(Array.isArray(g.logprobs) && g.logprobs.length === g.eval_count, `raw generate logprobs ${short(g.logprobs)}`);
 });
 
 await check('chat: format "json" and a schema give valid JSON', async () => {
