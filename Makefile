@@ -12,7 +12,7 @@ Q        := $(if $(filter 1,$(V)),,@)
 
 # Debian packages the project builds against (DESIGN.md §5).
 DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-openssl-dev \
-            libmicrohttpd-dev libxxhash-dev libssl-dev pkg-config tmux python3-jsonschema \
+            libmicrohttpd-dev libxxhash-dev libssl-dev libedit-dev pkg-config tmux python3-jsonschema \
             chromium
 
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
@@ -22,7 +22,7 @@ INCLUDES := -Iinclude -Itemplates -Iruntime -I. -I/usr/include/lua5.4 -I/usr/inc
 OPT      ?= -O2 -g
 # compile.c links standalone executables with the same libraries.
 CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(INCLUDES) -fPIC -DCINFER_LINK_LIBS='"$(LIBS)"' $(CFLAGS)
-LIBS     := -llua5.4 -ltcc -lcjson -lxxhash -lcurl -lcrypto -lmicrohttpd -ldl -lpthread -lm
+LIBS     := -llua5.4 -ltcc -lcjson -lxxhash -lcurl -lcrypto -lmicrohttpd -ledit -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 RUNTIME_SRC  := $(wildcard runtime/*/*.c)
@@ -50,7 +50,7 @@ all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
 # Fails with the install line instead of a compiler error when a header is missing.
-HEADERS := lua5.4/lua.h libtcc.h cjson/cJSON.h xxhash.h
+HEADERS := lua5.4/lua.h libtcc.h cjson/cJSON.h xxhash.h editline/readline.h
 $(BUILD)/.deps-ok:
 	@missing=""; for h in $(HEADERS); do \
 	  printf '#include <%s>\n' $$h | $(CC) -E -x c - >/dev/null 2>&1 || missing="$$missing $$h"; done; \

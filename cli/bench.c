@@ -297,6 +297,7 @@ int cli_bench(int argc, char **argv) {
         return 1;
     }
     const double load_ms = ((cli_now_ms() * 1e6) - t0) * 1e-6, compile_ms = cinfer_model_compile_ms(m);
+    cli_warn_settings("cinfer bench", m, 0, a.n_threads); /* numbers taken with too many threads mislead */
     const int n_vocab = cinfer_model_n_vocab(m);
     const int n_ctx = a.n_prompt > a.n_gen ? a.n_prompt : a.n_gen;
     if (cinfer_session_new(m, &(cinfer_session_options){.n_ctx = n_ctx, .n_threads = n_threads,

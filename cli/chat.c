@@ -2,11 +2,15 @@
  * chat.c — `cinfer chat MODEL`: a conversation through the model's own chat
  * template, with streaming replies.
  *
- * On a terminal it is interactive: "> " prompts, /reset, /save FILE,
- * /load FILE, /quit; Ctrl-C stops the current reply (and keeps the chat),
- * Ctrl-D or /quit leaves.  When stdin is not a terminal each input line is
- * one user message and each reply is printed on one line block, so the
- * command can be driven through a pipe.
+ * On a terminal it is interactive: a one-line banner, then "> " prompts
+ * read with libedit (BSD-licensed line editing: arrow keys, Emacs keys,
+ * history search, Tab completion of the commands), with the history kept
+ * across sessions in $XDG_CACHE_HOME/cinfer/chat_history; the commands are
+ * listed by /help (CHAT_COMMANDS).  Ctrl-C stops the current reply (and
+ * keeps the chat) or clears the line being typed; Ctrl-D on an empty line
+ * or /exit leaves.  When stdin is not a terminal each input line is one
+ * user message and each reply is printed on one line block, so the command
+ * can be driven through a pipe.
  *
  * Each turn renders the whole conversation; the session reuses the KV cache
  * of the previous turns' prefix, so only the new text is evaluated.
@@ -14,6 +18,7 @@
  * FILE.json; /load restores both.
  */
 #include <cJSON.h>
+#include <editline/readline.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -185,12 +190,59 @@ static int conv_load(conversation *c, const char *path, char *err, size_t err_le
     return 0;
 }
 
+/* Every command: /help prints this list, Tab completes the names. */
+static const struct {
+    const char *name, *args, *what;
+} CHAT_COMMANDS[] = {
+    {"/help", "", "this list"},
+    {"/reset", "", "forget the conversation (the system prompt stays)"},
+    {"/save", " FILE", "save the conversation: KV cache to FILE, messages to FILE.json"},
+    {"/load", " FILE", "load a conversation saved with /save"},
+    {"/exit", "", "leave (also /quit, or Ctrl-D on an empty line)"},
+};
+enum { N_CHAT_COMMANDS = sizeof CHAT_COMMANDS / sizeof CHAT_COMMANDS[0] };
+
+static void print_help(FILE *f) {
+    fprintf(f, "commands:\n");
+    for (int i = 0; i < N_CHAT_COMMANDS; i++)
+        fprintf(f, "  %s%-*s %s\n", CHAT_COMMANDS[i].name, (int)(12 - strlen(CHAT_COMMANDS[i].name)),
+                CHAT_COMMANDS[i].args, CHAT_COMMANDS[i].what);
+    fprintf(f, "keys: arrows and Emacs keys edit, Up/Down and Ctrl-R search the history (kept across\n"
+               "  sessions), Tab completes a command, Ctrl-C stops a reply, Ctrl-D on an empty line leaves\n");
+}
+
+/* Tab: complete a /command at the start of the line; nothing else. */
+static char *command_generator(const char *text, int state) {
+    static int next;
+    if (!state) next = 0;
+    while (next < N_CHAT_COMMANDS) {
+        const char *n = CHAT_COMMANDS[next++].name;
+        if (!strncmp(n, text, strlen(text))) return strdup(n);
+    }
+    return NULL;
+}
+static char **complete(const char *text, int start, int end) {
+    (void)end;
+    rl_attempted_completion_over = 1; /* no file-name completion of chat text */
+    return start == 0 && text[0] == '/' ? rl_completion_matches(text, command_generator) : NULL;
+}
+
+static int open_progress(void *user, const char *stage, double done, double total) {
+    cli_progress *p = user;
+    (void)stage;
+    p->total = total / p->scale;
+    cli_progress_update(p, done);
+    return 0;
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: cinfer chat MODEL [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                "                   [--min-p P] [--seed S] [-t THREADS] [-c N_CTX] [--aot] [--show-prompt]\n"
                "                   [--quant auto|native|f32|int8|int8int8|int4|int4mix] [-v]\n"
                "  MODEL: a GGUF or .giw file, or REPO[:FILE] pulled with cinfer pull.\n"
-               "  interactive on a terminal (/reset, /save FILE, /load FILE, /quit; Ctrl-C stops a reply);\n"
+               "  interactive on a terminal: line editing and a history kept in $XDG_CACHE_HOME/cinfer/\n"
+               "  chat_history; /help lists the commands (/reset, /save FILE, /load FILE, /exit);\n"
+               "  Ctrl-C stops a reply, Ctrl-D leaves;\n"
                "  otherwise one user message per input line, one reply per message.\n"
                "  --seed S: default random (printed with -v), -1 = random, S = reproducible.\n"
                "  When the conversation outgrows -c, the oldest turns are dropped (the system prompt stays).\n");
@@ -247,32 +299,64 @@ int cli_chat(int argc, char **argv) {
     int rc = 1, interactive = isatty(STDIN_FILENO);
     char *line = NULL;
     size_t line_cap = 0;
-    if (cinfer_model_open(model, &mo, &m, err, sizeof err) ||
-        cinfer_session_new(m, &so, &s, err, sizeof err)) {
+    char history[4096];
+    int have_history = 0;
+    struct sigaction sa = {0}, old_sa;
+    cli_progress prog;
+    cli_progress_begin(&prog, "repacking weights", "MiB", 0, 1048576);
+    mo.progress = open_progress;
+    mo.progress_user = &prog;
+    int orc = cinfer_model_open(model, &mo, &m, err, sizeof err);
+    cli_progress_end(&prog);
+    if (orc || cinfer_session_new(m, &so, &s, err, sizeof err)) {
         fprintf(stderr, "cinfer chat: %s\n", err);
         goto done;
     }
+    cli_warn_settings("cinfer chat", m, so.n_ctx, so.n_threads);
     if (system && conv_add(&conv, "system", system)) goto oom;
-    struct sigaction sa = {0};
     sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: Ctrl-C at the prompt returns from fgets */
+    sigaction(SIGINT, &sa, &old_sa); /* no SA_RESTART: Ctrl-C at the prompt returns from the read */
+    if (interactive) {
+        const char *slash = strrchr(model, '/');
+        fprintf(stderr, "cinfer chat: %s (%s, %d-token context, %s) - /help for commands, Ctrl-D to leave\n",
+                slash ? slash + 1 : model, cinfer_model_arch(m), cinfer_session_n_ctx(s),
+                cinfer_precision_name(cinfer_model_precision(m)));
+        rl_readline_name = "cinfer";
+        rl_attempted_completion_function = complete;
+        using_history();
+        stifle_history(1000);
+        if (!cli_cache_file("chat_history", history, sizeof history)) {
+            have_history = 1;
+            (void)read_history(history); /* absent the first time */
+        }
+    }
 
     for (;;) {
-        if (interactive) {
-            fputs("> ", stdout);
-            fflush(stdout);
-        }
         g_interrupt = 0;
-        ssize_t n = getline(&line, &line_cap, stdin);
-        if (n < 0) {
-            if (interactive && g_interrupt) {
-                clearerr(stdin);
-                fputc('\n', stdout);
-                continue;
+        ssize_t n;
+        if (interactive) {
+            free(line);
+            line = readline("> ");
+            line_cap = 0;
+            if (!line) {
+                if (g_interrupt) { /* Ctrl-C while typing: a fresh line */
+                    fputc('\n', stdout);
+                    continue;
+                }
+                fputc('\n', stdout); /* Ctrl-D: the shell's prompt starts on a line of its own */
+                fflush(stdout);
+                break;
             }
-            break; /* EOF */
+            n = (ssize_t)strlen(line);
+            if (n && strspn(line, " \t") < (size_t)n) {
+                add_history(line);
+                if (have_history) (void)write_history(history);
+            }
+        } else {
+            n = getline(&line, &line_cap, stdin);
+            if (n < 0) break; /* EOF */
         }
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        while (n > 0 && line[n - 1] && strchr(" \t\r\n", line[n - 1])) line[--n] = 0; /* "/help " after Tab */
         if (n == 0) continue;
         if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
         if (!strcmp(line, "/reset")) {
@@ -296,8 +380,13 @@ int cli_chat(int argc, char **argv) {
             else fprintf(stderr, "(%s %s)\n", line[1] == 's' ? "saved to" : "loaded", path);
             continue;
         }
+        if (!strcmp(line, "/help") || !strcmp(line, "/?")) {
+            print_help(stderr);
+            continue;
+        }
         if (line[0] == '/' && interactive) {
-            fprintf(stderr, "commands: /reset, /save FILE, /load FILE, /quit\n");
+            fprintf(stderr, "unknown command '%s'; ", line);
+            print_help(stderr);
             continue;
         }
         if (conv_add(&conv, "user", line)) goto oom;
@@ -333,6 +422,7 @@ int cli_chat(int argc, char **argv) {
 oom:
     fprintf(stderr, "cinfer chat: out of memory\n");
 done:
+    if (sa.sa_handler) sigaction(SIGINT, &old_sa, NULL);
     free(line);
     conv_clear(&conv, 0);
     free(conv.m);

@@ -51,4 +51,54 @@ uint64_t cli_random_seed(void);
  * random seed; *is_random = 1), like llama.cpp.  Returns -1 when malformed. */
 int cli_parse_seed(const char *s, uint64_t *seed, int *is_random);
 
+/* Warnings for settings that work but hurt (one "PROG: warning: ..." line
+ * each on stderr): n_threads above the CPUs this process may run on, n_ctx
+ * above the model's training context (0 = default: no warning), and the
+ * model's load notes (cinfer_model_notes: e.g. a BPE vocabulary without
+ * tokenizer.ggml.pre).  m may be NULL (threads only). */
+struct cinfer_model;
+void cli_warn_settings(const char *prog, const struct cinfer_model *m, int n_ctx, int n_threads);
+/* CPUs this process may run on (sched_getaffinity; else online CPUs). */
+int cli_n_cpus(void);
+
+/* Progress of long work on stderr — only when stderr is a terminal, and only
+ * once the work has run CLI_PROGRESS_DELAY_MS (short work stays silent):
+ *   "\r\033[K<label>  <done>/<total> <unit>  43%  812 tok/s  ETA 0:21"
+ * redrawn at most 10 times a second; cli_progress_end clears the line.  A
+ * zeroed struct after cli_progress_begin is ready; total <= 0 shows no
+ * percentage or ETA (just done and the rate). */
+#define CLI_PROGRESS_DELAY_MS 400
+typedef struct {
+    const char *label, *unit;
+    double total, scale;    /* units shown = raw units / scale (bytes -> MiB: 1048576) */
+    double t_start, t_last; /* cli_now_ms */
+    int enabled, shown;
+} cli_progress;
+void cli_progress_begin(cli_progress *p, const char *label, const char *unit, double total, double scale);
+void cli_progress_update(cli_progress *p, double done);
+void cli_progress_end(cli_progress *p);
+/* The text of one progress line (no \r, no escape codes) into buf: label,
+ * done/total unit, percent, rate per second, ETA as M:SS or H:MM:SS
+ * ("--:--" when unknown).  elapsed_ms > 0. */
+void cli_progress_format(char *buf, size_t cap, const char *label, const char *unit, double done,
+                         double total, double elapsed_ms);
+/* "H:MM:SS" or "M:SS", or "--:--" for a negative or huge value. */
+void cli_fmt_eta(double seconds, char *buf, size_t cap);
+
+/* Work with no measurable progress (a cc -O3 build): "<label>  12.3 s"
+ * redrawn every 0.2 s by a thread of its own while it runs — a terminal only,
+ * after CLI_PROGRESS_DELAY_MS.  start returns NULL when there is nothing to
+ * show (not a terminal, no memory); stop(NULL) is a no-op. */
+typedef struct cli_ticker cli_ticker;
+cli_ticker *cli_ticker_start(const char *label);
+void cli_ticker_stop(cli_ticker *t);
+
+/* $XDG_CACHE_HOME/cinfer/FILE (default ~/.cache/cinfer/FILE), the directory
+ * created when missing; -1 when neither variable is set or mkdir fails. */
+int cli_cache_file(const char *file, char *buf, size_t cap);
+
+/* Read all of path ("-": stdin) into a malloc'd NUL-terminated buffer; *len
+ * gets the byte count.  NULL with errno set on failure. */
+char *cli_read_all(const char *path, size_t *len);
+
 #endif

@@ -1,9 +1,13 @@
 /*
  * common.c — helpers shared by the `cinfer` subcommands (declared in cli.h):
- * resolving a cached REPO[:FILE] model name and the sampling seed.
+ * resolving a cached REPO[:FILE] model name, the sampling seed, warnings for
+ * settings that hurt, progress lines for long work, the cache directory.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,4 +92,199 @@ double cli_now_ms(void) {
 uint64_t cli_peak_rss_bytes(void) {
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) ? 0 : (uint64_t)ru.ru_maxrss * 1024;
+}
+
+/* ---- warnings ------------------------------------------------------------------- */
+
+int cli_n_cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+void cli_warn_settings(const char *prog, const struct cinfer_model *m, int n_ctx, int n_threads) {
+    int n_cpu = cli_n_cpus();
+    if (n_threads > n_cpu)
+        fprintf(stderr, "%s: warning: -t %d is more threads than the %d CPU%s this process may use; "
+                "they will take turns and run slower (use -t %d or less)\n", prog, n_threads, n_cpu,
+                n_cpu == 1 ? "" : "s", n_cpu);
+    if (!m) return;
+    int train = cinfer_model_n_ctx_train(m);
+    if (n_ctx > 0 && train > 0 && n_ctx > train)
+        fprintf(stderr, "%s: warning: -c %d is above the model's training context (%d tokens); "
+                "output past %d tokens is likely to degrade\n", prog, n_ctx, train, train);
+    const char *notes = cinfer_model_notes(m);
+    while (notes && *notes) {
+        const char *nl = strchr(notes, '\n');
+        int n = nl ? (int)(nl - notes) : (int)strlen(notes);
+        fprintf(stderr, "%s: warning: %.*s\n", prog, n, notes);
+        notes += n + (nl != NULL);
+    }
+}
+
+/* ---- progress ------------------------------------------------------------------- */
+
+void cli_fmt_eta(double s, char *buf, size_t cap) {
+    if (!(s >= 0) || s > 359999) snprintf(buf, cap, "--:--");
+    else if (s >= 3600) snprintf(buf, cap, "%d:%02d:%02d", (int)s / 3600, (int)s / 60 % 60, (int)s % 60);
+    else snprintf(buf, cap, "%d:%02d", (int)s / 60, (int)s % 60);
+}
+
+/* 1234.5 → "1234", 12.34 → "12.3", 0.123 → "0.12": enough digits to move */
+static void fmt_amount(double v, char *buf, size_t cap) {
+    if (v >= 100) snprintf(buf, cap, "%.0f", v);
+    else if (v >= 10) snprintf(buf, cap, "%.1f", v);
+    else snprintf(buf, cap, "%.2f", v);
+}
+
+void cli_progress_format(char *buf, size_t cap, const char *label, const char *unit, double done,
+                         double total, double elapsed_ms) {
+    double rate = elapsed_ms > 0 ? done * 1e3 / elapsed_ms : 0;
+    char d[32], t[32], r[32], eta[32];
+    fmt_amount(done, d, sizeof d);
+    fmt_amount(total, t, sizeof t);
+    fmt_amount(rate, r, sizeof r);
+    if (total > 0) {
+        cli_fmt_eta(rate > 0 ? (total - done) / rate : -1, eta, sizeof eta);
+        int pct = (int)(100.0 * done / total);
+        snprintf(buf, cap, "%s  %s/%s %s  %d%%  %s %s/s  ETA %s", label, d, t, unit, pct > 100 ? 100 : pct, r,
+                 unit, eta);
+    } else {
+        snprintf(buf, cap, "%s  %s %s  %s %s/s", label, d, unit, r, unit);
+    }
+}
+
+void cli_progress_begin(cli_progress *p, const char *label, const char *unit, double total, double scale) {
+    memset(p, 0, sizeof *p);
+    p->label = label;
+    p->unit = unit;
+    p->scale = scale > 0 ? scale : 1;
+    p->total = total / p->scale;
+    p->t_start = cli_now_ms();
+    p->enabled = isatty(STDERR_FILENO);
+}
+
+void cli_progress_update(cli_progress *p, double done) {
+    if (!p->enabled) return;
+    double now = cli_now_ms();
+    if (now - p->t_start < CLI_PROGRESS_DELAY_MS || (p->shown && now - p->t_last < 100)) return;
+    char line[256];
+    cli_progress_format(line, sizeof line, p->label, p->unit, done / p->scale, p->total, now - p->t_start);
+    fprintf(stderr, "\r\033[K%s", line);
+    fflush(stderr);
+    p->shown = 1;
+    p->t_last = now;
+}
+
+void cli_progress_end(cli_progress *p) {
+    if (p->shown) fprintf(stderr, "\r\033[K");
+    p->shown = 0;
+}
+
+struct cli_ticker {
+    const char *label;
+    double t_start;
+    int stop, shown;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static void *ticker_main(void *arg) {
+    cli_ticker *t = arg;
+    pthread_mutex_lock(&t->mu);
+    while (!t->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+        double el = cli_now_ms() - t->t_start;
+        if (!t->stop && el >= CLI_PROGRESS_DELAY_MS) {
+            fprintf(stderr, "\r\033[K%s  %.1f s", t->label, el / 1e3);
+            fflush(stderr);
+            t->shown = 1;
+        }
+    }
+    if (t->shown) fprintf(stderr, "\r\033[K");
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+cli_ticker *cli_ticker_start(const char *label) {
+    if (!isatty(STDERR_FILENO)) return NULL;
+    cli_ticker *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->label = label;
+    t->t_start = cli_now_ms();
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    if (pthread_create(&t->th, NULL, ticker_main, t)) {
+        pthread_mutex_destroy(&t->mu);
+        pthread_cond_destroy(&t->cv);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void cli_ticker_stop(cli_ticker *t) {
+    if (!t) return;
+    pthread_mutex_lock(&t->mu);
+    t->stop = 1;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    pthread_join(t->th, NULL);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    free(t);
+}
+
+/* ---- files ---------------------------------------------------------------------- */
+
+int cli_cache_file(const char *file, char *buf, size_t cap) {
+    const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n;
+    if (x && x[0] == '/') n = snprintf(buf, cap, "%s/cinfer", x);
+    else if (home && home[0] == '/') n = snprintf(buf, cap, "%s/.cache/cinfer", home);
+    else return -1;
+    if (n < 0 || (size_t)n >= cap) return -1;
+    for (char *q = buf + 1; *q; q++) /* mkdir -p */
+        if (*q == '/') {
+            *q = 0;
+            (void)mkdir(buf, 0755);
+            *q = '/';
+        }
+    if (mkdir(buf, 0755) && errno != EEXIST) return -1;
+    size_t len = strlen(buf);
+    n = snprintf(buf + len, cap - len, "/%s", file);
+    return n < 0 || (size_t)n >= cap - len ? -1 : 0;
+}
+
+char *cli_read_all(const char *path, size_t *len) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+        if (n + 1 == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) free(buf);
+            buf = nb;
+        }
+    }
+    int bad = ferror(f), e = errno;
+    if (f != stdin) fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        errno = buf ? (e ? e : EIO) : ENOMEM;
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
 }

@@ -19,13 +19,28 @@
 #include "formats/gguf.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: cinfer compile MODEL [--aot] [--emit-c FILE] [-o OUT] [--archspec FILE]\n"
-               "                      [--quant P] [--batch N] [-v]\n"
-               "  MODEL         a GGUF or .giw file, or REPO[:FILE] pulled with cinfer pull\n"
-               "  --quant P               compute precision: " CLI_QUANT_HELP
-               "  -o OUT.giw    without --aot: save the repacked weights as a .giw file\n"
-               "                (GGUF container, cinfer types; `cinfer run OUT.giw` maps it zero-copy)\n"
-               "  --aot -o PROG a standalone executable\n");
+    fprintf(f, "usage: cinfer compile MODEL [--aot] [--emit-c FILE] [-o OUT] [--quant P] [--archspec FILE]\n"
+               "                      [--batch N] [-v]\n"
+               "  MODEL           a GGUF or .giw file, or REPO[:FILE] pulled with cinfer pull\n"
+               "  (no option)     JIT-compile with libtcc and report the timings\n"
+               "  --emit-c FILE   write the generated C translation unit (- = stdout)\n"
+               "  --aot           build with the system C compiler (cc -O3 -march=native) into the cache\n"
+               "                  ($XDG_CACHE_HOME/cinfer) that `cinfer run --aot` loads\n"
+               "  --aot -o PROG   a standalone executable: ./PROG MODEL -p \"...\"\n"
+               "  -o OUT.giw      without --aot: save the weights repacked for --quant P as a .giw file\n"
+               "                  (GGUF container, cinfer types; `cinfer run OUT.giw` maps it zero-copy)\n"
+               "  --quant P       compute precision: " CLI_QUANT_HELP
+               "  --archspec FILE use this architecture descriptor instead of the built-in one\n"
+               "  --batch N       most tokens per forward call (default 512)\n"
+               "  -v              compile and cache details\n");
+}
+
+static int giw_progress(void *user, const char *stage, double done, double total) {
+    cli_progress *p = user;
+    (void)stage;
+    p->total = total / p->scale;
+    cli_progress_update(p, done);
+    return 0;
 }
 
 /* -o OUT without --aot: open the model in the precision (repacking) and save a .giw. */
@@ -33,9 +48,13 @@ static int write_giw(const char *model, const cc_options *o, const char *out_pat
     char err[1024];
     cinfer_model *m = NULL;
     double t0 = cli_now_ms();
+    cli_progress prog;
+    cli_progress_begin(&prog, "repacking weights", "MiB", 0, 1048576);
     cinfer_model_options mo = {.archspec_path = o->archspec_path, .verbose = o->verbose,
-                               .precision = o->precision};
-    if (cinfer_model_open(model, &mo, &m, err, sizeof err)) {
+                               .precision = o->precision, .progress = giw_progress, .progress_user = &prog};
+    int orc = cinfer_model_open(model, &mo, &m, err, sizeof err);
+    cli_progress_end(&prog);
+    if (orc) {
         fprintf(stderr, "cinfer compile: %s\n", err);
         return 1;
     }
@@ -122,13 +141,19 @@ int cli_compile(int argc, char **argv) {
     }
     double t0 = cli_now_ms();
     if (out_path) {
-        if (cc_build_executable(g, &o, out_path, err, sizeof err)) goto fail;
+        cli_ticker *tk = cli_ticker_start("building the executable (cc -O3)");
+        int brc = cc_build_executable(g, &o, out_path, err, sizeof err);
+        cli_ticker_stop(tk);
+        if (brc) goto fail;
         /* a bare name would be looked up in PATH: say ./NAME */
         fprintf(stderr, "cinfer compile: wrote %s (%.0f ms); run it as: %s%s %s -p \"...\"\n",
                 out_path, cli_now_ms() - t0, strchr(out_path, '/') ? "" : "./", out_path, model);
     } else {
         cc_module *m;
-        if (cc_build(g, &o, &m, err, sizeof err)) goto fail;
+        cli_ticker *tk = o.mode == CC_AOT ? cli_ticker_start("compiling (cc -O3)") : NULL;
+        int brc = cc_build(g, &o, &m, err, sizeof err);
+        cli_ticker_stop(tk);
+        if (brc) goto fail;
         fprintf(stderr, "cinfer compile: %s ok: emit %.2f ms, compile %.2f ms%s%s%s\n",
                 o.mode == CC_AOT ? "AOT" : "JIT", m->emit_ms, m->compile_ms,
                 m->cache_hit ? " (cached)" : "", o.mode == CC_AOT ? ", " : "",

@@ -292,6 +292,9 @@ static int inspect_gguf(const char *path, bool json) {
     const char *nm = gguf_str_or(g, "general.name", name, sizeof name);
     uint32_t ftype = 0;
     bool has_ftype = gguf_get_u32(g, "general.file_type", &ftype, NULL, 0) == 0;
+    /* a .giw keeps its source's general.file_type; what it holds is cinfer.precision */
+    char prec[64];
+    const char *giw_prec = gguf_str_or(g, "cinfer.precision", prec, sizeof prec);
     char fp[17];
     snprintf(fp, sizeof fp, "%016" PRIx64, gguf_fingerprint(g));
 
@@ -315,6 +318,7 @@ static int inspect_gguf(const char *path, bool json) {
         cJSON_AddItemToObject(o, "name", nm ? json_str(nm, strlen(nm)) : cJSON_CreateNull());
         cJSON_AddItemToObject(o, "file_type", has_ftype ? cJSON_CreateNumber(ftype) : cJSON_CreateNull());
         cJSON_AddStringToObject(o, "file_type_name", has_ftype ? gguf_file_type_name(ftype) : "unknown"); /* text: the same */
+        if (giw_prec) cJSON_AddStringToObject(o, "precision", giw_prec); /* a .giw: the weights it holds */
         cJSON_AddNumberToObject(o, "alignment", gguf_alignment(g));
         cJSON_AddNumberToObject(o, "size", (double)gguf_size(g));
         cJSON_AddNumberToObject(o, "data_offset", (double)gguf_data_offset(g));
@@ -362,7 +366,10 @@ static int inspect_gguf(const char *path, bool json) {
         fprintf(f, "format        GGUF v%u\n", gguf_version(g));
         fprintf(f, "architecture  %s\n", a ? a : "(none)");
         fprintf(f, "name          %s\n", nm ? nm : "(none)");
-        if (has_ftype) fprintf(f, "file type     %s (%u)\n", gguf_file_type_name(ftype), ftype);
+        if (giw_prec)
+            fprintf(f, "file type     cinfer .giw, weights repacked for --quant %s (source file type %s)\n", giw_prec,
+                    has_ftype ? gguf_file_type_name(ftype) : "unknown");
+        else if (has_ftype) fprintf(f, "file type     %s (%u)\n", gguf_file_type_name(ftype), ftype);
         else fprintf(f, "file type     unknown (no general.file_type)\n");
         fprintf(f, "alignment     %u\n", gguf_alignment(g));
         fprintf(f, "size          %" PRIu64 " bytes (%s)\n", gguf_size(g), hb);

@@ -10,31 +10,44 @@
 typedef struct {
     const char *name;
     int (*fn)(int, char **);
-    const char *usage;
+    const char *args, *what;
 } command;
 
 static const command commands[] = {
-    {"inspect", cli_inspect, "inspect MODEL [--json]           metadata and tensors"},
-    {"run", cli_run, "run MODEL [-p TEXT] [-n N] ...     generate text (see `cinfer run --help`)"},
-    {"chat", cli_chat, "chat MODEL [--system TEXT] ...     chat through the model's template"},
-    {"compile", cli_compile, "compile MODEL [--quant P] [--aot] [--emit-c FILE] [-o OUT|OUT.giw]"},
-    {"tokenize", cli_tokenize, "tokenize MODEL TEXT [--no-bos]     print token ids"},
-    {"bench", cli_bench, "bench MODEL [-p 512] [-n 128] [-t N] [-r 3] [--quant P] [--json]   prompt and generation tokens/s"},
-    {"quantize", cli_quantize, "quantize IN.gguf OUT.gguf --type q4_0|q8_0|q4_k_m|...   re-quantize like llama-quantize"},
-    {"pull", cli_pull, "pull REPO [FILE|PATTERN] [--revision R] [--dir D] [--endpoint URL]   download from Hugging Face"},
-    {"list", cli_list, "list                               models in the local cache"},
-    {"rm", cli_rm, "rm REPO[:FILE]                     remove from the local cache"},
-    {"serve", cli_serve, "serve MODEL [--host H] [--port 8080] [--api-key K]   OpenAI/Anthropic-compatible HTTP server"},
-    {"schema-check", cli_schema_check, "schema-check SCHEMA INSTANCE...    does the JSON Schema grammar accept each instance"},
+    {"run", cli_run, "MODEL [-p TEXT | -f FILE] [-n N] ...", "generate text (a pipe into stdin is the prompt)"},
+    {"chat", cli_chat, "MODEL [--system TEXT] ...", "chat through the model's own template"},
+    {"serve", cli_serve, "MODEL [--host H] [--port 8080] ...", "OpenAI/Anthropic/Ollama-compatible HTTP server"},
+    {"pull", cli_pull, "REPO [FILE|PATTERN] ...", "download a model from Hugging Face"},
+    {"list", cli_list, "", "the models in the local cache"},
+    {"rm", cli_rm, "REPO[:FILE]", "remove from the local cache"},
+    {"inspect", cli_inspect, "MODEL [--json]", "metadata, tensors, totals"},
+    {"tokenize", cli_tokenize, "MODEL TEXT [--no-bos]", "print token ids"},
+    {"bench", cli_bench, "MODEL [-p 512] [-n 128] [-t N] ...", "prompt and generation tokens/s"},
+    {"compile", cli_compile, "MODEL [--aot] [--emit-c FILE] [-o OUT]", "the generated C, AOT builds, .giw files"},
+    {"quantize", cli_quantize, "IN.gguf OUT.gguf --type TYPE", "re-quantize like llama-quantize"},
+    {"schema-check", cli_schema_check, "SCHEMA INSTANCE...", "does the JSON Schema grammar accept each"},
 };
 
 static void usage(FILE *f) {
     fprintf(f, "cinfer %s — a model compiler for local LLM inference\n\nusage:\n", CINFER_VERSION);
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  cinfer %s\n", commands[i].usage);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char syn[128];
+        snprintf(syn, sizeof syn, "%s %s", commands[i].name, commands[i].args);
+        fprintf(f, "  cinfer %-50s %s\n", syn, commands[i].what);
+    }
+    fprintf(f, "\n`cinfer COMMAND --help` (or `cinfer help COMMAND`) describes a command's options;\n"
+               "`cinfer --version` prints the version.  Docs: README.md and docs/ in the source tree.\n");
 }
 
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "help")) { /* cinfer help CMD = cinfer CMD --help */
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            if (!strcmp(argv[2], commands[i].name))
+                return commands[i].fn(2, (char *[]){argv[2], "--help", NULL});
+        fprintf(stderr, "cinfer: unknown command '%s'\n", argv[2]);
+        usage(stderr);
+        return 2;
+    }
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

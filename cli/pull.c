@@ -37,13 +37,11 @@ static void pull_usage(FILE *f) {
 
 typedef struct {
     bool tty, quiet, bar_shown;
+    /* not a terminal: a plain line at each quarter of a file, or every 30 s */
+    int last_quarter;
+    double t_last_line;
 } render;
 
-static void fmt_eta(double s, char *buf, size_t cap) {
-    if (s < 0 || s > 359999) snprintf(buf, cap, "--:--");
-    else if (s >= 3600) snprintf(buf, cap, "%d:%02d:%02d", (int)s / 3600, (int)s / 60 % 60, (int)s % 60);
-    else snprintf(buf, cap, "%d:%02d", (int)s / 60, (int)s % 60);
-}
 
 static void clear_bar(render *r) {
     if (r->bar_shown) fprintf(stderr, "\r\033[K");
@@ -59,14 +57,27 @@ static int on_event(void *user, const pull_event *ev) {
     pull_fmt_bytes((int64_t)ev->rate_bytes_s, rate, sizeof rate);
     switch (ev->kind) {
     case PULL_EV_PROGRESS:
-        if (!r->tty) return 0;
+        if (!r->tty) {
+            int quarter = ev->total_bytes > 0 ? (int)(4 * ev->done_bytes / ev->total_bytes) : 0;
+            double now = cli_now_ms();
+            if ((quarter > r->last_quarter && quarter < 4) || now - r->t_last_line >= 30e3) {
+                cli_fmt_eta(ev->rate_bytes_s > 0 ? (double)(ev->total_bytes - ev->done_bytes) / ev->rate_bytes_s : -1,
+                        eta, sizeof eta);
+                fprintf(stderr, "pull: %s: %d%% (%s of %s, %s/s, ETA %s)\n", ev->file,
+                        ev->total_bytes > 0 ? (int)(100 * ev->done_bytes / ev->total_bytes) : 0, done, total,
+                        ev->rate_bytes_s > 0 ? rate : "-", eta);
+                r->last_quarter = quarter > r->last_quarter ? quarter : r->last_quarter;
+                r->t_last_line = now;
+            }
+            return 0;
+        }
         {
             int pct = ev->total_bytes > 0 ? (int)(100.0 * (double)ev->done_bytes / (double)ev->total_bytes) : 100;
             char bar[25];
             int fill = pct * 24 / 100;
             for (int i = 0; i < 24; i++) bar[i] = i < fill ? '#' : '.';
             bar[24] = 0;
-            fmt_eta(ev->rate_bytes_s > 0 ? (double)(ev->total_bytes - ev->done_bytes) / ev->rate_bytes_s : -1, eta,
+            cli_fmt_eta(ev->rate_bytes_s > 0 ? (double)(ev->total_bytes - ev->done_bytes) / ev->rate_bytes_s : -1, eta,
                     sizeof eta);
             const char *name = strrchr(ev->file, '/') ? strrchr(ev->file, '/') + 1 : ev->file;
             fprintf(stderr, "\r\033[K%-28.28s %3d%% [%s] %s / %s  %s/s  ETA %s", name, pct, bar, done, total,
@@ -76,6 +87,8 @@ static int on_event(void *user, const pull_event *ev) {
         return 0;
     case PULL_EV_START:
         clear_bar(r);
+        r->last_quarter = ev->total_bytes > 0 ? (int)(4 * ev->resumed_from / ev->total_bytes) : 0;
+        r->t_last_line = cli_now_ms();
         if (ev->resumed_from > 0) fprintf(stderr, "pull: %s: resuming at %s of %s\n", ev->file, done, total);
         else fprintf(stderr, "pull: %s: downloading %s\n", ev->file, total);
         return 0;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
@@ -31,8 +32,20 @@ static void quantize_usage(FILE *f) {
             "more bits in some layers.  OUT is written as OUT.partial and renamed.\n");
 }
 
+typedef struct {
+    int verbose;
+    double bytes_done;
+    cli_progress prog; /* a terminal only */
+} quant_ui;
+
 static void report(const quant_tensor_report *r, void *user) {
-    (void)user;
+    quant_ui *ui = user;
+    ui->bytes_done += (double)r->bytes_in;
+    if (!ui->verbose) {
+        cli_progress_update(&ui->prog, ui->bytes_done);
+        return;
+    }
+    cli_progress_end(&ui->prog);
     char shape[96];
     int k = snprintf(shape, sizeof shape, "[%lld", (long long)r->ne[0]);
     for (uint32_t d = 1; d < r->n_dims && k < (int)sizeof shape; d++)
@@ -103,18 +116,24 @@ int cli_quantize(int argc, char **argv) {
         quantize_usage(stderr);
         return 2;
     }
+    /* a safetensors input says how to get a GGUF (convert_hf_to_gguf.py) */
+    static char cached[4096];
+    if (cli_resolve_model("quantize", &in, cached, sizeof cached, 1)) return 1;
     if (quant_ftype_parse(type, &o.ftype)) {
         fprintf(stderr, "cinfer quantize: unknown type '%s' (see cinfer quantize --help)\n", type);
         return 2;
     }
-    if (verbose) {
-        o.on_tensor = report;
-        o.user = NULL;
-    }
+    quant_ui ui = {.verbose = verbose};
+    struct stat sb;
+    cli_progress_begin(&ui.prog, "quantizing", "MiB", stat(in, &sb) ? 0 : (double)sb.st_size, 1048576);
+    o.on_tensor = report;
+    o.user = &ui;
     char err[1024];
     quant_stats st;
     double t0 = (cli_now_ms() * 1e-3);
-    if (quant_file(in, out, &o, &st, err, sizeof err)) {
+    int qrc = quant_file(in, out, &o, &st, err, sizeof err);
+    cli_progress_end(&ui.prog);
+    if (qrc) {
         fprintf(stderr, "cinfer quantize: %s\n", err);
         return 1;
     }

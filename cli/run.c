@@ -4,12 +4,20 @@
  * stderr.  The same code drives standalone executables built by
  * `cinfer compile --aot -o PROG` (cli_run_prebuilt), whose forward pass is
  * linked in instead of compiled at start-up.
+ *
+ * The prompt comes from -p, -f FILE (-f -: stdin), --prompt-ids, or, when
+ * none is given and stdin is a pipe or a file, from stdin.  Ctrl-C stops the
+ * prompt evaluation or the generation and still prints the stats line (a
+ * second Ctrl-C kills); exit status 130 then.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cinfer.h"
 #include "cli.h"
@@ -19,9 +27,12 @@
 #include "hub/pull.h"
 #include "engine/samp.h"
 
+enum { RUN_MAX_STOP = 16 };
+
 typedef struct {
     const char *model;
     const char *prompt;
+    const char *prompt_file; /* -f FILE ("-": stdin) */
     const char *prompt_ids;
     const char *dump_logits;
     const char *archspec;
@@ -39,6 +50,8 @@ typedef struct {
     int n_given;             /* -n was given */
     int quant_given;         /* --quant was given */
     int seed_random;         /* the seed was drawn at random (no --seed, or --seed -1) */
+    const char *stop[RUN_MAX_STOP]; /* --stop STR (repeatable) */
+    int n_stop;
 } run_args;
 
 /* "cinfer run", or the program's name for a standalone executable
@@ -60,9 +73,12 @@ static void run_usage(FILE *f, int prebuilt) {
                    "  MODEL                   a GGUF or .giw file, or REPO[:FILE] pulled with cinfer pull\n");
     fprintf(f,
             "  -p, --prompt TEXT       prompt text (default: empty, generation starts after BOS)\n"
+            "  -f, --file FILE         prompt from FILE (- = stdin); without -p, -f or --prompt-ids a\n"
+            "                          prompt piped or redirected into stdin is read\n"
             "  --prompt-ids \"1 2 3\"    prompt as token ids (no BOS added)\n"
             "  -n N                    tokens to generate (default 256; 0 evaluates the prompt only)\n"
             "  --temp T                temperature (0.8; 0 = greedy, deterministic)\n"
+            "  --stop STR              stop when the text STR is generated (not printed; repeatable)\n"
             "  --top-k K --top-p P --min-p P --repeat-penalty R\n"
             "  --seed S                sampling seed: same seed, same text (default: random, printed\n"
             "                          with -v; -1 = random)\n"
@@ -132,6 +148,19 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
                     "compiled in); use cinfer run MODEL %s\n", run_name, f, f);
             return -1;
         } else if (!strcmp(f, "-p") || !strcmp(f, "--prompt")) { NEED_VAL(); a->prompt = v; }
+        else if (!strcmp(f, "-f") || !strcmp(f, "--file")) { NEED_VAL(); a->prompt_file = v; }
+        else if (!strcmp(f, "--stop")) {
+            NEED_VAL();
+            if (!*v) {
+                fprintf(stderr, "%s: --stop: the stop text is empty\n", run_name);
+                return -1;
+            }
+            if (a->n_stop == RUN_MAX_STOP) {
+                fprintf(stderr, "%s: --stop: at most %d stop strings\n", run_name, RUN_MAX_STOP);
+                return -1;
+            }
+            a->stop[a->n_stop++] = v;
+        }
         else if (!strcmp(f, "--prompt-ids")) { NEED_VAL(); a->prompt_ids = v; }
         else if (!strcmp(f, "--dump-logits")) { NEED_VAL(); a->dump_logits = v; }
         else if (!strcmp(f, "--archspec")) { NEED_VAL(); a->archspec = v; }
@@ -187,8 +216,8 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
         run_usage(stderr, prebuilt);
         return -1;
     }
-    if (a->prompt && a->prompt_ids) {
-        fprintf(stderr, "%s: give -p or --prompt-ids, not both\n", run_name);
+    if (!!a->prompt + !!a->prompt_ids + !!a->prompt_file > 1) {
+        fprintf(stderr, "%s: give one of -p, -f and --prompt-ids\n", run_name);
         return -1;
     }
     return 0;
@@ -211,15 +240,60 @@ static int parse_ids(const char *s, int32_t *ids, int cap) {
 }
 
 static int dump_logits(const char *path, const int32_t *ids, int n_ids, const float *logits,
-                       int n_vocab) {
+                       int n_vocab, char *err, size_t err_len) {
     FILE *f = fopen(path, "w");
-    if (!f) return fprintf(stderr, "%s: %s: %s\n", run_name, path, strerror(errno)), -1;
+    if (!f) return snprintf(err, err_len, "--dump-logits %s: %s", path, strerror(errno)), -1;
     fprintf(f, "{\"prompt_ids\":[");
     for (int i = 0; i < n_ids; i++) fprintf(f, "%s%d", i ? "," : "", ids[i]);
     fprintf(f, "],\"logits\":[");
     for (int i = 0; i < n_vocab; i++) fprintf(f, "%s%.9g", i ? "," : "", (double)logits[i]);
     fprintf(f, "]}\n");
-    if (fclose(f)) return fprintf(stderr, "%s: %s: write failed\n", run_name, path), -1;
+    if (fclose(f)) return snprintf(err, err_len, "--dump-logits %s: write failed (%s)", path, strerror(errno)), -1;
+    return 0;
+}
+
+/* Ctrl-C: the first stops the work at the next token or prompt batch (the
+ * stats line still prints); SA_RESETHAND makes a second one kill. */
+static volatile sig_atomic_t g_interrupted;
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupted = 1;
+}
+
+/* Prompt evaluation and repacking progress (cli_progress; a terminal only). */
+static int on_progress(void *user, const char *stage, double done, double total) {
+    cli_progress *p = user;
+    (void)stage;
+    p->total = total / p->scale;
+    cli_progress_update(p, done);
+    if (done >= total) cli_progress_end(p);
+    return g_interrupted != 0;
+}
+
+/* The prompt text of -f FILE, or of a stdin that is a pipe or a file when no
+ * prompt was given: malloc'd into *text (NULL: neither). */
+static int read_prompt(const run_args *a, char **text, char *err, size_t err_len) {
+    *text = NULL;
+    const char *path = a->prompt_file;
+    if (!path && !a->prompt && !a->prompt_ids) {
+        struct stat st;
+        if (isatty(STDIN_FILENO) || fstat(STDIN_FILENO, &st) || !(S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode)))
+            return 0;
+        path = "-";
+    }
+    if (!path) return 0;
+    size_t len;
+    *text = cli_read_all(path, &len);
+    if (!*text) return snprintf(err, err_len, "%s: %s", strcmp(path, "-") ? path : "stdin", strerror(errno)), -1;
+    if (strlen(*text) != len) {
+        free(*text);
+        *text = NULL;
+        return snprintf(err, err_len, "%s: the prompt contains a NUL byte (a binary file?)",
+                        strcmp(path, "-") ? path : "stdin"), -1;
+    }
+    /* as llama.cpp's -f: the file's final newline ends the file, not the prompt */
+    if (len && (*text)[len - 1] == '\n') (*text)[--len] = 0;
+    if (len && (*text)[len - 1] == '\r') (*text)[--len] = 0;
     return 0;
 }
 
@@ -235,7 +309,7 @@ static int print_piece(const char *piece, size_t len, int32_t token, void *user)
     (void)token;
     fwrite(piece, 1, len, stdout);
     fflush(stdout);
-    return 0;
+    return g_interrupted != 0;
 }
 
 /* --json-schema: compile the schema for this model (and --confidence's store). */
@@ -261,6 +335,18 @@ static int run_grammar(const run_args *a, cinfer_model *m, cinfer_grammar **g, c
     return 0;
 }
 
+/* "prompt of N tokens does not fit the context of C" with what to do about it. */
+static void ctx_error(char *err, size_t err_len, size_t n_prompt, int n_predict, int n_ctx, int n_ctx_train) {
+    size_t need = n_prompt + (n_predict > 0 ? (size_t)n_predict : 1);
+    if ((size_t)n_ctx < need && (size_t)n_ctx_train >= need)
+        snprintf(err, err_len, "prompt of %zu tokens does not fit the context of %d: raise it with -c %zu "
+                 "(the model was trained for %d), or shorten the prompt", n_prompt, n_ctx, need, n_ctx_train);
+    else
+        snprintf(err, err_len, "prompt of %zu tokens does not fit the context of %d%s: shorten the prompt%s",
+                 n_prompt, n_ctx, n_ctx < n_ctx_train ? "" : " (the model's training context)",
+                 n_ctx < n_ctx_train ? " or raise -c" : " (a larger -c degrades quality past the training context)");
+}
+
 static int run_main(int argc, char **argv, const struct cf_model_desc *(*describe)(void),
                     void (*forward)(struct cf_env *)) {
     cinfer_grammar *grammar = NULL;
@@ -280,14 +366,33 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
     cinfer_model *m = NULL;
     cinfer_session *s = NULL;
     int32_t *ids = NULL;
+    char *prompt_text = NULL;
     run_stream rs = {.t_start = cli_now_ms()};
+    cli_progress prog;
+    struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESETHAND}, old_sa;
+    g_interrupted = 0;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_sa);
 
+    if (read_prompt(&a, &prompt_text, err, sizeof err)) goto fail;
+    if (prompt_text) a.prompt = prompt_text;
+    cli_progress_begin(&prog, "repacking weights", "MiB", 0, 1048576);
     cinfer_model_options mo = {.compile = a.mode == CC_AOT ? CINFER_AOT : CINFER_JIT,
                                .archspec_path = a.archspec, .verbose = a.verbose,
-                               .precision = a.precision};
-    if (describe ? cinfer_model_open_linked(a.model, describe, forward, &m, err, sizeof err)
-                 : cinfer_model_open(a.model, &mo, &m, err, sizeof err))
-        goto fail;
+                               .precision = a.precision, .progress = on_progress, .progress_user = &prog};
+    char cc_name[256];
+    int opened = describe ? cinfer_model_open_linked(a.model, describe, forward, &m, err, sizeof err)
+                          : cinfer_model_open(a.model, &mo, &m, err, sizeof err);
+    if (opened && !describe && a.mode == CC_AOT && cc_compiler_missing(cc_name, sizeof cc_name)) {
+        /* no cached object and no compiler to build one: the JIT runs the same kernels */
+        fprintf(stderr, "%s: --aot needs a C compiler and '%s' is not installed (apt-get install gcc, or set CC); "
+                "using the JIT (libtcc) instead\n", run_name, cc_name);
+        a.mode = CC_JIT;
+        mo.compile = CINFER_JIT;
+        opened = cinfer_model_open(a.model, &mo, &m, err, sizeof err);
+    }
+    cli_progress_end(&prog);
+    if (opened) goto fail;
     double t_open = cli_now_ms() - rs.t_start;
     /* precision 0 is the default, which a standalone executable runs anyway */
     if (describe && a.quant_given && a.precision != 0 && a.precision != cinfer_model_precision(m)) {
@@ -298,10 +403,12 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
                  a.model, cinfer_precision_name(a.precision), cinfer_precision_name(a.precision));
         goto fail;
     }
+    cli_warn_settings(run_name, m, a.n_ctx, a.n_threads);
     cinfer_session_options so = {.n_ctx = a.n_ctx, .n_threads = a.n_threads,
-                                 .activations = a.activations};
+                                 .activations = a.activations, .progress = on_progress,
+                                 .progress_user = &prog};
     if (cinfer_session_new(m, &so, &s, err, sizeof err)) goto fail;
-    int n_ctx = cinfer_session_n_ctx(s);
+    int n_ctx = cinfer_session_n_ctx(s), n_ctx_train = cinfer_model_n_ctx_train(m);
 
     /* Prompt → ids. */
     size_t cap = (size_t)n_ctx + 8, n_prompt = 0;
@@ -317,8 +424,7 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
     } else {
         const char *p = a.prompt ? a.prompt : "";
         if (cinfer_tokenize(m, p, strlen(p), !a.no_bos, 0, ids, cap, &n_prompt)) {
-            snprintf(err, sizeof err, "prompt of %zu tokens does not fit the context of %d",
-                     n_prompt, n_ctx);
+            ctx_error(err, sizeof err, n_prompt, a.n_predict, n_ctx, n_ctx_train);
             goto fail;
         }
     }
@@ -329,20 +435,23 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
         goto fail;
     }
     if (n_prompt + (a.n_predict > 0 ? 1 : 0) > (size_t)n_ctx) {
-        snprintf(err, sizeof err, "prompt of %zu tokens does not fit the context of %d", n_prompt,
-                 n_ctx);
+        ctx_error(err, sizeof err, n_prompt, a.n_predict, n_ctx, n_ctx_train);
         goto fail;
     }
     double t0 = cli_now_ms();
-    if (cinfer_eval(s, ids, n_prompt, err, sizeof err)) goto fail;
+    cli_progress_begin(&prog, "prompt", "tok", (double)n_prompt, 1);
+    int erc = cinfer_eval(s, ids, n_prompt, err, sizeof err);
+    cli_progress_end(&prog);
     double t_prompt = cli_now_ms() - t0;
+    cinfer_gen_result res = {0};
+    if (erc == CINFER_ECANCEL) goto interrupted;
+    if (erc) goto fail;
     if (a.dump_logits &&
-        dump_logits(a.dump_logits, ids, (int)n_prompt, cinfer_logits(s), cinfer_model_n_vocab(m)))
+        dump_logits(a.dump_logits, ids, (int)n_prompt, cinfer_logits(s), cinfer_model_n_vocab(m), err, sizeof err))
         goto fail;
 
     if (a.json_schema && run_grammar(&a, m, &grammar, &conf, err, sizeof err)) goto fail;
     if (a.prompt && !grammar) fputs(a.prompt, stdout);
-    cinfer_gen_result res = {0};
     int newline_done = 0;
     if (a.n_predict > 0) {
         cinfer_gen_options go = {
@@ -354,6 +463,8 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
             .repeat_penalty = a.sp.repeat_penalty,
             .repeat_last_n = a.sp.repeat_last_n,
             .seed = a.sp.seed,
+            .stop = a.n_stop ? a.stop : NULL,
+            .n_stop = a.n_stop,
             .grammar = grammar,
             .confidence = conf,
         };
@@ -361,10 +472,11 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
         /* the prompt is already in the cache: only its last token is re-run */
         if (cinfer_generate_tokens(s, ids, n_prompt, &go, print_piece, &rs, &res, err, sizeof err))
             goto fail;
+        if (res.stop == CINFER_STOP_CALLBACK) goto interrupted;
         if (grammar && res.stop != CINFER_STOP_GRAMMAR && res.stop != CINFER_STOP_EOS) {
             fputc('\n', stdout);
             snprintf(err, sizeof err, "the JSON value is incomplete (%s)",
-                     res.stop == CINFER_STOP_CTX_FULL ? "context full" : "token limit reached");
+                     res.stop == CINFER_STOP_CTX_FULL ? "context full: raise -c" : "token limit reached: raise -n");
             goto fail;
         }
         if (res.stop == CINFER_STOP_CTX_FULL && !grammar) {
@@ -383,22 +495,32 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
         }
     }
     if (!newline_done && ((a.n_predict > 0 && !conf) || (a.prompt && !grammar))) fputc('\n', stdout);
+    rc = 0;
+    goto stats;
+interrupted:
+    fputc('\n', stdout);
+    fflush(stdout);
+    fprintf(stderr, "%s: interrupted (Ctrl-C)%s\n", run_name,
+            erc == CINFER_ECANCEL ? " during the prompt evaluation" : "");
+    rc = 130;
+stats:
     fflush(stdout);
     fprintf(stderr,
             "cinfer: open %.1f ms (%s %.1f ms%s) | prompt %zu tok %.1f tok/s | "
             "gen %d tok %.1f tok/s | first token %.1f ms | %d threads, %s, %s | peak RSS %.1f MiB\n",
             t_open, describe ? "linked" : a.mode == CC_AOT ? "aot" : "jit",
             cinfer_model_compile_ms(m), describe ? "" : cinfer_model_compile_ms(m) == 0 && a.mode == CC_AOT ? ", cached" : "",
-            n_prompt, t_prompt > 0 ? n_prompt * 1e3 / t_prompt : 0.0, res.n_generated,
+            n_prompt, t_prompt > 0 && erc == 0 ? n_prompt * 1e3 / t_prompt : 0.0, res.n_generated,
             res.gen_ms > 0 ? res.n_generated * 1e3 / res.gen_ms : 0.0, rs.t_first_ms,
             a.n_threads > 0 ? a.n_threads : pool_default_threads(), kern_cpu_label(),
             cinfer_precision_name(cinfer_model_precision(m)), (cli_peak_rss_bytes() / 1048576.0));
-    rc = 0;
     goto done;
 fail:
     fprintf(stderr, "%s: %s\n", run_name, err);
 done:
+    sigaction(SIGINT, &old_sa, NULL);
     free(ids);
+    free(prompt_text);
     cinfer_grammar_free(grammar);
     cinfer_confidence_free(conf);
     cinfer_session_free(s);

@@ -88,7 +88,7 @@ int cli_schema_check(int argc, char **argv) {
         if (rc == 1) {
             if (!quiet) printf("%s: accepted\n", argv[i]);
         } else {
-            printf("%s: rejected: %s\n", argv[i], rc == CINFER_EFORMAT ? err : rc == 0 ? err : "out of memory");
+            if (!quiet) printf("%s: rejected: %s\n", argv[i], rc == CINFER_EFORMAT ? err : rc == 0 ? err : "out of memory");
             status = 1;
         }
     }

@@ -195,6 +195,12 @@ int cli_serve(int argc, char **argv) {
     }
     const char *host = o.host ? o.host : "127.0.0.1";
     int port = srv_port(s);
+    if (m) cli_warn_settings("cinfer serve", m, o.n_ctx, o.n_threads);
+    for (int i = 0; i < n_open; i++) cli_warn_settings("cinfer serve", extra[i].m, o.n_ctx, i || m ? 0 : o.n_threads);
+    /* loopback is 127.0.0.0/8 and ::1; anything else is reachable from other machines */
+    if (!o.api_key && strncmp(host, "127.", 4) && strcmp(host, "::1"))
+        fprintf(stderr, "cinfer serve: warning: listening on %s without --api-key: anyone who can reach port %d "
+                "can use the models; add --api-key KEY (clients send it as a Bearer token)\n", host, port);
     int v6 = strchr(host, ':') != NULL;
     for (int i = path ? -1 : 0; i < n_models; i++)
         fprintf(stderr, "cinfer serve: model '%s'%s\n", i < 0 ? o.model_name : names[i],

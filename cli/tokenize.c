@@ -18,11 +18,17 @@
 #include "formats/modelfile.h"
 #include "text/tok.h"
 
-static int usage(void) {
-    fprintf(stderr, "usage: cinfer tokenize MODEL.gguf|REPO[:FILE]|tokenizer.json TEXT [--no-bos] [--parse-special]\n"
-                    "  tokenizer.json: byte-level BPE only (GPT-2, Llama 3, Qwen2 style)\n");
+static int usage_to(FILE *f) {
+    fprintf(f, "usage: cinfer tokenize MODEL.gguf|REPO[:FILE]|tokenizer.json TEXT [--no-bos] [--parse-special]\n"
+                    "  prints the token ids of TEXT, space-separated (llama.cpp's llama_tokenize)\n"
+                    "  MODEL           a GGUF model or vocab-only file, REPO[:FILE] pulled with cinfer pull,\n"
+                    "                  or a Hugging Face tokenizer.json (byte-level BPE only: GPT-2,\n"
+                    "                  Llama 3, Qwen2 style)\n"
+                    "  --no-bos        do not add the BOS/EOS tokens the vocabulary asks for\n"
+                    "  --parse-special control-token text in TEXT (\"<|im_start|>\") becomes its id\n");
     return 2;
 }
+static int usage(void) { return usage_to(stderr); }
 
 /* The first non-blank byte of path: '{' for JSON, 'G' for GGUF; -1 when unreadable. */
 static int first_byte(const char *path) {
@@ -41,7 +47,7 @@ int cli_tokenize(int argc, char **argv) {
         if (!strcmp(argv[i], "--no-bos")) add_special = false;
         else if (!strcmp(argv[i], "--parse-special")) parse_special = true;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage();
+            usage_to(stdout);
             return 0;
         } else if (argv[i][0] == '-' && argv[i][1] == '-') {
             fprintf(stderr, "cinfer tokenize: unknown option '%s'\n", argv[i]);
@@ -80,6 +86,7 @@ int cli_tokenize(int argc, char **argv) {
             fprintf(stderr, "cinfer tokenize: %s: %s\n", model, err);
             goto done;
         }
+        if (tok_pre_note(v)) fprintf(stderr, "cinfer tokenize: warning: %s\n", tok_pre_note(v));
     }
     size_t len = strlen(text), n_ids = 0;
     ids = malloc(tok_encode_max(len) * sizeof *ids);

@@ -293,6 +293,33 @@ static const char *c_compiler(void) {
     return cc && *cc ? cc : "cc";
 }
 
+int cc_compiler_missing(char *name, size_t cap) {
+    const char *cc = c_compiler();
+    snprintf(name, cap, "%s", cc);
+    /* CC may carry flags ("gcc -m64"): the program is its first word */
+    char prog[512];
+    snprintf(prog, sizeof prog, "%.*s", (int)strcspn(cc, " \t"), cc);
+    if (strchr(prog, '/')) return access(prog, X_OK) != 0;
+    const char *path = getenv("PATH");
+    if (!path || !*path) path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, ":");
+        char full[1024];
+        snprintf(full, sizeof full, "%.*s/%s", (int)(n ? n : 1), n ? p : ".", prog);
+        if (access(full, X_OK) == 0) return 0;
+        p += n + (p[n] == ':');
+    }
+    return 1;
+}
+
+/* The "no C compiler" error of an AOT build, or 0 when there is one. */
+static int need_compiler(const char *what, char *err, size_t err_len) {
+    char name[256];
+    if (!cc_compiler_missing(name, sizeof name)) return 0;
+    return snprintf(err, err_len, "no C compiler: %s needs '%s', which is not installed or not in PATH "
+                    "(apt-get install gcc, or set CC)", what, name), -1;
+}
+
 /* Run argv; capture stderr into err on failure. */
 static int run_compiler(char *const argv[], const char *log_path, char *err, size_t err_len) {
     pid_t pid = fork();
@@ -372,6 +399,7 @@ static int aot(cc_module *m, const gguf_file *g, const char *src, size_t src_len
         snprintf(c_path, sizeof c_path, "%s.c", base);
         snprintf(tmp_so, sizeof tmp_so, "%s.so.tmp.%d", base, (int)getpid());
         snprintf(log_path, sizeof log_path, "%s.log", base);
+        if (need_compiler("an --aot build", err, err_len)) return -1;
         if (write_file_atomic(c_path, src, src_len, err, err_len)) return -1;
         double t0 = now_ms();
         char *argv[] = {(char *)c_compiler(), "-O3", "-march=native", "-fPIC", "-shared",
@@ -475,6 +503,7 @@ int cc_build_executable(const gguf_file *g, const cc_options *o, const char *out
 
     char *src = NULL, *main_src = NULL;
     size_t src_len, main_len;
+    if (need_compiler("a standalone executable", err, err_len)) return -1;
     if (cc_generate(g, o, &src, &src_len, err, err_len)) return -1;
     if (cc_spec_file("templates/main.c.in", &main_src, &main_len, err, err_len)) {
         free(src);

@@ -56,6 +56,12 @@ int cc_build_executable(const gguf_file *g, const cc_options *o, const char *out
  * set, else the copy embedded in the binary.  *data is malloc'd, NUL-terminated. */
 int cc_spec_file(const char *name, char **data, size_t *len, char *err, size_t err_len);
 
+/* 1 when the C compiler AOT builds run ($CC, else "cc") cannot be found
+ * (not an executable path, nor a program in $PATH), its name in name[cap];
+ * 0 when it is there.  cc_build and cc_build_executable fail with "no C
+ * compiler: ..." in that case. */
+int cc_compiler_missing(char *name, size_t cap);
+
 /* The cache directory (created if missing). */
 int cc_cache_dir(char *buf, size_t cap, char *err, size_t err_len);
 

@@ -52,7 +52,16 @@ enum {
     CINFER_ECOMPILE = -7, /* code generation or C compilation failed */
     CINFER_EARG = -8,     /* invalid argument */
     CINFER_ECTX = -9,     /* context full: the tokens do not fit n_ctx */
+    CINFER_ECANCEL = -10, /* a progress callback asked to stop */
 };
+
+/* Progress of long work: repacking weights at open (stage "repack", done and
+ * total in bytes; cinfer_model_options.progress) and evaluating a prompt
+ * (stage "prompt", in tokens, after each batch; cinfer_session_options.progress).
+ * Called on the thread doing the work.  Return nonzero to cancel a prompt
+ * evaluation (it stops after the current batch with CINFER_ECANCEL, the
+ * evaluated part kept in the cache); repacking ignores the return value. */
+typedef int (*cinfer_progress_fn)(void *user, const char *stage, double done, double total);
 
 typedef struct cinfer_model cinfer_model;
 typedef struct cinfer_session cinfer_session;
@@ -100,6 +109,8 @@ typedef struct {
     int precision;               /* CINFER_PRECISION_*; 0 = auto.  A .giw file opens in
                                   * the precision it was saved in (cinfer.precision); asking
                                   * it for another one is CINFER_EARG */
+    cinfer_progress_fn progress; /* optional: repacking progress */
+    void *progress_user;
 } cinfer_model_options;
 
 /* Map the GGUF file at path, load its tokenizer and compile its forward pass.
@@ -123,6 +134,32 @@ int cinfer_model_open_linked(const char *path, const struct cf_model_desc *(*des
 
 int cinfer_model_n_vocab(const cinfer_model *m);
 int cinfer_model_n_ctx_train(const cinfer_model *m);
+/* What the loader noticed that changes results without stopping the load,
+ * one line each ('\n'-separated, no trailing newline; "" when none), e.g. a
+ * BPE vocabulary without tokenizer.ggml.pre (the pre-tokenizer is then a
+ * guess, as in llama.cpp, and token ids may differ from the model's
+ * training).  Valid until cinfer_model_close. */
+const char *cinfer_model_notes(const cinfer_model *m);
+
+/* Facts about the opened file (what model lists such as Ollama's show).
+ * Strings are valid until cinfer_model_close. */
+typedef struct {
+    const char *path;          /* as given to cinfer_model_open */
+    uint64_t file_bytes;
+    uint64_t n_params;         /* elements of every tensor in the file */
+    const char *file_type;     /* llama.cpp's name of general.file_type ("Q8_0", "Q4_K_M",
+                                * "F16"), or for a file without it the type most weight
+                                * bytes have ("Q8_0"); a .giw: its precision ("int4") */
+    uint64_t fingerprint;      /* hash of the header, metadata and tensor table */
+    int n_layer, n_embd, n_ctx_train, n_vocab;
+    const char *chat_template; /* tokenizer.chat_template source, or NULL */
+    const char *name;          /* general.name, or NULL */
+} cinfer_model_info;
+void cinfer_model_get_info(const cinfer_model *m, cinfer_model_info *out);
+/* The file's metadata as one JSON object, key -> value (strings, numbers,
+ * booleans; arrays of at most 64 scalars as arrays, longer ones as null —
+ * the tokenizer's tables), malloc'd (free()); NULL when out of memory. */
+char *cinfer_model_metadata_json(const cinfer_model *m);
 /* general.architecture, e.g. "llama".  Valid until cinfer_model_close. */
 const char *cinfer_model_arch(const cinfer_model *m);
 /* Milliseconds spent compiling at open (0 for an AOT cache hit). */
@@ -177,6 +214,8 @@ typedef struct {
     int n_ctx;       /* KV cache positions; 0: min(n_ctx_train, 4096) */
     int n_threads;   /* 0: physical cores */
     int activations; /* CINFER_ACT_*; 0: CINFER_ACT_DEFAULT */
+    cinfer_progress_fn progress; /* optional: prompt evaluation progress, and cancel */
+    void *progress_user;
 } cinfer_session_options;
 
 /* A new session with an empty history.  Allocates the KV cache
@@ -465,6 +504,14 @@ int cinfer_chat_prompt(const cinfer_model *m, const cinfer_message *msgs, size_t
 int cinfer_chat_prompt_json(const cinfer_model *m, const char *messages_json,
                             const char *tools_json, int add_generation_prompt, char **prompt,
                             char *err, size_t err_len);
+/* The same with more template variables: vars_json is a JSON object (or
+ * NULL) whose members are set in the template context after the standard
+ * ones, as transformers' apply_chat_template(**kwargs) / the OpenAI-style
+ * "chat_template_kwargs" do — e.g. {"enable_thinking": false} for Qwen3.
+ * CINFER_EARG when vars_json is not an object. */
+int cinfer_chat_prompt_vars(const cinfer_model *m, const char *messages_json,
+                            const char *tools_json, const char *vars_json,
+                            int add_generation_prompt, char **prompt, char *err, size_t err_len);
 /* Render msgs with add_generation_prompt and generate the assistant's reply
  * (control tokens in the rendered text are parsed; BOS appears once).  The
  * session's cached prefix (earlier turns) is reused.  Errors as

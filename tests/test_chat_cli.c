@@ -2,7 +2,9 @@
  * test_chat_cli.c — `cinfer chat` end to end with the Qwen3 chat model (real
  * tokenizer and template, random weights): a three-turn conversation through
  * a pipe, the prompt it builds against the transformers rendering, and the
- * same conversation typed into a terminal (tmux) when tmux is installed.
+ * same conversation typed into a terminal (tmux) when tmux is installed:
+ * banner, line editing, /help, Ctrl-C, /save, Ctrl-D and the history kept
+ * across sessions (tests/chat_tmux.sh).
  */
 #include <cJSON.h>
 #include <stdlib.h>

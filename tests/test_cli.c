@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
+#include "gguf_edit.h"
 #include "test.h"
 
 #define STORIES "models/stories260K/stories260K.gguf"
@@ -232,5 +234,260 @@ TEST(cli, message_wording) {
     snprintf(cmd, sizeof cmd, "%s schema-check --help", cinfer_bin());
     EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
     EXPECT_MSG(out && strstr(out, "--permissive  ignore"), "%s", out ? out : "");
+    free(out);
+}
+
+/* ---- issue 16: everyday use ------------------------------------------------------------------ */
+
+/* The prompt from -f FILE, -f -, a pipe and a redirected file: the same text as -p. */
+TEST(cli, prompt_from_file_stdin_pipe) {
+    NEED_SHARED(m, STORIES);
+    char path[600], cmd[2048];
+    snprintf(path, sizeof path, "%s/prompt.txt", test_tmpdir());
+    FILE *f = fopen(path, "w");
+    EXPECT(f != NULL);
+    if (!f) return;
+    fputs("Once upon a time\n", f); /* the file's newline ends the file, not the prompt */
+    fclose(f);
+    int st;
+    char *want = run_out(m, "-p 'Once upon a time' -n 12 --temp 0 2>/dev/null", &st, false);
+    EXPECT_EQ_I(st, 0);
+    const char *forms[] = {"%s run %s -f %s -n 12 --temp 0", "%s run %s -f - -n 12 --temp 0 < %s",
+                           "cat %3$s | %1$s run %2$s -n 12 --temp 0", "%s run %s -n 12 --temp 0 < %s"};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        char *out = NULL;
+        snprintf(cmd, sizeof cmd, forms[i], cinfer_bin(), m, path);
+        strncat(cmd, " 2>/dev/null", sizeof cmd - strlen(cmd) - 1);
+        EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+        EXPECT_MSG(out && want && !strcmp(out, want), "%s:\n%s\nexpected\n%s", cmd, out ? out : "", want ? want : "");
+        free(out);
+    }
+    /* stdin that is not a pipe or a file (a terminal, /dev/null) is not read */
+    char *out = run_out(m, "-n 3 --temp 0 < /dev/null 2>/dev/null", &st, false);
+    EXPECT_EQ_I(st, 0);
+    free(out);
+    out = run_out(m, "-p x -f /nonexistent.txt 2>&1", &st, false);
+    EXPECT_MSG(st == 2 && out && strstr(out, "one of -p, -f and --prompt-ids"), "%s", out ? out : "");
+    free(out);
+    out = run_out(m, "-f /nonexistent.txt 2>&1", &st, false);
+    EXPECT_MSG(st == 1 && out && strstr(out, "/nonexistent.txt: No such file"), "%s", out ? out : "");
+    free(out);
+    free(want);
+}
+
+/* --stop STR (repeatable): generation ends before the first one produced, which is not printed. */
+TEST(cli, run_stop_strings) {
+    NEED_SHARED(m, STORIES);
+    int st;
+    char *full = run_out(m, "-p 'Once upon a time' -n 40 --temp 0 2>/dev/null", &st, false);
+    /* stories260K's greedy story names a girl, Lily */
+    const char *lily = full ? strstr(full, "Lily") : NULL;
+    EXPECT_MSG(lily != NULL, "%s", full ? full : "");
+    if (!lily) return free(full);
+    char *out = run_out(m, "-p 'Once upon a time' -n 40 --temp 0 --stop Lily 2>/dev/null", &st, false);
+    EXPECT_EQ_I(st, 0);
+    size_t keep = (size_t)(lily - full);
+    EXPECT_MSG(out && !strncmp(out, full, keep) && !strstr(out, "Lily"), "%s", out ? out : "");
+    free(out);
+    /* the earlier of two stop strings wins */
+    out = run_out(m, "-p 'Once upon a time' -n 40 --temp 0 --stop Lily --stop girl 2>/dev/null", &st, false);
+    EXPECT_MSG(out && !strstr(out, "girl") && !strstr(out, "Lily"), "%s", out ? out : "");
+    free(out);
+    out = run_out(m, "-p x --stop '' 2>&1", &st, false);
+    EXPECT_MSG(st == 2 && out && strstr(out, "--stop"), "%s", out ? out : "");
+    free(out);
+    free(full);
+}
+
+/* Ctrl-C stops the generation and the stats line still comes (exit 130). */
+TEST(cli, run_ctrl_c_keeps_stats) {
+    NEED_SHARED(q, QWEN);
+    char cmd[2048], *out = NULL;
+    /* 16k tokens of the 151k-vocabulary model take seconds on any machine; SIGINT after 0.7 s */
+    snprintf(cmd, sizeof cmd,
+             "%s run %s -p Hi -n 100000 -c 16384 --temp 0 -t 1 >/dev/null 2>%s/err & p=$!; sleep 0.7; kill -INT $p; wait $p; "
+             "echo rc=$?; cat %s/err", cinfer_bin(), q, test_tmpdir(), test_tmpdir());
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    EXPECT_MSG(out && strstr(out, "rc=130") && strstr(out, "interrupted (Ctrl-C)") && strstr(out, "cinfer: open ") &&
+               strstr(out, "gen "), "%s", out ? out : "");
+    free(out);
+}
+
+/* Warnings: -t above the CPUs, -c above the training context, a BPE GGUF without tokenizer.ggml.pre. */
+TEST(cli, settings_warnings) {
+    NEED_SHARED(m, STORIES);
+    NEED_SHARED(q, QWEN);
+    char qcopy[1024];
+    snprintf(qcopy, sizeof qcopy, "%s", q);
+    int st;
+    char args[128], want_t[64];
+    snprintf(args, sizeof args, "-p x -n 1 -t %d -c 4096 2>&1 >/dev/null", cli_n_cpus() + 1);
+    snprintf(want_t, sizeof want_t, "warning: -t %d is more threads than the", cli_n_cpus() + 1);
+    char *out = run_out(m, args, &st, false);
+    EXPECT_EQ_I(st, 0);
+    EXPECT_MSG(out && strstr(out, want_t) &&
+               strstr(out, "warning: -c 4096 is above the model's training context (2048 tokens)"), "%s",
+               out ? out : "");
+    free(out);
+    out = run_out(m, "-p x -n 1 -t 1 2>&1 >/dev/null", &st, false);
+    EXPECT_MSG(out && !strstr(out, "warning"), "%s", out ? out : "");
+    free(out);
+    char nopre[600];
+    snprintf(nopre, sizeof nopre, "%s/nopre.gguf", test_tmpdir());
+    const char *drop[] = {"tokenizer.ggml.pre", NULL};
+    if (gguf_edit_copy(qcopy, nopre, drop, NULL, NULL, 0)) return;
+    out = run_out(nopre, "-p x -n 1 2>&1 >/dev/null", &st, false);
+    EXPECT_EQ_I(st, 0);
+    EXPECT_MSG(out && strstr(out, "warning: this GGUF has no tokenizer.ggml.pre"), "%s", out ? out : "");
+    free(out);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s tokenize %s hello 2>&1 >/dev/null", cinfer_bin(), nopre);
+    run_cmd(cmd, false, &out);
+    EXPECT_MSG(out && strstr(out, "cinfer tokenize: warning: this GGUF has no tokenizer.ggml.pre"), "%s", out ? out : "");
+    free(out);
+    out = run_out(qcopy, "-p x -n 1 2>&1 >/dev/null", &st, false);
+    EXPECT_MSG(out && !strstr(out, "tokenizer.ggml.pre"), "%s", out ? out : "");
+    free(out);
+}
+
+/* --aot with no C compiler: a notice, then the JIT runs; compile --aot says what is missing. */
+TEST(cli, aot_without_compiler) {
+    NEED_SHARED(m, STORIES);
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "env -u CC PATH=/nonexistent XDG_CACHE_HOME=%s/aot %s run %s --aot -p Once -n 4 --temp 0 2>&1",
+             test_tmpdir(), cinfer_bin(), m);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    EXPECT_MSG(out && strstr(out, "--aot needs a C compiler and 'cc' is not installed") && strstr(out, "using the JIT") &&
+               strstr(out, "Once upon a time") && strstr(out, "(jit "), "%s", out ? out : "");
+    free(out);
+    snprintf(cmd, sizeof cmd, "CC=/nonexistent/gcc XDG_CACHE_HOME=%s/aot %s compile %s --aot 2>&1", test_tmpdir(),
+             cinfer_bin(), m);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 1);
+    EXPECT_MSG(out && strstr(out, "no C compiler") && strstr(out, "/nonexistent/gcc"), "%s", out ? out : "");
+    free(out);
+}
+
+/* Every subcommand answers --help on stdout with exit 0; `cinfer help CMD` too. */
+TEST(cli, help_for_every_command) {
+    const char *cmds[] = {"run", "chat", "serve", "pull", "list", "rm", "inspect", "tokenize", "bench", "compile",
+                          "quantize", "schema-check"};
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s --help", cinfer_bin());
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "cinfer %s ", cmds[i]);
+        EXPECT_MSG(out && strstr(out, want), "cinfer --help lacks %s", cmds[i]);
+    }
+    free(out);
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s --help 2>/dev/null", cinfer_bin(), cmds[i]);
+        EXPECT_MSG(run_cmd(cmd, false, &out) == 0 && out && strstr(out, "usage: cinfer ") && strstr(out, cmds[i]),
+                   "%s: %s", cmd, out ? out : "");
+        free(out);
+        snprintf(cmd, sizeof cmd, "%s help %s 2>/dev/null", cinfer_bin(), cmds[i]);
+        EXPECT_MSG(run_cmd(cmd, false, &out) == 0 && out && strstr(out, "usage: cinfer "), "%s", cmd);
+        free(out);
+    }
+}
+
+/* Progress is for terminals: none in a redirected stderr; the line's text. */
+TEST(cli, progress_only_on_a_terminal) {
+    char line[256];
+    cli_progress_format(line, sizeof line, "prompt", "tok", 500, 1000, 2000);
+    EXPECT_STR_EQ(line, "prompt  500/1000 tok  50%  250 tok/s  ETA 0:02");
+    cli_progress_format(line, sizeof line, "repacking weights", "MiB", 12.5, 0, 1000);
+    EXPECT_STR_EQ(line, "repacking weights  12.5 MiB  12.5 MiB/s");
+    char eta[32];
+    cli_fmt_eta(3725, eta, sizeof eta);
+    EXPECT_STR_EQ(eta, "1:02:05");
+    cli_fmt_eta(-1, eta, sizeof eta);
+    EXPECT_STR_EQ(eta, "--:--");
+    NEED_SHARED(q, QWEN);
+    char cmd[2048], *out = NULL;
+    /* a 3000-token prompt, repacked weights: stderr is a file here, so no \r lines */
+    snprintf(cmd, sizeof cmd, "python3 -c \"print('word ' * 3000)\" | %s run %s -n 1 -c 4096 --quant int8 2>&1 >/dev/null",
+             cinfer_bin(), q);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    EXPECT_MSG(out && !strchr(out, '\r') && !strstr(out, "ETA") && strstr(out, "prompt 300"), "%s", out ? out : "");
+    free(out);
+}
+
+/* The small ones: --dump-logits to a bad path, schema-check -q, quantize on safetensors,
+ * inspect on a .giw, a truncated file and a prompt over the context. */
+TEST(cli, small_messages) {
+    NEED_SHARED(m, STORIES);
+    int st;
+    char *out = run_out(m, "-p x -n 1 --dump-logits /nonexistent/d.json 2>&1 >/dev/null", &st, false);
+    EXPECT_EQ_I(st, 1);
+    EXPECT_MSG(out && !strcmp(out, "cinfer run: --dump-logits /nonexistent/d.json: No such file or directory\n"), "'%s'",
+               out ? out : "");
+    free(out);
+    char cmd[8192], p[600];
+    snprintf(p, sizeof p, "%s", test_tmpdir());
+    snprintf(cmd, sizeof cmd, "echo '{\"type\":\"integer\"}' > %s/s.json && echo '\"x\"' > %s/bad.json && "
+             "%s schema-check %s/s.json %s/bad.json -q; echo rc=$?", p, p, cinfer_bin(), p, p);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 0);
+    EXPECT_MSG(out && !strcmp(out, "rc=1\n"), "'%s'", out ? out : "");
+    free(out);
+    const char *st_model = shared_path("models/tinystories-656k/hf/model.safetensors");
+    if (st_model) {
+        snprintf(cmd, sizeof cmd, "%s quantize %s %s/q.gguf --type q8_0 2>&1", cinfer_bin(), st_model, p);
+        EXPECT_EQ_I(run_cmd(cmd, false, &out), 1);
+        EXPECT_MSG(out && strstr(out, "safetensors") && strstr(out, "convert_hf_to_gguf.py"), "%s", out ? out : "");
+        free(out);
+    }
+    snprintf(cmd, sizeof cmd, "%s compile %s --quant int8 -o %s/m.giw 2>/dev/null && %s inspect %s/m.giw", cinfer_bin(),
+             m, p, cinfer_bin(), p);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    EXPECT_MSG(out && strstr(out, "file type     cinfer .giw, weights repacked for --quant int8") && !strstr(out, "ALL_F32 (0)"),
+               "%s", out ? out : "");
+    free(out);
+    snprintf(cmd, sizeof cmd, "head -c 400000 %s > %s/cut.gguf && %s run %s/cut.gguf -p x -n 1 2>&1", m, p, cinfer_bin(), p);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 1);
+    EXPECT_MSG(out && strstr(out, "truncated") && strstr(out, "download it again"), "%s", out ? out : "");
+    free(out);
+    out = run_out(m, "-p 'Once upon a time there was a little girl who liked to play' -c 8 -n 4 2>&1 >/dev/null", &st, false);
+    EXPECT_EQ_I(st, 1);
+    EXPECT_MSG(out && strstr(out, "does not fit the context of 8: raise it with -c") && strstr(out, "trained for 2048"),
+               "%s", out ? out : "");
+    free(out);
+}
+
+/* serve on a non-loopback address without --api-key warns. */
+TEST(cli, serve_open_host_warns) {
+    NEED_SHARED(m, STORIES);
+    char cmd[2048], *out = NULL;
+    /* serve until it says where it listens (at most 5 s), then SIGTERM */
+    static const char RUN[] = "%s serve %s --host 0.0.0.0 %s--port 0 --no-webui 2>%s/serve.err & p=$!; i=0; "
+                              "while ! grep -q 'API at' %s/serve.err && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "
+                              "kill $p; wait $p; cat %s/serve.err";
+    const char *t = test_tmpdir();
+    snprintf(cmd, sizeof cmd, RUN, cinfer_bin(), m, "", t, t, t);
+    run_cmd(cmd, false, &out);
+    EXPECT_MSG(out && strstr(out, "warning: listening on 0.0.0.0 without --api-key"), "%s", out ? out : "");
+    free(out);
+    snprintf(cmd, sizeof cmd, RUN, cinfer_bin(), m, "--api-key k ", t, t, t);
+    run_cmd(cmd, false, &out);
+    EXPECT_MSG(out && strstr(out, "API at") && !strstr(out, "warning"), "%s", out ? out : "");
+    free(out);
+}
+
+/* On a terminal (tmux) a long prompt evaluation shows its progress line. */
+TEST(cli, progress_on_a_terminal) {
+    NEED_SHARED(q, QWEN);
+    if (run_cmd("command -v tmux", false, NULL) != 0) SKIP("tmux not installed");
+    const char *t = test_tmpdir();
+    char cmd[4096], *out = NULL;
+    /* 16k tokens take seconds on any machine; the line shows after CLI_PROGRESS_DELAY_MS */
+    snprintf(cmd, sizeof cmd,
+             "python3 -c \"print('word ' * 16000)\" > %s/long.txt && tmux -S %s/p.sock new-session -d -x 160 -y 10 "
+             "'%s run %s -f %s/long.txt -n 1 -c 16400 -t 1 >/dev/null; sleep 30' && i=0; "
+             "while ! tmux -S %s/p.sock capture-pane -p | grep -q 'ETA' && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "
+             "tmux -S %s/p.sock capture-pane -p; tmux -S %s/p.sock kill-server",
+             t, t, cinfer_bin(), q, t, t, t, t);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    EXPECT_MSG(out && strstr(out, "prompt  ") && strstr(out, "/16001 tok  ") && strstr(out, " tok/s  ETA "), "%s",
+               out ? out : "");
     free(out);
 }

@@ -937,3 +937,45 @@ TEST(pull, cli) {
     ps_stop(s);
     free(d);
 }
+
+static double now_s_test(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* No network: a pull fails within a few seconds, saying so (not ~35 s of
+ * retries); with stderr not a terminal, progress comes as a few plain lines
+ * (each quarter of a file), never \r bars. */
+TEST(pull, offline_fast_and_quiet_progress) {
+    if (access(cinfer_bin(), X_OK) != 0) SKIP("%s not built", cinfer_bin());
+    const char *xdg = fresh_dir("offline");
+    char cmd[8192], *out = NULL;
+    double t0 = now_s_test();
+    /* port 1 on loopback refuses at once, as an unplugged network does */
+    sfmt(cmd, sizeof cmd, "XDG_CACHE_HOME=%s %s pull test/x --endpoint http://127.0.0.1:1 2>&1", xdg, cinfer_bin());
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 1);
+    double dt = now_s_test() - t0;
+    EXPECT_MSG(dt < 5, "took %.1f s", dt);
+    EXPECT_MSG(out && strstr(out, "cannot reach http://127.0.0.1:1") && strstr(out, "no network connection?") &&
+               !strstr(out, "retry"), "%s", out ? out : "");
+    free(out);
+
+    uint64_t seed = seed_for("pull/offline_fast_and_quiet_progress");
+    START_SERVER(s);
+    size_t n = 400000;
+    unsigned char *d = rand_bytes(n, seed);
+    ps_add_repo(s, "test/slow", false);
+    ps_set_file(s, "test/slow", "m-Q8_0.gguf", d, n, true);
+    ps_throttle(s, 500000); /* ~0.8 s */
+    sfmt(cmd, sizeof cmd, "XDG_CACHE_HOME=%s %s pull test/slow m-Q8_0.gguf --endpoint %s 2>&1 >/dev/null", xdg,
+         cinfer_bin(), ps_endpoint(s));
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    int lines = 0;
+    for (const char *p = out; p && (p = strstr(p, "% (")); p++) lines++;
+    EXPECT_MSG(out && !strchr(out, '\r') && lines >= 1 && lines <= 3 && strstr(out, "ETA") && strstr(out, "verified"),
+               "%d progress lines: %s", lines, out ? out : "");
+    free(out);
+    ps_stop(s);
+    free(d);
+}

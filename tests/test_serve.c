@@ -266,8 +266,10 @@ TEST(serve, errors) {
                      "messages[0].role", "robot");
     expect_oai_error(&f, chat, "{\"messages\":[{\"role\":\"user\"}]}", BEARER, 400, "messages[0].content",
                      "required");
-    expect_oai_error(&f, chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":7}", BEARER,
+    expect_oai_error(&f, chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":-1}", BEARER,
                      400, "temperature", "temperature");
+    expect_oai_error(&f, chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_k\":2.5}", BEARER,
+                     400, "top_k", "integer");
     expect_oai_error(&f, chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1.5}", BEARER,
                      400, "max_tokens", "integer");
     expect_oai_error(&f, chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":7}", BEARER, 400,

@@ -11,6 +11,8 @@
  *                        tools, logprobs, embeddings, responses, errors
  *   serve_sdk/anthropic  npm `@anthropic-ai/sdk`: messages, streaming, count_tokens,
  *                        tool_use, errors
+ *   serve_sdk/ollama     npm `ollama`: the Ollama API (tags, show, ps, chat and generate
+ *                        streamed as NDJSON and not, embed, errors) and /v1/systemone
  *   serve_sdk/webui      the page at / in headless Chromium (playwright-core);
  *                        screenshot under $CINFER_BUILD/serve-artifacts/
  *   serve_sdk/load       200 requests from 8 clients: disconnects, malformed
@@ -64,8 +66,9 @@ static void run_script(const char *script, int needs, int limit_s) {
         SKIP("node not found (Node.js 20+ runs the SDK tests)");
     if (access("tests/serve/node_modules/openai/package.json", R_OK) != 0 ||
         access("tests/serve/node_modules/@anthropic-ai/sdk/package.json", R_OK) != 0 ||
-        access("tests/serve/node_modules/ajv/package.json", R_OK) != 0)
-        SKIP("tests/serve/node_modules absent: run 'make serve-deps' (npm ci)");
+        access("tests/serve/node_modules/ajv/package.json", R_OK) != 0 ||
+        access("tests/serve/node_modules/ollama/package.json", R_OK) != 0)
+        SKIP("tests/serve/node_modules absent or stale: run 'make serve-deps' (npm ci)");
     const char *chromium = getenv("CHROMIUM") && *getenv("CHROMIUM") ? getenv("CHROMIUM") : "/usr/bin/chromium";
     if (needs & NEED_CHROMIUM) {
         if (access(chromium, X_OK) != 0) SKIP("%s not found (Debian package chromium)", chromium);
@@ -94,5 +97,6 @@ static void run_script(const char *script, int needs, int limit_s) {
 TEST(serve_sdk, schemas) { run_script("schemas.mjs", 0, 60); }
 TEST(serve_sdk, openai) { run_script("openai.mjs", NEED_MODEL, 120); }
 TEST(serve_sdk, anthropic) { run_script("anthropic.mjs", NEED_MODEL, 120); }
+TEST(serve_sdk, ollama) { run_script("ollama.mjs", NEED_MODEL, 100); }
 TEST(serve_sdk, webui) { run_script("webui.mjs", NEED_MODEL | NEED_CHROMIUM, 120); }
 TEST(serve_sdk, load) { run_script("load.mjs", NEED_MODEL, 180); }

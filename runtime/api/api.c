@@ -45,6 +45,11 @@ struct cinfer_model {
     gram_vocab *gv;       /* token trie for grammars: built on first use (api_gram_vocab) */
     pthread_mutex_t gv_lock;
     int precision;        /* CINFER_PRECISION_* the forward pass computes in */
+    char *path;           /* as opened */
+    char notes[512];      /* cinfer_model_notes: '\n'-separated */
+    char file_type[32];   /* cinfer_model_info.file_type */
+    char name[128];       /* general.name */
+    uint64_t n_params;
 };
 
 struct cinfer_session {
@@ -54,6 +59,8 @@ struct cinfer_session {
     float *logits_buf; /* (n_vocab) copy handed to the logit processor */
     tok_stream *ts;
     int evaluated;     /* logits are valid */
+    cinfer_progress_fn progress; /* cinfer_session_options.progress */
+    void *progress_user;
 };
 
 static int fail(char *err, size_t err_len, int code, const char *fmt, ...)
@@ -84,6 +91,39 @@ static int gguf_code(int rc) {
     }
 }
 
+/* Notes, parameter count, file type and name (cinfer_model_get_info). */
+static void model_facts(cinfer_model *m) {
+    /* llama.cpp warns the same way ("missing pre-tokenizer type, using: 'default'") */
+    if (tok_pre_note(m->vocab)) snprintf(m->notes, sizeof m->notes, "%s", tok_pre_note(m->vocab));
+    uint64_t bytes[GGML_TYPE_COUNT] = {0};
+    for (uint64_t i = 0; i < gguf_n_tensors(m->g); i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->g, i);
+        m->n_params += t->n_elems;
+        if (t->type < GGML_TYPE_COUNT && t->n_dims >= 2) bytes[t->type] += t->n_bytes;
+    }
+    uint32_t ft;
+    char e[128];
+    if (giw_precision(m->g, e, sizeof e) >= 0)
+        snprintf(m->file_type, sizeof m->file_type, "%s", cinfer_precision_name(giw_precision(m->g, e, sizeof e)));
+    else if (!gguf_get_u32(m->g, "general.file_type", &ft, NULL, 0))
+        snprintf(m->file_type, sizeof m->file_type, "%s", gguf_file_type_name(ft));
+    else {
+        int best = 0;
+        for (int t = 1; t < GGML_TYPE_COUNT; t++)
+            if (bytes[t] > bytes[best]) best = t;
+        snprintf(m->file_type, sizeof m->file_type, "%s", ggml_type_name((uint32_t)best));
+    }
+    gguf_str nm;
+    if (!gguf_get_str(m->g, "general.name", &nm, NULL, 0))
+        snprintf(m->name, sizeof m->name, "%.*s", (int)(nm.len < 127 ? nm.len : 127), nm.ptr);
+}
+
+/* cinfer_model_options.progress for the engine's repacking. */
+static void repack_progress(void *user, size_t done, size_t total) {
+    const cinfer_model_options *o = user;
+    (void)o->progress(o->progress_user, "repack", (double)done, (double)total);
+}
+
 /* Shared by both open functions: linked == NULL compiles the forward pass. */
 static int model_open(const char *path, const cinfer_model_options *opts,
                       const cf_model_desc *(*describe)(void), void (*forward)(cf_env *),
@@ -109,6 +149,11 @@ static int model_open(const char *path, const cinfer_model_options *opts,
         rc = fail(err, err_len, CINFER_EUNSUPPORTED, "%s", e);
         goto bad;
     }
+    if (!(m->path = strdup(path))) {
+        rc = fail(err, err_len, CINFER_ENOMEM, "out of memory");
+        goto bad;
+    }
+    model_facts(m);
     if (o.precision < 0 || o.precision >= CINFER_PRECISION_COUNT) {
         rc = fail(err, err_len, CINFER_EARG, "precision %d: expected CINFER_PRECISION_* (0..%d)",
                   o.precision, CINFER_PRECISION_COUNT - 1);
@@ -159,7 +204,8 @@ static int model_open(const char *path, const cinfer_model_options *opts,
         rc = fail(err, err_len, CINFER_EFORMAT, "%s: %s", path, e);
         goto bad;
     }
-    if (eng_model_bind(&m->em, m->g, m->mod->desc, m->mod->forward, e, sizeof e)) {
+    if (eng_model_bind_threads(&m->em, m->g, m->mod->desc, m->mod->forward, 0, o.progress ? repack_progress : NULL,
+                               &o, e, sizeof e)) {
         rc = fail(err, err_len, strstr(e, "out of memory") ? CINFER_ENOMEM : CINFER_EFORMAT, "%s", e);
         goto bad;
     }
@@ -194,6 +240,7 @@ int cinfer_model_open_linked(const char *path, const cf_model_desc *(*describe)(
 
 void cinfer_model_close(cinfer_model *m) {
     if (!m) return;
+    free(m->path);
     chat_template_free(m->chat);
     eng_model_release(&m->em);
     cc_module_free(m->mod);
@@ -265,6 +312,68 @@ int cinfer_model_save_giw(const cinfer_model *m, const char *path, char *err, si
     return 0;
 }
 int cinfer_model_n_ctx_train(const cinfer_model *m) { return m->mod->desc->n_ctx_train; }
+const char *cinfer_model_notes(const cinfer_model *m) { return m->notes; }
+
+void cinfer_model_get_info(const cinfer_model *m, cinfer_model_info *out) {
+    const cf_model_desc *d = m->mod->desc;
+    size_t tl = 0;
+    *out = (cinfer_model_info){
+        .path = m->path,
+        .file_bytes = gguf_size(m->g),
+        .n_params = m->n_params,
+        .file_type = m->file_type,
+        .fingerprint = gguf_fingerprint(m->g),
+        .n_layer = d->n_layer,
+        .n_embd = d->n_embd,
+        .n_ctx_train = d->n_ctx_train,
+        .n_vocab = d->n_vocab,
+        .chat_template = m->chat ? chat_template_source(m->chat, &tl) : NULL,
+        .name = m->name[0] ? m->name : NULL,
+    };
+}
+
+/* One metadata value as JSON; arrays of more than 64 elements (the
+ * tokenizer's tables) and nested arrays as null. */
+static cJSON *meta_value(const gguf_value *v) {
+    switch (v->type) {
+    case GGUF_VT_UINT8: case GGUF_VT_UINT16: case GGUF_VT_UINT32: case GGUF_VT_UINT64:
+        return cJSON_CreateNumber((double)v->v.u64);
+    case GGUF_VT_INT8: case GGUF_VT_INT16: case GGUF_VT_INT32: case GGUF_VT_INT64:
+        return cJSON_CreateNumber((double)v->v.i64);
+    case GGUF_VT_FLOAT32: case GGUF_VT_FLOAT64:
+        return isfinite(v->v.f64) ? cJSON_CreateNumber(v->v.f64) : cJSON_CreateNull();
+    case GGUF_VT_BOOL: return cJSON_CreateBool(v->v.b);
+    case GGUF_VT_STRING: {
+        char *t = strndup(v->v.str.ptr, (size_t)v->v.str.len);
+        cJSON *s = cJSON_CreateString(t ? t : "");
+        free(t);
+        return s;
+    }
+    case GGUF_VT_ARRAY: {
+        if (v->v.arr.n > 64 || v->v.arr.type == GGUF_VT_ARRAY) return cJSON_CreateNull();
+        cJSON *a = cJSON_CreateArray();
+        for (uint64_t i = 0; a && i < v->v.arr.n; i++) {
+            gguf_value el;
+            if (!gguf_arr_elem(v, i, &el)) cJSON_AddItemToArray(a, meta_value(&el));
+        }
+        return a;
+    }
+    default: return cJSON_CreateNull();
+    }
+}
+
+char *cinfer_model_metadata_json(const cinfer_model *m) {
+    cJSON *o = cJSON_CreateObject();
+    for (uint64_t i = 0; o && i < gguf_n_kv(m->g); i++) {
+        const gguf_kv *kv = gguf_kv_at(m->g, i);
+        char *k = strndup(kv->key.ptr, (size_t)kv->key.len);
+        if (k) cJSON_AddItemToObject(o, k, meta_value(&kv->value));
+        free(k);
+    }
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
 const char *cinfer_model_arch(const cinfer_model *m) { return m->arch; }
 double cinfer_model_compile_ms(const cinfer_model *m) { return m->mod->compile_ms; }
 int32_t cinfer_token_bos(const cinfer_model *m) { return tok_bos(m->vocab); }
@@ -304,6 +413,8 @@ int cinfer_session_new(cinfer_model *m, const cinfer_session_options *opts,
     cinfer_session *s = calloc(1, sizeof *s);
     if (!s) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
     s->m = m;
+    s->progress = o.progress;
+    s->progress_user = o.progress_user;
     if (eng_ctx_new(&m->em, o.n_ctx, o.n_threads, 0, act_quant, &s->ctx, e, sizeof e)) {
         free(s);
         return fail(err, err_len, CINFER_ENOMEM, "%s", e);
@@ -354,11 +465,20 @@ static int eval_history(cinfer_session *s, const int32_t *ids, size_t n, int *n_
     if (n_reused) *n_reused = keep;
     eng_truncate(s->ctx, keep);
     s->evaluated = 0;
-    if (eng_eval(s->ctx, (const int *)ids + keep, (int)(n - (size_t)keep), e, sizeof e)) {
-        eng_truncate(s->ctx, keep);
-        return fail(err, err_len, CINFER_EARG, "%s", e);
+    /* with a progress callback, one batch (the engine's own split) at a time */
+    int total = (int)(n - (size_t)keep), step = s->progress ? s->m->mod->desc->n_batch : total;
+    for (int done = 0; done < total;) {
+        int nb = total - done < step ? total - done : step;
+        if (eng_eval(s->ctx, (const int *)ids + keep + done, nb, e, sizeof e)) {
+            eng_truncate(s->ctx, keep);
+            return fail(err, err_len, CINFER_EARG, "%s", e);
+        }
+        memmove(s->tokens + keep + done, ids + keep + done, (size_t)nb * sizeof *ids);
+        done += nb;
+        if (s->progress && s->progress(s->progress_user, "prompt", done, total) && done < total)
+            return fail(err, err_len, CINFER_ECANCEL, "prompt evaluation cancelled after %d of %d tokens",
+                        done, total);
     }
-    memmove(s->tokens + keep, ids + keep, (n - (size_t)keep) * sizeof *ids);
     s->evaluated = 1;
     return 0;
 }
@@ -669,6 +789,12 @@ void cinfer_free(void *p) { free(p); }
 
 int cinfer_chat_prompt_json(const cinfer_model *m, const char *messages_json, const char *tools_json,
                             int add_generation_prompt, char **prompt, char *err, size_t err_len) {
+    return cinfer_chat_prompt_vars(m, messages_json, tools_json, NULL, add_generation_prompt, prompt, err, err_len);
+}
+
+int cinfer_chat_prompt_vars(const cinfer_model *m, const char *messages_json, const char *tools_json,
+                            const char *vars_json, int add_generation_prompt, char **prompt, char *err,
+                            size_t err_len) {
     *prompt = NULL;
     if (!m->chat)
         return fail(err, err_len, CINFER_EUNSUPPORTED, "the model has no usable chat template (%s)",
@@ -694,6 +820,27 @@ int cinfer_chat_prompt_json(const cinfer_model *m, const char *messages_json, co
     cJSON_Delete(msgs);
     cJSON_Delete(tools);
     if (!ctx) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
+    if (vars_json) { /* chat_template_kwargs: set after the standard variables */
+        cJSON *vars = cJSON_Parse(vars_json);
+        if (!cJSON_IsObject(vars)) rc = fail(err, err_len, CINFER_EARG, "template variables: expected a JSON object");
+        for (cJSON *v = cJSON_IsObject(vars) ? vars->child : NULL; v && !rc; v = v->next) {
+            if (!strcmp(v->string, "messages") || !strcmp(v->string, "tools") ||
+                !strcmp(v->string, "add_generation_prompt")) {
+                rc = fail(err, err_len, CINFER_EARG, "template variable '%s' comes from the request itself, "
+                          "not from template variables", v->string);
+                break;
+            }
+            cJSON *copy = cJSON_Duplicate(v, 1);
+            if (!copy) rc = fail(err, err_len, CINFER_ENOMEM, "out of memory");
+            else if (cJSON_GetObjectItemCaseSensitive(ctx, v->string)) cJSON_ReplaceItemInObjectCaseSensitive(ctx, v->string, copy);
+            else cJSON_AddItemToObject(ctx, v->string, copy);
+        }
+        cJSON_Delete(vars);
+        if (rc) {
+            cJSON_Delete(ctx);
+            return rc;
+        }
+    }
     size_t len;
     char e[512];
     if (chat_template_render(m->chat, ctx, NULL, prompt, &len, e, sizeof e))

@@ -36,6 +36,12 @@ typedef struct {
     atomic_int failed; /* first failure wins the message */
     char *err;
     size_t err_len;
+    /* progress: source bytes converted so far, reported by the calling thread */
+    atomic_size_t done_bytes;
+    size_t total_bytes;
+    pthread_t caller;
+    void (*progress)(void *user, size_t done, size_t total);
+    void *progress_user;
 } repack_work;
 
 static int convert(const repack_job *j, char *err, size_t err_len) {
@@ -62,16 +68,23 @@ static void *repack_thread(void *arg) {
             if (!atomic_exchange(&w->failed, 1)) snprintf(w->err, w->err_len, "%s", e);
         } else { /* the source is not read again: out of RSS (page cache keeps it) */
             (void)gguf_release_pages(w->g, w->jobs[i].t->data, w->jobs[i].t->n_bytes);
+            size_t done = atomic_fetch_add(&w->done_bytes, w->jobs[i].t->n_bytes) + w->jobs[i].t->n_bytes;
+            if (w->progress && pthread_equal(pthread_self(), w->caller))
+                w->progress(w->progress_user, done, w->total_bytes);
         }
     return NULL;
 }
 
 /* Run the jobs on up to n_threads threads (the calling thread included). */
-static int run_jobs(const gguf_file *g, repack_job *jobs, int n_jobs, int n_threads, char *err,
+static int run_jobs(const gguf_file *g, repack_job *jobs, int n_jobs, int n_threads,
+                    void (*progress)(void *, size_t, size_t), void *progress_user, char *err,
                     size_t err_len) {
-    repack_work w = {.g = g, .jobs = jobs, .n_jobs = n_jobs, .err = err, .err_len = err_len};
+    repack_work w = {.g = g, .jobs = jobs, .n_jobs = n_jobs, .err = err, .err_len = err_len,
+                     .caller = pthread_self(), .progress = progress, .progress_user = progress_user};
     atomic_init(&w.next, 0);
     atomic_init(&w.failed, 0);
+    atomic_init(&w.done_bytes, 0);
+    for (int i = 0; i < n_jobs; i++) w.total_bytes += jobs[i].t->n_bytes;
     if (n_threads > n_jobs) n_threads = n_jobs;
     if (n_threads > 64) n_threads = 64;
     pthread_t th[64];
@@ -110,7 +123,9 @@ static void populate_mapped(eng_model *m, const gguf_file *g, const cf_model_des
 }
 
 int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc *d,
-                           void (*forward)(cf_env *), int n_threads, char *err, size_t err_len) {
+                           void (*forward)(cf_env *), int n_threads,
+                           void (*progress)(void *user, size_t done, size_t total), void *progress_user,
+                           char *err, size_t err_len) {
     memset(m, 0, sizeof *m);
     m->W = calloc((size_t)d->n_weights, sizeof *m->W);
     repack_job *jobs = calloc((size_t)d->n_weights, sizeof *jobs);
@@ -177,8 +192,8 @@ int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc
     }
     if (n_jobs) {
         double t0 = now_ms();
-        if (run_jobs(g, jobs, n_jobs, n_threads > 0 ? n_threads : pool_default_threads(), err,
-                     err_len))
+        if (run_jobs(g, jobs, n_jobs, n_threads > 0 ? n_threads : pool_default_threads(), progress,
+                     progress_user, err, err_len))
             goto fail;
         m->repack_ms = now_ms() - t0;
         m->n_repacked = n_jobs;
@@ -197,7 +212,7 @@ fail:
 
 int eng_model_bind(eng_model *m, const gguf_file *g, const cf_model_desc *d,
                    void (*forward)(cf_env *), char *err, size_t err_len) {
-    return eng_model_bind_threads(m, g, d, forward, 0, err, err_len);
+    return eng_model_bind_threads(m, g, d, forward, 0, NULL, NULL, err, err_len);
 }
 
 void eng_model_release(eng_model *m) {

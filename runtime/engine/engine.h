@@ -51,11 +51,14 @@ typedef struct {
  * into one anonymous mapping (transparent huge pages), the tensors spread
  * over up to n_threads_hint threads (<= 0: physical cores).  Weights bound to
  * the mapping that the first forward reads in full are prefaulted
- * (gguf_populate) when they fit in half the RAM.
+ * (gguf_populate) when they fit in half the RAM.  progress (may be NULL) is
+ * called on the calling thread after each tensor it converts, with the
+ * source bytes converted so far by all threads and their total.
  * Errors: -1, "tensor 'X': type Q8_0 in the file, compiled for Q4_K". */
 int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc *desc,
-                           void (*forward)(cf_env *), int n_threads_hint, char *err,
-                           size_t err_len);
+                           void (*forward)(cf_env *), int n_threads_hint,
+                           void (*progress)(void *user, size_t done, size_t total), void *progress_user,
+                           char *err, size_t err_len);
 /* eng_model_bind_threads with the default thread count. */
 int eng_model_bind(eng_model *m, const gguf_file *g, const cf_model_desc *desc,
                    void (*forward)(cf_env *), char *err, size_t err_len);

@@ -567,7 +567,8 @@ static int validate_layout(reader *r) {
                 return FAIL(r, "tensor '%s': data offset %llu (relative to the data section at %llu) past end of file (%llu)",
                             nm, (unsigned long long)t->offset, (unsigned long long)g->data_offset,
                             (unsigned long long)g->size);
-            return FAIL(r, "tensor '%s': data offset %llu + %llu bytes past end of file (%llu)", nm,
+            return FAIL(r, "tensor '%s': data offset %llu + %llu bytes past end of file (%llu): the file is "
+                        "truncated (an interrupted download or copy?); download it again (cinfer pull resumes)", nm,
                         (unsigned long long)(g->data_offset + t->offset), (unsigned long long)t->n_bytes,
                         (unsigned long long)g->size);
         }
@@ -650,7 +651,7 @@ static int parse(reader *r) {
          * files); one with tensors needs its data section. */
         if (g->n_tensors)
             return FAIL(r, "data section would start at offset %llu (tensor table ends at %llu, alignment %u), "
-                        "past end of file (%llu)", (unsigned long long)(r->off + pad),
+                        "past end of file (%llu): the file is truncated; download it again", (unsigned long long)(r->off + pad),
                         (unsigned long long)r->off, g->alignment, (unsigned long long)r->size);
         pad = left(r);
     }

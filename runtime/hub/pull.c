@@ -430,7 +430,7 @@ static CURL *curl_new(const char *url, http_hdrs *h, int stall_s, char *curl_err
     curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_USERAGENT, "cinfer/" CINFER_VERSION);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 15L);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)stall_s);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_cb);
@@ -561,6 +561,18 @@ static int get_mem(const pull_opts *o, const char *endpoint, const char *repo, c
             return fail(err, err_len, PULL_ENET, "%s: %s", url, cerr[0] ? cerr : curl_easy_strerror(rc));
         if (rc == CURLE_OK) strfmt(why, sizeof why, "HTTP %ld", h->status);
         else strfmt(why, sizeof why, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
+        /* The server never answered: no network, a host that does not
+         * resolve, a refused port.  One quick retry for a blip, then say so
+         * (the backoff below would take ~35 s); once a server has answered,
+         * downloads keep the full retry policy. */
+        if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_RESOLVE_PROXY || rc == CURLE_COULDNT_CONNECT) {
+            if (attempt >= 2)
+                return fail(err, err_len, PULL_ENET,
+                            "cannot reach %s (%s): no network connection? Check it; behind a proxy set HTTPS_PROXY, "
+                            "or use a mirror with --endpoint URL (or HF_ENDPOINT)", endpoint, why);
+            sleep_ms(1000);
+            continue;
+        }
         if (attempt > max_retries(o))
             return fail(err, err_len, PULL_ENET, "%s: giving up after %d attempts: %s", url, attempt, why);
         int d = backoff_ms(o, attempt, h->retry_after_s);

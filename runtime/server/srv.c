@@ -29,7 +29,10 @@
  * generated is not idle from the daemon's side. */
 #define SRV_IDLE_TIMEOUT_S 10
 #include "srv_impl.h"
+#include "srv_decide.h"
 #include "srv_embed.h"
+#include "srv_ollama.h"
+#include "srv_reason.h"
 #include "srv_webui.h"
 
 #include <arpa/inet.h>
@@ -130,7 +133,27 @@ typedef struct srv_job {
     srv_embed *embed;     /* POST /v1/embeddings: the worker embeds instead of generating */
     char *echo_text;      /* /v1/completions with echo: the prompt's text, put before the completion */
     int count_only;       /* count_tokens: tokenized only, never generated (no n_ctx limit) */
-    int msg_text_forced;  /* Anthropic stream: a text block was opened at the end (a cut-off call's text) */
+    /* reasoning (srv_reason.h): chat-like requests split <think> text from the answer */
+    int reason_on;        /* split at all */
+    int reason_out;       /* reasoning goes to the client (OpenAI reasoning_content, Anthropic
+                           * thinking blocks when asked); else it is dropped */
+    srv_reason rs;
+    sbuf reasoning;       /* the reasoning text */
+    int n_reason_tokens;  /* generated while inside the reasoning block */
+    /* Anthropic stream: content blocks open lazily (thinking, then text) */
+    int msg_open;         /* kind of the open block: -1 none, SRV_TEXT_CONTENT, SRV_TEXT_REASONING */
+    int msg_index;        /* its index */
+    int msg_next;         /* the index the next block gets */
+    /* Ollama API (srv_ollama.h): NDJSON lines instead of SSE, and its request's extras */
+    int ndjson;
+    srvo_req oq;
+    double t_start_ms;    /* when the request was parsed (Ollama's total_duration) */
+    int32_t *hist;        /* /api/generate: the history after generation, its "context" (n_hist) */
+    int n_hist;
+    /* POST /v1/systemone (srv_decide.h): the question set, the prompt text, the decisions */
+    srvd *decide;
+    char *prompt_text;
+    cinfer_confidence *conf;
 } srv_job;
 
 struct srv {
@@ -179,6 +202,12 @@ static void job_unref_locked(srv_job *j) {
     free(j->ids);
     free(j->out.p);
     free(j->text.p);
+    free(j->reasoning.p);
+    srvo_req_free(&j->oq);
+    free(j->hist);
+    srvd_free(j->decide);
+    free(j->prompt_text);
+    cinfer_confidence_free(j->conf);
     srv_embed_free(j->embed);
     srvx_free(j->x);
     cJSON_Delete(j->echo);
@@ -348,9 +377,97 @@ static cJSON *resp_object(srv *s, srv_job *j, int final) {
     return o;
 }
 
+/* Anthropic stream: make the open content block one of kind (closing another
+ * one first).  A thinking block carries an empty signature: the reasoning of
+ * a local model is not signed. */
+static void msg_block(srv_job *j, int kind) {
+    if (j->msg_open == kind) return;
+    cJSON *e;
+    if (j->msg_open >= 0) {
+        e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "type", "content_block_stop");
+        cJSON_AddNumberToObject(e, "index", j->msg_index);
+        emit_event(&j->out, "content_block_stop", e);
+    }
+    j->msg_open = kind;
+    if (kind < 0) return;
+    j->msg_index = j->msg_next++;
+    e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "type", "content_block_start");
+    cJSON_AddNumberToObject(e, "index", j->msg_index);
+    cJSON *cb = cJSON_AddObjectToObject(e, "content_block");
+    if (kind == SRV_TEXT_REASONING) {
+        cJSON_AddStringToObject(cb, "type", "thinking");
+        cJSON_AddStringToObject(cb, "thinking", "");
+        cJSON_AddStringToObject(cb, "signature", "");
+    } else {
+        cJSON_AddStringToObject(cb, "type", "text");
+        cJSON_AddStringToObject(cb, "text", "");
+    }
+    emit_event(&j->out, "content_block_start", e);
+}
+
+/* One NDJSON line (Ollama streams), taking o. */
+static void emit_line(sbuf *b, cJSON *o) {
+    char *t = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    sb_str(b, t ? t : "{}");
+    sb_str(b, "\n");
+    free(t);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* An Ollama chunk (content, or thinking when is_thinking) with the logprobs not yet sent. */
+static void emit_ollama_piece(srv *s, srv_job *j, const char *piece, size_t len, int is_thinking) {
+    cJSON *o = srvo_chunk(j->oq.route, s->name, is_thinking ? "" : piece, is_thinking ? 0 : len,
+                          is_thinking ? piece : NULL, len);
+    if (j->x && j->x->logprobs && j->x->lp_sent < j->x->n_lp) {
+        cJSON_AddItemToObject(o, "logprobs", srvo_logprobs(j->x, j->x->lp_sent, j->x->n_lp));
+        j->x->lp_sent = j->x->n_lp;
+    }
+    emit_line(&j->out, o);
+}
+
+/* A streamed piece of reasoning text (only when j->reason_out). */
+static void emit_reason_delta(srv *s, srv_job *j, const char *piece, size_t len) {
+    sbuf *b = &j->out;
+    char num[32];
+    if (j->api == API_CHAT) {
+        sb_str(b, "data: {\"id\":\"");
+        sb_str(b, j->id);
+        sb_str(b, "\",\"object\":\"chat.completion.chunk\",\"created\":");
+        snprintf(num, sizeof num, "%ld", j->created);
+        sb_str(b, num);
+        sb_str(b, ",\"model\":");
+        sb_json(b, s->name, strlen(s->name));
+        sb_str(b, ",\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":");
+        sb_json(b, piece, len);
+        sb_str(b, "},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+    } else if (j->ndjson) {
+        emit_ollama_piece(s, j, piece, len, 1);
+    } else if (j->api == API_MSG) {
+        msg_block(j, SRV_TEXT_REASONING);
+        snprintf(num, sizeof num, "%d", j->msg_index);
+        sb_str(b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":");
+        sb_str(b, num);
+        sb_str(b, ",\"delta\":{\"type\":\"thinking_delta\",\"thinking\":");
+        sb_json(b, piece, len);
+        sb_str(b, "}}\n\n");
+    }
+}
+
 static void emit_delta(srv *s, srv_job *j, const char *piece, size_t len) {
     sbuf *b = &j->out;
     char num[32];
+    if (j->ndjson) {
+        emit_ollama_piece(s, j, piece, len, 0);
+        return;
+    }
     switch (j->api) {
     case API_CHAT:
     case API_COMPL: {
@@ -373,8 +490,11 @@ static void emit_delta(srv *s, srv_job *j, const char *piece, size_t len) {
         break;
     }
     case API_MSG:
-        sb_str(b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
-                  "\"delta\":{\"type\":\"text_delta\",\"text\":");
+        msg_block(j, SRV_TEXT_CONTENT);
+        snprintf(num, sizeof num, "%d", j->msg_index);
+        sb_str(b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":");
+        sb_str(b, num);
+        sb_str(b, ",\"delta\":{\"type\":\"text_delta\",\"text\":");
         sb_json(b, piece, len);
         sb_str(b, "}}\n\n");
         break;
@@ -407,6 +527,8 @@ static cJSON *oai_usage(const srv_job *j) {
     cJSON_AddNumberToObject(u, "total_tokens", j->res.n_prompt + j->res.n_generated);
     /* prompt tokens whose KV cache was reused from the previous request */
     cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", j->res.n_reused);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "completion_tokens_details"), "reasoning_tokens",
+                            j->n_reason_tokens);
     return u;
 }
 
@@ -417,6 +539,7 @@ static int msg_text_block(const srv_job *j) { return !(j->x && j->x->tool_mode =
 /* The opening events, written by the handler before the job is queued so the
  * client sees its headers at once. */
 static void emit_head(srv *s, srv_job *j) {
+    if (j->ndjson) return; /* Ollama: content lines only */
     if (j->api == API_CHAT) {
         cJSON *c = oai_chunk(s, j), *ch = cJSON_AddArrayToObject(c, "choices"), *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "index", 0);
@@ -442,15 +565,8 @@ static void emit_head(srv *s, srv_job *j) {
         cJSON_AddNumberToObject(u, "input_tokens", (double)prompt_tokens(j));
         cJSON_AddNumberToObject(u, "output_tokens", 0);
         emit_event(&j->out, "message_start", e);
-        if (msg_text_block(j)) {
-            e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "type", "content_block_start");
-            cJSON_AddNumberToObject(e, "index", 0);
-            cJSON *cb = cJSON_AddObjectToObject(e, "content_block");
-            cJSON_AddStringToObject(cb, "type", "text");
-            cJSON_AddStringToObject(cb, "text", "");
-            emit_event(&j->out, "content_block_start", e);
-        }
+        /* as Anthropic: the text block opens at once, unless thinking may come first */
+        if (msg_text_block(j) && !j->reason_out) msg_block(j, SRV_TEXT_CONTENT);
         e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "type", "ping");
         emit_event(&j->out, "ping", e);
@@ -502,8 +618,46 @@ static void emit_tool_chunks(srv *s, srv_job *j) {
     }
 }
 
+/* The last Ollama object (streamed: the line with done:true; not streamed: the
+ * whole answer): content, thinking and tool calls when full, the timings,
+ * generate's context. */
+static cJSON *ollama_final(srv *s, srv_job *j, int full) {
+    const char *text = full && j->text.p ? j->text.p : "";
+    const char *th = full && j->reasoning.len ? j->reasoning.p : NULL;
+    cJSON *o = srvo_chunk(j->oq.route, s->name, text, strlen(text), th, th ? strlen(th) : 0);
+    if (full && n_calls(j) && j->oq.route == SRVO_CHAT)
+        cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(o, "message"), "tool_calls", srvo_tool_calls(j->x));
+    if (j->x && j->x->logprobs)
+        cJSON_AddItemToObject(o, "logprobs", srvo_logprobs(j->x, full ? 0 : j->x->lp_sent, j->x->n_lp));
+    cinfer_stop_reason r = j->res.stop;
+    srvo_stats st = {.done_reason = r == CINFER_STOP_MAX_TOKENS || r == CINFER_STOP_CTX_FULL ? "length" : "stop",
+                     .n_prompt = j->res.n_prompt, .n_generated = j->res.n_generated,
+                     .prompt_ms = j->res.prompt_ms, .gen_ms = j->res.gen_ms, .total_ms = now_ms() - j->t_start_ms};
+    srvo_final_fields(o, &st);
+    if (j->oq.route == SRVO_GENERATE) {
+        cJSON *ctx = cJSON_AddArrayToObject(o, "context");
+        for (int i = 0; i < j->n_hist; i++) cJSON_AddItemToArray(ctx, cJSON_CreateNumber(j->hist[i]));
+    }
+    return o;
+}
+
 static void emit_tail(srv *s, srv_job *j) {
     sbuf *b = &j->out;
+    if (j->ndjson) {
+        if (j->gen_rc) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "error", j->err);
+            emit_line(b, e);
+            return;
+        }
+        if (n_calls(j) && j->oq.route == SRVO_CHAT) { /* Ollama streams the calls as one chunk */
+            cJSON *o = srvo_chunk(SRVO_CHAT, s->name, "", 0, NULL, 0);
+            cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(o, "message"), "tool_calls", srvo_tool_calls(j->x));
+            emit_line(b, o);
+        }
+        emit_line(b, ollama_final(s, j, 0));
+        return;
+    }
     if (j->gen_rc) {
         cJSON *e = cJSON_CreateObject(), *er = cJSON_AddObjectToObject(e, "error");
         if (j->api == API_MSG) {
@@ -550,44 +704,19 @@ static void emit_tail(srv *s, srv_job *j) {
         emit_event(b, last, e);
         return;
     }
-    /* a call that began but did not complete (max_tokens): its text is sent
-     * as content, as the non-streamed reply shows it (final_body) */
-    srvx *x = j->x;
-    if (x && x->call_broken && x->call && x->call_len && (j->api == API_CHAT || j->api == API_MSG)) {
-        int opened = j->api == API_MSG && !msg_text_block(j);
-        if (opened) {
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "type", "content_block_start");
-            cJSON_AddNumberToObject(e, "index", 0);
-            cJSON *cb = cJSON_AddObjectToObject(e, "content_block");
-            cJSON_AddStringToObject(cb, "type", "text");
-            cJSON_AddStringToObject(cb, "text", "");
-            emit_event(b, "content_block_start", e);
-        }
-        size_t n = x->call_len + 16;
-        char *t = malloc(n);
-        if (t) {
-            snprintf(t, n, "<tool_call>\n%s", x->call);
-            emit_delta(s, j, t, strlen(t));
-            free(t);
-        }
-        if (opened) j->msg_text_forced = 1;
-    }
+    /* a call cut by max_tokens is the last of the calls (salvage_call): never text */
     if (j->api == API_MSG) {
-        int text = msg_text_block(j) || j->msg_text_forced;
+        /* a reply with no text and no call still has its (empty) text block */
+        if (j->msg_next == 0 && !n_calls(j) && msg_text_block(j)) msg_block(j, SRV_TEXT_CONTENT);
+        msg_block(j, -1);
         cJSON *e;
-        if (text) {
-            e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "type", "content_block_stop");
-            cJSON_AddNumberToObject(e, "index", 0);
-            emit_event(b, "content_block_stop", e);
-        }
         for (int i = 0; i < n_calls(j); i++) {
             char id[96];
+            int index = j->msg_next++;
             srvx_call_id(j->x, j->id, i, id, sizeof id);
             e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "type", "content_block_start");
-            cJSON_AddNumberToObject(e, "index", text + i);
+            cJSON_AddNumberToObject(e, "index", index);
             cJSON *cb = cJSON_AddObjectToObject(e, "content_block");
             cJSON_AddStringToObject(cb, "type", "tool_use");
             cJSON_AddStringToObject(cb, "id", id);
@@ -596,14 +725,14 @@ static void emit_tail(srv *s, srv_job *j) {
             emit_event(b, "content_block_start", e);
             e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "type", "content_block_delta");
-            cJSON_AddNumberToObject(e, "index", text + i);
+            cJSON_AddNumberToObject(e, "index", index);
             cJSON *d = cJSON_AddObjectToObject(e, "delta");
             cJSON_AddStringToObject(d, "type", "input_json_delta");
             cJSON_AddStringToObject(d, "partial_json", j->x->calls[i].arguments);
             emit_event(b, "content_block_delta", e);
             e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "type", "content_block_stop");
-            cJSON_AddNumberToObject(e, "index", text + i);
+            cJSON_AddNumberToObject(e, "index", index);
             emit_event(b, "content_block_stop", e);
         }
         e = cJSON_CreateObject();
@@ -640,22 +769,120 @@ static void emit_tail(srv *s, srv_job *j) {
 
 /* ---- the decode worker ------------------------------------------------------------------ */
 
+/* A decided piece of the reply (srv_reason_out): the answer, or reasoning. s->mu held. */
+static void route_text(void *user, int kind, const char *t, size_t n) {
+    srv_job *j = user;
+    if (kind == SRV_TEXT_REASONING) {
+        if (!j->reason_out) return;
+        sb_put(&j->reasoning, t, n);
+        if (j->stream) emit_reason_delta(j->s, j, t, n);
+    } else {
+        sb_put(&j->text, t, n);
+        if (j->stream) emit_delta(j->s, j, t, n);
+    }
+}
+
 static int on_token(const char *piece, size_t len, int32_t token, void *user) {
     srv_job *j = user;
     srv *s = j->s;
     pthread_mutex_lock(&s->mu);
     int stop = j->cancelled || s->stopping, xstop = 0;
     if (!stop && j->x) xstop = srvx_on_token(j->x, &piece, &len, token);
+    if (!stop && j->reason_on && token >= 0 && srv_reason_in_reasoning(&j->rs)) j->n_reason_tokens++;
     if (!stop && len) {
-        sb_put(&j->text, piece, len);
-        if (j->stream) {
-            emit_delta(s, j, piece, len);
-            pthread_cond_broadcast(&s->cv);
-        }
-        stop = j->out.oom || j->text.oom;
+        if (j->reason_on) srv_reason_feed(&j->rs, piece, len, route_text, j);
+        else route_text(j, SRV_TEXT_CONTENT, piece, len);
+        if (j->stream) pthread_cond_broadcast(&s->cv);
+        stop = j->out.oom || j->text.oom || j->reasoning.oom;
     }
     pthread_mutex_unlock(&s->mu);
     return stop || xstop;
+}
+
+/* The generated text of one decision value (worker thread). */
+typedef struct {
+    srv_job *j;
+    char buf[512];
+    size_t len;
+} decide_text;
+
+static int decide_piece(const char *piece, size_t len, int32_t token, void *user) {
+    decide_text *t = user;
+    (void)token;
+    if (t->len + len < sizeof t->buf) {
+        memcpy(t->buf + t->len, piece, len);
+        t->len += len;
+        t->buf[t->len] = 0;
+    }
+    pthread_mutex_lock(&t->j->s->mu);
+    int stop = t->j->cancelled || t->j->s->stopping;
+    pthread_mutex_unlock(&t->j->s->mu);
+    return stop;
+}
+
+/* POST /v1/systemone: one question at a time (srv_decide.h).  The reply so
+ * far is appended to the prompt, the next value generated under its grammar
+ * with the confidence capture, and the most probable value appended.  res
+ * gets the prompt's tokens (first step) and every generated token.  Worker
+ * thread; 0 or a CINFER_E* code with err. */
+static int decide_job(srv *s, srv_job *j, cinfer_gen_result *res, char *err, size_t err_len) {
+    srvd *d = j->decide;
+    size_t plen = strlen(j->prompt_text), cap = plen + 256, len = plen;
+    char *text = malloc(cap);
+    int32_t *ids = malloc(((size_t)s->n_ctx + 1) * sizeof *ids);
+    int rc = 0;
+    if (!text || !ids) rc = CINFER_ENOMEM;
+    else memcpy(text, j->prompt_text, plen + 1);
+    for (int i = 0; !rc && i < srvd_count(d); i++) {
+        const char *pre = srvd_prefix(d, i);
+        for (int step = 0; step < 2 && !rc; step++) { /* the key, then (after generation) the chosen value */
+            size_t n = strlen(pre);
+            if (len + n + 1 > cap) {
+                char *nt = realloc(text, cap = 2 * (len + n + 1));
+                if (!nt) {
+                    rc = CINFER_ENOMEM;
+                    break;
+                }
+                text = nt;
+            }
+            memcpy(text + len, pre, n + 1);
+            len += n;
+            if (step) break;
+            size_t n_ids = 0;
+            /* as tokenize_prompt: BOS as the vocabulary asks, once; control tokens parsed in a template's text */
+            rc = cinfer_tokenize(s->m, text, len, 1, s->chat, ids, (size_t)s->n_ctx, &n_ids);
+            int32_t bos = cinfer_token_bos(s->m);
+            if (!rc && n_ids >= 2 && bos >= 0 && ids[0] == bos && ids[1] == bos)
+                memmove(ids, ids + 1, (--n_ids) * sizeof *ids);
+            if (rc || n_ids >= (size_t)s->n_ctx) {
+                snprintf(err, err_len, "the prompt and the answers so far do not fit the context of %d tokens",
+                         s->n_ctx);
+                rc = rc ? rc : CINFER_ECTX;
+                break;
+            }
+            cinfer_gen_options go = j->go;
+            go.grammar = srvd_grammar(d, i);
+            go.max_tokens = s->n_ctx - (int)n_ids;
+            decide_text t = {.j = j};
+            cinfer_gen_result r = {0};
+            rc = cinfer_generate_tokens(s->sess, ids, n_ids, &go, decide_piece, &t, &r, err, err_len);
+            if (!rc && r.stop == CINFER_STOP_CALLBACK) {
+                snprintf(err, err_len, "request cancelled");
+                rc = CINFER_EARG;
+            }
+            if (rc) break;
+            if (i == 0) res->n_prompt = r.n_prompt, res->n_reused = r.n_reused;
+            res->n_generated += r.n_generated;
+            res->prompt_ms += r.prompt_ms;
+            res->gen_ms += r.gen_ms;
+            pre = srvd_record(d, i, j->conf, t.buf);
+        }
+    }
+    res->stop = CINFER_STOP_GRAMMAR;
+    free(text);
+    free(ids);
+    if (rc == CINFER_ENOMEM) snprintf(err, err_len, "out of memory");
+    return rc;
 }
 
 /* Embeddings run on their own session, made on first use, so a chat's
@@ -704,13 +931,22 @@ static void *worker_main(void *arg) {
             pthread_mutex_unlock(&s->mu);
             cinfer_gen_result res = {0};
             char err[256] = "";
-            int rc = srvx_generate(s->sess, j->x, j->ids, j->n_ids, &j->go, on_token, j, &res, err,
-                                            sizeof err);
+            int rc = j->decide ? decide_job(s, j, &res, err, sizeof err)
+                               : srvx_generate(s->sess, j->x, j->ids, j->n_ids, &j->go, on_token, j, &res, err,
+                                               sizeof err);
             if (rc) cinfer_session_reset(s->sess);
             pthread_mutex_lock(&s->mu);
             s->busy = 0;
             j->res = res;
             j->gen_rc = rc;
+            if (!rc && j->reason_on) srv_reason_flush(&j->rs, route_text, j);
+            if (!rc && j->oq.route == SRVO_GENERATE) { /* Ollama's "context": the whole history */
+                int n = cinfer_session_n_past(s->sess);
+                if ((j->hist = malloc(((size_t)n + 1) * sizeof *j->hist))) {
+                    memcpy(j->hist, cinfer_session_tokens(s->sess), (size_t)n * sizeof *j->hist);
+                    j->n_hist = n;
+                }
+            }
             if (!rc) j->stop_hit = matched_stop(s, j);
             if (rc) snprintf(j->err, sizeof j->err, "generation failed: %.230s", err);
             count_job(s, j, rc);
@@ -771,7 +1007,9 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int api, unsigned st
     va_end(ap);
     srvx_clean_msg(msg); /* one line of valid UTF-8, whatever request text it quotes */
     cJSON *e = cJSON_CreateObject();
-    if (api == API_MSG) {
+    if (api >= API_OCHAT) { /* Ollama: {"error": "..."} and the status */
+        cJSON_AddStringToObject(e, "error", msg);
+    } else if (api == API_MSG) {
         const char *type = status == 401   ? "authentication_error"
                            : status == 403 ? "permission_error"
                            : status == 404 ? "not_found_error"
@@ -945,14 +1183,23 @@ static int parse_sampling(srv *s, srv_job *j, cJSON *r, bad_req *b) {
     j->go.top_k = 40;
     j->go.top_p = 0.95f;
     j->go.min_p = 0.05f;
-    if ((rc = get_num(r, "temperature", 0, 2, 0, &d, b)) < 0) return -1;
+    /* Any finite temperature >= 0 (OpenAI documents 0..2, Anthropic 0..1; the
+     * sampler takes more: near uniform over what top-k/p keep), top_k <= 0
+     * and -1 (llama.cpp, vLLM) mean no truncation, top_p 0 is accepted (the
+     * sampler decides what it means). */
+    if ((rc = get_num(r, "temperature", 0, 1e30, 0, &d, b)) < 0) return -1;
     if (rc) j->go.temperature = (float)d;
     if ((rc = get_num(r, "top_p", 0, 1, 0, &d, b)) < 0) return -1;
     if (rc) j->go.top_p = (float)d;
-    if ((rc = get_num(r, "top_k", 0, 1e9, 1, &d, b)) < 0) return -1;
-    if (rc) j->go.top_k = (int)d;
+    if ((rc = get_num(r, "top_k", -1e9, 1e9, 1, &d, b)) < 0) return -1;
+    if (rc) j->go.top_k = d > 0 ? (int)d : 0;
     if ((rc = get_num(r, "min_p", 0, 1, 0, &d, b)) < 0) return -1;
     if (rc) j->go.min_p = (float)d;
+    /* llama.cpp's server extensions, also what Ollama's options map to */
+    if ((rc = get_num(r, "repeat_penalty", 0, 100, 0, &d, b)) < 0) return -1;
+    if (rc) j->go.repeat_penalty = (float)d;
+    if ((rc = get_num(r, "repeat_last_n", 1, 1 << 20, 1, &d, b)) < 0) return -1;
+    if (rc) j->go.repeat_last_n = (int)d;
     if ((rc = get_num(r, "seed", -9.2e18, 9.2e18, 1, &d, b)) < 0) return -1;
     j->go.seed = rc ? (uint64_t)(int64_t)d : (uint64_t)time(NULL) * 6364136223846793005ull + s->n_req;
     j->go.parse_special = 1;
@@ -993,8 +1240,9 @@ static int tokenize_prompt(srv *s, srv_job *j, const char *text, int parse_speci
         rc = cinfer_tokenize(s->m, text, strlen(text), 1, parse_special, j->ids, cap, &n);
     }
     if (rc == CINFER_EARG || (n >= (size_t)s->n_ctx && !j->count_only))
-        return srv_bad(b, 400, j->api == API_COMPL ? "prompt" : j->api == API_RESP ? "input" : "messages",
-                   "the prompt is %zu tokens; the context holds %d (prompt plus output)", n, s->n_ctx);
+        return srv_bad(b, 400, j->api == API_COMPL ? "prompt" : j->api == API_RESP ? "input" : j->api == API_DECIDE ? "state" : "messages",
+                   "the prompt is %zu tokens; the context holds %d (prompt plus output): shorten it, or start "
+                   "the server with a larger -c", n, s->n_ctx);
     if (rc) return srv_bad(b, 500, NULL, "tokenizer failed (%d)", rc);
     if (n == 0) /* no BOS added and no text: nothing to condition generation on */
         return srv_bad(b, 400, j->api == API_COMPL ? "prompt" : j->api == API_RESP ? "input" : "messages",
@@ -1061,6 +1309,49 @@ static int parse_compl_prompt(srv *s, srv_job *j, cJSON *r, bad_req *b) {
     return 0;
 }
 
+/* The template variables of a chat-like request (JSON object text into
+ * *vars, or NULL) and whether its reasoning goes to the client:
+ *   chat_template_kwargs  (OpenAI chat and responses, as vLLM and llama.cpp;
+ *                         accepted on messages too) an object of variables,
+ *                         e.g. {"enable_thinking": false} for Qwen3;
+ *   thinking              (Anthropic) {"type":"enabled","budget_tokens":N} turns
+ *                         on thinking blocks and sets enable_thinking true,
+ *                         {"type":"disabled"} or absent sets it false (so a
+ *                         hybrid model answers directly); an explicit
+ *                         chat_template_kwargs.enable_thinking wins.
+ * OpenAI chat returns reasoning as message.reasoning_content; responses drop
+ * it from the output text. */
+static int template_vars(int api, cJSON *r, char **vars, int *reason_out, bad_req *b) {
+    *vars = NULL;
+    *reason_out = api == API_CHAT;
+    cJSON *kw = cJSON_GetObjectItemCaseSensitive(r, "chat_template_kwargs");
+    if (kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw))
+        return srv_bad(b, 400, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    cJSON *v = cJSON_IsObject(kw) ? cJSON_Duplicate(kw, 1) : cJSON_CreateObject();
+    if (!v) return srv_bad(b, 500, NULL, "out of memory");
+    if (api == API_MSG) {
+        cJSON *th = cJSON_GetObjectItemCaseSensitive(r, "thinking"), *ty = cJSON_GetObjectItemCaseSensitive(th, "type");
+        int on = 0;
+        if (th && !cJSON_IsNull(th)) {
+            if (!cJSON_IsObject(th) || !cJSON_IsString(ty) ||
+                (strcmp(ty->valuestring, "enabled") && strcmp(ty->valuestring, "disabled"))) {
+                cJSON_Delete(v);
+                return srv_bad(b, 400, "thinking", "'thinking' must be {\"type\":\"enabled\",\"budget_tokens\":N} or "
+                                                 "{\"type\":\"disabled\"}");
+            }
+            on = !strcmp(ty->valuestring, "enabled");
+        }
+        *reason_out = on;
+        if (!cJSON_GetObjectItemCaseSensitive(v, "enable_thinking")) cJSON_AddBoolToObject(v, "enable_thinking", on);
+    }
+    if (v->child && !(*vars = cJSON_PrintUnformatted(v))) {
+        cJSON_Delete(v);
+        return srv_bad(b, 500, NULL, "out of memory");
+    }
+    cJSON_Delete(v);
+    return 0;
+}
+
 /* Parse a generation request body into a new job (refs 1); NULL with b set. */
 static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only) {
     srv_job *j = calloc(1, sizeof *j);
@@ -1072,7 +1363,8 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
     j->refs = 1;
     j->api = api;
     j->count_only = count_only;
-    char *prompt = NULL;
+    j->msg_open = -1;
+    char *prompt = NULL, *vars = NULL;
     int ok = 0;
     if (!cJSON_IsObject(r)) {
         srv_bad(b, 400, NULL, "the request body must be a JSON object");
@@ -1091,12 +1383,13 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
         if (parse_compl_prompt(s, j, r, b)) goto out;
     } else {
         /* the conversation (and tools) in the template's shape (srv_tools.c) */
+        if (template_vars(api, r, &vars, &j->reason_out, b)) goto out;
         cJSON *ma = srvx_messages(api, r, b);
         if (!ma) goto out;
         char *mj = cJSON_PrintUnformatted(ma), err[256] = "out of memory";
         cJSON_Delete(ma);
         const char *tj = j->x ? j->x->tools_json : NULL;
-        int rc = mj ? cinfer_chat_prompt_json(s->m, mj, tj, 1, &prompt, err, sizeof err) : CINFER_ENOMEM;
+        int rc = mj ? cinfer_chat_prompt_vars(s->m, mj, tj, vars, 1, &prompt, err, sizeof err) : CINFER_ENOMEM;
         const char *param = api == API_RESP ? "input" : "messages";
         if (rc && rc != CINFER_ENOMEM && tj) { /* the conversation alone renders: the tools are the problem */
             char *p2 = NULL, e2[64];
@@ -1112,6 +1405,8 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
             goto out;
         }
         if (tokenize_prompt(s, j, prompt, 1, b)) goto out;
+        j->reason_on = 1;
+        srv_reason_init(&j->rs, srv_reason_prompt_opens(prompt));
     }
     if (count_only) {
         ok = 1;
@@ -1148,6 +1443,10 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
         goto out;
     }
     j->stream = cJSON_IsTrue(st);
+    /* max_tokens above what the context leaves is clamped to it (generation
+     * would stop there anyway); the finish reason is "length" either way */
+    size_t room = (size_t)s->n_ctx > prompt_tokens(j) ? (size_t)s->n_ctx - prompt_tokens(j) : 1;
+    if ((size_t)j->go.max_tokens > room) j->go.max_tokens = (int)room;
     cJSON *so = cJSON_GetObjectItemCaseSensitive(r, "stream_options");
     if (so && !cJSON_IsNull(so)) {
         cJSON *iu = cJSON_GetObjectItemCaseSensitive(so, "include_usage");
@@ -1160,6 +1459,7 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
     ok = 1;
 out:
     cinfer_free(prompt);
+    free(vars);
     if (!ok) {
         job_unref(j);
         return NULL;
@@ -1171,22 +1471,26 @@ out:
 
 static cJSON *final_body(srv *s, srv_job *j) {
     if (j->api == API_RESP) return resp_object(s, j, 1);
+    if (j->ndjson) return ollama_final(s, j, 1);
+    if (j->api == API_DECIDE) return srvd_body(j->decide, j->res.n_prompt, j->res.n_generated);
     cJSON *o = cJSON_CreateObject();
     const char *text = j->text.p ? j->text.p : "";
+    const char *reasoning = j->reasoning.p && j->reasoning.len ? j->reasoning.p : NULL;
     srvx *x = j->x;
-    /* a call that began but did not complete (max_tokens): its text stays visible */
-    char *full = NULL;
-    if (x && x->call_broken && x->call && x->call_len) {
-        size_t n = strlen(text) + x->call_len + 16;
-        if ((full = malloc(n))) snprintf(full, n, "%s<tool_call>\n%s", text, x->call);
-        if (full) text = full;
-    }
+    /* a call cut by max_tokens is the last of the calls (salvage_call), never text */
     if (j->api == API_MSG) {
         cJSON_AddStringToObject(o, "id", j->id);
         cJSON_AddStringToObject(o, "type", "message");
         cJSON_AddStringToObject(o, "role", "assistant");
         cJSON_AddStringToObject(o, "model", s->name);
         cJSON *c = cJSON_AddArrayToObject(o, "content");
+        if (reasoning) {
+            cJSON *blk = cJSON_CreateObject();
+            cJSON_AddStringToObject(blk, "type", "thinking");
+            cJSON_AddStringToObject(blk, "thinking", reasoning);
+            cJSON_AddStringToObject(blk, "signature", "");
+            cJSON_AddItemToArray(c, blk);
+        }
         if (text[0] || !n_calls(j)) {
             cJSON *blk = cJSON_CreateObject();
             cJSON_AddStringToObject(blk, "type", "text");
@@ -1209,7 +1513,6 @@ static cJSON *final_body(srv *s, srv_job *j) {
         cJSON *u = cJSON_AddObjectToObject(o, "usage");
         cJSON_AddNumberToObject(u, "input_tokens", j->res.n_prompt);
         cJSON_AddNumberToObject(u, "output_tokens", j->res.n_generated);
-        free(full);
         return o;
     }
     cJSON_AddStringToObject(o, "id", j->id);
@@ -1223,6 +1526,7 @@ static cJSON *final_body(srv *s, srv_job *j) {
         cJSON_AddStringToObject(m, "role", "assistant");
         if (n_calls(j) && !text[0]) cJSON_AddNullToObject(m, "content");
         else cJSON_AddStringToObject(m, "content", text);
+        if (reasoning) cJSON_AddStringToObject(m, "reasoning_content", reasoning); /* as llama.cpp, vLLM */
         cJSON_AddNullToObject(m, "refusal");
         if (n_calls(j)) {
             cJSON *tc = cJSON_AddArrayToObject(m, "tool_calls");
@@ -1254,7 +1558,6 @@ static cJSON *final_body(srv *s, srv_job *j) {
     cJSON_AddStringToObject(c0, "finish_reason", finish_openai_j(j));
     cJSON_AddItemToArray(ch, c0);
     cJSON_AddItemToObject(o, "usage", oai_usage(j));
-    free(full);
     return o;
 }
 
@@ -1268,7 +1571,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 2;
         if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT && j->out_pos == j->out.len &&
-            !j->done) {
+            !j->done && !j->ndjson) {
             /* an SSE comment: keeps proxies open and finds a client that left */
             sb_str(&j->out, ": keep-alive\n\n");
         }
@@ -1335,7 +1638,7 @@ static enum MHD_Result run_job(srv *s, struct MHD_Connection *c, srv_job *j) {
             stream_free(j);
             return MHD_NO;
         }
-        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Content-Type", j->ndjson ? "application/x-ndjson" : "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
         add_cors(r);
         enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
@@ -1363,6 +1666,10 @@ static enum MHD_Result run_job(srv *s, struct MHD_Connection *c, srv_job *j) {
     else if (j->text.oom)
         ret = send_error(c, j->api, 500, NULL, "out of memory");
     else if (!(body = j->embed ? srv_embed_body(j->embed, s->name) : final_body(s, j)))
+        ret = send_error(c, j->api, 500, NULL,
+                         j->embed ? "the embedding is not finite (or memory ran out)" : "out of memory");
+    else if (j->embed && j->oq.route && !(body = srvo_embed_body(body, s->name, j->oq.legacy_embed,
+                                                                  now_ms() - j->t_start_ms)))
         ret = send_error(c, j->api, 500, NULL,
                          j->embed ? "the embedding is not finite (or memory ran out)" : "out of memory");
     else
@@ -1602,6 +1909,177 @@ static int guard_origin(srv *hub, struct MHD_Connection *c, int api, const char 
     return 0;
 }
 
+/* ---- the Ollama API (srv_ollama.h) ---------------------------------------------------------- */
+
+/* The model an Ollama name ("qwen3", "qwen3:latest") names, or NULL. */
+static srv *ollama_model(srv *hub, const char *name) {
+    char nm[256];
+    srvo_model_name(name, nm, sizeof nm);
+    for (int i = 0; i < hub->n_models; i++)
+        if (!strcmp(nm, hub->models[i]->name)) return hub->models[i];
+    return NULL;
+}
+
+static enum MHD_Result ollama_no_model(struct MHD_Connection *c, const char *name) {
+    return send_error(c, API_OCHAT, 404, "model", "model '%.200s' not found (GET /api/tags lists the served models)",
+                      name ? name : "");
+}
+
+static enum MHD_Result do_ollama_get(srv *hub, struct MHD_Connection *c, const char *url) {
+    int tags = !strcmp(url, "/api/tags"), ps = !strcmp(url, "/api/ps");
+    if (!strcmp(url, "/api/version")) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "version", CINFER_VERSION);
+        return send_json(c, MHD_HTTP_OK, o, 0);
+    }
+    if (!tags && !ps) return send_error(c, API_OCHAT, 404, NULL, "no route for GET %.200s", url);
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "models");
+    for (int i = 0; i < hub->n_models; i++)
+        cJSON_AddItemToArray(a, srvo_model_entry(hub->models[i]->name, hub->models[i]->m, hub->models[i]->n_ctx, ps));
+    return send_json(c, MHD_HTTP_OK, o, 0);
+}
+
+/* POST /api/show, /api/chat, /api/generate, /api/embed, /api/embeddings.  Takes r. */
+static enum MHD_Result do_ollama_post(srv *hub, struct MHD_Connection *c, const char *url, cJSON *r) {
+    int route = !strcmp(url, "/api/chat")         ? SRVO_CHAT
+                : !strcmp(url, "/api/generate")   ? SRVO_GENERATE
+                : !strcmp(url, "/api/embed")      ? SRVO_EMBED
+                : !strcmp(url, "/api/embeddings") ? SRVO_EMBEDDINGS
+                                                  : 0;
+    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(r, "model");
+    if (!cJSON_IsString(mn)) mn = cJSON_GetObjectItemCaseSensitive(r, "name");
+    const char *name = cJSON_IsString(mn) ? mn->valuestring : NULL;
+    if (!strcmp(url, "/api/show")) {
+        srv *s = name ? ollama_model(hub, name) : NULL;
+        enum MHD_Result ret = !name ? send_error(c, API_OCHAT, 400, "model", "model is required")
+                              : !s  ? ollama_no_model(c, name)
+                                    : send_json(c, MHD_HTTP_OK, srvo_show(s->name, s->m, s->n_ctx), 0);
+        cJSON_Delete(r);
+        return ret;
+    }
+    if (!route && (!strcmp(url, "/api/tags") || !strcmp(url, "/api/ps") || !strcmp(url, "/api/version"))) {
+        cJSON_Delete(r);
+        return send_error(c, API_OCHAT, 405, NULL, "use GET %.200s", url);
+    }
+    if (!route) {
+        cJSON_Delete(r);
+        return send_error(c, API_OCHAT, 404, NULL, "no route for POST %.200s (pull, create, copy, delete and push "
+                                                   "are not part of cinfer serve: see cinfer pull)", url);
+    }
+    srv *s = name ? ollama_model(hub, name) : NULL;
+    if (name && !s) {
+        enum MHD_Result ret = ollama_no_model(c, name);
+        cJSON_Delete(r);
+        return ret;
+    }
+    srvo_req q;
+    bad_req b = {0};
+    cJSON *oai = srvo_request(route, r, s ? cinfer_model_n_vocab(s->m) : 0, &q, &b);
+    cJSON_Delete(r);
+    if (!oai) return send_error(c, API_OCHAT, b.status, b.param[0] ? b.param : NULL, "%s", b.msg);
+    if (route == SRVO_EMBED || route == SRVO_EMBEDDINGS) {
+        srv_embed *e = srv_embed_parse(s->m, s->n_ctx, oai, &b.status, b.param, sizeof b.param, b.msg, sizeof b.msg);
+        cJSON_Delete(oai);
+        if (!e) return send_error(c, API_OCHAT, b.status, b.param[0] ? b.param : NULL, "%s", b.msg);
+        srv_job *j = calloc(1, sizeof *j);
+        if (!j) {
+            srv_embed_free(e);
+            return send_error(c, API_OCHAT, 500, NULL, "out of memory");
+        }
+        *j = (srv_job){.s = s, .refs = 1, .api = API_OCHAT, .embed = e, .oq = q, .msg_open = -1,
+                       .t_start_ms = now_ms()};
+        return run_job(s, c, j);
+    }
+    if (q.load_only) { /* nothing to generate: the model is loaded (it always is) */
+        cJSON *o = srvo_chunk(route, s->name, "", 0, NULL, 0);
+        srvo_stats st = {.done_reason = q.unload ? "unload" : "load"};
+        srvo_final_fields(o, &st);
+        srvo_req_free(&q);
+        cJSON_Delete(oai);
+        return send_json(c, MHD_HTTP_OK, o, 0);
+    }
+    srv_job *j = parse_job(s, cJSON_HasObjectItem(oai, "prompt") ? API_COMPL : API_CHAT, oai, &b, 0);
+    cJSON_Delete(oai);
+    if (!j) {
+        srvo_req_free(&q);
+        return send_error(c, API_OCHAT, b.status, b.param[0] ? b.param : NULL, "%s", b.msg);
+    }
+    j->api = route == SRVO_CHAT ? API_OCHAT : API_OGEN;
+    j->oq = q;
+    j->ndjson = 1;
+    j->stream = q.stream;
+    j->t_start_ms = now_ms();
+    j->reason_out = q.think != 0; /* think:false turned thinking off in the template; drop any left */
+    if (q.n_context) { /* generate's context: an earlier answer's history, continued */
+        size_t n = (size_t)q.n_context + j->n_ids;
+        int32_t *ids = n < (size_t)s->n_ctx ? malloc(n * sizeof *ids) : NULL;
+        if (!ids) {
+            job_unref(j);
+            return send_error(c, API_OCHAT, n < (size_t)s->n_ctx ? 500 : 400, "context",
+                              "the context plus the prompt is %zu tokens; the model's context holds %d", n, s->n_ctx);
+        }
+        memcpy(ids, q.context, (size_t)q.n_context * sizeof *ids);
+        memcpy(ids + q.n_context, j->ids, j->n_ids * sizeof *ids);
+        free(j->ids);
+        j->ids = ids;
+        j->n_ids = n;
+        size_t room = (size_t)s->n_ctx - n;
+        if (j->go.max_tokens <= 0 || (size_t)j->go.max_tokens > room) j->go.max_tokens = (int)room;
+    }
+    return run_job(s, c, j);
+}
+
+/* ---- POST /v1/systemone (srv_decide.h) -------------------------------------------------------- */
+
+static enum MHD_Result do_decide(srv *hub, struct MHD_Connection *c, cJSON *r) {
+    bad_req b = {0};
+    srvd *d = srvd_parse(r, &b);
+    cJSON_Delete(r);
+    if (!d) return send_error(c, API_DECIDE, b.status, b.param[0] ? b.param : NULL, "%s", b.msg);
+    srv *s = ollama_model(hub, srvd_model(d));
+    if (!s) {
+        enum MHD_Result ret = ollama_no_model(c, srvd_model(d));
+        srvd_free(d);
+        return ret;
+    }
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        srvd_free(d);
+        return send_error(c, API_DECIDE, 500, NULL, "out of memory");
+    }
+    *j = (srv_job){.s = s, .refs = 1, .api = API_DECIDE, .decide = d, .msg_open = -1};
+    char *prompt = NULL, err[512] = "out of memory";
+    int rc = 0;
+    /* a hybrid thinking model answers directly; a template that opens <think> gets it closed */
+    if (s->chat) rc = cinfer_chat_prompt_vars(s->m, srvd_messages_json(d), NULL, "{\"enable_thinking\":false}", 1,
+                                              &prompt, err, sizeof err);
+    else if (!(prompt = strdup(srvd_plain_prompt(d)))) rc = CINFER_ENOMEM;
+    if (!rc && srv_reason_prompt_opens(prompt)) {
+        static const char close_think[] = "\n</think>\n\n";
+        size_t n = strlen(prompt);
+        char *p2 = realloc(prompt, n + sizeof close_think);
+        if (p2) memcpy((prompt = p2) + n, close_think, sizeof close_think);
+        else rc = CINFER_ENOMEM;
+    }
+    if (rc) {
+        free(prompt);
+        job_unref(j);
+        return send_error(c, API_DECIDE, rc == CINFER_ENOMEM ? 500 : 400, "state", "%s", err);
+    }
+    /* the longest reply text (keys, answers, separators) must fit after the prompt too */
+    int bad = tokenize_prompt(s, j, prompt, s->chat, &b);
+    j->prompt_text = prompt;
+    if (!bad && srvd_compile(d, s->m, err, sizeof err))
+        bad = srv_bad(&b, 500, "questions", "the answer grammars do not compile: %.300s", err);
+    if (!bad && cinfer_confidence_new(&j->conf)) bad = srv_bad(&b, 500, NULL, "out of memory");
+    if (bad) {
+        job_unref(j);
+        return send_error(c, API_DECIDE, b.status, b.param[0] ? b.param : NULL, "%s", b.msg);
+    }
+    j->go = (cinfer_gen_options){.temperature = 0, .confidence = j->conf, .parse_special = 1};
+    return run_job(s, c, j);
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload_data, size_t *upload_data_size,
                                void **con_cls) {
@@ -1623,7 +2101,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         *upload_data_size = 0;
         return MHD_YES;
     }
-    int api = !strncmp(url, "/v1/messages", 12) ? API_MSG : API_CHAT;
+    int api = !strncmp(url, "/v1/messages", 12) ? API_MSG
+              : !strncmp(url, "/api/", 5) || !strcmp(url, "/v1/systemone") ? API_OCHAT /* Ollama's error shape */
+                                                                           : API_CHAT;
     int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
     enum MHD_Result gret;
     if (guard_origin(s, c, api, method, &gret)) return gret;
@@ -1643,8 +2123,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
                 : !strcmp(url, "/v1/messages/count_tokens") ? 5
                 : !strcmp(url, "/v1/embeddings")         ? 6
                 : !strcmp(url, "/v1/responses")          ? 7
+                : !strcmp(url, "/v1/systemone")          ? 8
+                : !strncmp(url, "/api/", 5)              ? 9
                                                          : 0;
     if (!route) return send_error(c, api, 404, NULL, "no route for %s %.200s", method, url);
+    if (route == 9 && get) return do_ollama_get(s, c, url);
     if (route == 1) {
         if (!get) return send_error(c, api, 405, NULL, "use GET %s", url);
         return do_models(s, c);
@@ -1656,6 +2139,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     bad_req pb = {0};
     cJSON *r = parse_body(rq->body.p, rq->body.len, &pb);
     if (!r) return send_error(c, api, pb.status, pb.param[0] ? pb.param : NULL, "%s", pb.msg);
+    if (route == 8) return do_decide(s, c, r);
+    if (route == 9) return do_ollama_post(s, c, url, r);
     srv *hub = s;
     if (!(s = pick_model(hub, r))) {
         enum MHD_Result ret = send_no_model(hub, c, api, r);

@@ -30,9 +30,15 @@
  * naming it).  Every model and session is allocated at start.  Also:
  *
  *   GET  /                            the web UI (runtime/server/webui/index.html, embedded)
- *   POST /v1/embeddings               OpenAI embeddings (runtime/server/srv_embed.h)  Bad requests get the API's own error
- * shape and a 4xx code naming the field.  A streaming client that goes away
- * stops its generation at the next token.
+ *   POST /v1/embeddings               OpenAI embeddings (runtime/server/srv_embed.h)
+ *   GET/POST /api/...                 the Ollama API (runtime/server/srv_ollama.h)
+ *   POST /v1/systemone                the decision API of the ollama client (srv_decide.h)
+ *
+ * Reasoning models: <think> text is split from the answer (srv_reason.h)
+ * into OpenAI's message.reasoning_content, Anthropic thinking blocks (when
+ * the request enables thinking) and Ollama's thinking.  Bad requests get the
+ * API's own error shape and a 4xx code naming the field.  A streaming client
+ * that goes away stops its generation at the next token.
  */
 #ifndef CINFER_SRV_H
 #define CINFER_SRV_H

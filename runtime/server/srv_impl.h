@@ -18,7 +18,10 @@
 
 #include "cinfer.h"
 
-enum { API_CHAT, API_COMPL, API_MSG, API_RESP };
+/* The wire format of a request: parse-time APIs (the first four), and the
+ * output shapes srv.c writes for requests parsed as one of them (Ollama chat
+ * and generate, srv_ollama.h; the decision API, srv_decide.h). */
+enum { API_CHAT, API_COMPL, API_MSG, API_RESP, API_OCHAT, API_OGEN, API_DECIDE };
 
 /* A validation failure: the HTTP status, the request field (param, "" when
  * none) and a one-line message. */
@@ -100,6 +103,8 @@ typedef struct srvx {
     srvx_call calls[8];        /* SRVX_MAX_CALLS */
     int n_calls;
     int call_broken;           /* a call began but did not parse (e.g. max_tokens) */
+    int call_partial;          /* the last of calls[] is that cut call: a complete name, the
+                                * arguments text written so far (not valid JSON) */
     unsigned long long seq;    /* id source for call ids */
 } srvx;
 
@@ -142,6 +147,10 @@ cJSON *srvx_logprobs_legacy(const srvx *x, int from, int to, size_t text_base);
  * request text): control characters become spaces, invalid bytes '?'
  * (a character cut by truncation too). */
 void srvx_clean_msg(char *s);
+
+/* Does the model's template write Hermes-style <tool_call> calls (the tool
+ * calls this server can generate and parse)? */
+int srvx_template_has_tools(const cinfer_model *m);
 
 /* "call_…" (OpenAI) or "toolu_…" (Anthropic) id of call i of request id req_id. */
 void srvx_call_id(const srvx *x, const char *req_id, int i, char *out, size_t cap);

@@ -228,6 +228,9 @@ static int oai_messages(const cJSON *arr, cJSON *out, bad_req *b) {
         }
         cJSON *o = msg_new(!strcmp(rs, "developer") ? "system" : rs, t);
         cJSON_AddItemToArray(out, o);
+        /* an earlier reply's reasoning, for templates that render or strip it (Qwen3) */
+        const cJSON *rc = get(m, "reasoning_content");
+        if (is_asst && cJSON_IsString(rc)) cJSON_AddStringToObject(o, "reasoning_content", rc->valuestring);
         if (is_asst && present(tc) && oai_tool_calls(tc, o, i, b)) return -1;
         if (!strcmp(rs, "tool")) {
             const cJSON *id = get(m, "tool_call_id");
@@ -1021,7 +1024,8 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
         if (rc2 < 0) goto fail;
         if (x->freq_pen != 0 || x->pres_pen != 0) used = 1;
     } else {
-        /* accepted and ignored: thinking, metadata (cache_control sits inside blocks) */
+        /* thinking is read by srv.c (template_vars); metadata accepted and ignored
+         * (cache_control sits inside blocks) */
         const cJSON *th = get(r, "thinking"), *md = get(r, "metadata");
         if (present(th) && !cJSON_IsObject(th)) {
             srv_bad(b, 400, "thinking", "'thinking' must be an object");
@@ -1152,7 +1156,7 @@ int srvx_on_token(srvx *x, const char **piece, size_t *len, int32_t token) {
 
 /* Parse x->call (one call object) into x->calls[n_calls]; a call that does
  * not parse (cut by max_tokens, cancelled) sets call_broken and stays in
- * x->call for the reply's text. */
+ * x->call (salvage_call keeps what it can). */
 static void parse_call(srvx *x) {
     cJSON *c = x->call ? cJSON_Parse(x->call) : NULL;
     const cJSON *name = get(c, "name"), *args = get(c, "arguments");
@@ -1173,6 +1177,77 @@ static void parse_call(srvx *x) {
     }
     cJSON_Delete(c);
 }
+
+/* The end of string text s (at its opening quote): the byte after the closing
+ * quote, or NULL when the text ends first. */
+static const char *str_end(const char *s) {
+    for (s++; *s; s++) {
+        if (*s == '\\' && s[1]) s++;
+        else if (*s == '"') return s + 1;
+    }
+    return NULL;
+}
+
+/* The end of the JSON value starting at v (strings skipped, brackets
+ * counted), or NULL when the text ends inside it. */
+static const char *value_end(const char *v) {
+    int depth = 0;
+    for (const char *p = v; *p; p++) {
+        if (*p == '"') {
+            if (!(p = str_end(p))) return NULL;
+            p--;
+            if (!depth) return p + 1;
+        } else if (*p == '{' || *p == '[') depth++;
+        else if (*p == '}' || *p == ']') {
+            if (--depth <= 0) return p + 1;
+        } else if (!depth && (*p == ',' || *p == '}')) return p;
+    }
+    return NULL;
+}
+
+/* A call cut off (max_tokens) while its object {"name":..,"arguments":..}
+ * (keys in either order, as the grammar allows) was being written: when the
+ * name is complete it becomes the last call, its arguments the text written
+ * so far — what OpenAI returns for a call cut by max_tokens (finish_reason
+ * "length", arguments not valid JSON).  Without a complete name the call is
+ * dropped: nothing of it reaches the reply's text. */
+static void salvage_call(srvx *x) {
+    if (!x->call || x->n_calls >= SRVX_MAX_CALLS) return;
+    char *name = NULL, *args = NULL;
+    const char *p = x->call + strspn(x->call, " \t\r\n");
+    if (*p++ != '{') return;
+    while (*p) {
+        p += strspn(p, " \t\r\n,");
+        if (*p != '"') break;
+        const char *ke = str_end(p);
+        if (!ke) break;
+        int is_name = ke - p == 6 && !strncmp(p, "\"name\"", 6), is_args = ke - p == 11 && !strncmp(p, "\"arguments\"", 11);
+        p = ke + strspn(ke, " \t\r\n");
+        if (*p++ != ':') break;
+        p += strspn(p, " \t\r\n");
+        const char *ve = value_end(p);
+        if (is_name && ve && *p == '"') {
+            cJSON *v = cJSON_ParseWithLength(p, (size_t)(ve - p));
+            if (cJSON_IsString(v)) name = strdup(v->valuestring);
+            cJSON_Delete(v);
+        } else if (is_args) {
+            args = strndup(p, ve ? (size_t)(ve - p) : strlen(p));
+        }
+        if (!ve) break;
+        p = ve;
+    }
+    if (name && !args) args = strdup("");
+    if (name && args) {
+        x->calls[x->n_calls].name = name;
+        x->calls[x->n_calls++].arguments = args;
+        x->call_partial = 1;
+    } else {
+        free(name);
+        free(args);
+    }
+}
+
+int srvx_template_has_tools(const cinfer_model *m) { return hermes_template(m); }
 
 /* Append extra[0..n_extra) to the session's history (prompt and everything
  * generated) as the next generation's prompt: ids malloc'd into *out. */
@@ -1286,6 +1361,7 @@ int srvx_generate(cinfer_session *sess, srvx *x, const int32_t *ids, size_t n_id
         if (more <= 0) break;
         rc = call_pass(sess, x, o, x->opener, x->n_opener, go, cb, user, res, err, err_len);
     }
+    if (!rc && x->call_broken) salvage_call(x);
     return rc;
 }
 

@@ -109,6 +109,7 @@ static int load_gguf(const gguf_file *g, tok_vocab *v, char *err, size_t err_len
             pname = pv->v.str.ptr;
             plen = pv->v.str.len;
         }
+        v->pre_defaulted = pv == NULL;
         pre = tok_pre_lookup(pname, plen);
         if (!pre)
             return fail(err, err_len, TOK_EUNSUPPORTED, "tok: pre-tokenizer tokenizer.ggml.pre = '%.*s' not supported",
@@ -252,6 +253,12 @@ void tok_free(tok_vocab *v) {
 
 int tok_type(const tok_vocab *v) { return v->type; }
 const char *tok_pre_name(const tok_vocab *v) { return v->pre_name; }
+const char *tok_pre_note(const tok_vocab *v) {
+    return v->pre_defaulted ? "this GGUF has no tokenizer.ggml.pre: the BPE pre-tokenizer defaults to GPT-2's, so "
+                              "token ids (and output quality) may differ from the model's own tokenizer; re-convert "
+                              "it with a current llama.cpp convert_hf_to_gguf.py"
+                            : NULL;
+}
 int tok_n_vocab(const tok_vocab *v) { return v->n_vocab; }
 int32_t tok_bos(const tok_vocab *v) { return v->bos; }
 int32_t tok_eos(const tok_vocab *v) { return v->eos; }

@@ -142,6 +142,10 @@ void tok_free(tok_vocab *v); /* NULL is a no-op */
 int tok_type(const tok_vocab *v); /* TOK_TYPE_* */
 /* BPE pre-tokenizer as resolved ("llama3" for "llama-bpe", "gpt-2", ...); "" otherwise. */
 const char *tok_pre_name(const tok_vocab *v);
+/* For a BPE vocabulary from a GGUF without tokenizer.ggml.pre (the
+ * pre-tokenizer then defaults, as in llama.cpp, which warns too): a one-line
+ * warning saying so and what to do; NULL otherwise. */
+const char *tok_pre_note(const tok_vocab *v);
 int tok_n_vocab(const tok_vocab *v);
 int32_t tok_bos(const tok_vocab *v); /* -1 when none */
 int32_t tok_eos(const tok_vocab *v); /* -1 when none */

@@ -91,6 +91,7 @@ struct tok_vocab {
 
     /* ---- BPE ---- */
     char pre_name[32];   /* tokenizer.ggml.pre as resolved ("llama3", ...) */
+    int pre_defaulted;   /* a BPE GGUF without tokenizer.ggml.pre: pre_name is a guess */
     pre_stage pre[TOK_MAX_PRE_STAGES];
     int n_pre;
     bool ignore_merges;  /* a word that is a token is not merged (llama3) */

@@ -1,0 +1,42 @@
+/*
+ * gguf_edit.c — see gguf_edit.h.
+ */
+#include "gguf_edit.h"
+
+#include "formats/gguf.h"
+#include "formats/gguf_write.h"
+#include "test.h"
+
+int gguf_edit_copy(const char *src, const char *dst, const char *const *drop, const char *const *set_keys,
+                   const char *const *set_vals, size_t n_set) {
+    gguf_file *g;
+    char e[512];
+    if (gguf_open(src, &g, e, sizeof e)) return test_fail(__FILE__, __LINE__, "%s", e), -1;
+    gguf_kv_set set[16];
+    size_t n = 0;
+    for (size_t k = 0; k < n_set && n < 16; k++) set[n++] = (gguf_kv_set){set_keys[k], gguf_val_str(set_vals[k])};
+    gguf_out o;
+    if (gguf_out_open(&o, dst, ".partial", g, e, sizeof e)) {
+        gguf_close(g);
+        return test_fail(__FILE__, __LINE__, "%s", e), -1;
+    }
+    uint32_t align = gguf_alignment(g);
+    uint64_t nt = gguf_n_tensors(g), off = 0;
+    gguf_w_header(&o.w, g, nt, drop ? gguf_key_in_list : NULL, drop, set, n);
+    for (uint64_t i = 0; i < nt; i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        gguf_w_tensor_info(&o.w, t->name, t->n_dims, t->ne, t->type, off);
+        off += gguf_align_up(t->n_bytes, align);
+    }
+    gguf_w_pad(&o.w, align);
+    for (uint64_t i = 0; i < nt; i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        gguf_w_bytes(&o.w, t->data, (size_t)t->n_bytes);
+        gguf_w_pad(&o.w, align);
+    }
+    int rc = gguf_out_commit(&o, e, sizeof e);
+    gguf_out_abort(&o);
+    gguf_close(g);
+    if (rc) test_fail(__FILE__, __LINE__, "%s", e);
+    return rc ? -1 : 0;
+}
