@@ -13,7 +13,10 @@ Q        := $(if $(filter 1,$(V)),,@)
 # Debian packages the project builds against (DESIGN.md §5).
 DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-openssl-dev \
             libmicrohttpd-dev libxxhash-dev libssl-dev libedit-dev pkg-config tmux python3-jsonschema \
-            chromium
+            chromium libsodium-dev dpkg-dev \
+            gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+# arm64 static archives for aarch64 bundles (dpkg --add-architecture arm64 first: make deps does it)
+DEB_PKGS_ARM64 := libsodium-dev:arm64 libxxhash-dev:arm64
 
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CSTD     := -std=c11 -D_GNU_SOURCE
@@ -21,8 +24,10 @@ DEPFLAGS  = -MMD -MP
 INCLUDES := -Iinclude -Itemplates -Iruntime -I. -I/usr/include/lua5.4 -I/usr/include/cjson
 OPT      ?= -O2 -g
 # compile.c links standalone executables with the same libraries.
-CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(INCLUDES) -fPIC -DCINFER_LINK_LIBS='"$(LIBS)"' $(CFLAGS)
-LIBS     := -llua5.4 -ltcc -lcjson -lxxhash -lcurl -lcrypto -lmicrohttpd -ledit -ldl -lpthread -lm
+# -ffunction-sections/-fdata-sections: bundles link libcinfer.a with --gc-sections,
+# keeping only what their main reaches (no compiler, Lua, libtcc, curl).
+CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(INCLUDES) -fPIC -ffunction-sections -fdata-sections -DCINFER_LINK_LIBS='"$(LIBS)"' $(CFLAGS)
+LIBS     := -llua5.4 -ltcc -lcjson -lxxhash -lcurl -lcrypto -lmicrohttpd -ledit -lsodium -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 RUNTIME_SRC  := $(wildcard runtime/*/*.c)
@@ -44,6 +49,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
 CLI_OBJ  := $(BUILD)/cli/main.o
 SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_SRC:%.c=$(BUILD)/san/%.o)
 
+.PHONY: bundle-deps deb-pkgs-arm64 aarch64 test-aarch64 bench-bundle
 .PHONY: all test check check-layout demo deps deb-pkgs golden fuzz bench clean help install unicode bench-tok bench-matmul \
         fuzz-tokjson bench-grammar arch-models arch-models-quant arch-refs
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
@@ -62,9 +68,19 @@ $(BUILD)/.deps-ok:
 deb-pkgs:
 	@echo $(DEB_PKGS)
 
+deb-pkgs-arm64:
+	@echo $(DEB_PKGS_ARM64)
+
 deps:
-	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PKGS); \
-	else echo "run as root, or: sudo apt-get install -y $(DEB_PKGS)"; fi
+	@if [ "$$(id -u)" = 0 ]; then dpkg --add-architecture arm64 && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PKGS) $(DEB_PKGS_ARM64); \
+	else echo "run as root, or: sudo dpkg --add-architecture arm64 && sudo apt-get update && sudo apt-get install -y $(DEB_PKGS) $(DEB_PKGS_ARM64)"; fi
+
+# Static archives bundles need that Debian ships only as shared libraries
+# (cJSON; libmicrohttpd without GnuTLS), from Debian's source packages, for
+# x86_64 and aarch64 (tools/bundle_deps.sh; network: an install step).
+bundle-deps:
+	@BUILD=$(BUILD) CC="$(CC)" sh tools/bundle_deps.sh
 
 # ---- objects ----------------------------------------------------------------
 $(BUILD)/%.o: %.c | $(BUILD)/.deps-ok
