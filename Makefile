@@ -30,7 +30,9 @@ CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(INCLUDES) -fPIC -ffunction-sections -fdata
 LIBS     := -llua5.4 -ltcc -lcjson -lxxhash -lcurl -lcrypto -lmicrohttpd -ledit -lsodium -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-RUNTIME_SRC  := $(wildcard runtime/*/*.c)
+# *_neon.c / *_dotprod.c are aarch64's SIMD leaves: built only by `make aarch64`.
+ARM_ONLY     := %_neon.c %_dotprod.c
+RUNTIME_SRC  := $(filter-out $(ARM_ONLY),$(wildcard runtime/*/*.c))
 COMPILER_SRC := $(wildcard compiler/*.c)
 CLI_SRC      := $(wildcard cli/*.c)
 TEST_SRC     := $(wildcard tests/*.c)
@@ -137,6 +139,49 @@ install: all
 	install -m 644 include/cinfer.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' \
 	  cinfer.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cinfer.pc
+
+# ---- aarch64 (cross-compiled; bundles for 64-bit ARM) --------------------------
+# build/aarch64/libcinfer.a: the runtime and the CLI a bundle links (no
+# compiler, no Lua/libtcc, no curl), built with aarch64-linux-gnu-gcc; the
+# x86 SIMD files are left out and the NEON ones in (*_dotprod.c with
+# +dotprod, run only where the CPU has it).  `cinfer bundle --target aarch64`
+# links against it.  make test-aarch64 runs the kernel tests (NEON vs the
+# scalar reference, both dotprod and plain) under qemu-user and the aarch64
+# bundle tests (text and logits vs x86).
+A64_CC    ?= aarch64-linux-gnu-gcc
+A64       := $(BUILD)/aarch64
+A64_SRC   := $(filter-out %_avx2.c %_vnni.c %_avx512.c runtime/hub/pull.c,$(wildcard runtime/*/*.c)) \
+             cli/bundled.c cli/run.c cli/chat.c cli/serve.c cli/common.c
+A64_OBJ   := $(A64_SRC:%.c=$(A64)/%.o) $(A64)/gen/embedded.o
+A64_ISA    = $(if $(findstring _dotprod,$<),-march=armv8.2-a+dotprod)
+A64_CFLAGS = $(CSTD) -O2 -g $(WARN) $(INCLUDES) -fPIC -ffunction-sections -fdata-sections
+A64_TESTS := tests/runner.c $(wildcard tests/test_kern*.c) tests/test_quant.c tests/test_pool.c
+QEMU_A64  ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
+
+$(A64)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC a64  $<")
+	$(Q)$(A64_CC) $(A64_CFLAGS) $(A64_ISA) $(DEPFLAGS) -c $< -o $@
+$(A64)/gen/embedded.o: $(BUILD)/gen/embedded.c
+	@mkdir -p $(dir $@)
+	$(Q)$(A64_CC) $(A64_CFLAGS) -c $< -o $@
+$(A64)/libcinfer.a: $(A64_OBJ)
+	$(if $(Q),@echo "  AR      $@")
+	$(Q)rm -f $@ && $(A64_CC:gcc=ar) rcs $@ $^
+aarch64: $(A64)/libcinfer.a
+
+$(A64)/test_kern: $(A64_TESTS:%.c=$(A64)/%.o) $(A64)/libcinfer.a $(BUILD)/deps/aarch64/libcjson.a
+	$(if $(Q),@echo "  LD a64  $@")
+	$(Q)$(A64_CC) -Wl,--gc-sections -o $@ $(A64_TESTS:%.c=$(A64)/%.o) $(A64)/libcinfer.a \
+	  $(BUILD)/deps/aarch64/libcjson.a -lm -lpthread
+$(BUILD)/deps/aarch64/libcjson.a:
+	@echo "no $@: run make bundle-deps"; exit 1
+
+test-aarch64: $(A64)/test_kern $(BUILD)/test_runner $(BUILD)/cinfer
+	@echo "  kernels under $(QEMU_A64): NEON (plain and dotprod) vs the scalar reference"
+	@CINFER_BUILD=$(BUILD) $(QEMU_A64) $(A64)/test_kern kern quant pool
+	@echo "  aarch64 bundles under qemu-user vs x86 (text, logits)"
+	@CINFER_BIN=$(BUILD)/cinfer CINFER_BUILD=$(BUILD) QEMU_A64="$(QEMU_A64)" $(BUILD)/test_runner bundle_aarch64
 
 # ---- targets ---------------------------------------------------------------
 test: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/libcinfer.a $(BUILD)/examples/embed $(BUILD)/tools/archgen

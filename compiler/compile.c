@@ -585,12 +585,12 @@ int cc_build_bundle_program(const gguf_file *g, const cc_options *o, const char 
     free(main_src);
     if (!rc) {
         /* only the C library family stays dynamic: -Bstatic for the rest */
-        char *argv[] = {(char *)cc, "-O2", "-ffunction-sections", "-fdata-sections",
+        char *argv[] = {(char *)cc, "-O2", "-s", "-ffunction-sections", "-fdata-sections",
                         server ? "-DCF_BUNDLE_SERVER=1" : "-DCF_BUNDLE_SERVER=0", "-o", tmp_out,
                         main_path, c_path, "-Wl,--gc-sections", lib, cjson,
                         server ? mhd : "-Wl,--as-needed", "-Wl,-Bstatic", "-lsodium", "-lxxhash",
                         "-Wl,-Bdynamic", "-lm", "-lpthread", NULL};
-        snprintf(build, cap, "%s -O2, --gc-sections, static libsodium xxhash cJSON%s", cc,
+        snprintf(build, cap, "%s -O2 -s, --gc-sections, static libsodium xxhash cJSON%s", cc,
                  server ? " libmicrohttpd" : "");
         rc = run_compiler(argv, log_path, err, err_len);
         if (!rc && rename(tmp_out, out_path)) {
