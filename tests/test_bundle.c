@@ -10,6 +10,7 @@
  * tests skip with that reason when those are absent.
  */
 #include <cJSON.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -337,4 +338,134 @@ TEST(bundle, server) {
     int st;
     waitpid(pid, &st, 0);
     EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* ---- aarch64 bundles under qemu-user (make test-aarch64) ------------------------ */
+
+static const char *qemu_a64(void) {
+    const char *q = getenv("QEMU_A64");
+    return q && *q ? q : "qemu-aarch64";
+}
+
+/* Skips unless make aarch64 and make bundle-deps have run and qemu-aarch64 exists. */
+static int a64_ready(char *why, size_t cap) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/aarch64/libcinfer.a", build_dir());
+    if (access(p, R_OK)) return snprintf(why, cap, "no %s: run make aarch64 (or make test-aarch64)", p), 0;
+    if (!have_deps("aarch64")) return snprintf(why, cap, "no %s/deps/aarch64: run make bundle-deps", build_dir()), 0;
+    if (system("command -v qemu-aarch64 >/dev/null 2>&1"))
+        return snprintf(why, cap, "no qemu-aarch64 (Debian qemu-user)"), 0;
+    return 1;
+}
+
+/* logits of `cinfer run --dump-logits` (x86) and of the aarch64 bundle under qemu */
+static double a64_logits_cosine(const char *model, const char *exe, const char *dir, const char *prompt) {
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, "%s run '%s' -p '%s' -n 0 -t 1 --dump-logits '%s/x86.json' >/dev/null 2>&1 && "
+             "cd '%s' && env -i %s '%s' -p '%s' -n 0 -t 1 --dump-logits a64.json >/dev/null 2>&1",
+             cinfer_bin(), model, prompt, dir, dir, qemu_a64(), exe, prompt);
+    if (system(cmd)) return test_fail(__FILE__, __LINE__, "%s failed", cmd), -1;
+    char pa[700], pb[700];
+    snprintf(pa, sizeof pa, "%s/x86.json", dir);
+    snprintf(pb, sizeof pb, "%s/a64.json", dir);
+    cJSON *a = read_json(pa), *b = read_json(pb);
+    cJSON *la = cJSON_GetObjectItem(a, "logits"), *lb = cJSON_GetObjectItem(b, "logits");
+    double ab = 0, aa = 0, bb = 0;
+    int n = cJSON_GetArraySize(la);
+    EXPECT_EQ_I(cJSON_GetArraySize(lb), n);
+    for (int i = 0; i < n && n == cJSON_GetArraySize(lb); i++) {
+        double x = cJSON_GetArrayItem(la, i)->valuedouble, y = cJSON_GetArrayItem(lb, i)->valuedouble;
+        ab += x * y, aa += x * x, bb += y * y;
+    }
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    return n > 0 && aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : -1;
+}
+
+TEST(bundle_aarch64, stories_alone_same_text) {
+    NEED_SHARED(model, STORIES);
+    char why[512];
+    if (!a64_ready(why, sizeof why)) SKIP("%s", why);
+    const char *dir = empty_dir("a64");
+    char built[600], cmd[3000], *got = NULL, *out = NULL;
+    snprintf(built, sizeof built, "%s/../story-a64", dir);
+    if (make_bundle(model, built, "--target aarch64 --server")) return;
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/story'", built, dir);
+    EXPECT_EQ_I(system(cmd), 0);
+    /* the C library family only: the NEEDED entries of the dynamic section */
+    snprintf(cmd, sizeof cmd, "readelf -h -d '%s/story'", dir);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    EXPECT(out && strstr(out, "AArch64"));
+    for (char *p = out ? strstr(out, "Shared library: [") : NULL; p; p = strstr(p + 1, "Shared library: [")) {
+        char lib[128] = "";
+        sscanf(p, "Shared library: [%127[^]]", lib);
+        EXPECT_MSG(!strcmp(lib, "libc.so.6") || !strcmp(lib, "libm.so.6") || !strncmp(lib, "ld-linux-aarch64", 16),
+                   "aarch64 bundle needs %s", lib);
+    }
+    free(out);
+    char *want = cinfer_run_text(model, 32);
+    snprintf(cmd, sizeof cmd, "cd '%s' && env -i %s ./story -p '" PROMPT "' -n 32 --temp 0 -t 1 2>/dev/null", dir,
+             qemu_a64());
+    EXPECT_EQ_I(run_cmd(cmd, false, &got), 0);
+    EXPECT(want && strlen(want) > strlen(PROMPT) + 20);
+    EXPECT_STR_EQ(got, want);
+    free(got);
+    free(want);
+    double cos = a64_logits_cosine(model, "./story", dir, PROMPT);
+    EXPECT_MSG(cos >= 0.9999, "logits cosine aarch64 vs x86: %.9f", cos);
+    /* its integrity checks are the same code: a truncated copy fails clearly */
+    snprintf(cmd, sizeof cmd, "cd '%s' && head -c 1000000 story > cut && chmod +x cut && env -i %s ./cut -p hi",
+             dir, qemu_a64());
+    out = NULL;
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 1);
+    EXPECT_MSG(out && strstr(out, "truncated"), "%s", out ? out : "");
+    free(out);
+}
+
+TEST(bundle_aarch64, signed_verifies_flipped_byte_does_not) {
+    NEED_SHARED(model, STORIES);
+    char why[512];
+    if (!a64_ready(why, sizeof why)) SKIP("%s", why);
+    const char *dir = empty_dir("a64sig");
+    char exe[600], cmd[3000], extra[700], *out = NULL;
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s keygen k >/dev/null 2>&1", dir, cinfer_abs());
+    EXPECT_EQ_I(system(cmd), 0);
+    snprintf(exe, sizeof exe, "%s/story", dir);
+    snprintf(extra, sizeof extra, "--target aarch64 --sign '%s/k' --require-signature", dir);
+    if (make_bundle(model, exe, extra)) return;
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s verify story --key k.pub && env -i %s ./story --check", dir,
+             cinfer_abs(), qemu_a64());
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 0);
+    EXPECT(out && strstr(out, "signature verifies"));
+    free(out);
+    out = NULL;
+    snprintf(cmd, sizeof cmd, "cd '%s' && cp story f && printf '\\377' | dd of=f bs=1 seek=5000 conv=notrunc "
+             "2>/dev/null && (%s verify f --key k.pub; env -i %s ./f -p hi -n 2)", dir, cinfer_abs(), qemu_a64());
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 1);
+    EXPECT(out && strstr(out, "cinfer verify: f: the Ed25519 signature does not verify") &&
+           strstr(out, "f: /"));
+    free(out);
+}
+
+/* The NEON kernels end to end: a model per hot type (the integer R8 path
+ * for Q4_0/Q8_0 under auto, Q4_K/Q6_K integer dots, F16), logits vs x86. */
+TEST(bundle_aarch64, logits_match_x86_per_type) {
+    char why[512];
+    if (!a64_ready(why, sizeof why)) SKIP("%s", why);
+    static const char *files[] = {"synth-d256-Q4_0.gguf", "synth-d256-Q8_0.gguf", "synth-d256-Q4_K_M.gguf",
+                                  "synth-d256-Q6_K.gguf", "synth-d256-F16.gguf"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "models/synthetic/%s", files[i]);
+        const char *p = shared_path(rel);
+        if (!p) SKIP("../shared/%s absent", rel);
+        char model[1024];
+        snprintf(model, sizeof model, "%s", p);
+        const char *dir = empty_dir("a64type");
+        char exe[600];
+        snprintf(exe, sizeof exe, "%s/m", dir);
+        if (make_bundle(model, exe, "--target aarch64")) return;
+        double cos = a64_logits_cosine(model, "./m", dir, PROMPT);
+        EXPECT_MSG(cos >= 0.9999, "%s: logits cosine aarch64 vs x86: %.9f", files[i], cos);
+    }
 }

@@ -7,6 +7,7 @@
  * NEON_SFX names the functions' suffix.
  *
  *   dotq_q4_0, dotq_q8_0   one weight row x nt Q8_0 activation rows (ggml_vec_dot_q4_0_q8_0 / q8_0_q8_0)
+ *   gemm4_q4_0, gemm4_q8_0 one weight row x 4 tokens of kern_block_q8x4
  *   dotq_q4_k, dotq_q6_k   one weight row x nt Q8_K rows (ggml_vec_dot_q4_K_q8_K / q6_K_q8_K)
  *   r8_gemm_q4, r8_gemm_q8 one R8 row group x nt tokens of kern_block_q8x4 (kern_r8.h)
  *
@@ -76,6 +77,33 @@ void NEON_FN(kern_dotq_q8_0_)(const void *w, const void *a, size_t as, int nt, i
         }
         s[t] = sumf;
     }
+}
+
+/* 4 tokens of kern_block_q8x4 (kern_gemm4_fn): the codes of a block are
+ * loaded once for the 4 tokens; per token the float steps of dotq_*. */
+void NEON_FN(kern_gemm4_q4_0_)(const void *w, const void *a, int n, float *s) {
+    const kern_block_q4_0 *x = w;
+    const kern_block_q8x4 *y = a;
+    float acc[4] = {0, 0, 0, 0};
+    for (int ib = 0; ib < n / KERN_QK; ib++) {
+        int8x16_t lo, hi;
+        q4_0_codes(x[ib].qs, &lo, &hi);
+        const float dw = f16_to_f32(x[ib].d);
+        for (int t = 0; t < 4; t++) acc[t] += (float)dot32(lo, hi, y[ib].qs[t]) * (dw * y[ib].d[t]);
+    }
+    memcpy(s, acc, sizeof acc);
+}
+
+void NEON_FN(kern_gemm4_q8_0_)(const void *w, const void *a, int n, float *s) {
+    const kern_block_q8_0 *x = w;
+    const kern_block_q8x4 *y = a;
+    float acc[4] = {0, 0, 0, 0};
+    for (int ib = 0; ib < n / KERN_QK; ib++) {
+        const int8x16_t w0 = vld1q_s8(x[ib].qs), w1 = vld1q_s8(x[ib].qs + 16);
+        const float dw = f16_to_f32(x[ib].d);
+        for (int t = 0; t < 4; t++) acc[t] += (float)dot32(w0, w1, y[ib].qs[t]) * (dw * y[ib].d[t]);
+    }
+    memcpy(s, acc, sizeof acc);
 }
 
 /* ggml get_scale_min_k4 */

@@ -20,3 +20,13 @@ NEON_DISPATCH(q8_0)
 NEON_DISPATCH(q4_k)
 NEON_DISPATCH(q6_k)
 #undef NEON_DISPATCH
+
+#define NEON_DISPATCH4(t)                                                                         \
+    void kern_gemm4_##t##_dotprod(const void *w, const void *a, int n, float *s);                 \
+    void kern_neon_gemm4_##t(const void *w, const void *a, int n, float *s) {                    \
+        if (kern_cpu_dotprod()) kern_gemm4_##t##_dotprod(w, a, n, s);                            \
+        else kern_gemm4_##t##_neon(w, a, n, s);                                                 \
+    }
+NEON_DISPATCH4(q4_0)
+NEON_DISPATCH4(q8_0)
+#undef NEON_DISPATCH4
