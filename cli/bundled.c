@@ -19,8 +19,8 @@
  * start hashes.  --check hashes now, whatever the stamp says.
  *
  * Memory.  Before mapping, the weights plus a runtime floor are compared with
- * what the process may use (RLIMIT_AS, the cgroup's memory.max, physical
- * RAM): a model that cannot fit says so instead of failing somewhere in mmap
+ * what the process may use (RLIMIT_AS, the cgroup's memory limit (v2 or v1),
+ * physical RAM): a model that cannot fit says so instead of failing somewhere in mmap
  * or thrashing the page cache.
  *
  * This file, run.c, chat.c and serve.c are all a bundle links of cli/: the
@@ -40,8 +40,11 @@
 #include "formats/bundle.h"
 #include "kernels/kern.h"
 
-/* Heap and stacks a run takes besides the weights (KV cache, arena, scratch,
- * threads): measured at < 40 MiB for the 0.35B model at -c 4096 (docs/bundle.md). */
+/* What a run needs besides the weights (KV cache and arena pages it touches,
+ * scratch, thread stacks, the program): the 0.35B Q4_0 bundle's heap is
+ * ~5 MiB resident for short runs and its KV cache at -c 2048 96 MiB (f32), of which
+ * a chat touches what it uses; 48 MiB is the floor below which even a short
+ * run fails (docs/bundle.md). */
 #define BUNDLE_RUNTIME_FLOOR_BYTES (48ull << 20)
 
 static const char *prog_name(const char *argv0) {
@@ -140,13 +143,17 @@ static uint64_t memory_limit(const char **what) {
     char line[4096];
     FILE *f = fopen("/proc/self/cgroup", "r");
     while (f && fgets(line, sizeof line, f)) {
-        if (strncmp(line, "0::", 3)) continue; /* cgroup v2 */
+        /* cgroup v2 "0::/path" (memory.max), v1 "N:memory:/path" (memory.limit_in_bytes) */
         line[strcspn(line, "\n")] = 0;
+        const char *v1 = strstr(line, ":memory:");
         char path[4200];
-        snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", line + 3);
+        if (!strncmp(line, "0::", 3)) snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", line + 3);
+        else if (v1) snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", v1 + 8);
+        else continue;
         FILE *m = fopen(path, "r");
-        unsigned long long v;
-        if (m && fscanf(m, "%llu", &v) == 1 && (!lim || v < lim)) lim = v, *what = "cgroup memory.max";
+        unsigned long long v; /* "max" (v2, no limit) does not scan */
+        if (m && fscanf(m, "%llu", &v) == 1 && (!lim || v < lim))
+            lim = v, *what = v1 ? "cgroup memory.limit_in_bytes" : "cgroup memory.max";
         if (m) fclose(m);
     }
     if (f) fclose(f);

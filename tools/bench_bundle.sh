@@ -11,7 +11,9 @@
 #   and llama.cpp's llama-bench -p 0 -n 1 -r 1 (load + warm-up + one token)
 #   when $PEER_NATIVE/llama-bench exists;
 # the bundle's first start with an empty stamp cache (it hashes the weights);
-# heap = peak RSS - mapped weights (the whole payload is touched by one token).
+# heap = the largest RssAnon (/proc/PID/status: private anonymous memory, i.e.
+# everything but mapped files) sampled every 5 ms during a 32-token run, with
+# RssFile (the mapped weights that are resident) at that moment.
 set -eu
 BUILD=${BUILD:-build}
 SHARED=${SHARED:-../shared}
@@ -39,6 +41,19 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # wall seconds of one run of "$@", its stderr in $DIR/last.err
 wall() { s=$(now); "$@" >/dev/null 2>"$DIR/last.err"; e=$(now); echo "$e - $s" | bc; }
 peak() { sed -n 's/.*peak RSS \([0-9.]*\) MiB.*/\1/p' "$DIR/last.err" | tail -1; }
+# "max RssAnon MiB, RssFile MiB then" of "$@" sampled while it runs
+anon() {
+    "$@" >/dev/null 2>&1 &
+    pid=$!
+    best=0; file=0
+    while kill -0 "$pid" 2>/dev/null; do
+        set -- $(awk '/^RssAnon/ {a=$2} /^RssFile/ {f=$2} END {print a+0, f+0}' /proc/$pid/status 2>/dev/null || echo 0 0)
+        [ "$1" -gt "$best" ] && { best=$1; file=$2; }
+        sleep 0.005
+    done
+    wait "$pid" || true
+    echo "$best $file" | awk '{printf "%.1f MiB (mapped weights resident then: %.1f MiB)", $1 / 1024, $2 / 1024}'
+}
 
 export XDG_CACHE_HOME=$DIR/cache
 rm -rf "$XDG_CACHE_HOME/cinfer/bundles"
@@ -50,12 +65,16 @@ b_med=$(printf '%s\n' $b | median); b_rss=$(peak)
 c=""; for i in $(seq "$R"); do c="$c $(wall "$CINFER" run "$Q4" --aot -p "Once upon a time" -n 1 --temp 0 -t "$T")"; done
 c_med=$(printf '%s\n' $c | median); c_rss=$(peak)
 payload=$(env -i "$EXE" --info | sed -n 's/^weights: *\([0-9]*\) bytes.*/\1/p')
-heap=$(echo "$b_rss - $payload / 1048576" | bc -l)
+b_heap=$(anon "$EXE" -p "Once upon a time" -n 32 --temp 0 -t "$T")
+b_heap4k=$(anon "$EXE" -p "Once upon a time" -n 32 --temp 0 -t "$T" -c 4096)
+c_heap=$(anon "$CINFER" run "$Q4" --aot -p "Once upon a time" -n 32 --temp 0 -t "$T")
 size=$(stat -c %s "$EXE")
 echo "bench-bundle: $(date -u '+%Y-%m-%d %H:%M UTC'), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), -t $T, median of $R"
 printf '  bundle %s: %.1f MiB (weights %.1f MiB)\n' "$(basename "$EXE")" "$(echo "$size / 1048576" | bc -l)" "$(echo "$payload / 1048576" | bc -l)"
-printf '  bundle          start -> first token %.3f s (first start, hashing the weights: %.3f s)   peak RSS %.1f MiB, heap %.1f MiB\n' "$b_med" "$first" "$b_rss" "$heap"
-printf '  cinfer run --aot start -> first token %.3f s (repacks Q4_0 -> Q4_0_R8 at load)            peak RSS %.1f MiB\n' "$c_med" "$c_rss"
+printf '  bundle           start -> first token %.3f s (first start, hashing the weights: %.3f s), peak RSS %.1f MiB\n' "$b_med" "$first" "$b_rss"
+printf '                   heap %s; at -c 4096: %s\n' "$b_heap" "$b_heap4k"
+printf '  cinfer run --aot start -> first token %.3f s (repacks Q4_0 -> Q4_0_R8 at load), peak RSS %.1f MiB\n' "$c_med" "$c_rss"
+printf '                   heap %s\n' "$c_heap"
 if [ -x "$PEER_NATIVE/llama-bench" ]; then
     l=""; for i in $(seq "$R"); do l="$l $(wall env LD_LIBRARY_PATH="$PEER_NATIVE" "$PEER_NATIVE/llama-bench" -m "$Q4" -p 0 -n 1 -r 1 -t "$T")"; done
     printf '  llama.cpp llama-bench -p 0 -n 1 -r 1 (load + warm-up + 1 token) %.3f s\n' "$(printf '%s\n' $l | median)"
