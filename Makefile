@@ -16,7 +16,8 @@ DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-opens
             chromium libsodium-dev dpkg-dev \
             gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 # arm64 static archives for aarch64 bundles (dpkg --add-architecture arm64 first: make deps does it)
-DEB_PKGS_ARM64 := libc6:arm64 libsodium-dev:arm64 libxxhash-dev:arm64
+DEB_PKGS_ARM64 := libc6:arm64 libsodium-dev:arm64 libxxhash-dev:arm64 libedit-dev:arm64 libbsd-dev:arm64 \
+                  libncurses-dev:arm64 libmd-dev:arm64
 
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CSTD     := -std=c11 -D_GNU_SOURCE

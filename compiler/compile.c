@@ -589,8 +589,8 @@ int cc_build_bundle_program(const gguf_file *g, const cc_options *o, const char 
                         server ? "-DCF_BUNDLE_SERVER=1" : "-DCF_BUNDLE_SERVER=0", "-o", tmp_out,
                         main_path, c_path, "-Wl,--gc-sections", lib, cjson,
                         server ? mhd : "-Wl,--as-needed", "-Wl,-Bstatic", "-lsodium", "-lxxhash",
-                        "-Wl,-Bdynamic", "-lm", "-lpthread", NULL};
-        snprintf(build, cap, "%s -O2 -s, --gc-sections, static libsodium xxhash cJSON%s", cc,
+                        "-ledit", "-ltinfo", "-lbsd", "-lmd", "-Wl,-Bdynamic", "-lm", "-lpthread", NULL};
+        snprintf(build, cap, "%s -O2 -s, --gc-sections, static libsodium xxhash cJSON libedit%s", cc,
                  server ? " libmicrohttpd" : "");
         rc = run_compiler(argv, log_path, err, err_len);
         if (!rc && rename(tmp_out, out_path)) {
