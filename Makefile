@@ -13,7 +13,11 @@ Q        := $(if $(filter 1,$(V)),,@)
 # Debian packages the project builds against (DESIGN.md §5).
 DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-openssl-dev \
             libmicrohttpd-dev libxxhash-dev libssl-dev libedit-dev pkg-config tmux python3-jsonschema \
-            chromium
+            chromium libsodium-dev dpkg-dev \
+            gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+# arm64 static archives for aarch64 bundles (dpkg --add-architecture arm64 first: make deps does it)
+DEB_PKGS_ARM64 := libc6:arm64 libsodium-dev:arm64 libxxhash-dev:arm64 libedit-dev:arm64 libbsd-dev:arm64 \
+                  libncurses-dev:arm64 libmd-dev:arm64
 
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CSTD     := -std=c11 -D_GNU_SOURCE
@@ -21,11 +25,15 @@ DEPFLAGS  = -MMD -MP
 INCLUDES := -Iinclude -Itemplates -Iruntime -I. -I/usr/include/lua5.4 -I/usr/include/cjson
 OPT      ?= -O2 -g
 # compile.c links standalone executables with the same libraries.
-CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(INCLUDES) -fPIC -DCINFER_LINK_LIBS='"$(LIBS)"' $(CFLAGS)
-LIBS     := -llua5.4 -ltcc -lcjson -lxxhash -lcurl -lcrypto -lmicrohttpd -ledit -ldl -lpthread -lm
+# -ffunction-sections/-fdata-sections: bundles link libcinfer.a with --gc-sections,
+# keeping only what their main reaches (no compiler, Lua, libtcc, curl).
+CFLAGS_ALL = $(CSTD) $(OPT) $(WARN) $(INCLUDES) -fPIC -ffunction-sections -fdata-sections -DCINFER_LINK_LIBS='"$(LIBS)"' $(CFLAGS)
+LIBS     := -llua5.4 -ltcc -lcjson -lxxhash -lcurl -lcrypto -lmicrohttpd -ledit -lsodium -ldl -lpthread -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-RUNTIME_SRC  := $(wildcard runtime/*/*.c)
+# *_neon.c / *_dotprod.c are aarch64's SIMD leaves: built only by `make aarch64`.
+ARM_ONLY     := %_neon.c %_dotprod.c
+RUNTIME_SRC  := $(filter-out $(ARM_ONLY),$(wildcard runtime/*/*.c))
 COMPILER_SRC := $(wildcard compiler/*.c)
 CLI_SRC      := $(wildcard cli/*.c)
 TEST_SRC     := $(wildcard tests/*.c)
@@ -44,6 +52,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
 CLI_OBJ  := $(BUILD)/cli/main.o
 SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_SRC:%.c=$(BUILD)/san/%.o)
 
+.PHONY: bundle-deps deb-pkgs-arm64 aarch64 test-aarch64 bench-bundle
 .PHONY: all test check check-layout demo deps deb-pkgs golden fuzz bench clean help install unicode bench-tok bench-matmul \
         fuzz-tokjson bench-grammar arch-models arch-models-quant arch-refs
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
@@ -62,9 +71,19 @@ $(BUILD)/.deps-ok:
 deb-pkgs:
 	@echo $(DEB_PKGS)
 
+deb-pkgs-arm64:
+	@echo $(DEB_PKGS_ARM64)
+
 deps:
-	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PKGS); \
-	else echo "run as root, or: sudo apt-get install -y $(DEB_PKGS)"; fi
+	@if [ "$$(id -u)" = 0 ]; then dpkg --add-architecture arm64 && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PKGS) $(DEB_PKGS_ARM64); \
+	else echo "run as root, or: sudo dpkg --add-architecture arm64 && sudo apt-get update && sudo apt-get install -y $(DEB_PKGS) $(DEB_PKGS_ARM64)"; fi
+
+# Static archives bundles need that Debian ships only as shared libraries
+# (cJSON; libmicrohttpd without GnuTLS), from Debian's source packages, for
+# x86_64 and aarch64 (tools/bundle_deps.sh; network: an install step).
+bundle-deps:
+	@BUILD=$(BUILD) CC="$(CC)" sh tools/bundle_deps.sh
 
 # ---- objects ----------------------------------------------------------------
 $(BUILD)/%.o: %.c | $(BUILD)/.deps-ok
@@ -121,6 +140,51 @@ install: all
 	install -m 644 include/cinfer.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' \
 	  cinfer.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cinfer.pc
+
+# ---- aarch64 (cross-compiled; bundles for 64-bit ARM) --------------------------
+# build/aarch64/libcinfer.a: the runtime and the CLI a bundle links (no
+# compiler, no Lua/libtcc, no curl), built with aarch64-linux-gnu-gcc; the
+# x86 SIMD files are left out and the NEON ones in (*_dotprod.c with
+# +dotprod, run only where the CPU has it).  `cinfer bundle --target aarch64`
+# links against it.  make test-aarch64 runs the kernel tests (NEON vs the
+# scalar reference, both dotprod and plain) under qemu-user and the aarch64
+# bundle tests (text and logits vs x86).
+A64_CC    ?= aarch64-linux-gnu-gcc
+A64       := $(BUILD)/aarch64
+A64_SRC   := $(filter-out %_avx2.c %_vnni.c %_avx512.c runtime/hub/pull.c,$(wildcard runtime/*/*.c)) \
+             cli/bundled.c cli/run.c cli/chat.c cli/serve.c cli/common.c
+A64_OBJ   := $(A64_SRC:%.c=$(A64)/%.o) $(A64)/gen/embedded.o
+A64_ISA    = $(if $(findstring _dotprod,$<),-march=armv8.2-a+dotprod)
+A64_CFLAGS = $(CSTD) -O2 -g $(WARN) $(INCLUDES) -fPIC -ffunction-sections -fdata-sections
+A64_TESTS := tests/runner.c $(wildcard tests/test_kern*.c) tests/test_pool.c
+# the arm64 C library of the multiarch libc6:arm64 (/lib/ld-linux-aarch64.so.1): with the
+# cross toolchain's older copy (-L /usr/aarch64-linux-gnu) pthread_create hangs under qemu 7.2
+QEMU_A64  ?= qemu-aarch64
+
+$(A64)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC a64  $<")
+	$(Q)$(A64_CC) $(A64_CFLAGS) $(A64_ISA) $(DEPFLAGS) -c $< -o $@
+$(A64)/gen/embedded.o: $(BUILD)/gen/embedded.c
+	@mkdir -p $(dir $@)
+	$(Q)$(A64_CC) $(A64_CFLAGS) -c $< -o $@
+$(A64)/libcinfer.a: $(A64_OBJ)
+	$(if $(Q),@echo "  AR      $@")
+	$(Q)rm -f $@ && $(A64_CC:gcc=ar) rcs $@ $^
+aarch64: $(A64)/libcinfer.a
+
+$(A64)/test_kern: $(A64_TESTS:%.c=$(A64)/%.o) $(A64)/libcinfer.a $(BUILD)/deps/aarch64/libcjson.a
+	$(if $(Q),@echo "  LD a64  $@")
+	$(Q)$(A64_CC) -Wl,--gc-sections -o $@ $(A64_TESTS:%.c=$(A64)/%.o) $(A64)/libcinfer.a \
+	  $(BUILD)/deps/aarch64/libcjson.a -Wl,-Bstatic -lxxhash -Wl,-Bdynamic -lm -lpthread
+$(BUILD)/deps/aarch64/libcjson.a:
+	@echo "no $@: run make bundle-deps"; exit 1
+
+test-aarch64: $(A64)/test_kern $(BUILD)/test_runner $(BUILD)/cinfer
+	@echo "  kernels under $(QEMU_A64): NEON (plain and dotprod) vs the scalar reference"
+	@CINFER_BUILD=$(BUILD) $(QEMU_A64) $(A64)/test_kern kern pool
+	@echo "  aarch64 bundles under qemu-user vs x86 (text, logits)"
+	@CINFER_BIN=$(BUILD)/cinfer CINFER_BUILD=$(BUILD) QEMU_A64="$(QEMU_A64)" $(BUILD)/test_runner bundle_aarch64
 
 # ---- targets ---------------------------------------------------------------
 test: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/libcinfer.a $(BUILD)/examples/embed $(BUILD)/tools/archgen
@@ -191,6 +255,11 @@ arch-refs: $(BUILD)/tools/archgen $(BUILD)/cinfer
 # BENCH_ROUNDS, BENCH_THREADS, PEER_DIR override the defaults.
 bench: $(BUILD)/cinfer
 	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/bench.sh
+
+# Bundle start-up and heap (tools/bench_bundle.sh): process start -> first token
+# of a 336M Q4_0 bundle vs cinfer run --aot and llama.cpp's llama-bench.
+bench-bundle: $(BUILD)/cinfer
+	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/bench_bundle.sh
 
 # One matmul per bench-model shape, native vs row-interleaved (tools/bench_matmul.c):
 # make bench-matmul BENCH_MM_ARGS="-t 2 -n 512" (-f: f32 activations, -i avx2|vnni|scalar).
@@ -329,6 +398,10 @@ help:
 	@echo "make arch-models  one random-weight test model per family into build/arch-models (tools/archgen.c)"
 	@echo "make arch-models-quant  their Q8_0/Q4_0 variants (cinfer quantize) into build/arch-models/{q8_0,q4_0}"
 	@echo "make arch-refs  regenerate tests/data/arch from llama.cpp (ARCH_REFS=\"name ...\"; tools/arch-refs.sh)"
+	@echo "make bench-bundle  bundle start-up and heap vs cinfer run and llama.cpp"
+	@echo "make bundle-deps  static cJSON/libmicrohttpd for bundles (Debian source packages; network)"
+	@echo "make aarch64    cross-build the aarch64 bundle runtime (build/aarch64/libcinfer.a)"
+	@echo "make test-aarch64  NEON kernel tests and aarch64 bundles under qemu-user"
 	@echo "make serve-deps npm ci the serve tests' packages into tests/serve/node_modules"
 	@echo "make loadtest   serve load test: 200 requests, 8 clients (LOAD_ARGS=...)"
 	@echo "make bench-tok  tokenizer throughput on 1 MiB of mixed text"

@@ -248,7 +248,31 @@ static void usage(FILE *f) {
                "  When the conversation outgrows -c, the oldest turns are dropped (the system prompt stays).\n");
 }
 
-int cli_chat(int argc, char **argv) {
+/* How chat_main gets its model: `cinfer chat MODEL` compiles one (and
+ * resolves cached names); a bundle maps its own (cli_chat_bundle), so it
+ * links neither the compiler nor the model cache. */
+typedef int (*chat_open_fn)(const char *model, const cinfer_model_options *mo, const cli_linked *lk,
+                            cinfer_model **m, char *err, size_t err_len);
+
+static int open_compiled(const char *model, const cinfer_model_options *mo, const cli_linked *lk,
+                         cinfer_model **m, char *err, size_t err_len) {
+    (void)lk;
+    char cached[4096];
+    if (cli_resolve_model("chat", &model, cached, sizeof cached, 1)) return err[0] = 0, -1;
+    return cinfer_model_open(model, mo, m, err, err_len);
+}
+
+static int open_bundle(const char *model, const cinfer_model_options *mo, const cli_linked *lk,
+                       cinfer_model **m, char *err, size_t err_len) {
+    (void)model;
+    if (mo->compile == CINFER_AOT || mo->precision)
+        return snprintf(err, err_len, "--aot and --quant are not available in a bundle (its forward "
+                        "pass and precision are built in)"), -1;
+    return cinfer_model_open_linked_at(lk->path, lk->offset, lk->n_bytes, lk->describe, lk->forward,
+                                       m, err, err_len);
+}
+
+static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn open_model) {
     const char *model = NULL, *system = NULL;
     cinfer_gen_options go = {.max_tokens = 512, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f,
                              .min_p = 0.05f, .seed = cli_random_seed()};
@@ -280,16 +304,15 @@ int cli_chat(int argc, char **argv) {
         } else if (f[0] == '-' && f[1]) {
             fprintf(stderr, "cinfer chat: unknown or incomplete option '%s'\n", f);
             return usage(stderr), 2;
-        } else if (!model) model = f;
+        } else if (!model && !lk) model = f;
         else return fprintf(stderr, "cinfer chat: unexpected argument '%s'\n", f), 2;
         if (end && *end) return fprintf(stderr, "cinfer chat: %s: bad number '%s'\n", f, argv[i]), 2;
         if (go.max_tokens < 0 || go.temperature < 0 || so.n_threads < 0 || so.n_ctx < 0)
             return fprintf(stderr, "cinfer chat: %s: must be >= 0\n", f), 2;
     }
-    if (!model) return usage(stderr), 2;
+    if (!model && !lk) return usage(stderr), 2;
 
-    char err[1024], cached[4096];
-    if (cli_resolve_model("chat", &model, cached, sizeof cached, 1)) return 1;
+    char err[1024];
     if (verbose) fprintf(stderr, "cinfer chat: seed %llu%s\n", (unsigned long long)go.seed,
                          seed_random ? " (random; --seed N repeats this chat)" : "");
     cinfer_model *m = NULL;
@@ -306,10 +329,11 @@ int cli_chat(int argc, char **argv) {
     cli_progress_begin(&prog, "repacking weights", "MiB", 0, 1048576);
     mo.progress = open_progress;
     mo.progress_user = &prog;
-    int orc = cinfer_model_open(model, &mo, &m, err, sizeof err);
+    err[0] = 0;
+    int orc = open_model(model, &mo, lk, &m, err, sizeof err);
     cli_progress_end(&prog);
     if (orc || cinfer_session_new(m, &so, &s, err, sizeof err)) {
-        fprintf(stderr, "cinfer chat: %s\n", err);
+        if (err[0]) fprintf(stderr, "cinfer chat: %s\n", err);
         goto done;
     }
     cli_warn_settings("cinfer chat", m, so.n_ctx, so.n_threads);
@@ -430,4 +454,10 @@ done:
     cinfer_session_free(s);
     cinfer_model_close(m);
     return rc;
+}
+
+int cli_chat(int argc, char **argv) { return chat_main(argc, argv, NULL, open_compiled); }
+
+int cli_chat_bundle(int argc, char **argv, const cli_linked *lk) {
+    return chat_main(argc, argv, lk, open_bundle);
 }

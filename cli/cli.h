@@ -23,6 +23,38 @@ int cli_quantize(int argc, char **argv);
 int cli_schema_check(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 
+/* Programs with the forward pass linked in instead of compiled at start-up:
+ * a standalone executable (`cinfer compile --aot -o PROG`, PROG MODEL) has
+ * path NULL; a bundle (`cinfer bundle`, cli/bundled.c) names its own file
+ * and the page-aligned GGUF image inside it. */
+struct cf_model_desc;
+struct cf_env;
+typedef struct cli_linked {
+    const struct cf_model_desc *(*describe)(void);
+    void (*forward)(struct cf_env *);
+    const char *path;  /* bundle: the program's file; NULL: MODEL comes from argv */
+    uint64_t offset;   /* bundle: the payload's file offset (page-aligned) */
+    uint64_t n_bytes;  /* bundle: its size */
+    const char *name;  /* prefix of messages; NULL: basename of argv[0] */
+} cli_linked;
+
+/* `cinfer run` for a bundle: no MODEL argument; -p TEXT, -f FILE, or a prompt
+ * piped to standard input.  Links neither the compiler nor the model cache. */
+int cli_run_bundle(int argc, char **argv, const cli_linked *lk);
+/* `cinfer chat` for a bundle (no MODEL argument). */
+int cli_chat_bundle(int argc, char **argv, const cli_linked *lk);
+/* `cinfer serve` for a bundle: the one model inside, no --model. */
+int cli_serve_bundle(int argc, char **argv, const cli_linked *lk);
+/* `cinfer bundle MODEL -o EXE ...`, `cinfer verify EXE [--key PUB]`, `cinfer keygen NAME` (cli/bundle.c). */
+int cli_bundle(int argc, char **argv);
+int cli_verify(int argc, char **argv);
+int cli_keygen(int argc, char **argv);
+/* The entry point of a bundle (templates/bundle_main.c.in): finds the payload
+ * in its own file, checks it, and dispatches to run/chat/serve/--info. */
+int cli_bundled_main(int argc, char **argv, const struct cf_model_desc *(*describe)(void),
+                     void (*forward)(struct cf_env *),
+                     int (*serve)(int argc, char **argv, const cli_linked *lk));
+
 /* cli/common.c — shared by the subcommands. */
 
 /* When *model names a model pulled with `cinfer pull` (REPO[@REV][:FILE],

@@ -26,6 +26,9 @@ static const command commands[] = {
     {"compile", cli_compile, "MODEL [--aot] [--emit-c FILE] [-o OUT]", "the generated C, AOT builds, .giw files"},
     {"quantize", cli_quantize, "IN.gguf OUT.gguf --type TYPE", "re-quantize like llama-quantize"},
     {"schema-check", cli_schema_check, "SCHEMA INSTANCE...", "does the JSON Schema grammar accept each"},
+    {"bundle", cli_bundle, "MODEL -o EXE [--quant P] [--target x86_64|aarch64] [--server] [--sign KEY]", "one executable that is the model (docs/bundle.md)"},
+    {"verify", cli_verify, "EXE [--key PUB]", "check a bundle's weights and Ed25519 signature"},
+    {"keygen", cli_keygen, "NAME", "an Ed25519 key pair for cinfer bundle --sign"},
 };
 
 static void usage(FILE *f) {

@@ -58,10 +58,19 @@ typedef struct {
  * (cli_run_prebuilt): the prefix of every message. */
 static const char *run_name = "cinfer run";
 
+/* What runs: `cinfer run MODEL`, a standalone executable (`cinfer compile
+ * --aot -o PROG`, PROG MODEL), or a bundle (`cinfer bundle`, the model inside). */
+enum { RUN_CINFER = 0, RUN_PREBUILT = 1, RUN_BUNDLE = 2 };
+
 /* The usage of `cinfer run`, or (prebuilt) of a standalone executable, which
  * has no --jit/--aot/--archspec and whose precision comes from the file. */
 static void run_usage(FILE *f, int prebuilt) {
-    if (prebuilt)
+    if (prebuilt == RUN_BUNDLE)
+        fprintf(f,
+                "usage: %s [-p TEXT | -f FILE | < FILE] [options]\n"
+                "  generate text with the model inside this program (%s -h lists chat, serve, --info)\n",
+                run_name, run_name);
+    else if (prebuilt)
         fprintf(f,
                 "usage: %s MODEL [options]\n"
                 "  a standalone executable built by `cinfer compile --aot -o`: the forward pass is\n"
@@ -204,7 +213,7 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
         else if (f[0] == '-' && f[1]) {
             fprintf(stderr, "%s: unknown option '%s' (see %s --help)\n", run_name, f, run_name);
             return -1;
-        } else if (!a->model) a->model = f;
+        } else if (!a->model && prebuilt != RUN_BUNDLE) a->model = f;
         else {
             fprintf(stderr, "%s: unexpected argument '%s'\n", run_name, f);
             return -1;
@@ -212,7 +221,7 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
 #undef NUM
 #undef NEED_VAL
     }
-    if (!a->model) {
+    if (!a->model && prebuilt != RUN_BUNDLE) {
         run_usage(stderr, prebuilt);
         return -1;
     }
@@ -347,19 +356,59 @@ static void ctx_error(char *err, size_t err_len, size_t n_prompt, int n_predict,
                  n_ctx < n_ctx_train ? " or raise -c" : " (a larger -c degrades quality past the training context)");
 }
 
-static int run_main(int argc, char **argv, const struct cf_model_desc *(*describe)(void),
-                    void (*forward)(struct cf_env *)) {
+/* How run_main gets its model: each kind of program passes its own, so a
+ * bundle links neither the compiler nor the model-cache code (cli/bundled.c).
+ * 0, or -1 with err (err[0] == 0: already said). */
+typedef int (*run_open_fn)(run_args *a, const cli_linked *lk, cinfer_model **m, char *err,
+                           size_t err_len);
+
+/* REPO[:FILE] names a model pulled with `cinfer pull`; safetensors are refused clearly */
+static int open_compiled(run_args *a, const cli_linked *lk, cinfer_model **m, char *err, size_t err_len) {
+    (void)lk;
+    char cached[4096];
+    if (cli_resolve_model("run", &a->model, cached, sizeof cached, 1)) return err[0] = 0, -1;
+    cli_progress prog;
+    cli_progress_begin(&prog, "repacking weights", "MiB", 0, 1048576);
+    cinfer_model_options mo = {.compile = a->mode == CC_AOT ? CINFER_AOT : CINFER_JIT,
+                               .archspec_path = a->archspec, .verbose = a->verbose,
+                               .precision = a->precision, .progress = on_progress, .progress_user = &prog};
+    char cc_name[256];
+    int opened = cinfer_model_open(a->model, &mo, m, err, err_len);
+    if (opened && a->mode == CC_AOT && cc_compiler_missing(cc_name, sizeof cc_name)) {
+        /* no cached object and no compiler to build one: the JIT runs the same kernels */
+        fprintf(stderr, "%s: --aot needs a C compiler and '%s' is not installed (apt-get install gcc, or set CC); "
+                "using the JIT (libtcc) instead\n", run_name, cc_name);
+        a->mode = CC_JIT;
+        mo.compile = CINFER_JIT;
+        opened = cinfer_model_open(a->model, &mo, m, err, err_len);
+    }
+    cli_progress_end(&prog);
+    return opened;
+}
+
+static int open_prebuilt(run_args *a, const cli_linked *lk, cinfer_model **m, char *err, size_t err_len) {
+    char cached[4096];
+    if (cli_resolve_model(run_name, &a->model, cached, sizeof cached, 1)) return err[0] = 0, -1;
+    return cinfer_model_open_linked(a->model, lk->describe, lk->forward, m, err, err_len);
+}
+
+static int open_bundle(run_args *a, const cli_linked *lk, cinfer_model **m, char *err, size_t err_len) {
+    (void)a;
+    return cinfer_model_open_linked_at(lk->path, lk->offset, lk->n_bytes, lk->describe, lk->forward,
+                                       m, err, err_len);
+}
+
+static int run_main(int argc, char **argv, const cli_linked *lk, run_open_fn open_model) {
     cinfer_grammar *grammar = NULL;
     cinfer_confidence *conf = NULL;
     run_args a;
-    if (describe) {
+    const int kind = !lk ? RUN_CINFER : lk->path ? RUN_BUNDLE : RUN_PREBUILT;
+    if (lk) {
         const char *slash = strrchr(argv[0], '/');
-        run_name = slash ? slash + 1 : argv[0];
+        run_name = lk->name ? lk->name : slash ? slash + 1 : argv[0];
     } else run_name = "cinfer run";
-    if (parse_args(argc, argv, &a, describe != NULL)) return 2;
-    char err[1024], cached[4096];
-    /* REPO[:FILE] names a model pulled with `cinfer pull`; safetensors are refused clearly */
-    if (cli_resolve_model(describe ? run_name : "run", &a.model, cached, sizeof cached, 1)) return 1;
+    if (parse_args(argc, argv, &a, kind)) return 2;
+    char err[1024];
     if (a.verbose) fprintf(stderr, "%s: seed %llu%s\n", run_name, (unsigned long long)a.sp.seed,
                            a.seed_random ? " (random; --seed N repeats this run)" : "");
     int rc = 1;
@@ -368,7 +417,7 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
     int32_t *ids = NULL;
     char *prompt_text = NULL;
     run_stream rs = {.t_start = cli_now_ms()};
-    cli_progress prog;
+    cli_progress prog = {0};
     struct sigaction sa = {.sa_handler = on_sigint, .sa_flags = SA_RESETHAND}, old_sa;
     g_interrupted = 0;
     sigemptyset(&sa.sa_mask);
@@ -376,31 +425,19 @@ static int run_main(int argc, char **argv, const struct cf_model_desc *(*describ
 
     if (read_prompt(&a, &prompt_text, err, sizeof err)) goto fail;
     if (prompt_text) a.prompt = prompt_text;
-    cli_progress_begin(&prog, "repacking weights", "MiB", 0, 1048576);
-    cinfer_model_options mo = {.compile = a.mode == CC_AOT ? CINFER_AOT : CINFER_JIT,
-                               .archspec_path = a.archspec, .verbose = a.verbose,
-                               .precision = a.precision, .progress = on_progress, .progress_user = &prog};
-    char cc_name[256];
-    int opened = describe ? cinfer_model_open_linked(a.model, describe, forward, &m, err, sizeof err)
-                          : cinfer_model_open(a.model, &mo, &m, err, sizeof err);
-    if (opened && !describe && a.mode == CC_AOT && cc_compiler_missing(cc_name, sizeof cc_name)) {
-        /* no cached object and no compiler to build one: the JIT runs the same kernels */
-        fprintf(stderr, "%s: --aot needs a C compiler and '%s' is not installed (apt-get install gcc, or set CC); "
-                "using the JIT (libtcc) instead\n", run_name, cc_name);
-        a.mode = CC_JIT;
-        mo.compile = CINFER_JIT;
-        opened = cinfer_model_open(a.model, &mo, &m, err, sizeof err);
+    err[0] = 0;
+    if (open_model(&a, lk, &m, err, sizeof err)) {
+        if (!err[0]) goto done; /* already said */
+        goto fail;
     }
-    cli_progress_end(&prog);
-    if (opened) goto fail;
     double t_open = cli_now_ms() - rs.t_start;
     /* precision 0 is the default, which a standalone executable runs anyway */
-    if (describe && a.quant_given && a.precision != 0 && a.precision != cinfer_model_precision(m)) {
+    if (lk && a.quant_given && a.precision != 0 && a.precision != cinfer_model_precision(m)) {
         snprintf(err, sizeof err, "--quant %s: this executable runs %s in %s (the file's precision); "
                  "for %s use cinfer run %s --quant %s, or build an executable from a .giw saved as %s",
-                 cinfer_precision_name(a.precision), a.model,
+                 cinfer_precision_name(a.precision), a.model ? a.model : run_name,
                  cinfer_precision_name(cinfer_model_precision(m)), cinfer_precision_name(a.precision),
-                 a.model, cinfer_precision_name(a.precision), cinfer_precision_name(a.precision));
+                 a.model ? a.model : "MODEL", cinfer_precision_name(a.precision), cinfer_precision_name(a.precision));
         goto fail;
     }
     cli_warn_settings(run_name, m, a.n_ctx, a.n_threads);
@@ -508,8 +545,8 @@ stats:
     fprintf(stderr,
             "cinfer: open %.1f ms (%s %.1f ms%s) | prompt %zu tok %.1f tok/s | "
             "gen %d tok %.1f tok/s | first token %.1f ms | %d threads, %s, %s | peak RSS %.1f MiB\n",
-            t_open, describe ? "linked" : a.mode == CC_AOT ? "aot" : "jit",
-            cinfer_model_compile_ms(m), describe ? "" : cinfer_model_compile_ms(m) == 0 && a.mode == CC_AOT ? ", cached" : "",
+            t_open, lk ? "linked" : a.mode == CC_AOT ? "aot" : "jit",
+            cinfer_model_compile_ms(m), lk ? "" : cinfer_model_compile_ms(m) == 0 && a.mode == CC_AOT ? ", cached" : "",
             n_prompt, t_prompt > 0 && erc == 0 ? n_prompt * 1e3 / t_prompt : 0.0, res.n_generated,
             res.gen_ms > 0 ? res.n_generated * 1e3 / res.gen_ms : 0.0, rs.t_first_ms,
             a.n_threads > 0 ? a.n_threads : pool_default_threads(), kern_cpu_label(),
@@ -528,10 +565,15 @@ done:
     return rc;
 }
 
-int cli_run(int argc, char **argv) { return run_main(argc, argv, NULL, NULL); }
+int cli_run(int argc, char **argv) { return run_main(argc, argv, NULL, open_compiled); }
 
 int cli_run_prebuilt(int argc, char **argv, const struct cf_model_desc *(*describe)(void),
                      void (*forward)(struct cf_env *)) {
     /* argv[0] is the program; the model comes first like `cinfer run MODEL`. */
-    return run_main(argc, argv, describe, forward);
+    cli_linked lk = {.describe = describe, .forward = forward};
+    return run_main(argc, argv, &lk, open_prebuilt);
+}
+
+int cli_run_bundle(int argc, char **argv, const cli_linked *lk) {
+    return run_main(argc, argv, lk, open_bundle);
 }

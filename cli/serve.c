@@ -63,7 +63,34 @@ static void stem(const char *path, char *name, size_t cap) {
 
 enum { MAX_MODELS = 16 };
 
-int cli_serve(int argc, char **argv) {
+/* How serve_main gets its models: `cinfer serve` compiles them (resolving
+ * cached names); a bundle maps its own one (cli_serve_bundle), so it links
+ * neither the compiler nor the model cache. */
+typedef struct {
+    int (*resolve)(const char **path, char *buf, size_t cap);
+    int (*open)(const char *path, const cli_linked *lk, cinfer_model **m, char *err, size_t err_len);
+} serve_models;
+
+static int resolve_cached(const char **path, char *buf, size_t cap) {
+    return cli_resolve_model("serve", path, buf, cap, 1);
+}
+static int open_compiled(const char *path, const cli_linked *lk, cinfer_model **m, char *err,
+                         size_t err_len) {
+    (void)lk;
+    return cinfer_model_open(path, NULL, m, err, err_len);
+}
+static int resolve_none(const char **path, char *buf, size_t cap) {
+    (void)path, (void)buf, (void)cap;
+    return 0;
+}
+static int open_bundle(const char *path, const cli_linked *lk, cinfer_model **m, char *err,
+                       size_t err_len) {
+    (void)path;
+    return cinfer_model_open_linked_at(lk->path, lk->offset, lk->n_bytes, lk->describe, lk->forward,
+                                       m, err, err_len);
+}
+
+static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_models *sm) {
     srv_options o = {.port = 8080};
     const char *path = NULL;
     const char *paths[MAX_MODELS], *cors[MAX_MODELS];
@@ -78,6 +105,10 @@ int cli_serve(int argc, char **argv) {
             return 0;
         }
         if (f[0] != '-') {
+            if (lk) {
+                fprintf(stderr, "cinfer serve: this program serves the model inside it; unexpected argument '%s'\n", f);
+                return 2;
+            }
             if (path) {
                 fprintf(stderr, "cinfer serve: one MODEL expected, got '%s' and '%s' (more models: --model NAME=PATH)\n",
                         path, f);
@@ -108,6 +139,10 @@ int cli_serve(int argc, char **argv) {
         }
         else if (!strcmp(f, "--name")) o.model_name = v;
         else if (!strcmp(f, "--model")) {
+            if (lk) {
+                fprintf(stderr, "cinfer serve: --model: this program serves only the model inside it\n");
+                return 2;
+            }
             if (n_models == MAX_MODELS) {
                 fprintf(stderr, "cinfer serve: at most %d --model\n", MAX_MODELS);
                 return 2;
@@ -135,6 +170,7 @@ int cli_serve(int argc, char **argv) {
             return 2;
         }
     }
+    if (lk) path = lk->name ? lk->name : "model";
     if (!path && !n_models) {
         serve_usage(stderr);
         return 2;
@@ -145,9 +181,9 @@ int cli_serve(int argc, char **argv) {
     }
     /* REPO[:FILE] names pulled with `cinfer pull`, as in run and chat */
     static char cached[MAX_MODELS + 1][4096];
-    if (path && cli_resolve_model("serve", &path, cached[MAX_MODELS], sizeof cached[0], 1)) return 1;
+    if (path && sm->resolve(&path, cached[MAX_MODELS], sizeof cached[0])) return 1;
     for (int i = 0; i < n_models; i++)
-        if (cli_resolve_model("serve", &paths[i], cached[i], sizeof cached[0], 1)) return 1;
+        if (sm->resolve(&paths[i], cached[i], sizeof cached[0])) return 1;
     char name[256];
     if (path && !o.model_name) {
         stem(path, name, sizeof name);
@@ -176,13 +212,13 @@ int cli_serve(int argc, char **argv) {
     srv_model extra[MAX_MODELS];
     int n_open = 0;
     srv *s = NULL;
-    if (path && cinfer_model_open(path, NULL, &m, err, sizeof err)) {
+    if (path && sm->open(path, lk, &m, err, sizeof err)) {
         fprintf(stderr, "cinfer serve: %s\n", err);
         goto out;
     }
     for (; n_open < n_models; n_open++) {
         extra[n_open].name = names[n_open];
-        if (cinfer_model_open(paths[n_open], NULL, &extra[n_open].m, err, sizeof err)) {
+        if (sm->open(paths[n_open], lk, &extra[n_open].m, err, sizeof err)) {
             fprintf(stderr, "cinfer serve: model '%s': %s\n", names[n_open], err);
             goto out;
         }
@@ -217,4 +253,14 @@ out:
     cinfer_model_close(m);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
     return rc;
+}
+
+int cli_serve(int argc, char **argv) {
+    static const serve_models sm = {resolve_cached, open_compiled};
+    return serve_main(argc, argv, NULL, &sm);
+}
+
+int cli_serve_bundle(int argc, char **argv, const cli_linked *lk) {
+    static const serve_models sm = {resolve_none, open_bundle};
+    return serve_main(argc, argv, lk, &sm);
 }

@@ -537,3 +537,69 @@ int cc_build_executable(const gguf_file *g, const cc_options *o, const char *out
     unlink(main_path);
     return rc;
 }
+
+/* ---- bundle program -------------------------------------------------------- */
+
+/* A static archive the bundle links: path into buf, or -1 with a message. */
+static int find_archive(const char *dir, const char *name, const char *target, char *buf, size_t cap,
+                        char *err, size_t err_len) {
+    snprintf(buf, cap, "%s/%s", dir, name);
+    if (access(buf, R_OK) == 0) return 0;
+    return snprintf(err, err_len, "no %s for %s in %s: run make bundle-deps%s", name, target, dir,
+                    !strcmp(target, "aarch64") ? " and make aarch64" : ""), -1;
+}
+
+int cc_build_bundle_program(const gguf_file *g, const cc_options *o, const char *target, int server,
+                            const char *out_path, char *build, size_t cap, char *err, size_t err_len) {
+    const int arm = !strcmp(target, "aarch64");
+    if (!arm && strcmp(target, "x86_64"))
+        return snprintf(err, err_len, "--target %s: expected x86_64 or aarch64", target), -1;
+    char libdir[1024], lib[1200], cjson[1200], mhd[1200], depdir[1200];
+    const char *env = getenv("CINFER_LIBDIR");
+    if (env && *env) snprintf(libdir, sizeof libdir, "%s", env);
+    else if (self_dir(libdir, sizeof libdir)) return snprintf(err, err_len, "cannot find libcinfer.a"), -1;
+    snprintf(depdir, sizeof depdir, "%s/deps/%s", libdir, target);
+    if (find_archive(libdir, arm ? "aarch64/libcinfer.a" : "libcinfer.a", target, lib, sizeof lib, err,
+                     err_len) ||
+        find_archive(depdir, "libcjson.a", target, cjson, sizeof cjson, err, err_len) ||
+        (server && find_archive(depdir, "libmicrohttpd.a", target, mhd, sizeof mhd, err, err_len)))
+        return -1;
+    const char *cc = arm ? getenv("CINFER_CC_AARCH64") : getenv("CC");
+    if (!cc || !*cc) cc = arm ? "aarch64-linux-gnu-gcc" : "cc";
+
+    char *src = NULL, *main_src = NULL;
+    size_t src_len, main_len;
+    if (cc_generate(g, o, &src, &src_len, err, err_len)) return -1;
+    if (cc_spec_file("templates/bundle_main.c.in", &main_src, &main_len, err, err_len)) {
+        free(src);
+        return -1;
+    }
+    char c_path[1200], main_path[1200], log_path[1200], tmp_out[1200];
+    snprintf(c_path, sizeof c_path, "%s.model.c", out_path);
+    snprintf(main_path, sizeof main_path, "%s.main.c", out_path);
+    snprintf(log_path, sizeof log_path, "%s.log", out_path);
+    snprintf(tmp_out, sizeof tmp_out, "%s.tmp.%d", out_path, (int)getpid());
+    int rc = write_file_atomic(c_path, src, src_len, err, err_len);
+    if (!rc) rc = write_file_atomic(main_path, main_src, main_len, err, err_len);
+    free(src);
+    free(main_src);
+    if (!rc) {
+        /* only the C library family stays dynamic: -Bstatic for the rest */
+        char *argv[] = {(char *)cc, "-O2", "-s", "-ffunction-sections", "-fdata-sections",
+                        server ? "-DCF_BUNDLE_SERVER=1" : "-DCF_BUNDLE_SERVER=0", "-o", tmp_out,
+                        main_path, c_path, "-Wl,--gc-sections", lib, cjson,
+                        server ? mhd : "-Wl,--as-needed", "-Wl,-Bstatic", "-lsodium", "-lxxhash",
+                        "-ledit", "-ltinfo", "-lbsd", "-lmd", "-Wl,-Bdynamic", "-lm", "-lpthread", NULL};
+        snprintf(build, cap, "%s -O2 -s, --gc-sections, static libsodium xxhash cJSON libedit%s", cc,
+                 server ? " libmicrohttpd" : "");
+        rc = run_compiler(argv, log_path, err, err_len);
+        if (!rc && rename(tmp_out, out_path)) {
+            snprintf(err, err_len, "rename %s: %s", out_path, strerror(errno));
+            rc = -1;
+        }
+        unlink(tmp_out);
+    }
+    unlink(c_path);
+    unlink(main_path);
+    return rc;
+}

@@ -52,6 +52,22 @@ void cc_module_free(cc_module *m);
 int cc_build_executable(const gguf_file *g, const cc_options *o, const char *out_path, char *err,
                         size_t err_len);
 
+/* Build the program half of a bundle executable at out_path (cinfer bundle,
+ * docs/bundle.md): the forward pass for g (a .giw in o->precision) with
+ * templates/bundle_main.c.in, compiled for target ("x86_64" or "aarch64")
+ * without -march=native (the kernels pick their ISA at start-up), linked with
+ * --gc-sections against that target's libcinfer.a and the static archives
+ * of libsodium, xxhash and cJSON (and libmicrohttpd with server), so that
+ * only the C library is linked dynamically.  Archives: $CINFER_LIBDIR or the
+ * cinfer binary's directory: libcinfer.a (x86_64) or aarch64/libcinfer.a,
+ * deps/<target>/libcjson.a, deps/<target>/libmicrohttpd.a; libsodium.a and
+ * libxxhash.a from the target's system library directory.  build (cap
+ * bytes) receives the compiler and flags, for the bundle's trailer.  The
+ * payload is appended afterwards (runtime/formats/bundle.h).
+ * Errors: -1, "no libcjson.a for aarch64 in build/deps/aarch64: run make bundle-deps". */
+int cc_build_bundle_program(const gguf_file *g, const cc_options *o, const char *target, int server,
+                            const char *out_path, char *build, size_t cap, char *err, size_t err_len);
+
 /* Read a project file (archspecs/…, templates/…): from $CINFER_SPEC_DIR when
  * set, else the copy embedded in the binary.  *data is malloc'd, NUL-terminated. */
 int cc_spec_file(const char *name, char **data, size_t *len, char *err, size_t err_len);

@@ -131,6 +131,14 @@ struct cf_env;
 int cinfer_model_open_linked(const char *path, const struct cf_model_desc *(*describe)(void),
                              void (*forward)(struct cf_env *), cinfer_model **out, char *err,
                              size_t err_len);
+/* The same for a GGUF image stored inside a larger file, bytes [offset,
+ * offset + n_bytes) of path (a bundle executable maps its own weights:
+ * `cinfer bundle`, docs/bundle.md); offset must be page-aligned.  A range
+ * past the end of the file is CINFER_EFORMAT ("... truncated?"). */
+int cinfer_model_open_linked_at(const char *path, uint64_t offset, uint64_t n_bytes,
+                                const struct cf_model_desc *(*describe)(void),
+                                void (*forward)(struct cf_env *), cinfer_model **out, char *err,
+                                size_t err_len);
 
 int cinfer_model_n_vocab(const cinfer_model *m);
 int cinfer_model_n_ctx_train(const cinfer_model *m);

@@ -50,7 +50,17 @@ struct cinfer_model {
     char file_type[32];   /* cinfer_model_info.file_type */
     char name[128];       /* general.name */
     uint64_t n_params;
+    void (*mod_free)(cc_module *); /* cc_module_free for a compiled module, free for a linked one */
 };
+
+/* How model_open gets the forward pass: compiled (cinfer_model_open passes
+ * cc_build) or linked into the program (describe/forward).  A function
+ * pointer, so that programs that only link theirs (bundles: --gc-sections)
+ * never reach the compiler, Lua or libtcc. */
+typedef struct {
+    int (*build)(const gguf_file *g, const cc_options *o, cc_module **out, char *err, size_t err_len);
+    void (*free)(cc_module *m);
+} model_compiler;
 
 struct cinfer_session {
     cinfer_model *m;
@@ -125,7 +135,10 @@ static void repack_progress(void *user, size_t done, size_t total) {
 }
 
 /* Shared by both open functions: linked == NULL compiles the forward pass. */
-static int model_open(const char *path, const cinfer_model_options *opts,
+static void free_linked(cc_module *m) { free(m); }
+
+static int model_open(const char *path, uint64_t offset, uint64_t n_bytes,
+                      const cinfer_model_options *opts, const model_compiler *mc,
                       const cf_model_desc *(*describe)(void), void (*forward)(cf_env *),
                       cinfer_model **out, char *err, size_t err_len) {
     char e[1024];
@@ -134,7 +147,8 @@ static int model_open(const char *path, const cinfer_model_options *opts,
     cinfer_model *m = calloc(1, sizeof *m);
     if (!m) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
     pthread_mutex_init(&m->gv_lock, NULL);
-    int rc = gguf_open(path, &m->g, e, sizeof e);
+    m->mod_free = mc ? mc->free : free_linked;
+    int rc = gguf_open_range(path, offset, n_bytes, &m->g, e, sizeof e);
     if (rc) {
         free(m);
         return fail(err, err_len, gguf_code(rc), "%s", e);
@@ -194,7 +208,7 @@ static int model_open(const char *path, const cinfer_model_options *opts,
         }
         m->mod->desc = describe();
         m->mod->forward = forward;
-    } else if (cc_build(m->g, &co, &m->mod, e, sizeof e)) {
+    } else if (mc->build(m->g, &co, &m->mod, e, sizeof e)) {
         rc = fail(err, err_len, strstr(e, "not supported") || strstr(e, "no CPU kernel")
                                     ? CINFER_EUNSUPPORTED : CINFER_ECOMPILE, "%s", e);
         goto bad;
@@ -229,13 +243,21 @@ bad:
 
 int cinfer_model_open(const char *path, const cinfer_model_options *opts, cinfer_model **out,
                       char *err, size_t err_len) {
-    return model_open(path, opts, NULL, NULL, out, err, err_len);
+    static const model_compiler mc = {cc_build, cc_module_free};
+    return model_open(path, 0, 0, opts, &mc, NULL, NULL, out, err, err_len);
 }
 
 int cinfer_model_open_linked(const char *path, const cf_model_desc *(*describe)(void),
                              void (*forward)(cf_env *), cinfer_model **out, char *err,
                              size_t err_len) {
-    return model_open(path, NULL, describe, forward, out, err, err_len);
+    return model_open(path, 0, 0, NULL, NULL, describe, forward, out, err, err_len);
+}
+
+int cinfer_model_open_linked_at(const char *path, uint64_t offset, uint64_t n_bytes,
+                                const cf_model_desc *(*describe)(void), void (*forward)(cf_env *),
+                                cinfer_model **out, char *err, size_t err_len) {
+    if (n_bytes == 0) return fail(err, err_len, CINFER_EARG, "%s: empty GGUF range", path);
+    return model_open(path, offset, n_bytes, NULL, NULL, describe, forward, out, err, err_len);
 }
 
 void cinfer_model_close(cinfer_model *m) {
@@ -243,7 +265,7 @@ void cinfer_model_close(cinfer_model *m) {
     free(m->path);
     chat_template_free(m->chat);
     eng_model_release(&m->em);
-    cc_module_free(m->mod);
+    if (m->mod) m->mod_free(m->mod);
     tok_free(m->vocab);
     gguf_close(m->g);
     gram_vocab_free(m->gv);

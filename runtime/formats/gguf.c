@@ -691,7 +691,16 @@ int gguf_open_mem(const void *data, size_t size, gguf_file **out, char *err, siz
 }
 
 int gguf_open(const char *path, gguf_file **out, char *err, size_t err_len) {
+    return gguf_open_range(path, 0, 0, out, err, err_len);
+}
+
+int gguf_open_range(const char *path, uint64_t offset, uint64_t size_bytes, gguf_file **out,
+                    char *err, size_t err_len) {
     *out = NULL;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || offset % (uint64_t)page)
+        return seterr(err, err_len, GGUF_EIO, "'%s': GGUF image at offset %llu is not page-aligned (%ld)",
+                      path, (unsigned long long)offset, page);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return seterr(err, err_len, GGUF_EIO, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
@@ -708,13 +717,29 @@ int gguf_open(const char *path, gguf_file **out, char *err, size_t err_len) {
         close(fd);
         return seterr(err, err_len, GGUF_EFORMAT, "'%s' is empty (0 bytes), expected a GGUF header", path);
     }
-    if ((uint64_t)st.st_size > SIZE_MAX) {
-        close(fd);
-        return seterr(err, err_len, GGUF_EIO, "'%s' (%lld bytes) does not fit the address space", path,
-                      (long long)st.st_size);
+    uint64_t file_bytes = (uint64_t)st.st_size;
+    if (size_bytes == 0) {
+        if (offset >= file_bytes) {
+            close(fd);
+            return seterr(err, err_len, GGUF_EFORMAT, "'%s': offset %llu is past the end of the file (%llu bytes)",
+                          path, (unsigned long long)offset, (unsigned long long)file_bytes);
+        }
+        size_bytes = file_bytes - offset;
     }
-    size_t size = (size_t)st.st_size;
-    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (offset > file_bytes || size_bytes > file_bytes - offset) {
+        close(fd);
+        return seterr(err, err_len, GGUF_EFORMAT,
+                      "'%s': GGUF image of %llu bytes at offset %llu runs past the end of the file (%llu bytes): truncated?",
+                      path, (unsigned long long)size_bytes, (unsigned long long)offset,
+                      (unsigned long long)file_bytes);
+    }
+    if (size_bytes > SIZE_MAX) {
+        close(fd);
+        return seterr(err, err_len, GGUF_EIO, "'%s' (%llu bytes) does not fit the address space", path,
+                      (unsigned long long)size_bytes);
+    }
+    size_t size = (size_t)size_bytes;
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, (off_t)offset);
     int e = errno;
     close(fd); /* the mapping keeps the file alive */
     if (p == MAP_FAILED) return seterr(err, err_len, GGUF_EIO, "cannot mmap '%s' (%zu bytes): %s", path, size, strerror(e));

@@ -94,6 +94,15 @@ typedef struct gguf_file gguf_file;
 
 /* Map and validate path.  On success *out owns the mapping. */
 int gguf_open(const char *path, gguf_file **out, char *err, size_t err_len);
+/* Map and validate the GGUF image held in bytes [offset, offset + size_bytes)
+ * of path (a bundle executable carries one after its code).  offset must be a
+ * multiple of the page size (mmap); size_bytes 0 means "to the end of the
+ * file".  An image running past the end of the file (a truncated copy) is
+ * GGUF_EFORMAT: "'x': GGUF image of N bytes at offset O runs past the end of
+ * the file (M bytes): truncated?".  Tensor offsets are checked relative to the
+ * image, so its alignment must divide offset (pages always do). */
+int gguf_open_range(const char *path, uint64_t offset, uint64_t size_bytes, gguf_file **out,
+                    char *err, size_t err_len);
 /* Validate an in-memory image (not copied: must outlive the handle).  Tensor
  * alignment is checked on file offsets, so the image should start 8-byte
  * aligned (malloc's is) for tensor data to be aligned in memory too. */

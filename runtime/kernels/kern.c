@@ -57,49 +57,53 @@ static_assert(CF_F32 == 0 && CF_F16 == 1 && CF_Q4_0 == 2 && CF_Q4_1 == 3 && CF_Q
 /* ==== the type table ======================================================= */
 
 static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
-    [CF_F32] = {"F32", 1, 4, {kern_sc_dequant_f32, kern_sc_dequant_f32}, {kern_sc_dot_f32, kern_avx2_dot_f32}, CF_F32, {0}},
-    [CF_F16] = {"F16", 1, 2, {kern_sc_dequant_f16, kern_avx2_dequant_f16}, {kern_sc_dot_f16, kern_avx2_dot_f16}, CF_F16, {0}},
-    [CF_BF16] = {"BF16", 1, 2, {kern_sc_dequant_bf16, kern_avx2_dequant_bf16}, {kern_sc_dot_bf16, kern_avx2_dot_bf16},
+    [CF_F32] = {"F32", 1, 4, {kern_sc_dequant_f32, kern_sc_dequant_f32}, {kern_sc_dot_f32, KERN_SIMD(kern_avx2_dot_f32, kern_neon_dot_f32)}, CF_F32, {0}},
+    [CF_F16] = {"F16", 1, 2, {kern_sc_dequant_f16, KERN_SIMD(kern_avx2_dequant_f16, kern_neon_dequant_f16)}, {kern_sc_dot_f16, KERN_SIMD(kern_avx2_dot_f16, kern_neon_dot_f16)}, CF_F16, {0}},
+    [CF_BF16] = {"BF16", 1, 2, {kern_sc_dequant_bf16, KERN_SIMD(kern_avx2_dequant_bf16, kern_sc_dequant_bf16)}, {kern_sc_dot_bf16, KERN_SIMD(kern_avx2_dot_bf16, kern_sc_dot_bf16)},
                 CF_BF16, {0}},
-    [CF_Q4_0] = {"Q4_0", 32, 18, {kern_sc_dequant_q4_0, kern_avx2_dequant_q4_0}, {kern_sc_dot_q4_0, kern_avx2_dot_q4_0},
-                CF_Q8_0, {kern_sc_dotq_q4_0, kern_avx2_dotq_q4_0},
-                {kern_sc_gemm4_q4_0, kern_avx2_gemm4_q4_0}},
-    [CF_Q4_1] = {"Q4_1", 32, 20, {kern_sc_dequant_q4_1, kern_avx2_dequant_q4_1}, {kern_sc_dot_q4_1, kern_avx2_dot_q4_1},
-                KERN_T_Q8_1, {kern_sc_dotq_q4_1, kern_avx2_dotq_q4_1},
-                {kern_sc_gemm4_q4_1, kern_avx2_gemm4_q4_1}},
-    [CF_Q5_0] = {"Q5_0", 32, 22, {kern_sc_dequant_q5_0, kern_avx2_dequant_q5_0}, {kern_sc_dot_q5_0, kern_avx2_dot_q5_0},
-                CF_Q8_0, {kern_sc_dotq_q5_0, kern_avx2_dotq_q5_0},
-                {kern_sc_gemm4_q5_0, kern_avx2_gemm4_q5_0}},
-    [CF_Q5_1] = {"Q5_1", 32, 24, {kern_sc_dequant_q5_1, kern_avx2_dequant_q5_1}, {kern_sc_dot_q5_1, kern_avx2_dot_q5_1},
-                KERN_T_Q8_1, {kern_sc_dotq_q5_1, kern_avx2_dotq_q5_1},
-                {kern_sc_gemm4_q5_1, kern_avx2_gemm4_q5_1}},
-    [CF_Q8_0] = {"Q8_0", 32, 34, {kern_sc_dequant_q8_0, kern_avx2_dequant_q8_0}, {kern_sc_dot_q8_0, kern_avx2_dot_q8_0},
-                CF_Q8_0, {kern_sc_dotq_q8_0, kern_avx2_dotq_q8_0},
-                {kern_sc_gemm4_q8_0, kern_avx2_gemm4_q8_0}},
-    [CF_IQ4_NL] = {"IQ4_NL", 32, 18, {kern_sc_dequant_iq4_nl, kern_avx2_dequant_iq4_nl},
-                   {kern_sc_dot_iq4_nl, kern_avx2_dot_iq4_nl}, CF_Q8_0,
-                   {kern_sc_dotq_iq4_nl, kern_avx2_dotq_iq4_nl},
-                {kern_sc_gemm4_iq4_nl, kern_avx2_gemm4_iq4_nl}},
+    [CF_Q4_0] = {"Q4_0", 32, 18, {kern_sc_dequant_q4_0, KERN_SIMD(kern_avx2_dequant_q4_0, kern_neon_dequant_q4_0)}, {kern_sc_dot_q4_0, KERN_SIMD(kern_avx2_dot_q4_0, kern_neon_dot_q4_0)},
+                CF_Q8_0, {kern_sc_dotq_q4_0, KERN_SIMD(kern_avx2_dotq_q4_0, kern_neon_dotq_q4_0)},
+                {kern_sc_gemm4_q4_0, KERN_SIMD(kern_avx2_gemm4_q4_0, kern_neon_gemm4_q4_0)}},
+    [CF_Q4_1] = {"Q4_1", 32, 20, {kern_sc_dequant_q4_1, KERN_SIMD(kern_avx2_dequant_q4_1, kern_sc_dequant_q4_1)}, {kern_sc_dot_q4_1, KERN_SIMD(kern_avx2_dot_q4_1, kern_sc_dot_q4_1)},
+                KERN_T_Q8_1, {kern_sc_dotq_q4_1, KERN_SIMD(kern_avx2_dotq_q4_1, kern_sc_dotq_q4_1)},
+                {kern_sc_gemm4_q4_1, KERN_SIMD(kern_avx2_gemm4_q4_1, kern_sc_gemm4_q4_1)}},
+    [CF_Q5_0] = {"Q5_0", 32, 22, {kern_sc_dequant_q5_0, KERN_SIMD(kern_avx2_dequant_q5_0, kern_sc_dequant_q5_0)}, {kern_sc_dot_q5_0, KERN_SIMD(kern_avx2_dot_q5_0, kern_sc_dot_q5_0)},
+                CF_Q8_0, {kern_sc_dotq_q5_0, KERN_SIMD(kern_avx2_dotq_q5_0, kern_sc_dotq_q5_0)},
+                {kern_sc_gemm4_q5_0, KERN_SIMD(kern_avx2_gemm4_q5_0, kern_sc_gemm4_q5_0)}},
+    [CF_Q5_1] = {"Q5_1", 32, 24, {kern_sc_dequant_q5_1, KERN_SIMD(kern_avx2_dequant_q5_1, kern_sc_dequant_q5_1)}, {kern_sc_dot_q5_1, KERN_SIMD(kern_avx2_dot_q5_1, kern_sc_dot_q5_1)},
+                KERN_T_Q8_1, {kern_sc_dotq_q5_1, KERN_SIMD(kern_avx2_dotq_q5_1, kern_sc_dotq_q5_1)},
+                {kern_sc_gemm4_q5_1, KERN_SIMD(kern_avx2_gemm4_q5_1, kern_sc_gemm4_q5_1)}},
+    [CF_Q8_0] = {"Q8_0", 32, 34, {kern_sc_dequant_q8_0, KERN_SIMD(kern_avx2_dequant_q8_0, kern_neon_dequant_q8_0)}, {kern_sc_dot_q8_0, KERN_SIMD(kern_avx2_dot_q8_0, kern_neon_dot_q8_0)},
+                CF_Q8_0, {kern_sc_dotq_q8_0, KERN_SIMD(kern_avx2_dotq_q8_0, kern_neon_dotq_q8_0)},
+                {kern_sc_gemm4_q8_0, KERN_SIMD(kern_avx2_gemm4_q8_0, kern_neon_gemm4_q8_0)}},
+    [CF_IQ4_NL] = {"IQ4_NL", 32, 18, {kern_sc_dequant_iq4_nl, KERN_SIMD(kern_avx2_dequant_iq4_nl, kern_sc_dequant_iq4_nl)},
+                   {kern_sc_dot_iq4_nl, KERN_SIMD(kern_avx2_dot_iq4_nl, kern_sc_dot_iq4_nl)}, CF_Q8_0,
+                   {kern_sc_dotq_iq4_nl, KERN_SIMD(kern_avx2_dotq_iq4_nl, kern_sc_dotq_iq4_nl)},
+                {kern_sc_gemm4_iq4_nl, KERN_SIMD(kern_avx2_gemm4_iq4_nl, kern_sc_gemm4_iq4_nl)}},
 /* 256-element super-block types: kern_kquants.c (scalar), kern_kquants_avx2.c */
-#define KQ_TYPE(id, NAME, t)                                                              \
+/* neon_dotq: the NEON integer dot (kern_q8_neon.c) or the scalar one */
+#define KQ_TYPE_N(id, NAME, t, neon_dotq)                                                 \
     [id] = {NAME, KERN_QK_K, (int)sizeof(kern_block_##t),                                 \
-            {kern_sc_dequant_##t, kern_avx2_dequant_##t}, {kern_sc_dot_##t, kern_avx2_dot_##t}, \
-            KERN_T_Q8_K, {kern_sc_dotq_##t, kern_avx2_dotq_##t}}
+            {kern_sc_dequant_##t, KERN_SIMD(kern_avx2_dequant_##t, kern_sc_dequant_##t)},   \
+            {kern_sc_dot_##t, KERN_SIMD(kern_avx2_dot_##t, kern_sc_dot_##t)},               \
+            KERN_T_Q8_K, {kern_sc_dotq_##t, KERN_SIMD(kern_avx2_dotq_##t, neon_dotq)}}
+#define KQ_TYPE(id, NAME, t) KQ_TYPE_N(id, NAME, t, kern_sc_dotq_##t)
     KQ_TYPE(KERN_T_Q2_K, "Q2_K", q2_k),
     KQ_TYPE(KERN_T_Q3_K, "Q3_K", q3_k),
-    KQ_TYPE(KERN_T_Q4_K, "Q4_K", q4_k),
+    KQ_TYPE_N(KERN_T_Q4_K, "Q4_K", q4_k, kern_neon_dotq_q4_k),
     KQ_TYPE(KERN_T_Q5_K, "Q5_K", q5_k),
-    KQ_TYPE(KERN_T_Q6_K, "Q6_K", q6_k),
+    KQ_TYPE_N(KERN_T_Q6_K, "Q6_K", q6_k, kern_neon_dotq_q6_k),
     /* Q8_K is ggml's activation format, not a matmul weight type there: f32 activations */
     [KERN_T_Q8_K] = {"Q8_K", KERN_QK_K, (int)sizeof(kern_block_q8_k),
-                     {kern_sc_dequant_q8_k, kern_avx2_dequant_q8_k},
-                     {kern_sc_dot_q8_k, kern_avx2_dot_q8_k}, CF_F32, {0}},
+                     {kern_sc_dequant_q8_k, KERN_SIMD(kern_avx2_dequant_q8_k, kern_sc_dequant_q8_k)},
+                     {kern_sc_dot_q8_k, KERN_SIMD(kern_avx2_dot_q8_k, kern_sc_dot_q8_k)}, CF_F32, {0}},
     KQ_TYPE(KERN_T_IQ4_XS, "IQ4_XS", iq4_xs),
     KQ_TYPE(KERN_T_IQ3_XXS, "IQ3_XXS", iq3_xxs),
     KQ_TYPE(KERN_T_IQ3_S, "IQ3_S", iq3_s),
     KQ_TYPE(KERN_T_TQ1_0, "TQ1_0", tq1_0),
     KQ_TYPE(KERN_T_TQ2_0, "TQ2_0", tq2_0),
 #undef KQ_TYPE
+#undef KQ_TYPE_N
     /* row-interleaved (kern.h, kern_r8.c): no per-row leaves; matmul goes to
      * kern_r8_matmul.  type_size is the ggml block's, per row (kern_row_bytes). */
     [CF_Q4_0_R8] = {"q4_0_r8", 32, 18, {0}, {0}, CF_Q8_0, {0}},
@@ -129,7 +133,7 @@ size_t kern_row_bytes(int type, int n) {
 static const kern_isa_ops *isa_ops(int isa) {
     switch (isa) {
     case KERN_ISA_SCALAR: return &kern_scalar_ops;
-    case KERN_ISA_AVX2: return &kern_avx2_ops;
+    case KERN_ISA_SIMD: return KERN_SIMD(&kern_avx2_ops, &kern_neon_ops);
     default: return NULL;
     }
 }
@@ -370,6 +374,7 @@ static void att_head(const att_job *j, float *s, int t, int h) {
     const float *kh = j->kc + ((size_t)p0 * kv_dim + (size_t)kvh * hd);
     const float *vh = j->vc + ((size_t)p0 * kv_dim + (size_t)kvh * hd);
     float *o = j->out + ((size_t)t * j->n_head + h) * hd;
+#if defined(__x86_64__)
     if (j->isa == KERN_ISA_AVX2 && hd % 8 == 0) { /* kern_att_avx2.c: register-blocked */
         float max = kern_avx2_att_scores(qh, kh, (size_t)kv_dim, n_kv, hd, j->scale, s);
         if (j->softcap > 0.0f) {
@@ -383,6 +388,7 @@ static void att_head(const att_job *j, float *s, int t, int h) {
         kern_avx2_att_wsum(o, s, inv, vh, (size_t)kv_dim, n_kv, hd);
         return;
     }
+#endif
     float max = -INFINITY;
     for (int p = 0; p < n_kv; p++) {
         float sc = j->ops->dot_f32(qh, kh + (size_t)p * kv_dim, hd) * j->scale;
@@ -404,6 +410,7 @@ static void att_head(const att_job *j, float *s, int t, int h) {
 /* Heads h0..h0+3 of token t, which share one kv head, through the AVX-512
  * leaves (kern_att_avx512.c): each K/V row is read once for the 4 heads.
  * Softmax per head as att_head; s holds 4 rows of ss floats. */
+#if defined(__x86_64__)
 static void att_head4(const att_job *j, float *s, size_t ss, int t, int h0) {
     const int kv_dim = j->n_head_kv * j->head_dim, hd = j->head_dim;
     const int kvh = h0 / (j->n_head / j->n_head_kv);
@@ -429,6 +436,7 @@ static void att_head4(const att_job *j, float *s, size_t ss, int t, int h0) {
     kern_avx512_att_wsum4(j->out + ((size_t)t * j->n_head + h0) * hd, (size_t)hd, s, ss, inv, vh,
                           (size_t)kv_dim, n_kv, hd);
 }
+#endif
 
 /* Unit u = (kv head, token, head of its group — or quad of heads with
  * att_head4) in that order: a thread's consecutive units read the same kv
@@ -448,8 +456,11 @@ static void att_units(const att_job *j, float *s, size_t ss, long u0, long n, in
     for (long u = u0; u < n; u += step) {
         const long kvh = u / ((long)j->n_tok * g), rem = u % ((long)j->n_tok * g);
         const int t = (int)(rem / g), h = (int)(kvh * g + rem % g) * w;
+#if defined(__x86_64__)
         if (quads) att_head4(j, s, ss, t, h);
-        else att_head(j, s, t, h);
+        else
+#endif
+            att_head(j, s, t, h);
     }
 }
 

@@ -45,7 +45,30 @@
 
 #include "prelude.h"
 
-enum { KERN_ISA_SCALAR = 0, KERN_ISA_AVX2 = 1, KERN_ISA_COUNT = 2 };
+/* Two slots: the scalar reference and the SIMD ISA of the build's
+ * architecture — AVX2+FMA+F16C on x86-64 (*_avx2.c), Advanced SIMD on
+ * aarch64 (*_neon.c, with *_dotprod.c leaves where the CPU has the Armv8.2
+ * dot product, chosen at start-up: kern_cpu_dotprod).  KERN_ISA_AVX2 and
+ * KERN_ISA_NEON both name the SIMD slot, so the drivers and tests are the
+ * same on both; a build compiles only its architecture's SIMD files
+ * (Makefile ISA flags per file). */
+enum { KERN_ISA_SCALAR = 0, KERN_ISA_SIMD = 1, KERN_ISA_COUNT = 2 };
+#define KERN_ISA_AVX2 KERN_ISA_SIMD
+#define KERN_ISA_NEON KERN_ISA_SIMD
+/* KERN_SIMD(avx2_leaf, neon_leaf): the leaf this architecture's SIMD slot uses. */
+#if defined(__x86_64__)
+#define KERN_SIMD(avx2, neon) avx2
+#elif defined(__aarch64__)
+#define KERN_SIMD(avx2, neon) neon
+#else
+#define KERN_SIMD(avx2, neon) 0
+#endif
+/* 1 on aarch64 when the CPU has the dot-product instructions (HWCAP_ASIMDDP),
+ * unless kern_neon_force_dotprod(0) turned them off; 0 elsewhere. */
+int kern_cpu_dotprod(void);
+/* Tests and benchmarks: 0 runs the plain NEON leaves on a dotprod CPU, 1 the
+ * dotprod ones (refused, -1, where the CPU lacks them), -1 the default. */
+int kern_neon_force_dotprod(int on);
 
 /* Best ISA this CPU runs: KERN_ISA_AVX2 when it has avx2, fma and f16c (and the
  * OS saves YMM state), from CPUID. */
@@ -55,7 +78,7 @@ int kern_isa_available(int isa);
 /* 1 when the CPU and OS give AVX-512 F/BW/VL/VNNI with ZMM state (and AVX2):
  * the gate of the R8 VNNI GEMM and the 4-head attention (kern_att_avx512.c). */
 int kern_cpu_avx512vnni(void);
-/* "scalar", "avx2"; "unknown" otherwise. */
+/* "scalar", "avx2", "neon"; "unknown" otherwise. */
 const char *kern_isa_name(int isa);
 /* What matmuls on this CPU run, for reports: kern_isa_name(kern_best_isa()),
  * plus "+avx512vnni" when the interleaved (R8) kernels use AVX-512 VNNI. */
@@ -270,6 +293,10 @@ float kern_sc_dot_q5_0(const void *w, const float *x, int n);
 float kern_sc_dot_q5_1(const void *w, const float *x, int n);
 float kern_sc_dot_q8_0(const void *w, const float *x, int n);
 float kern_sc_dot_iq4_nl(const void *w, const float *x, int n);
+/* the kern_isa_ops leaves an ISA without its own may share */
+double kern_sc_softmax_exp(float *s, int n, float max);
+void kern_sc_rms_norm_row(float *y, const float *x, const float *w, int n, float eps);
+void kern_sc_swiglu_row(float *y, const float *g, const float *u, int n);
 
 /* kern_avx2.c */
 extern const kern_isa_ops kern_avx2_ops;
@@ -290,6 +317,16 @@ float kern_avx2_dot_q5_0(const void *w, const float *x, int n);
 float kern_avx2_dot_q5_1(const void *w, const float *x, int n);
 float kern_avx2_dot_q8_0(const void *w, const float *x, int n);
 float kern_avx2_dot_iq4_nl(const void *w, const float *x, int n);
+
+/* kern_neon.c (aarch64): the f32 row primitives and the F16, Q4_0, Q8_0 leaves */
+extern const kern_isa_ops kern_neon_ops;
+void kern_neon_dequant_f16(const void *src, float *dst, int n);
+void kern_neon_dequant_q4_0(const void *src, float *dst, int n);
+void kern_neon_dequant_q8_0(const void *src, float *dst, int n);
+float kern_neon_dot_f32(const void *w, const float *x, int n);
+float kern_neon_dot_f16(const void *w, const float *x, int n);
+float kern_neon_dot_q4_0(const void *w, const float *x, int n);
+float kern_neon_dot_q8_0(const void *w, const float *x, int n);
 
 /* kern_att_avx2.c: one attention head, head_dim % 8 == 0 (kern.c att_head).
  * scores: s[p] = scale * Σ_d q[d] k[p*ks + d] for p < n; returns max s.

@@ -11,6 +11,12 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#endif
 
 /* AVX2 + FMA + F16C present and YMM state enabled by the OS (CPUID.1:ECX
  * FMA/OSXSAVE/AVX/F16C, XCR0 bits 1-2, CPUID.7.0:EBX AVX2).  Done by hand
@@ -57,10 +63,41 @@ int kern_cpu_avx512vnni(void) {
     return v;
 }
 
+static atomic_int g_dotprod_forced = -1;
+
+int kern_cpu_dotprod(void) {
+#if defined(__aarch64__)
+    static atomic_int dp = -1;
+    int v = atomic_load_explicit(&dp, memory_order_relaxed);
+    if (v < 0) {
+        v = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+        atomic_store_explicit(&dp, v, memory_order_relaxed);
+    }
+    const int f = atomic_load_explicit(&g_dotprod_forced, memory_order_relaxed);
+    return f >= 0 ? f && v : v;
+#else
+    return 0;
+#endif
+}
+
+int kern_neon_force_dotprod(int on) {
+    if (on > 0) {
+        atomic_store(&g_dotprod_forced, -1);
+        if (!kern_cpu_dotprod()) return -1;
+    }
+    atomic_store(&g_dotprod_forced, on < 0 ? -1 : on > 0);
+    return 0;
+}
+
 int kern_isa_available(int isa) {
     static atomic_int avx2 = -1; /* CPUID once: it traps to the hypervisor in a VM */
     switch (isa) {
     case KERN_ISA_SCALAR: return 1;
+#if defined(__aarch64__)
+    case KERN_ISA_NEON: /* Advanced SIMD is part of the AArch64 base ISA */
+        (void)avx2, (void)cpu_has_avx2_fma_f16c;
+        return 1;
+#else
     case KERN_ISA_AVX2: {
         int v = atomic_load_explicit(&avx2, memory_order_relaxed);
         if (v < 0) {
@@ -69,24 +106,32 @@ int kern_isa_available(int isa) {
         }
         return v;
     }
+#endif
     default: return 0;
     }
 }
 
 int kern_best_isa(void) {
-    return kern_isa_available(KERN_ISA_AVX2) ? KERN_ISA_AVX2 : KERN_ISA_SCALAR;
+    return kern_isa_available(KERN_ISA_SIMD) ? KERN_ISA_SIMD : KERN_ISA_SCALAR;
 }
 
 const char *kern_isa_name(int isa) {
     switch (isa) {
     case KERN_ISA_SCALAR: return "scalar";
+#if defined(__aarch64__)
+    case KERN_ISA_NEON: return "neon";
+#else
     case KERN_ISA_AVX2: return "avx2";
+#endif
     default: return "unknown";
     }
 }
 
 const char *kern_cpu_label(void) {
     int isa = kern_best_isa();
+#if defined(__aarch64__)
+    if (isa == KERN_ISA_NEON && kern_cpu_dotprod()) return "neon+dotprod";
+#endif
     if (isa == KERN_ISA_AVX2 && kern_cpu_avx512vnni()) return "avx2+avx512vnni";
     return kern_isa_name(isa);
 }

@@ -99,6 +99,25 @@ KERN_Q8_GEMM4_TYPES(KERN_Q8_GEMM4_DECL)
 KERN_Q8_DOT_TYPES(KERN_Q8_DECL)
 #undef KERN_Q8_DECL
 
+/* aarch64 (kern_q8_neon.c): the table entries, dotprod or plain NEON by CPU */
+void kern_neon_dotq_q4_0(const void *w, const void *a, size_t as, int nt, int n, float *s);
+void kern_neon_dotq_q8_0(const void *w, const void *a, size_t as, int nt, int n, float *s);
+void kern_neon_dotq_q4_k(const void *w, const void *a, size_t as, int nt, int n, float *s);
+void kern_neon_dotq_q6_k(const void *w, const void *a, size_t as, int nt, int n, float *s);
+void kern_neon_gemm4_q4_0(const void *w, const void *a, int n, float *s);
+void kern_neon_gemm4_q8_0(const void *w, const void *a, int n, float *s);
+/* ... and each build on its own (tests) */
+#define KERN_NEON_INT_DECL(sfx)                                                                   \
+    void kern_dotq_q4_0_##sfx(const void *w, const void *a, size_t as, int nt, int n, float *s); \
+    void kern_dotq_q8_0_##sfx(const void *w, const void *a, size_t as, int nt, int n, float *s); \
+    void kern_dotq_q4_k_##sfx(const void *w, const void *a, size_t as, int nt, int n, float *s); \
+    void kern_dotq_q6_k_##sfx(const void *w, const void *a, size_t as, int nt, int n, float *s); \
+    void kern_gemm4_q4_0_##sfx(const void *w, const void *a, int n, float *s);                   \
+    void kern_gemm4_q8_0_##sfx(const void *w, const void *a, int n, float *s);
+KERN_NEON_INT_DECL(neon)
+KERN_NEON_INT_DECL(dotprod)
+#undef KERN_NEON_INT_DECL
+
 /* ---- driver ------------------------------------------------------------------- */
 
 /* matmul with activations converted to ty's vec_dot_type (E->act_quant == 1

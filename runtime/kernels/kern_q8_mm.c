@@ -37,12 +37,12 @@ typedef struct {
 
 static const act_format *act_format_get(int vdt) {
     static const act_format q8_0 = {KERN_QK, (int)sizeof(kern_block_q8_0),
-                                    {kern_sc_quantize_q8_0, kern_avx2_quantize_q8_0}};
+                                    {kern_sc_quantize_q8_0, KERN_SIMD(kern_avx2_quantize_q8_0, kern_sc_quantize_q8_0)}};
     static const act_format q8_1 = {KERN_QK, (int)sizeof(kern_block_q8_1),
-                                    {kern_sc_quantize_q8_1, kern_avx2_quantize_q8_1}};
+                                    {kern_sc_quantize_q8_1, KERN_SIMD(kern_avx2_quantize_q8_1, kern_sc_quantize_q8_1)}};
     static const act_format q8_k = {KERN_QK_K, (int)sizeof(kern_block_q8_k),
-                                    {kern_sc_quantize_q8_k, kern_avx2_quantize_q8_k}};
-    static const act_format f16 = {1, 2, {kern_sc_quantize_f16, kern_avx2_quantize_f16}};
+                                    {kern_sc_quantize_q8_k, KERN_SIMD(kern_avx2_quantize_q8_k, kern_sc_quantize_q8_k)}};
+    static const act_format f16 = {1, 2, {kern_sc_quantize_f16, KERN_SIMD(kern_avx2_quantize_f16, kern_sc_quantize_f16)}};
     static const act_format bf16 = {1, 2, {kern_sc_quantize_bf16, kern_sc_quantize_bf16}};
     switch (vdt) {
     case CF_Q8_0: return &q8_0;

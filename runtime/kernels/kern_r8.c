@@ -103,14 +103,25 @@ static void sc_dot8_q8(const void *wg, const float *x, int nb, float *y) { sc_do
 
 static const kern_r8_leaves g_sc_leaves = {
     {sc_gemm_q4, sc_gemm_q8}, {sc_dot8_q4, sc_dot8_q8}, {sc_deq8_q4, sc_deq8_q8}};
+#if defined(__aarch64__)
+static const kern_r8_leaves g_neon_leaves = {
+    {kern_r8_gemm_q4_neon, kern_r8_gemm_q8_neon}, {sc_dot8_q4, sc_dot8_q8}, {sc_deq8_q4, sc_deq8_q8}};
+static const kern_r8_leaves g_dotprod_leaves = {
+    {kern_r8_gemm_q4_dotprod, kern_r8_gemm_q8_dotprod}, {sc_dot8_q4, sc_dot8_q8}, {sc_deq8_q4, sc_deq8_q8}};
+#endif
 
 /* ==== impl selection ================================================================ */
 
 int kern_r8_impl_available(int impl) {
     switch (impl) {
     case KERN_R8_SCALAR: return 1;
+#if defined(__x86_64__)
     case KERN_R8_AVX2: return kern_isa_available(KERN_ISA_AVX2);
     case KERN_R8_VNNI: return kern_cpu_avx512vnni();
+#elif defined(__aarch64__)
+    case KERN_R8_NEON: return 1;
+    case KERN_R8_DOTPROD: return kern_cpu_dotprod();
+#endif
     default: return 0;
     }
 }
@@ -120,6 +131,8 @@ const char *kern_r8_impl_name(int impl) {
     case KERN_R8_SCALAR: return "scalar";
     case KERN_R8_AVX2: return "avx2";
     case KERN_R8_VNNI: return "vnni";
+    case KERN_R8_NEON: return "neon";
+    case KERN_R8_DOTPROD: return "dotprod";
     default: return "unknown";
     }
 }
@@ -133,16 +146,25 @@ int kern_r8_force_impl(int impl) {
 }
 
 int kern_r8_impl_for_isa(int isa) {
-    if (isa != KERN_ISA_AVX2 || !kern_isa_available(KERN_ISA_AVX2)) return KERN_R8_SCALAR;
+    if (isa != KERN_ISA_SIMD || !kern_isa_available(KERN_ISA_SIMD)) return KERN_R8_SCALAR;
     const int f = atomic_load(&g_forced);
     if (f >= 0) return f;
+#if defined(__aarch64__)
+    return kern_r8_impl_available(KERN_R8_DOTPROD) ? KERN_R8_DOTPROD : KERN_R8_NEON;
+#else
     return kern_r8_impl_available(KERN_R8_VNNI) ? KERN_R8_VNNI : KERN_R8_AVX2;
+#endif
 }
 
 const kern_r8_leaves *kern_r8_leaves_for(int impl) {
     switch (impl) {
+#if defined(__x86_64__)
     case KERN_R8_AVX2: return &kern_r8_avx2_leaves;
     case KERN_R8_VNNI: return &kern_r8_vnni_leaves;
+#elif defined(__aarch64__)
+    case KERN_R8_NEON: return &g_neon_leaves;
+    case KERN_R8_DOTPROD: return &g_dotprod_leaves;
+#endif
     default: return &g_sc_leaves;
     }
 }

@@ -29,14 +29,17 @@
 #include "kern.h"
 #include "kern_q8.h"
 
-enum { KERN_R8_SCALAR = 0, KERN_R8_AVX2 = 1, KERN_R8_VNNI = 2, KERN_R8_IMPL_COUNT = 3 };
+/* KERN_R8_NEON / KERN_R8_DOTPROD (aarch64): the integer gemm of kern_neon_int.h
+ * without / with sdot; their f32-activation leaves are the scalar ones. */
+enum { KERN_R8_SCALAR = 0, KERN_R8_AVX2 = 1, KERN_R8_VNNI = 2, KERN_R8_NEON = 3, KERN_R8_DOTPROD = 4,
+       KERN_R8_IMPL_COUNT = 5 };
 
 /* Tokens one gemm leaf call takes at most (two kern_block_q8x4 quads). */
 #define KERN_R8_NT 8
 
 /* 1 when this CPU runs impl. */
 int kern_r8_impl_available(int impl);
-/* "scalar", "avx2", "vnni"; "unknown". */
+/* "scalar", "avx2", "vnni", "neon", "dotprod"; "unknown". */
 const char *kern_r8_impl_name(int impl);
 /* Pin the impl KERN_ISA_AVX2 calls use (-1: best available, the default).
  * Returns 0, or -1 when impl is unavailable (nothing changes).  Not
@@ -87,6 +90,11 @@ typedef struct {
 } kern_r8_leaves;
 
 extern const kern_r8_leaves kern_r8_avx2_leaves;
+/* kern_q8_neon.c, kern_q8_dotprod.c (kern_neon_int.h) */
+void kern_r8_gemm_q4_neon(const void *wg, const kern_block_q8x4 *a, size_t qs, int nb, int nt, float *y, size_t ldy);
+void kern_r8_gemm_q8_neon(const void *wg, const kern_block_q8x4 *a, size_t qs, int nb, int nt, float *y, size_t ldy);
+void kern_r8_gemm_q4_dotprod(const void *wg, const kern_block_q8x4 *a, size_t qs, int nb, int nt, float *y, size_t ldy);
+void kern_r8_gemm_q8_dotprod(const void *wg, const kern_block_q8x4 *a, size_t qs, int nb, int nt, float *y, size_t ldy);
 extern const kern_r8_leaves kern_r8_vnni_leaves;
 
 /* The leaves of implementation impl (KERN_R8_*; scalar for an unknown id). */

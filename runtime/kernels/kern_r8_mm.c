@@ -113,7 +113,9 @@ typedef struct {
 
 /* quads [q0, q1): quantize the tokens to Q8_0 (8 blocks at a time) and interleave */
 static void r8_quant_quads(const r8_job *j, long q0, long q1) {
-    const kern_quant_fn quant = j->isa == KERN_ISA_AVX2 ? kern_avx2_quantize_q8_0 : kern_sc_quantize_q8_0;
+    /* every ISA's quantizer writes the same bytes; NEON uses the scalar one */
+    const kern_quant_fn quant = j->isa == KERN_ISA_SIMD ? KERN_SIMD(kern_avx2_quantize_q8_0, kern_sc_quantize_q8_0)
+                                                        : kern_sc_quantize_q8_0;
     for (long q = q0; q < q1; q++) {
         kern_block_q8x4 *out = j->a + (size_t)q * j->nb;
         for (int b0 = 0; b0 < j->nb; b0 += 8) {

@@ -153,7 +153,7 @@ static void sc_axpy(float *y, float a, const float *x, int n) {
 }
 
 /* ggml_vec_soft_max_f32 */
-static double sc_softmax_exp(float *s, int n, float max) {
+double kern_sc_softmax_exp(float *s, int n, float max) {
     double sum = 0.0;
     for (int i = 0; i < n; i++) {
         float e = expf(s[i] - max);
@@ -166,7 +166,7 @@ static double sc_softmax_exp(float *s, int n, float max) {
 /* ggml_compute_forward_rms_norm_f32 followed by ggml_mul with the weight:
  * sum of squares in double, scale = 1/sqrtf(mean + eps) in float,
  * y = (x * scale) * w with two roundings. */
-static void sc_rms_norm_row(float *y, const float *x, const float *w, int n, float eps) {
+void kern_sc_rms_norm_row(float *y, const float *x, const float *w, int n, float eps) {
     double sum = 0.0;
     for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
     float mean = (float)(sum / n);
@@ -178,7 +178,7 @@ static void sc_rms_norm_row(float *y, const float *x, const float *w, int n, flo
 }
 
 /* ggml_silu_f32(g) * u */
-static void sc_swiglu_row(float *y, const float *g, const float *u, int n) {
+void kern_sc_swiglu_row(float *y, const float *g, const float *u, int n) {
     for (int i = 0; i < n; i++) {
         float s = g[i] / (1.0f + expf(-g[i]));
         y[i] = s * u[i];
@@ -197,9 +197,9 @@ const kern_isa_ops kern_scalar_ops = {
     .tile_mm = sc_tile_mm,
     .dot_f32 = sc_dot_f32,
     .axpy = sc_axpy,
-    .softmax_exp = sc_softmax_exp,
-    .rms_norm_row = sc_rms_norm_row,
-    .swiglu_row = sc_swiglu_row,
+    .softmax_exp = kern_sc_softmax_exp,
+    .rms_norm_row = kern_sc_rms_norm_row,
+    .swiglu_row = kern_sc_swiglu_row,
     .f16_to_f32_row = sc_f16_to_f32_row,
     .f32_to_f16_row = sc_f32_to_f16_row,
 };

@@ -5,7 +5,7 @@
  */
 #include "srv_embed.h"
 
-#include <openssl/evp.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -187,7 +187,7 @@ static char *format_vec(const float *v, int n, int base64) {
             memcpy(&u, &v[i], 4);
             for (int k = 0; k < 4; k++) raw[4 * i + k] = (unsigned char)(u >> (8 * k));
         }
-        EVP_EncodeBlock((unsigned char *)out, raw, (int)nb);
+        sodium_bin2base64(out, 4 * ((nb + 2) / 3) + 1, raw, nb, sodium_base64_VARIANT_ORIGINAL);
         free(raw);
         return out;
     }

@@ -3,7 +3,7 @@
  */
 #include "srv_webui.h"
 
-#include <openssl/evp.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +33,12 @@ static void hash_source(const char *html, const char *tag, char *out, size_t cap
     const char *b = a ? strstr(a, close) : NULL;
     if (!b) return;
     a += strlen(open);
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    unsigned char b64[64];
-    if (!EVP_Digest(a, (size_t)(b - a), md, &n, EVP_sha256(), NULL) || n != 32) return;
-    EVP_EncodeBlock(b64, md, (int)n);
-    snprintf(out, cap, "'sha256-%s'", (const char *)b64);
+    unsigned char md[crypto_hash_sha256_BYTES];
+    char b64[64];
+    /* libsodium (as bundles link it statically): sha256, standard base64 with padding */
+    if (crypto_hash_sha256(md, (const unsigned char *)a, (unsigned long long)(b - a))) return;
+    sodium_bin2base64(b64, sizeof b64, md, sizeof md, sodium_base64_VARIANT_ORIGINAL);
+    snprintf(out, cap, "'sha256-%s'", b64);
 }
 
 char *srv_webui_csp(void) {
