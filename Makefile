@@ -188,7 +188,7 @@ test-aarch64: $(A64)/test_kern $(BUILD)/test_runner $(BUILD)/cinfer
 
 # ---- targets ---------------------------------------------------------------
 test: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/libcinfer.a $(BUILD)/examples/embed $(BUILD)/tools/archgen
-	@CINFER_BIN=$(BUILD)/cinfer CINFER_BUILD=$(BUILD) ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	@CINFER_BIN=$(BUILD)/cinfer CINFER_BUILD=$(BUILD) CINFER_SHARED=$(SHARED) ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(BUILD)/test_runner $(T)
 
 check: test

@@ -87,7 +87,7 @@ TEST(chat, model_without_template_is_a_clear_error) {
 
 TEST(chat, interactive_in_tmux) {
     NEED_SHARED(path, QWEN);
-    if (run_cmd("command -v tmux", false, NULL) != 0) SKIP("tmux not installed");
+    NEED_TOOL("tmux", "tmux");
     char cmd[4096], *out = NULL;
     snprintf(cmd, sizeof cmd, "sh tests/chat_tmux.sh %s %s %s", cinfer_bin(), path, test_tmpdir());
     int st = run_cmd(cmd, true, &out);
