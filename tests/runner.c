@@ -24,8 +24,8 @@ typedef struct { const char *name; test_fn fn; } test_case;
 
 static test_case *g_tests;
 static size_t g_n, g_cap;
-static int g_cur_failed, g_cur_skipped;
-static char g_skip_msg[256];
+static int g_cur_failed, g_cur_skipped, g_cur_ci_skips; /* ci_skips: of the failures, SKIPs under CI */
+static char g_skip_msg[1024];
 static char g_tmp_root[256];
 static const char *g_cur_name;
 /* test_not_run notes and hardware skips, each "NAME: what", listed once at the end */
@@ -80,6 +80,7 @@ void test_skip(const char *fmt, ...) {
         /* a requirement the CI machine must have: fail, with the reason */
         printf("    CI=true: cannot skip: %s\n", g_skip_msg);
         g_cur_failed++;
+        g_cur_ci_skips++;
         return;
     }
     g_cur_skipped = 1;
@@ -276,7 +277,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     qsort(g_tests, g_n, sizeof *g_tests, cmp_test);
     int list = argc > 1 && strcmp(argv[1], "--list") == 0;
-    int passed = 0, failed = 0, skipped = 0, skipped_hw = 0;
+    int passed = 0, failed = 0, skipped = 0, skipped_hw = 0, failed_ci = 0;
     if (!list && test_ci())
         printf("CI=true: a test that lacks what it needs (%s, a tool, an npm package) fails\n", shared_root());
     for (size_t i = 0; i < g_n; i++) {
@@ -285,14 +286,14 @@ int main(int argc, char **argv) {
             sel = strncmp(g_tests[i].name, argv[a], strlen(argv[a])) == 0;
         if (!sel) continue;
         if (list) { printf("%s\n", g_tests[i].name); continue; }
-        g_cur_failed = g_cur_skipped = 0;
+        g_cur_failed = g_cur_skipped = g_cur_ci_skips = 0;
         g_skip_msg[0] = 0;
         g_cur_name = g_tests[i].name;
         printf("  %-48s ...\n", g_tests[i].name);
         double t0 = now_s();
         g_tests[i].fn();
         double dt = now_s() - t0;
-        if (g_cur_failed) { failed++; printf("  FAIL %s (%.2fs)\n", g_tests[i].name, dt); }
+        if (g_cur_failed) { failed++; failed_ci += g_cur_ci_skips == g_cur_failed; printf("  FAIL %s (%.2fs)\n", g_tests[i].name, dt); }
         else if (g_cur_skipped) { skipped++; skipped_hw += g_cur_skipped == 2; printf("  SKIP %s: %s\n", g_tests[i].name, g_skip_msg); }
         else { passed++; printf("  ok   %s (%.2fs)\n", g_tests[i].name, dt); }
     }
@@ -305,6 +306,9 @@ int main(int argc, char **argv) {
         printf("not run on this machine (%zu):\n", g_n_notes);
         for (size_t i = 0; i < g_n_notes; i++) printf("  %s\n", g_notes[i]);
     }
+    if (!list && failed_ci)
+        printf("%d failed only for what this machine lacks (CI=true: a skip is a failure; see the SKIP reasons above)\n",
+               failed_ci);
     if (!list && skipped > skipped_hw && !test_ci())
         printf("%d skipped for what this machine lacks (under CI=true each is a failure)\n", skipped - skipped_hw);
     if (!list) printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);

@@ -378,7 +378,7 @@ static const struct {
 TEST(gram, mask_exact_stories) {
     tok_vocab *tv = NULL;
     gram_vocab *gv = load_vocab(STORIES, &tv);
-    if (!gv) SKIP("../shared/" STORIES " absent");
+    if (!gv) SKIP("%s/" STORIES " absent", shared_root());
     for (size_t c = 0; c < sizeof mask_cases / sizeof mask_cases[0]; c++) {
         gram_grammar *g = compile(mask_cases[c].schema);
         if (!g) continue;
@@ -396,7 +396,7 @@ TEST(gram, mask_exact_stories) {
 TEST(gram, mask_exact_qwen3) {
     tok_vocab *tv = NULL;
     gram_vocab *gv = load_vocab(QWEN3, &tv);
-    if (!gv) SKIP("../shared/" QWEN3 " absent or its tokenizer unsupported");
+    if (!gv) SKIP("%s/" QWEN3 " absent or its tokenizer unsupported", shared_root());
     for (size_t c = 0; c < sizeof mask_cases / sizeof mask_cases[0]; c++) {
         gram_grammar *g = compile(mask_cases[c].schema);
         if (!g) continue;
@@ -435,7 +435,7 @@ TEST(gram, whitespace_flexible) {
 TEST(gram, forced_tokens) {
     tok_vocab *tv = NULL;
     gram_vocab *gv = load_vocab(QWEN3, &tv);
-    if (!gv) SKIP("../shared/" QWEN3 " absent");
+    if (!gv) SKIP("%s/" QWEN3 " absent", shared_root());
     gram_grammar *g = compile("{\"type\":\"object\",\"properties\":{\"location\":{\"type\":\"string\"}},"
                               "\"required\":[\"location\"],\"additionalProperties\":false}");
     if (g && !gram_bind(g, gv)) {

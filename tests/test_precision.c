@@ -54,11 +54,11 @@ static int open_prec(const char *path, int precision, cinfer_model **m, cinfer_s
 static void check_precision(const char *model_rel, const char *ref_rel, int precision,
                             double min_cos) {
     const char *mp = shared_path(model_rel);
-    if (!mp) SKIP("../shared/%s absent", model_rel);
+    if (!mp) SKIP("%s/%s absent", shared_root(), model_rel);
     char model[1024];
     snprintf(model, sizeof model, "%s", mp);
     const char *ref = shared_path(ref_rel);
-    if (!ref) SKIP("../shared/%s absent", ref_rel);
+    if (!ref) SKIP("%s/%s absent", shared_root(), ref_rel);
     cJSON *j = read_json(ref);
     EXPECT_MSG(j, "cannot parse %s", ref);
     if (!j) return;

@@ -42,7 +42,7 @@ static void check_like_llama_quantize(const char *ftype_name, const char *file_s
     snprintf(in, sizeof in, "%s", f32_path);
     snprintf(ref_rel, sizeof ref_rel, SYNTH "%s.gguf", file_stem);
     const char *ref = shared_path(ref_rel);
-    if (!ref) SKIP("../shared/%s absent", ref_rel);
+    if (!ref) SKIP("%s/%s absent", shared_root(), ref_rel);
     snprintf(out, sizeof out, "%s/%s.gguf", test_tmpdir(), file_stem);
 
     quant_options o = quant_options_default();

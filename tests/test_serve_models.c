@@ -40,7 +40,7 @@ static int fx_start(http_srv *f, const char *pa, const char *name_a, const char 
 static int fx_start_both(http_srv *f, int queue_max) {
     const char *pa = shared_path(CHAT_REL), *pb = shared_path(STORIES_REL);
     if (!pa || !pb) {
-        test_skip("../shared/%s absent", pa ? STORIES_REL : CHAT_REL);
+        test_skip("%s/%s absent", shared_root(), pa ? STORIES_REL : CHAT_REL);
         return -1;
     }
     return fx_start(f, pa, "chat", pb, queue_max, NULL, 0);

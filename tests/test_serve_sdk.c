@@ -59,7 +59,7 @@ enum { NEED_MODEL = 1, NEED_CHROMIUM = 2 };
 /* Run node tests/serve/<script> (against cinfer_bin() and the shared model). */
 static void run_script(const char *script, int needs, int limit_s) {
     const char *model = shared_path(MODEL_REL);
-    if (!model && (needs & NEED_MODEL)) SKIP("../shared/%s absent", MODEL_REL);
+    if (!model && (needs & NEED_MODEL)) SKIP("%s/%s absent", shared_root(), MODEL_REL);
     char model_copy[1024];
     snprintf(model_copy, sizeof model_copy, "%s", model ? model : "");
     NEED_NODE();
