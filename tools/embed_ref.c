@@ -17,11 +17,12 @@
  * llama-embedding applies by default (--embd-normalize 2), printed with %.9g
  * (they round-trip to the exact float32).
  *
- * Output (stdout), one JSON object:
+ * Output (stdout), one JSON object, in the layout of tools/ref_embed.c's
+ * (branch archgen: tests/data/arch/NAME-embeddings.json) plus the per-token rows:
  *   {"model": PATH as given, "n_embd": N, "llama_cpp": --describe, "system_info":
  *    llama_print_system_info(), "generator": ..., "settings": {...},
- *    "inputs": [{"text", "ids": [...], "mean": [...], "cls": [...], "last": [...],
- *                "none": [[...], ...] (one row per token)}]}
+ *    "prompts": [{"prompt", "prompt_ids": [...], "embeddings": {"mean": [...],
+ *                 "cls": [...], "last": [...], "none": [[...], ...] (a row per token)}}]}
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,7 +97,7 @@ int main(int argc, char **argv) {
     printf(",\"generator\":\"tools/embed_ref.c (llama.cpp public C API: embeddings = true, "
            "pooling_type per output, llama_get_embeddings_seq / llama_get_embeddings_ith)\","
            "\"settings\":{\"threads\":%d,\"n_ctx\":%d,\"add_special\":true,\"parse_special\":false,"
-           "\"kv_cache_type\":\"f32\",\"flash_attn\":false,\"normalized\":false},\"inputs\":[",
+           "\"kv_cache_type\":\"f32\",\"flash_attn\":false,\"normalized\":false},\"prompts\":[",
            n_threads, n_ctx);
     for (int t = 0; t < n_texts; t++) {
         const int cap = (int)strlen(texts[t]) + 16;
@@ -106,11 +107,11 @@ int main(int argc, char **argv) {
             fprintf(stderr, "embed-ref: text %d: %d tokens (1..%d)\n", t, n, n_ctx);
             return 1;
         }
-        printf("%s{\"text\":", t ? "," : "");
+        printf("%s{\"prompt\":", t ? "," : "");
         print_json_string(texts[t]);
-        printf(",\"ids\":[");
+        printf(",\"prompt_ids\":[");
         for (int i = 0; i < n; i++) printf("%s%d", i ? "," : "", ids[i]);
-        putchar(']');
+        printf("],\"embeddings\":{");
         for (size_t k = 0; k < sizeof poolings / sizeof poolings[0]; k++) {
             struct llama_context_params cp = llama_context_default_params();
             cp.n_ctx = (uint32_t)n_ctx;
@@ -143,7 +144,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "embed-ref: decode failed (pooling %s)\n", poolings[k].name);
                 return 1;
             }
-            printf(",\"%s\":", poolings[k].name);
+            printf("%s\"%s\":", k ? "," : "", poolings[k].name);
             if (poolings[k].type == LLAMA_POOLING_TYPE_NONE) {
                 putchar('[');
                 for (int i = 0; i < n; i++) {
@@ -167,7 +168,7 @@ int main(int argc, char **argv) {
             llama_batch_free(b);
             llama_free(ctx);
         }
-        putchar('}');
+        printf("}}");
         free(ids);
     }
     printf("]}\n");
