@@ -355,16 +355,17 @@ TEST(serve, queue_and_disconnect) {
     pthread_create(&ta, NULL, http_async_run, &a);
     for (int i = 0; i < 5000 && !atomic_load(&a.got); i++) usleep(1000);
     EXPECT(atomic_load(&a.got));
-    /* B waits behind A */
+    /* B waits behind A (A's first bytes come before the worker takes it: wait
+     * for A running and B queued) */
     http_async b = short_chat(&f);
     pthread_create(&tb, NULL, http_async_run, &b);
     int queued = 0, busy = 0;
-    for (int i = 0; i < 5000 && !queued; i++) {
+    for (int i = 0; i < 5000 && !(queued == 1 && busy == 1); i++) {
         cJSON *h = health(&f);
         queued = (int)json_num_at(h, "queued");
         busy = (int)json_num_at(h, "busy");
         cJSON_Delete(h);
-        if (!queued) usleep(1000);
+        if (!(queued == 1 && busy == 1)) usleep(1000);
     }
     EXPECT_EQ_I(queued, 1);
     EXPECT_EQ_I(busy, 1);
@@ -416,14 +417,17 @@ TEST(serve, shutdown) {
     pthread_create(&ta, NULL, http_async_run, &a);
     for (int i = 0; i < 5000 && !atomic_load(&a.got); i++) usleep(1000);
     pthread_create(&tb, NULL, http_async_run, &b);
-    int queued = 0;
-    for (int i = 0; i < 5000 && !queued; i++) {
+    /* A running (its first bytes come before the worker takes it), B queued */
+    int queued = 0, busy = 0;
+    for (int i = 0; i < 5000 && !(queued == 1 && busy == 1); i++) {
         cJSON *h = health(&f);
         queued = (int)json_num_at(h, "queued");
+        busy = (int)json_num_at(h, "busy");
         cJSON_Delete(h);
-        if (!queued) usleep(1000);
+        if (!(queued == 1 && busy == 1)) usleep(1000);
     }
     EXPECT_EQ_I(queued, 1);
+    EXPECT_EQ_I(busy, 1);
     http_srv_stop(&f);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
