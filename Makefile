@@ -303,30 +303,26 @@ bench-grammar: $(BUILD)/bench_gram $(BUILD)/test_runner $(BUILD)/cinfer
 	@CINFER_SHARED=$(SHARED) $(BUILD)/bench_gram all
 
 # ---- embedding references ---------------------------------------------------
-# tests/data/embed/*.json: llama.cpp's embeddings (every pooling, raw) of the
-# stories260K and Qwen3 chat test models, from tools/embed_ref.c built against
-# the peer's libllama (node-llama-cpp's prebuilt CPU libraries, llama.h from
-# its llama.cpp source; ../shared/tools/refgen/README.md sets both up under
-# PEER).  Committed; `make test` only reads them.  make embed-refs PEER=DIR
+# tests/data/embed/qwen3-chat.json: llama.cpp's raw embeddings (mean, cls,
+# last and every token's row) of the Qwen3 chat test model, from
+# tools/ref_embed.c built against the peer's libllama (node-llama-cpp's
+# prebuilt CPU libraries, llama.h from its llama.cpp source;
+# ../shared/tools/refgen/README.md sets both up under PEER); stories260K's are
+# tests/data/arch/stories260K-embeddings.json (make arch-refs).  Committed;
+# `make test` only reads them.  make embed-refs PEER=DIR
 PEER      ?= peer
 PEER_BINS ?= $(PEER)/nlc/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
 PEER_SRC  ?= $(PEER)/llama-src
-PEER_DESC  = node-llama-cpp $(shell sed -n 's/^  "version": "\(.*\)",/\1/p' $(PEER)/nlc/node_modules/node-llama-cpp/package.json) \
-             prebuilt CPU libraries (llama.cpp $(shell sed -n 's/.*"release":"\([^"]*\)".*/\1/p' $(PEER_BINS)/_nlcBuildMetadata.json))
 EMBED_TEXTS := -p "Once upon a time, there was a little dog who liked to run." -p "The sun was hot." \
                -p "Lily and Max went to the park. They saw a big red ball and played all day."
 .PHONY: embed-refs
-$(BUILD)/tools/embed-ref: tools/embed_ref.c
-	@mkdir -p $(dir $@)
-	$(Q)$(CC) -O2 -Wall -Wextra -Werror -o $@ $< -I$(PEER_SRC)/include -I$(PEER_SRC)/ggml/include \
-	  $(wildcard $(PEER_BINS)/libllama.*so) $(wildcard $(PEER_BINS)/libggml.*so) $(PEER_BINS)/libggml-base.so \
-	  -Wl,-rpath,$(abspath $(PEER_BINS)) -lm
-embed-refs: $(BUILD)/tools/embed-ref
-	@mkdir -p tests/data/embed
-	cd $(SHARED) && $(abspath $(BUILD))/tools/embed-ref -m models/stories260K/stories260K.gguf $(EMBED_TEXTS) \
-	  --backend-dir $(abspath $(PEER_BINS)) --describe "$(PEER_DESC)" > $(abspath tests/data/embed)/stories260K.json
-	cd $(SHARED) && $(abspath $(BUILD))/tools/embed-ref -m models/chat/qwen3-chat.gguf $(EMBED_TEXTS) \
-	  --backend-dir $(abspath $(PEER_BINS)) --describe "$(PEER_DESC)" > $(abspath tests/data/embed)/qwen3-chat.json
+embed-refs:
+	@mkdir -p $(BUILD)/tools tests/data/embed
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -o $(BUILD)/tools/ref_embed tools/ref_embed.c \
+	  -I$(PEER_SRC)/include -I$(PEER_SRC)/ggml/include $(firstword $(filter-out %common.so,$(wildcard $(PEER_BINS)/libllama*.so))) \
+	  $(wildcard $(PEER_BINS)/libggml.*so) $(PEER_BINS)/libggml-base.so -Wl,-rpath,$(abspath $(PEER_BINS))
+	cd $(SHARED) && $(abspath $(BUILD))/tools/ref_embed -m models/chat/qwen3-chat.gguf $(EMBED_TEXTS) \
+	  --pooling mean,cls,last,none --backend-dir $(abspath $(PEER_BINS)) > $(abspath tests/data/embed)/qwen3-chat.json
 
 # ---- unicode -----------------------------------------------------------------
 # runtime/text/unicode_data.c is generated from the Unicode Character Database
@@ -454,7 +450,7 @@ help:
 	@echo "make bench-grammar  JSON Schema suites, mask timing, constrained generation (structured output)"
 	@echo "make fuzz-tokjson  libFuzzer on tokenizer.json loading (FUZZ_SECONDS)"
 	@echo "make fuzz-srv   libFuzzer on cinfer serve request bodies (FUZZ_SECONDS)"
-	@echo "make embed-refs tests/data/embed/*.json from llama.cpp (PEER=DIR: node-llama-cpp + llama.cpp source)"
+	@echo "make embed-refs tests/data/embed/qwen3-chat.json from llama.cpp (PEER=DIR: node-llama-cpp + llama.cpp source)"
 	@echo "make unicode    regenerate runtime/text/unicode_data.c from /usr/share/unicode (unicode-data)"
 	@echo "make install    PREFIX=/usr/local: cinfer, libcinfer.a, cinfer.h, cinfer.pc"
 	@echo "make clean      remove build/"
