@@ -486,7 +486,7 @@ TEST(cli, serve_open_host_warns) {
 /* On a terminal (tmux) a long prompt evaluation shows its progress line. */
 TEST(cli, progress_on_a_terminal) {
     NEED_SHARED(q, QWEN);
-    if (run_cmd("command -v tmux", false, NULL) != 0) SKIP("tmux not installed");
+    NEED_TOOL("tmux", "tmux");
     const char *t = test_tmpdir();
     char cmd[4096], *out = NULL;
     /* 16k tokens take seconds on any machine; the line shows after CLI_PROGRESS_DELAY_MS */
