@@ -1,6 +1,6 @@
 # cinfer — plain Makefile, out-of-tree build in build/.
 #   make            build/cinfer and build/libcinfer.a
-#   make test       unit + end-to-end tests (sanitized runner), ends "N passed, N failed"
+#   make test       unit + end-to-end tests (sanitized runner), ends "N passed, N failed, N skipped"
 #   make help       all targets
 # Quiet unless V=1.
 
@@ -10,7 +10,12 @@ PREFIX   ?= /usr/local
 V        ?= 0
 Q        := $(if $(filter 1,$(V)),,@)
 
-# Debian packages the project builds against (DESIGN.md §5).
+# Debian packages the project builds against (DESIGN.md §5), and the tools
+# `make test` uses (tmux: chat in a terminal; python3-jsonschema: the grammar
+# tests' independent validator; chromium: the web UI test).  Node.js >= 20
+# and npm (the serve tests) are not among them: Debian 12's nodejs is 18; the
+# CI machines ship Node 20 (NodeSource's nodejs, npm included), and `make
+# node-check` says whether this machine has it.
 DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-openssl-dev \
             libmicrohttpd-dev libxxhash-dev libssl-dev libedit-dev pkg-config tmux python3-jsonschema \
             chromium libsodium-dev dpkg-dev \
@@ -18,6 +23,7 @@ DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-opens
 # arm64 static archives for aarch64 bundles (dpkg --add-architecture arm64 first: make deps does it)
 DEB_PKGS_ARM64 := libc6:arm64 libsodium-dev:arm64 libxxhash-dev:arm64 libedit-dev:arm64 libbsd-dev:arm64 \
                   libncurses-dev:arm64 libmd-dev:arm64
+NODE_MIN := 20
 
 WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CSTD     := -std=c11 -D_GNU_SOURCE
@@ -53,8 +59,8 @@ CLI_OBJ  := $(BUILD)/cli/main.o
 SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_SRC:%.c=$(BUILD)/san/%.o)
 
 .PHONY: bundle-deps deb-pkgs-arm64 aarch64 test-aarch64 bench-bundle
-.PHONY: all test check check-layout demo deps deb-pkgs golden fuzz bench clean help install unicode bench-tok bench-matmul \
-        fuzz-tokjson bench-grammar arch-models arch-models-quant arch-refs
+.PHONY: all test check check-layout demo deps deb-pkgs node-check golden fuzz bench clean help install unicode bench-tok \
+        bench-matmul fuzz-tokjson bench-grammar arch-models arch-models-quant arch-refs
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
@@ -78,12 +84,24 @@ deps:
 	@if [ "$$(id -u)" = 0 ]; then dpkg --add-architecture arm64 && apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEB_PKGS) $(DEB_PKGS_ARM64); \
 	else echo "run as root, or: sudo dpkg --add-architecture arm64 && sudo apt-get update && sudo apt-get install -y $(DEB_PKGS) $(DEB_PKGS_ARM64)"; fi
+	@$(MAKE) -s node-check || true
 
 # Static archives bundles need that Debian ships only as shared libraries
 # (cJSON; libmicrohttpd without GnuTLS), from Debian's source packages, for
 # x86_64 and aarch64 (tools/bundle_deps.sh; network: an install step).
 bundle-deps:
 	@BUILD=$(BUILD) CC="$(CC)" sh tools/bundle_deps.sh
+
+# Node.js >= $(NODE_MIN) and npm for the serve tests (tests/serve; `make serve-deps`).
+node-check:
+	@v=$$(node --version 2>/dev/null); m=$${v#v}; m=$${m%%.*}; \
+	if [ -z "$$v" ]; then echo "cinfer: node not found: the serve tests need Node.js >= $(NODE_MIN) and npm" \
+	  "(Debian 12's nodejs is 18: install Node $(NODE_MIN), e.g. NodeSource's nodejs $(NODE_MIN).x, which includes npm)"; exit 1; \
+	elif [ "$$m" -lt $(NODE_MIN) ] 2>/dev/null || ! [ "$$m" -eq "$$m" ] 2>/dev/null; then \
+	  echo "cinfer: node $$v is too old: the serve tests need Node.js >= $(NODE_MIN)" \
+	  "(Debian 12's nodejs is 18: install Node $(NODE_MIN), e.g. NodeSource's nodejs $(NODE_MIN).x, which includes npm)"; exit 1; \
+	elif ! command -v npm >/dev/null; then echo "cinfer: node $$v but no npm: make serve-deps needs npm"; exit 1; \
+	else echo "node $$v, npm $$(npm --version)"; fi
 
 # ---- objects ----------------------------------------------------------------
 $(BUILD)/%.o: %.c | $(BUILD)/.deps-ok
@@ -188,7 +206,7 @@ test-aarch64: $(A64)/test_kern $(BUILD)/test_runner $(BUILD)/cinfer
 
 # ---- targets ---------------------------------------------------------------
 test: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/libcinfer.a $(BUILD)/examples/embed $(BUILD)/tools/archgen
-	@CINFER_BIN=$(BUILD)/cinfer CINFER_BUILD=$(BUILD) ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	@CINFER_BIN=$(BUILD)/cinfer CINFER_BUILD=$(BUILD) CINFER_SHARED=$(SHARED) ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(BUILD)/test_runner $(T)
 
 check: test
@@ -283,6 +301,28 @@ $(BUILD)/bench_gram: tests/test_gram_bench.c tests/test_gram_gen.c $(BUILD)/libc
 bench-grammar: $(BUILD)/bench_gram $(BUILD)/test_runner $(BUILD)/cinfer
 	@CINFER_GRAM_REPORT=1 CINFER_BIN=$(BUILD)/cinfer $(BUILD)/test_runner gram_suite
 	@CINFER_SHARED=$(SHARED) $(BUILD)/bench_gram all
+
+# ---- embedding references ---------------------------------------------------
+# tests/data/embed/qwen3-chat.json: llama.cpp's raw embeddings (mean, cls,
+# last and every token's row) of the Qwen3 chat test model, from
+# tools/ref_embed.c built against the peer's libllama (node-llama-cpp's
+# prebuilt CPU libraries, llama.h from its llama.cpp source;
+# ../shared/tools/refgen/README.md sets both up under PEER); stories260K's are
+# tests/data/arch/stories260K-embeddings.json (make arch-refs).  Committed;
+# `make test` only reads them.  make embed-refs PEER=DIR
+PEER      ?= peer
+PEER_BINS ?= $(PEER)/nlc/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
+PEER_SRC  ?= $(PEER)/llama-src
+EMBED_TEXTS := -p "Once upon a time, there was a little dog who liked to run." -p "The sun was hot." \
+               -p "Lily and Max went to the park. They saw a big red ball and played all day."
+.PHONY: embed-refs
+embed-refs:
+	@mkdir -p $(BUILD)/tools tests/data/embed
+	$(Q)$(CC) -std=c11 -O2 -Wall -Wextra -Werror -o $(BUILD)/tools/ref_embed tools/ref_embed.c \
+	  -I$(PEER_SRC)/include -I$(PEER_SRC)/ggml/include $(firstword $(filter-out %common.so,$(wildcard $(PEER_BINS)/libllama*.so))) \
+	  $(wildcard $(PEER_BINS)/libggml.*so) $(PEER_BINS)/libggml-base.so -Wl,-rpath,$(abspath $(PEER_BINS))
+	cd $(SHARED) && $(abspath $(BUILD))/tools/ref_embed -m models/chat/qwen3-chat.gguf $(EMBED_TEXTS) \
+	  --pooling mean,cls,last,none --backend-dir $(abspath $(PEER_BINS)) > $(abspath tests/data/embed)/qwen3-chat.json
 
 # ---- unicode -----------------------------------------------------------------
 # runtime/text/unicode_data.c is generated from the Unicode Character Database
@@ -389,7 +429,9 @@ clean:
 help:
 	@echo "make            build build/cinfer and build/libcinfer.a"
 	@echo "make deps       install the Debian packages (root), or print the apt-get line"
-	@echo "make test       run all tests (T=name-prefix selects tests); ends 'N passed, N failed'"
+	@echo "make test       run all tests (T=name-prefix selects tests); ends 'N passed, N failed, N skipped'"
+	@echo "                CI=true make test: a test that lacks ../shared (SHARED=...), a tool or an npm package fails"
+	@echo "make node-check is Node.js >= $(NODE_MIN) and npm here (the serve tests)"
 	@echo "make demo       run the default model (\$$CINFER_MODEL overrides when shared/ is absent)"
 	@echo "make check-layout  includes and calls go down the layers (docs/architecture.md)"
 	@echo "make golden     regenerate generated/ golden sources"
@@ -408,6 +450,7 @@ help:
 	@echo "make bench-grammar  JSON Schema suites, mask timing, constrained generation (structured output)"
 	@echo "make fuzz-tokjson  libFuzzer on tokenizer.json loading (FUZZ_SECONDS)"
 	@echo "make fuzz-srv   libFuzzer on cinfer serve request bodies (FUZZ_SECONDS)"
+	@echo "make embed-refs tests/data/embed/qwen3-chat.json from llama.cpp (PEER=DIR: node-llama-cpp + llama.cpp source)"
 	@echo "make unicode    regenerate runtime/text/unicode_data.c from /usr/share/unicode (unicode-data)"
 	@echo "make install    PREFIX=/usr/local: cinfer, libcinfer.a, cinfer.h, cinfer.pc"
 	@echo "make clean      remove build/"

@@ -44,7 +44,7 @@ static cinfer_model *open_model(const char *rel) {
 
 TEST(api, greedy_generation_and_stop_reasons) {
     cinfer_model *m = open_model(STORIES);
-    if (!m) SKIP("../shared absent");
+    if (!m) SKIP("%s absent", shared_root());
     cinfer_session *s;
     char err[512];
     EXPECT(cinfer_session_new(m, NULL, &s, err, sizeof err) == 0);
@@ -70,7 +70,7 @@ TEST(api, greedy_generation_and_stop_reasons) {
 
 TEST(api, stop_string_across_tokens) {
     cinfer_model *m = open_model(STORIES);
-    if (!m) SKIP("../shared absent");
+    if (!m) SKIP("%s absent", shared_root());
     cinfer_session *s;
     char err[512];
     EXPECT(cinfer_session_new(m, NULL, &s, err, sizeof err) == 0);
@@ -88,7 +88,7 @@ TEST(api, stop_string_across_tokens) {
 
 TEST(api, prefix_reuse_equals_cold_evaluation) {
     cinfer_model *m = open_model(TINY);
-    if (!m) SKIP("../shared absent");
+    if (!m) SKIP("%s absent", shared_root());
     char err[512];
     cinfer_session *warm, *cold;
     EXPECT(cinfer_session_new(m, NULL, &warm, err, sizeof err) == 0);
@@ -128,7 +128,7 @@ TEST(api, prefix_reuse_equals_cold_evaluation) {
 
 TEST(api, session_save_and_load) {
     cinfer_model *m = open_model(STORIES);
-    if (!m) SKIP("../shared absent");
+    if (!m) SKIP("%s absent", shared_root());
     char err[512], path[512];
     snprintf(path, sizeof path, "%s/sess.bin", test_tmpdir());
     cinfer_session *a, *b;
@@ -167,7 +167,7 @@ TEST(api, session_save_and_load) {
 
 TEST(api, context_full_is_clean) {
     cinfer_model *m = open_model(STORIES);
-    if (!m) SKIP("../shared absent");
+    if (!m) SKIP("%s absent", shared_root());
     char err[512];
     cinfer_session *s;
     cinfer_session_options so = {.n_ctx = 16};
@@ -233,7 +233,7 @@ static void *run_job(void *arg) {
 TEST(api, two_models_two_threads) {
     const char *p1 = shared_path(STORIES);
     const char *p2 = shared_path(TINY);
-    if (!p1 || !p2) SKIP("../shared absent");
+    if (!p1 || !p2) SKIP("%s absent", shared_root());
     char a[1024], b[1024];
     snprintf(a, sizeof a, "%s", p1);
     snprintf(b, sizeof b, "%s", p2);

@@ -1,10 +1,11 @@
 /*
  * test_chat_cli.c — `cinfer chat` end to end with the Qwen3 chat model (real
  * tokenizer and template, random weights): a three-turn conversation through
- * a pipe, the prompt it builds against the transformers rendering, and the
- * same conversation typed into a terminal (tmux) when tmux is installed:
- * banner, line editing, /help, Ctrl-C, /save, Ctrl-D and the history kept
- * across sessions (tests/chat_tmux.sh).
+ * a pipe (each prompt the last one + the printed reply + the next turn), the
+ * prompt it builds against the transformers rendering, and the same
+ * conversation typed into a terminal (tmux) when tmux is installed: banner,
+ * line editing, /help, Ctrl-C, /save, Ctrl-D and the history kept across
+ * sessions (tests/chat_tmux.sh).
  */
 #include <cJSON.h>
 #include <stdlib.h>
@@ -47,30 +48,59 @@ TEST(chat, prompt_equals_reference_rendering) {
     free(want);
 }
 
+/* Three user turns through a pipe: three prompts, the first the reference
+ * rendering, each later one the previous prompt + the reply chat printed +
+ * the next user turn (so the history carries every reply), and stdout the
+ * three replies, one after the other. */
 TEST(chat, three_turns_through_a_pipe) {
     NEED_SHARED(path, QWEN);
     char *want = reference_rendering("system_user");
     if (!want) SKIP("reference rendering absent");
+    static const char *const users[] = {"What is the capital of France?", "And of Italy?", "Thanks!"};
     char cmd[2048], *out = NULL, *errout = NULL;
     snprintf(cmd, sizeof cmd,
-             "printf 'What is the capital of France?\\nAnd of Italy?\\nThanks!\\n' | %s chat %s "
-             "--system 'You are a helpful assistant.' -n 6 --temp 0 --show-prompt 2>%s/chat.err",
-             cinfer_bin(), path, test_tmpdir());
+             "printf '%s\\n%s\\n%s\\n' | %s chat %s --system 'You are a helpful assistant.' -n 6 --temp 0 "
+             "--show-prompt 2>%s/chat.err", users[0], users[1], users[2], cinfer_bin(), path, test_tmpdir());
     EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
     char errpath[600];
     snprintf(errpath, sizeof errpath, "%s/chat.err", test_tmpdir());
     errout = read_file(errpath, NULL);
-    /* three replies, one block each */
-    int lines = 0;
-    for (const char *q = out; q && *q; q++) lines += *q == '\n';
-    EXPECT_MSG(lines >= 3, "stdout: %s", out ? out : "");
-    /* the first prompt is the reference rendering; later ones extend it */
-    char *first = errout ? strstr(errout, "--- prompt ---\n") : NULL;
-    EXPECT_MSG(first && !strncmp(first + 15, want, strlen(want)), "stderr: %s", errout ? errout : "");
+    /* the prompts, as --show-prompt prints them: "--- prompt ---\nTEXT\n--- end ---" */
+    char *prompt[3] = {0};
     int n_prompts = 0;
-    for (const char *q = errout; q && (q = strstr(q, "--- prompt ---")); q++) n_prompts++;
-    EXPECT_EQ_I(n_prompts, 3);
-    EXPECT(errout && strstr(errout, "And of Italy?<|im_end|>\n<|im_start|>assistant\n"));
+    for (const char *q = errout; q && (q = strstr(q, "--- prompt ---\n")); n_prompts++) {
+        q += 15;
+        const char *e = strstr(q, "\n--- end ---");
+        if (!e) break;
+        if (n_prompts < 3) prompt[n_prompts] = strndup(q, (size_t)(e - q));
+        q = e;
+    }
+    EXPECT_MSG(n_prompts == 3, "%d prompts in stderr: %s", n_prompts, errout ? errout : "");
+    EXPECT_MSG(prompt[0] && !strcmp(prompt[0], want), "first prompt:\n%s\nreference:\n%s", prompt[0] ? prompt[0] : "",
+               want);
+    /* prompt k+1 = prompt k + reply k + end of turn + user turn k+1 + assistant header */
+    const char *printed = out ? out : "";
+    for (int k = 0; k < 2 && prompt[k] && prompt[k + 1]; k++) {
+        size_t pl = strlen(prompt[k]);
+        EXPECT_MSG(!strncmp(prompt[k + 1], prompt[k], pl), "prompt %d does not extend prompt %d", k + 2, k + 1);
+        if (strncmp(prompt[k + 1], prompt[k], pl)) break;
+        char tail[256];
+        snprintf(tail, sizeof tail, "<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", users[k + 1]);
+        const char *reply = prompt[k + 1] + pl;
+        size_t rl = strlen(reply), tl = strlen(tail);
+        EXPECT_MSG(rl > tl && !strcmp(reply + rl - tl, tail), "prompt %d does not end with user turn %d: %s", k + 2,
+                   k + 2, prompt[k + 1]);
+        if (!(rl > tl)) break;
+        rl -= tl; /* the reply as the history holds it: what chat printed for turn k+1, then a newline */
+        EXPECT_MSG(!strncmp(printed, reply, rl) && printed[rl] == '\n', "reply %d in the history \"%.*s\" is not "
+                   "what chat printed next: \"%s\"", k + 1, (int)rl, reply, printed);
+        if (strncmp(printed, reply, rl) || printed[rl] != '\n') break;
+        printed += rl + 1;
+    }
+    /* what is left is the third reply */
+    size_t left = strlen(printed);
+    EXPECT_MSG(left >= 2 && printed[left - 1] == '\n', "third reply missing from stdout: \"%s\"", printed);
+    for (int k = 0; k < 3; k++) free(prompt[k]);
     free(out);
     free(errout);
     free(want);
@@ -87,7 +117,7 @@ TEST(chat, model_without_template_is_a_clear_error) {
 
 TEST(chat, interactive_in_tmux) {
     NEED_SHARED(path, QWEN);
-    if (run_cmd("command -v tmux", false, NULL) != 0) SKIP("tmux not installed");
+    NEED_TOOL("tmux", "tmux");
     char cmd[4096], *out = NULL;
     snprintf(cmd, sizeof cmd, "sh tests/chat_tmux.sh %s %s %s", cinfer_bin(), path, test_tmpdir());
     int st = run_cmd(cmd, true, &out);

@@ -40,7 +40,7 @@ static char *generate(const char *model_path) {
 TEST(compile, golden_sources_match) {
     for (size_t i = 0; i < sizeof goldens / sizeof *goldens; i++) {
         const char *m = shared_path(goldens[i].model);
-        if (!m) SKIP("../shared/%s absent", goldens[i].model);
+        if (!m) SKIP("%s/%s absent", shared_root(), goldens[i].model);
         char *src = generate(m);
         char *want = read_file(goldens[i].golden, NULL);
         EXPECT_MSG(want, "%s missing (run make golden)", goldens[i].golden);

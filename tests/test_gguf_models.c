@@ -427,7 +427,7 @@ TEST(gguf_models, sources_md_facts) {
     };
     for (size_t i = 0; i < sizeof facts / sizeof facts[0]; i++) {
         const char *path = shared_path(facts[i].rel);
-        if (!path) SKIP("../shared/%s absent", facts[i].rel);
+        if (!path) SKIP("%s/%s absent", shared_root(), facts[i].rel);
         gguf_file *g = NULL;
         char err[512] = "";
         EXPECT_MSG(gguf_open(path, &g, err, sizeof err) == 0, "%s", err);

@@ -378,7 +378,7 @@ static const struct {
 TEST(gram, mask_exact_stories) {
     tok_vocab *tv = NULL;
     gram_vocab *gv = load_vocab(STORIES, &tv);
-    if (!gv) SKIP("../shared/" STORIES " absent");
+    if (!gv) SKIP("%s/" STORIES " absent", shared_root());
     for (size_t c = 0; c < sizeof mask_cases / sizeof mask_cases[0]; c++) {
         gram_grammar *g = compile(mask_cases[c].schema);
         if (!g) continue;
@@ -396,7 +396,7 @@ TEST(gram, mask_exact_stories) {
 TEST(gram, mask_exact_qwen3) {
     tok_vocab *tv = NULL;
     gram_vocab *gv = load_vocab(QWEN3, &tv);
-    if (!gv) SKIP("../shared/" QWEN3 " absent or its tokenizer unsupported");
+    if (!gv) SKIP("%s/" QWEN3 " absent or its tokenizer unsupported", shared_root());
     for (size_t c = 0; c < sizeof mask_cases / sizeof mask_cases[0]; c++) {
         gram_grammar *g = compile(mask_cases[c].schema);
         if (!g) continue;
@@ -435,15 +435,20 @@ TEST(gram, whitespace_flexible) {
 TEST(gram, forced_tokens) {
     tok_vocab *tv = NULL;
     gram_vocab *gv = load_vocab(QWEN3, &tv);
-    if (!gv) SKIP("../shared/" QWEN3 " absent");
+    if (!gv) SKIP("%s/" QWEN3 " absent", shared_root());
     gram_grammar *g = compile("{\"type\":\"object\",\"properties\":{\"location\":{\"type\":\"string\"}},"
                               "\"required\":[\"location\"],\"additionalProperties\":false}");
     if (g && !gram_bind(g, gv)) {
         gram_matcher *m;
         EXPECT(gram_matcher_new(g, &m) == 0);
+        /* every continuation starts with the object's one required key */
+        const char *want = "{\"location\":\"";
+        char forced[64];
+        int nf = gram_matcher_forced(m, forced, (int)sizeof forced - 1);
+        forced[nf > 0 ? nf : 0] = 0;
+        EXPECT_STR_EQ(forced, want);
         int32_t ids[16];
         int n = gram_forced_tokens(m, ids, 16);
-        /* '{"location":"' is forced; the last token may still merge with what follows */
         char got[64] = "";
         for (int i = 0; i < n; i++) {
             int l;
@@ -451,7 +456,22 @@ TEST(gram, forced_tokens) {
             strncat(got, b, (size_t)l);
             EXPECT(gram_accept_token(m, ids[i]) == 0);
         }
-        EXPECT_MSG(n >= 1 && !strncmp("{\"location\":\"", got, strlen(got)), "forced \"%s\"", got);
+        /* The tokens spell the forced bytes up to one last token, which is
+         * held back because it may merge with what follows: so the rest is
+         * exactly one vocabulary token, and the matcher still forces it. */
+        const size_t gl = strlen(got);
+        EXPECT_MSG(n >= 2 && gl > 1 && gl < strlen(want) && !strncmp(want, got, gl), "forced tokens spell \"%s\"", got);
+        const char *rest = want + (gl < strlen(want) ? gl : strlen(want));
+        int rest_tokens = 0;
+        for (int32_t id = 0; id < gram_vocab_n_vocab(gv); id++) {
+            int l;
+            const char *b = gram_vocab_bytes(gv, id, &l);
+            rest_tokens += b && l == (int)strlen(rest) && !memcmp(b, rest, (size_t)l);
+        }
+        EXPECT_MSG(rest_tokens >= 1, "the unforced rest \"%s\" is not one token: more than one token held back", rest);
+        nf = gram_matcher_forced(m, forced, (int)sizeof forced - 1);
+        forced[nf > 0 ? nf : 0] = 0;
+        EXPECT_STR_EQ(forced, rest);
         gram_matcher_free(m);
     }
     gram_free(g);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "kernels/kern.h"
+#include "kernels/kern_r8.h"
 #include "base/pool.h"
 #include "test.h"
 
@@ -23,12 +24,15 @@ static float rnd_f(float lo, float hi) {
 }
 
 TEST(kern_att, simd_vs_scalar) {
-    if (!kern_isa_available(KERN_ISA_AVX2)) SKIP("no AVX2 on this CPU");
+    if (!kern_isa_available(KERN_ISA_AVX2)) SKIP_HARDWARE("no AVX2 on this CPU");
     static const struct { int nh, nkv, hd, window; float softcap; } cfg[] = {
         {4, 4, 64, 0, 0}, {4, 2, 64, 0, 0}, {8, 2, 64, 0, 0}, {16, 2, 64, 0, 0}, {8, 2, 128, 0, 0},
         {8, 2, 72, 0, 0}, {8, 1, 64, 5, 0}, {8, 2, 64, 0, 30.0f}, {8, 2, 32, 0, 0}};
     enum { CTX = 40, POS = 20 };
     pool *P;
+    if (!kern_r8_impl_available(KERN_R8_VNNI))
+        test_not_run("AVX-512 4-head attention (kern_att_avx512.c): this CPU lacks AVX-512 VNNI; "
+                     "the AVX2 one-head path is checked");
     EXPECT_EQ_I(pool_new(2, &P), 0);
     EXPECT_EQ_I(pool_reserve(P, kern_scratch_bytes(CTX)), 0);
     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {

@@ -27,7 +27,7 @@ static int set_dotprod(int on) { return kern_neon_force_dotprod(on); }
 
 TEST(kern_neon, integer_dots_bit_identical) {
     if (!kern_isa_available(KERN_ISA_NEON) || strcmp(kern_isa_name(KERN_ISA_NEON), "neon"))
-        SKIP("not an aarch64 build");
+        SKIP_HARDWARE("not an aarch64 build (NEON kernels)");
     static const int types[] = {CF_Q4_0, CF_Q8_0, KERN_T_Q4_K, KERN_T_Q6_K};
     enum { N = 512, NT = 4 };
     float *w = malloc(N * sizeof *w), *x = malloc(NT * N * sizeof *x);
@@ -57,7 +57,7 @@ TEST(kern_neon, integer_dots_bit_identical) {
 }
 
 TEST(kern_neon, r8_gemm_bit_identical) {
-    if (strcmp(kern_isa_name(KERN_ISA_SIMD), "neon")) SKIP("not an aarch64 build");
+    if (strcmp(kern_isa_name(KERN_ISA_SIMD), "neon")) SKIP_HARDWARE("not an aarch64 build (NEON kernels)");
     enum { ROWS = 16, N = 256, NT = 8 };
     float *w = malloc(ROWS * N * sizeof *w), *x = malloc(NT * N * sizeof *x);
     uint8_t *src = malloc(ROWS * N * 2), *r8 = malloc(ROWS * N * 2), *a8 = malloc(NT * N * 2);
@@ -91,7 +91,7 @@ TEST(kern_neon, r8_gemm_bit_identical) {
 }
 
 TEST(kern_neon, f32_rows_and_dequant) {
-    if (strcmp(kern_isa_name(KERN_ISA_SIMD), "neon")) SKIP("not an aarch64 build");
+    if (strcmp(kern_isa_name(KERN_ISA_SIMD), "neon")) SKIP_HARDWARE("not an aarch64 build (NEON kernels)");
     static const int types[] = {CF_F32, CF_F16, CF_Q4_0, CF_Q8_0};
     enum { N = 544 }; /* 17 blocks: SIMD bodies and tails */
     float w[N], x[N], a[N], b[N];

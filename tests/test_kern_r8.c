@@ -67,6 +67,14 @@ static uint8_t *repack(int dst, int src_type, const void *src, int n_rows, int n
     return out;
 }
 
+/* Say in the run's output which impl this CPU cannot run (e.g. no AVX-512 VNNI). */
+static void note_impl_not_run(int impl) {
+    if (impl == KERN_R8_VNNI)
+        test_not_run("AVX-512 VNNI R8 kernels (kern_r8_vnni.c): this CPU lacks AVX-512 F/BW/VL/VNNI");
+    else
+        test_not_run("%s R8 kernels: this CPU lacks them", kern_r8_impl_name(impl));
+}
+
 TEST(kern_r8, type_table) {
     EXPECT(kern_type_supported(CF_Q4_0_R8) && kern_type_supported(CF_Q8_0_R8));
     EXPECT(kern_type_is_r8(CF_Q4_0_R8) && kern_type_is_r8(CF_Q8_0_R8) && !kern_type_is_r8(CF_Q4_0));
@@ -112,7 +120,10 @@ TEST(kern_r8, repack_round_trip) {
         EXPECT_MSG(!memcmp(ref, got, sizeof(float) * R * C), "%s: dequant differs", ti ? "q8_0" : "q4_0");
         /* the SIMD tile dequantizer of the f32-activation path: same bits */
         for (int impl = 0; impl < KERN_R8_IMPL_COUNT; impl++) {
-            if (!kern_r8_impl_available(impl)) continue;
+            if (!kern_r8_impl_available(impl)) {
+                note_impl_not_run(impl);
+                continue;
+            }
             EXPECT_EQ_I(kern_r8_force_impl(impl), 0);
             memset(got, 0, sizeof(float) * R * C);
             kern_r8_deq_rows(impl ? KERN_ISA_AVX2 : KERN_ISA_SCALAR, r8, p, C, 8, 16, 32, 64, got + 8 * C + 32, C);
@@ -240,7 +251,10 @@ TEST(kern_r8, matmul) {
                 const int nt = toks[k];
                 reference(aq, wf, x, n_out, n_in, nt, ref, tol);
                 for (int impl = 0; impl < KERN_R8_IMPL_COUNT; impl++) {
-                    if (!kern_r8_impl_available(impl)) continue;
+                    if (!kern_r8_impl_available(impl)) {
+                        note_impl_not_run(impl);
+                        continue;
+                    }
                     char what[96];
                     snprintf(what, sizeof what, "%s %s act_quant %d n_tok %d", kern_type_is_r8(r8) && ti ? "q8_0_r8" : "q4_0_r8",
                              kern_r8_impl_name(impl), aq, nt);

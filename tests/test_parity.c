@@ -1,13 +1,16 @@
 /*
  * test_parity.c — end-to-end logit parity against llama.cpp.
  *
- * For each model: compile it (JIT and AOT), evaluate the reference prompts
- * with f32 activations, compare the last-position logits with
- * ../shared/reference/dequant-f32/<stem>.json (llama.cpp on the exact F32
- * dequantization; for F32 models the plain reference) — cosine and max abs
- * error — and run 32 greedy steps, which must equal llama.cpp's greedy_ids up
- * to the first step whose reference top-1/top-2 gap is under 1e-3 (a near-tie
- * that float rounding may legitimately flip).
+ * For each model: compile it (JIT, and AOT for the first few), evaluate the
+ * reference prompts, compare the last-position logits and 32 teacher-forced
+ * greedy steps with llama.cpp's reference (../shared/reference), and hold
+ * them to the model's bounds: max abs, greedy tokens agreeing (the others
+ * near-ties, printed), and on the q8 path at least one prompt at float
+ * rounding.  f32 activations are compared with dequant-f32/<stem>.json
+ * (llama.cpp on the exact F32 dequantization; for F32 models the plain
+ * reference), quantized activations with the plain <stem>.json.  The bounds
+ * and why each is what it is: docs/architecture.md "Numerics", which
+ * parity/docs_state_the_bounds keeps equal to the tables below.
  */
 #include <cJSON.h>
 #include <math.h>
@@ -53,124 +56,175 @@ static int load(const char *path, cc_mode mode, int n_threads, loaded *l) {
     return load_act(path, mode, n_threads, 0, l);
 }
 
-/* Evaluate every reference prompt; check logits and greedy continuation, JIT
- * and then, when last_mode is CC_AOT, AOT.  act_quant: cf_env.act_quant (1:
- * activations quantized like llama.cpp; compare with the plain reference and
- * also require its argmax of logits_last unless its top-2 gap is a near-tie). */
-static void check_model_modes(const char *model_rel, const char *ref_rel, double min_cos,
-                              cc_mode last_mode, int act_quant) {
+/* ---- the check -------------------------------------------------------------
+ *
+ * For every reference prompt: evaluate the prompt ids, compare all n_vocab
+ * logits at the last position with logits_last (cosine, max abs); then 32
+ * teacher-forced greedy steps: at step s take cinfer's argmax, compare it
+ * with llama.cpp's greedy id and cinfer's logits of the reference's top 5
+ * with top5_logits, and feed llama.cpp's id (so both stay on one sequence and
+ * every step is checked, not only those before a first difference).
+ *
+ * Asserted per model (docs/architecture.md "Numerics" states the same
+ * numbers; parity/docs_state_the_bounds checks they agree):
+ *  - max abs <= bound, over the last-position logits and every step's top 5;
+ *  - at least min_agree of the 32 steps of every prompt pick llama.cpp's
+ *    token, and each step that does not is a true near-tie: cinfer's pick is
+ *    in the reference's top 5 less than 2 x bound below its top 1 (with every
+ *    logit within bound, only such a pair can swap).  Ties are printed. */
+
+typedef struct {
+    const char *label; /* the row of docs/architecture.md's bounds table */
+    double max_abs;    /* bound on |cinfer - llama.cpp| of a logit */
+    int min_agree;     /* of the 32 greedy steps of each prompt */
+    double exact_abs;  /* > 0 (quantized activations): at least one prompt within this */
+} parity_bound;
+
+/* Sum over a cJSON array of numbers walked once (cJSON_GetArrayItem is O(i):
+ * quadratic over a 151936-entry vocabulary). */
+static void compare_logits(const cJSON *ref, const float *lg, int n_vocab, double *cosv, double *maxabs,
+                           double *max_ref) {
+    double dot = 0, na = 0, nb = 0, worst = 0, big = 0;
+    int i = 0;
+    for (const cJSON *e = ref ? ref->child : NULL; e && i < n_vocab; e = e->next, i++) {
+        double r = e->valuedouble, x = lg[i];
+        dot += r * x, na += x * x, nb += r * r;
+        if (!(fabs(r - x) <= worst)) worst = fabs(r - x); /* NaN counts as worst */
+        if (fabs(r) > big) big = fabs(r);
+    }
+    *max_ref = big;
+    *cosv = dot / (sqrt(na) * sqrt(nb) + 1e-30);
+    *maxabs = worst;
+}
+
+/* Evaluate every reference prompt of ref_rel on model_rel, JIT and then (when
+ * last_mode is CC_AOT) AOT; act_quant: cf_env.act_quant (1: activations
+ * quantized like llama.cpp, compared with the plain reference). */
+static void check_model_modes(const char *model_rel, const char *ref_rel, parity_bound b, cc_mode last_mode,
+                              int act_quant) {
     const char *model = shared_path(model_rel);
     const char *ref = shared_path(ref_rel);
-    if (!model || !ref) SKIP("../shared/%s or its reference absent", model_rel);
+    if (!model || !ref) SKIP("%s/%s or its reference absent", shared_root(), model_rel);
     char model_path[1024];
     snprintf(model_path, sizeof model_path, "%s", model);
     cJSON *j = read_json(ref);
     EXPECT_MSG(j, "cannot parse %s", ref);
     if (!j) return;
+    const double tie = 2 * b.max_abs;
     for (int mode = CC_JIT; mode <= (int)last_mode; mode++) {
+        const char *mname = mode == CC_AOT ? "aot" : "jit";
         loaded l;
         if (load_act(model_path, (cc_mode)mode, 1, act_quant, &l)) break;
         int n_vocab = l.mod->desc->n_vocab;
-        cJSON *prompts = cJSON_GetObjectItem(j, "prompts");
-        int pi = 0;
         cJSON *pr;
-        cJSON_ArrayForEach(pr, prompts) {
+        int pi = 0, n_exact = 0;
+        cJSON_ArrayForEach(pr, cJSON_GetObjectItem(j, "prompts")) {
             cJSON *pids = cJSON_GetObjectItem(pr, "prompt_ids");
             cJSON *lref = cJSON_GetObjectItem(pr, "logits_last");
-            cJSON *gids = cJSON_GetObjectItem(pr, "greedy_ids");
             cJSON *steps = cJSON_GetObjectItem(pr, "greedy_steps");
-            int n = cJSON_GetArraySize(pids), ids[600];
-            for (int i = 0; i < n && i < 600; i++) ids[i] = cJSON_GetArrayItem(pids, i)->valueint;
+            int n = cJSON_GetArraySize(pids), ids[600], k = 0;
+            EXPECT_MSG(n > 0 && n <= 600, "%s prompt %d: %d prompt ids", ref_rel, pi, n);
+            for (cJSON *e = pids ? pids->child : NULL; e && k < 600; e = e->next) ids[k++] = e->valueint;
             char err[512];
             eng_truncate(l.ctx, 0);
-            if (eng_eval(l.ctx, ids, n, err, sizeof err)) {
+            if (eng_eval(l.ctx, ids, k, err, sizeof err)) {
                 test_fail(__FILE__, __LINE__, "%s: %s", model_rel, err);
                 break;
             }
-            const float *lg = eng_logits(l.ctx);
             EXPECT_EQ_I(cJSON_GetArraySize(lref), n_vocab);
-            double dot = 0, na = 0, nb = 0, maxabs = 0;
-            for (int i = 0; i < n_vocab && i < cJSON_GetArraySize(lref); i++) {
-                double r = cJSON_GetArrayItem(lref, i)->valuedouble, x = lg[i];
-                dot += r * x;
-                na += x * x;
-                nb += r * r;
-                if (fabs(r - x) > maxabs) maxabs = fabs(r - x);
-            }
-            double cosv = dot / (sqrt(na) * sqrt(nb) + 1e-30);
-            EXPECT_MSG(cosv >= min_cos, "%s %s prompt %d: cosine %.9f < %.9f (max abs %.3g)",
-                       model_rel, mode == CC_AOT ? "AOT" : "JIT", pi, cosv, min_cos, maxabs);
-            printf("    %s %s%s prompt %d: cosine %.9f, max abs %.3g\n", model_rel,
-                   mode == CC_AOT ? "aot" : "jit", act_quant ? " q8" : "", pi, cosv, maxabs);
-            if (act_quant) {
-                cJSON *t5 = cJSON_GetObjectItem(cJSON_GetArrayItem(steps, 0), "top5_logits");
-                double gap = cJSON_GetArrayItem(t5, 0)->valuedouble -
-                             cJSON_GetArrayItem(t5, 1)->valuedouble;
-                int want = cJSON_GetArrayItem(gids, 0)->valueint, got = argmax_f32(lg, n_vocab);
-                EXPECT_MSG(got == want || gap < 1e-3, "%s q8 prompt %d: argmax %d, llama.cpp %d "
-                           "(top-2 gap %.3g)", model_rel, pi, got, want, gap);
-            }
-            /* greedy.  With quantized activations a logit moves by up to ~5e-3 when
-             * an activation that float rounding puts on the other side of a Q8
-             * rounding boundary than in llama.cpp (measured over every synthetic
-             * file), so near-ties are wider there. */
-            const double tie = act_quant ? 1e-2 : 1e-3;
-            int n_g = cJSON_GetArraySize(gids), agree = 0;
-            for (int s = 0; s < n_g; s++) {
-                int id = argmax_f32(eng_logits(l.ctx), n_vocab);
-                int want = cJSON_GetArrayItem(gids, s)->valueint;
-                if (id != want) {
-                    cJSON *t5 = cJSON_GetObjectItem(cJSON_GetArrayItem(steps, s), "top5_logits");
-                    double gap = cJSON_GetArrayItem(t5, 0)->valuedouble -
-                                 cJSON_GetArrayItem(t5, 1)->valuedouble;
-                    EXPECT_MSG(gap < tie, "%s prompt %d: greedy step %d: got %d, llama.cpp %d "
-                               "(reference top-2 gap %.3g is not a near-tie)", model_rel, pi, s,
-                               id, want, gap);
-                    break;
+            double cosv, maxabs, max_ref;
+            compare_logits(lref, eng_logits(l.ctx), n_vocab, &cosv, &maxabs, &max_ref);
+            /* teacher-forced greedy steps */
+            int n_g = cJSON_GetArraySize(steps), agree = 0;
+            double step_maxabs = 0;
+            char ties[512] = "";
+            size_t tl = 0;
+            cJSON *st;
+            int s = 0;
+            cJSON_ArrayForEach(st, steps) {
+                const float *lg = eng_logits(l.ctx);
+                int want = cJSON_GetObjectItem(st, "id")->valueint, got = argmax_f32(lg, n_vocab);
+                cJSON *t5i = cJSON_GetObjectItem(st, "top5_ids"), *t5l = cJSON_GetObjectItem(st, "top5_logits");
+                double top = cJSON_GetArrayItem(t5l, 0)->valuedouble, got_ref = NAN;
+                for (int r = 0; r < cJSON_GetArraySize(t5i); r++) {
+                    int id = cJSON_GetArrayItem(t5i, r)->valueint;
+                    double rl = cJSON_GetArrayItem(t5l, r)->valuedouble, d = fabs(lg[id] - rl);
+                    if (!(d <= step_maxabs)) step_maxabs = d;
+                    if (id == got) got_ref = rl;
                 }
-                agree++;
-                if (eng_eval(l.ctx, &id, 1, err, sizeof err)) {
-                    test_fail(__FILE__, __LINE__, "%s", err);
+                if (got == want) {
+                    agree++;
+                } else {
+                    /* a near-tie: cinfer's pick is in the reference's top 5, within 2 x bound of its top */
+                    double gap = top - got_ref;
+                    EXPECT_MSG(gap < tie, "%s %s prompt %d step %d: cinfer %d, llama.cpp %d: reference gap %.3g "
+                               "(not within 2 x bound %.3g: not a near-tie)", model_rel, mname, pi, s, got, want,
+                               gap, tie);
+                    if (tl < sizeof ties - 80)
+                        tl += (size_t)snprintf(ties + tl, sizeof ties - tl, "; step %d: cinfer %d, llama.cpp %d, "
+                                               "reference gap %.2g", s, got, want, gap);
+                }
+                if (++s < n_g && eng_eval(l.ctx, &want, 1, err, sizeof err)) {
+                    test_fail(__FILE__, __LINE__, "%s: %s", model_rel, err);
                     break;
                 }
             }
-            printf("    greedy: %d/%d tokens agree\n", agree, n_g);
+            printf("    %s %s%s prompt %d: cosine %.9f, max abs %.3g (greedy steps' top 5: %.3g; |logit| <= %.3g), "
+                   "greedy %d/%d agree%s\n", model_rel, mname, act_quant ? " q8" : "", pi, cosv, maxabs,
+                   step_maxabs, max_ref, agree, n_g, ties);
+            EXPECT_MSG(maxabs <= b.max_abs && step_maxabs <= b.max_abs,
+                       "%s %s prompt %d: max abs %.3g (last position), %.3g (greedy steps) > bound %.3g", model_rel,
+                       mname, pi, maxabs, step_maxabs, b.max_abs);
+            EXPECT_MSG(agree >= b.min_agree, "%s %s prompt %d: %d of %d greedy tokens agree, bound %d", model_rel,
+                       mname, pi, agree, n_g, b.min_agree);
+            n_exact += maxabs <= b.exact_abs;
             pi++;
         }
+        EXPECT_MSG(pi >= 3, "%s: %d prompts", ref_rel, pi);
+        EXPECT_MSG(b.exact_abs <= 0 || n_exact >= 1, "%s %s: no prompt within %.3g of llama.cpp (float rounding): "
+                   "activations are not quantized like llama.cpp's", model_rel, mname, b.exact_abs);
         unload(&l);
     }
     cJSON_Delete(j);
 }
 
-static void check_model(const char *model_rel, const char *ref_rel, double min_cos) {
-    check_model_modes(model_rel, ref_rel, min_cos, CC_AOT, 0);
+static void check_model(const char *model_rel, const char *ref_rel, parity_bound b) {
+    check_model_modes(model_rel, ref_rel, b, CC_AOT, 0);
 }
 
+/* ---- the bounds (measured maxima with headroom; docs/architecture.md) ------- */
+
+/* f32 activations against dequant-f32/ (or the F32 file's own reference) */
+static const parity_bound B_SYNTH = {"synthetic", 1e-6, 32, 0};
+static const parity_bound B_STORIES = {"stories260K", 3e-5, 32, 0};
+static const parity_bound B_TINY = {"TinyStories-656K", 2e-5, 32, 0};
+/* activations quantized like llama.cpp against the plain references */
+static const parity_bound B_Q8_SYNTH = {"synthetic, q8 activations", 2e-2, 30, 1e-6};
+static const parity_bound B_Q8_TINY = {"TinyStories-656K, q8 activations", 0.2, 30, 5e-6};
+static const parity_bound B_Q8_QWEN3_CHAT = {"qwen3-chat, q8 activations", 3e-6, 32, 3e-6};
+
 TEST(parity, stories260K) {
-    check_model("models/stories260K/stories260K.gguf", "reference/stories260K.json", 0.99999);
+    check_model("models/stories260K/stories260K.gguf", "reference/stories260K.json", B_STORIES);
 }
 TEST(parity, tinystories_q8_0) {
     check_model("models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf",
-                "reference/dequant-f32/TinyStories-656K-Q8_0.json", 0.99999);
+                "reference/dequant-f32/TinyStories-656K-Q8_0.json", B_TINY);
 }
-TEST(parity, tinystories_iq4_nl) {
+TEST(parity, tinystories_q2_k) {
     check_model("models/tinystories-656k/gguf/TinyStories-656K-Q2_K.gguf",
-                "reference/dequant-f32/TinyStories-656K-Q2_K.json", 0.99999);
+                "reference/dequant-f32/TinyStories-656K-Q2_K.json", B_TINY);
 }
 TEST(parity, synth_f32) {
-    check_model("models/synthetic/synth-d256-F32.gguf", "reference/synth-d256-F32.json", 0.99999);
+    check_model("models/synthetic/synth-d256-F32.gguf", "reference/synth-d256-F32.json", B_SYNTH);
 }
 TEST(parity, synth_f16) {
-    check_model("models/synthetic/synth-d256-F16.gguf", "reference/dequant-f32/synth-d256-F16.json",
-                0.99999);
+    check_model("models/synthetic/synth-d256-F16.gguf", "reference/dequant-f32/synth-d256-F16.json", B_SYNTH);
 }
 TEST(parity, synth_q8_0) {
-    check_model("models/synthetic/synth-d256-Q8_0.gguf",
-                "reference/dequant-f32/synth-d256-Q8_0.json", 0.99999);
+    check_model("models/synthetic/synth-d256-Q8_0.gguf", "reference/dequant-f32/synth-d256-Q8_0.json", B_SYNTH);
 }
 TEST(parity, synth_q4_0) {
-    check_model("models/synthetic/synth-d256-Q4_0.gguf",
-                "reference/dequant-f32/synth-d256-Q4_0.json", 0.99999);
+    check_model("models/synthetic/synth-d256-Q4_0.gguf", "reference/dequant-f32/synth-d256-Q4_0.json", B_SYNTH);
 }
 
 /* JIT and AOT run the same kernels in the same order: logits must be
@@ -225,9 +279,19 @@ TEST(parity, batch_equals_sequential) {
 
 /* ---- model families (../shared/models/arch, F32, exact references) ---------- */
 
-#define ARCH_TEST(name)                                                                  \
-    TEST(parity_arch, name) {                                                            \
-        check_model("models/arch/" #name ".gguf", "reference/arch/" #name ".json", 0.99999); \
+static const parity_bound B_ARCH[] = {
+    {"qwen2", 5e-6, 32, 0},      {"qwen3", 5e-6, 32, 0},  {"gemma", 5e-4, 32, 0},
+    {"gemma2", 5e-4, 32, 0},     {"gemma3", 5e-4, 32, 0}, {"phi3", 5e-6, 32, 0},
+    {"granite", 2e-6, 32, 0},    {"starcoder2", 5e-4, 32, 0}, {"gpt2", 5e-4, 32, 0},
+};
+static parity_bound arch_bound(const char *name) {
+    for (size_t i = 0; i < sizeof B_ARCH / sizeof B_ARCH[0]; i++)
+        if (!strcmp(B_ARCH[i].label, name)) return B_ARCH[i];
+    return (parity_bound){name, 0, 32, 0}; /* no bound: fails on the first difference */
+}
+#define ARCH_TEST(name)                                                                           \
+    TEST(parity_arch, name) {                                                                     \
+        check_model("models/arch/" #name ".gguf", "reference/arch/" #name ".json", arch_bound(#name)); \
     }
 ARCH_TEST(qwen2)
 ARCH_TEST(qwen3)
@@ -249,7 +313,7 @@ ARCH_TEST(gpt2)
 #define SYNTH_TEST(name, stem)                                                              \
     TEST(parity_synth, name) {                                                              \
         check_model_modes("models/synthetic/synth-d256-" stem ".gguf",                      \
-                          "reference/dequant-f32/synth-d256-" stem ".json", 0.99999, CC_JIT, 0); \
+                          "reference/dequant-f32/synth-d256-" stem ".json", B_SYNTH, CC_JIT, 0); \
     }
 SYNTH_TEST(bf16, "BF16")
 SYNTH_TEST(q4_1, "Q4_1")
@@ -283,11 +347,11 @@ SYNTH_TEST(tq2_0, "TQ2_0")
  * (llama.cpp running the file as is: activations converted to Q8_0/Q8_1/Q8_K,
  * F16, BF16 before each matmul).  JIT only. */
 
-#define Q8_TEST(name, model, stem)                                                            \
+#define Q8_TEST(name, model, stem, bound)                                                     \
     TEST(parity_q8, name) {                                                                   \
-        check_model_modes(model, "reference/" stem ".json", 0.999, CC_JIT, 1);               \
+        check_model_modes(model, "reference/" stem ".json", bound, CC_JIT, 1);               \
     }
-#define Q8_SYNTH(name, stem) Q8_TEST(name, "models/synthetic/synth-d256-" stem ".gguf", "synth-d256-" stem)
+#define Q8_SYNTH(name, stem) Q8_TEST(name, "models/synthetic/synth-d256-" stem ".gguf", "synth-d256-" stem, B_Q8_SYNTH)
 Q8_SYNTH(f32, "F32")
 Q8_SYNTH(f16, "F16")
 Q8_SYNTH(bf16, "BF16")
@@ -319,6 +383,50 @@ Q8_SYNTH(iq3_m, "IQ3_M")
 Q8_SYNTH(tq1_0, "TQ1_0")
 Q8_SYNTH(tq2_0, "TQ2_0")
 Q8_TEST(tinystories_q8_0, "models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf",
-        "TinyStories-656K-Q8_0")
+        "TinyStories-656K-Q8_0", B_Q8_TINY)
 Q8_TEST(tinystories_q2_k, "models/tinystories-656k/gguf/TinyStories-656K-Q2_K.gguf",
-        "TinyStories-656K-Q2_K")
+        "TinyStories-656K-Q2_K", B_Q8_TINY)
+/* The model the chat, grammar and serve tests run, as they run it (default
+ * activations q8): real Qwen3 tokenizer (151936 tokens), random F32 weights
+ * with a tied Q8_0 token_embd/output (so only the plain reference exists);
+ * the prompts include a rendered chat with control tokens. */
+Q8_TEST(qwen3_chat, "models/chat/qwen3-chat.gguf", "chat/qwen3-chat", B_Q8_QWEN3_CHAT)
+
+/* docs/architecture.md ("Numerics") states the bounds these tests enforce: a
+ * table row "| label | max abs | greedy agree | one prompt within | ... |"
+ * per bound, numbers equal to the ones above ("-" for no exact_abs). */
+TEST(parity, docs_state_the_bounds) {
+    char *doc = read_file("docs/architecture.md", NULL);
+    EXPECT_MSG(doc, "cannot read docs/architecture.md");
+    if (!doc) return;
+    parity_bound all[32];
+    size_t n = 0;
+    const parity_bound *named[] = {&B_SYNTH, &B_STORIES, &B_TINY, &B_Q8_SYNTH, &B_Q8_TINY, &B_Q8_QWEN3_CHAT};
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) all[n++] = *named[i];
+    for (size_t i = 0; i < sizeof B_ARCH / sizeof B_ARCH[0]; i++) all[n++] = B_ARCH[i];
+    for (size_t i = 0; i < n; i++) {
+        char head[96];
+        snprintf(head, sizeof head, "\n| %s |", all[i].label);
+        const char *row = strstr(doc, head);
+        EXPECT_MSG(row, "docs/architecture.md has no bounds row '| %s |'", all[i].label);
+        if (!row) continue;
+        char cell[3][32] = {{0}};
+        const char *p = row + strlen(head);
+        for (int c = 0; c < 3; c++) {
+            const char *bar = strchr(p, '|');
+            if (!bar) break;
+            while (*p == ' ') p++;
+            size_t len = (size_t)(bar - p);
+            while (len && p[len - 1] == ' ') len--;
+            snprintf(cell[c], sizeof cell[c], "%.*s", (int)len, p);
+            p = bar + 1;
+        }
+        double max_abs = strtod(cell[0], NULL), exact = cell[2][0] == '-' ? 0 : strtod(cell[2], NULL);
+        int agree = atoi(cell[1]);
+        EXPECT_MSG(max_abs == all[i].max_abs && agree == all[i].min_agree && exact == all[i].exact_abs,
+                   "docs/architecture.md row '%s': max abs '%s', greedy '%s', within '%s'; the test enforces "
+                   "%g, %d, %g", all[i].label, cell[0], cell[1], cell[2], all[i].max_abs, all[i].min_agree,
+                   all[i].exact_abs);
+    }
+    free(doc);
+}

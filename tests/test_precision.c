@@ -4,11 +4,12 @@
  * Accuracy: every precision on real models from ../shared/models, logits at
  * the last prompt position of the three reference prompts compared with
  * ../shared/reference/dequant-f32/<stem>.json (llama.cpp on the exact F32
- * dequantization; for F32 models the plain reference): cosine and the argmax
- * (top-1 must agree unless the reference's top-2 gap is a near-tie).  The
- * bounds are the worst measured values with a margin (docs/precisions.md has
- * the measurements); f32 must be exact to float rounding like the parity
- * tests.
+ * dequantization; for F32 models the plain reference): cosine, and on every
+ * prompt the argmax (cinfer's pick is the reference's top or within 0.1 of
+ * it, 1e-3 for f32) and the rank of the reference's top (cinfer's first, or
+ * for a lossy precision second).  The bounds are the worst measured values
+ * with a margin (docs/precisions.md has the measurements); f32 must be exact
+ * to float rounding like the parity tests.
  *
  * .giw: a saved file maps without repacking (repack stats 0) and gives
  * bit-identical logits to the in-memory precision; damaged files fail with a
@@ -53,11 +54,11 @@ static int open_prec(const char *path, int precision, cinfer_model **m, cinfer_s
 static void check_precision(const char *model_rel, const char *ref_rel, int precision,
                             double min_cos) {
     const char *mp = shared_path(model_rel);
-    if (!mp) SKIP("../shared/%s absent", model_rel);
+    if (!mp) SKIP("%s/%s absent", shared_root(), model_rel);
     char model[1024];
     snprintf(model, sizeof model, "%s", mp);
     const char *ref = shared_path(ref_rel);
-    if (!ref) SKIP("../shared/%s absent", ref_rel);
+    if (!ref) SKIP("%s/%s absent", shared_root(), ref_rel);
     cJSON *j = read_json(ref);
     EXPECT_MSG(j, "cannot parse %s", ref);
     if (!j) return;
@@ -95,16 +96,26 @@ static void check_precision(const char *model_rel, const char *ref_rel, int prec
         }
         double cosv = dot / (sqrt(na) * sqrt(nb) + 1e-30);
         if (cosv < worst) worst = cosv;
-        int top = argmax_f32(lg, n_vocab);
+        int top = argmax_f32(lg, n_vocab), rank = 0; /* rank: of the reference's top token in cinfer's logits */
+        for (int i = 0; i < n_vocab; i++) rank += lg[i] > lg[ref_top];
         agree += top == ref_top;
+        const cJSON *top_ref = cJSON_GetArrayItem(lref, top);
+        const double gap = best_r - (top_ref ? top_ref->valuedouble : INFINITY); /* reference: its top - cinfer's pick */
         EXPECT_MSG(cosv >= min_cos, "%s %s prompt %d: cosine %.6f < bound %.6f", model_rel,
                    cinfer_precision_name(precision), pi, cosv, min_cos);
-        /* int4 moves logits by ~1e-1 on these tiny models: only a clear
-         * reference winner must stay on top */
-        double tie = precision == CINFER_PRECISION_F32 ? 1e-3 : 0.5;
-        EXPECT_MSG(top == ref_top || best_r - second_r < tie,
-                   "%s %s prompt %d: argmax %d, reference %d (top-2 gap %.3g)", model_rel,
-                   cinfer_precision_name(precision), pi, top, ref_top, best_r - second_r);
+        /* Every model, every prompt: cinfer's pick is the reference's top or
+         * within `tie` of it (a lossy precision may swap a near pair, never
+         * a clear winner), and the reference's top is cinfer's first or (lossy)
+         * second.  Measured worst: gap 0.045 (stories260K prompt 3, whose top
+         * two are 0.045 apart), rank 1; docs/precisions.md. */
+        const bool exact = precision == CINFER_PRECISION_F32;
+        const double tie = exact ? 1e-3 : 0.1;
+        EXPECT_MSG(top == ref_top || gap < tie,
+                   "%s %s prompt %d: argmax %d, reference %d: the reference ranks it %.3g below its top (tie %g)",
+                   model_rel, cinfer_precision_name(precision), pi, top, ref_top, gap, tie);
+        EXPECT_MSG(rank <= (exact ? 0 : 1) || (exact && gap < tie),
+                   "%s %s prompt %d: the reference's top token %d is cinfer's number %d", model_rel,
+                   cinfer_precision_name(precision), pi, ref_top, rank + 1);
         pi++;
     }
     printf("    %-44s %-8s worst cosine %.6f, argmax %d/%d\n", model_rel,

@@ -333,6 +333,16 @@ static cJSON *health(const http_srv *f) {
     return j;
 }
 
+/* After one 2000-token request A whose client left and requests that
+ * generated `others` tokens in all: /health counts A as cancelled, and A
+ * generated far fewer than 2000 tokens (its generation stopped, it did not
+ * run to the end after its client had gone). */
+static void expect_a_cancelled(cJSON *h, double others) {
+    EXPECT_EQ_I(json_num_at(h, "models.0.requests_cancelled"), 1);
+    double a_tokens = json_num_at(h, "models.0.completion_tokens") - others;
+    EXPECT_MSG(a_tokens >= 0 && a_tokens < 1000, "the abandoned request generated %g of its 2000 tokens", a_tokens);
+}
+
 TEST(serve, queue_and_disconnect) {
     NEED_SHARED(path, MODEL_REL);
     http_srv f;
@@ -345,16 +355,17 @@ TEST(serve, queue_and_disconnect) {
     pthread_create(&ta, NULL, http_async_run, &a);
     for (int i = 0; i < 5000 && !atomic_load(&a.got); i++) usleep(1000);
     EXPECT(atomic_load(&a.got));
-    /* B waits behind A */
+    /* B waits behind A (A's first bytes come before the worker takes it: wait
+     * for A running and B queued) */
     http_async b = short_chat(&f);
     pthread_create(&tb, NULL, http_async_run, &b);
     int queued = 0, busy = 0;
-    for (int i = 0; i < 5000 && !queued; i++) {
+    for (int i = 0; i < 5000 && !(queued == 1 && busy == 1); i++) {
         cJSON *h = health(&f);
         queued = (int)json_num_at(h, "queued");
         busy = (int)json_num_at(h, "busy");
         cJSON_Delete(h);
-        if (!queued) usleep(1000);
+        if (!(queued == 1 && busy == 1)) usleep(1000);
     }
     EXPECT_EQ_I(queued, 1);
     EXPECT_EQ_I(busy, 1);
@@ -370,17 +381,12 @@ TEST(serve, queue_and_disconnect) {
     EXPECT(json_str_at(cj, "error.message") && strstr(json_str_at(cj, "error.message"), "queue"));
     cJSON_Delete(cj);
     free(c.p);
-    /* A's client goes away: its generation stops and B runs */
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* A's client goes away: its generation stops (counted as cancelled, with
+     * far fewer than its 2000 tokens generated) and B runs */
     atomic_store(&a.hold, 0);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     free(a.text);
-    /* A's 2000 tokens take >= 7 s even unsanitized; B ends soon after the disconnect */
-    double wait_s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    EXPECT_MSG(wait_s < 5, "B finished %.2f s after A disconnected: A's generation did not stop", wait_s);
     EXPECT_EQ_I(b.status, 200);
     cj = b.text ? cJSON_Parse(b.text) : NULL;
     EXPECT_EQ_I(json_num_at(cj, "usage.completion_tokens"), 2);
@@ -389,6 +395,7 @@ TEST(serve, queue_and_disconnect) {
     cJSON *h = health(&f);
     EXPECT_EQ_I(json_num_at(h, "queued"), 0);
     EXPECT_EQ_I(json_num_at(h, "busy"), 0);
+    expect_a_cancelled(h, 2);
     cJSON_Delete(h);
     /* and serves the next request */
     long st;
@@ -398,8 +405,9 @@ TEST(serve, queue_and_disconnect) {
     http_srv_stop(&f);
 }
 
-/* srv_stop with a stream running and a request queued: the stream gets its
- * final chunk and [DONE], the queued request 503, and stop returns promptly. */
+/* srv_stop with a stream running and a request queued: the stream is cut
+ * short (finish_reason "stop", far fewer than its 2000 tokens) and gets its
+ * final chunk and [DONE], the queued request 503. */
 TEST(serve, shutdown) {
     NEED_SHARED(path, MODEL_REL);
     http_srv f;
@@ -409,33 +417,35 @@ TEST(serve, shutdown) {
     pthread_create(&ta, NULL, http_async_run, &a);
     for (int i = 0; i < 5000 && !atomic_load(&a.got); i++) usleep(1000);
     pthread_create(&tb, NULL, http_async_run, &b);
-    int queued = 0;
-    for (int i = 0; i < 5000 && !queued; i++) {
+    /* A running (its first bytes come before the worker takes it), B queued */
+    int queued = 0, busy = 0;
+    for (int i = 0; i < 5000 && !(queued == 1 && busy == 1); i++) {
         cJSON *h = health(&f);
         queued = (int)json_num_at(h, "queued");
+        busy = (int)json_num_at(h, "busy");
         cJSON_Delete(h);
-        if (!queued) usleep(1000);
+        if (!(queued == 1 && busy == 1)) usleep(1000);
     }
     EXPECT_EQ_I(queued, 1);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    EXPECT_EQ_I(busy, 1);
     http_srv_stop(&f);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
-    double stop_s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    EXPECT_MSG(stop_s < 5, "srv_stop took %.2f s", stop_s);
     EXPECT_EQ_I(a.status, 200);
     size_t n = a.text ? strlen(a.text) : 0;
     EXPECT_MSG(n >= 14 && !strcmp(a.text + n - 14, "data: [DONE]\n\n"), "stream did not end with [DONE]");
     EXPECT(a.text && strstr(a.text, "\"finish_reason\":\"stop\""));
+    int n_deltas = 0;
+    for (const char *q = a.text; q && (q = strstr(q, "\"content\":")); q++) n_deltas++;
+    EXPECT_MSG(n_deltas >= 1 && n_deltas < 1000, "the stream cut by srv_stop had %d content deltas of 2000", n_deltas);
     EXPECT_EQ_I(b.status, 503);
     free(a.text);
     free(b.text);
 }
 
-/* A non-streaming client that gives up: its generation stops (the next
- * request is answered well before 2000 tokens could be generated). */
+/* A non-streaming client that gives up: its generation stops (counted as
+ * cancelled, far fewer than its 2000 tokens generated) and the next request
+ * is answered. */
 TEST(serve, disconnect_nonstream) {
     NEED_SHARED(path, MODEL_REL);
     http_srv f;
@@ -447,14 +457,14 @@ TEST(serve, disconnect_nonstream) {
     http_async_run(&a);
     free(a.text);
     EXPECT_EQ_I(a.curl_code, CURLE_OPERATION_TIMEDOUT);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     long st;
     cJSON *j = http_post_json(f.base, "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":2}", BEARER, &st);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     EXPECT_EQ_I(st, 200);
+    double next_tokens = json_num_at(j, "usage.completion_tokens");
+    EXPECT_EQ_I(next_tokens, 2);
     cJSON_Delete(j);
-    double wait_s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    EXPECT_MSG(wait_s < 3, "next request took %.2f s: the abandoned generation did not stop", wait_s);
+    cJSON *h = health(&f);
+    expect_a_cancelled(h, next_tokens);
+    cJSON_Delete(h);
     http_srv_stop(&f);
 }

@@ -29,7 +29,7 @@
 static int fx_start(http_srv *f) {
     const char *pa = shared_path(CHAT_REL), *pb = shared_path(STORIES_REL);
     if (!pa || !pb) {
-        test_skip("../shared/%s absent", pa ? STORIES_REL : CHAT_REL);
+        test_skip("%s/%s absent", shared_root(), pa ? STORIES_REL : CHAT_REL);
         return -1;
     }
     return http_srv_start(f, pa, pb, "stories",

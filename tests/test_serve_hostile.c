@@ -34,7 +34,7 @@
 static int fx_start_opts(http_srv *f, srv_options o) {
     const char *pa = shared_path(CHAT_REL);
     if (!pa) {
-        test_skip("../shared/%s absent", CHAT_REL);
+        test_skip("%s/%s absent", shared_root(), CHAT_REL);
         return -1;
     }
     o.model_name = "chat";
@@ -305,7 +305,7 @@ TEST(serve_hostile, count_tokens_long) {
 
 TEST(serve_hostile, api_key) {
     const char *pa = shared_path(CHAT_REL);
-    if (!pa) SKIP("../shared/%s absent", CHAT_REL);
+    if (!pa) SKIP("%s/%s absent", shared_root(), CHAT_REL);
     cinfer_model *m = NULL;
     char err[256];
     if (cinfer_model_open(pa, NULL, &m, err, sizeof err)) {

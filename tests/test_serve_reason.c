@@ -187,7 +187,7 @@ TEST(serve_reason, reasoning_fields) {
 
 TEST(serve_reason, template_kwargs_and_limits) {
     const char *path = shared_path(CHAT_REL);
-    if (!path) SKIP("../shared/%s absent", CHAT_REL);
+    if (!path) SKIP("%s/%s absent", shared_root(), CHAT_REL);
     http_srv f;
     if (http_srv_start(&f, path, NULL, NULL, (srv_options){.model_name = "chat", .n_ctx = 96, .n_threads = 1}))
         return;

@@ -6,11 +6,12 @@
  * A reference tool, built against llama.cpp's public C API (libllama) by
  * tools/arch-refs.sh and never at test time.  For every prompt (tokenized with
  * add_special, BOS as llama.cpp adds it) and every pooling type in LIST
- * (comma-separated from mean, cls, last; default mean,cls,last) it creates a
+ * (comma-separated from mean, cls, last, none; default mean,cls,last) it creates a
  * fresh context with embeddings on and that pooling type forced
  * (llama_context_params.pooling_type), evaluates the prompt as one batch on
  * one thread and prints llama_get_embeddings_seq(ctx, 0): the pooled final
- * hidden state (after the output norm), NOT normalised.  "pooling_gguf" names
+ * hidden state (after the output norm), NOT normalised; for "none" every
+ * token's row (llama_get_embeddings_ith), an array of arrays.  "pooling_gguf" names
  * the type the model's own GGUF key selects (what llama.cpp uses when the
  * caller does not force one).  Output, one JSON document on stdout:
  *   {"n_embd": N, "pooling_gguf": "mean", "prompts": [{"prompt": ..., "prompt_ids": [...],
@@ -71,13 +72,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--backend-dir") && i + 1 < argc) backend_dir = argv[++i];
         else if (!strcmp(argv[i], "--pooling") && i + 1 < argc) pool_list = argv[++i];
         else {
-            fprintf(stderr, "usage: %s -m MODEL -p PROMPT [-p ...] [--backend-dir DIR] [--pooling mean,cls,last]\n", argv[0]);
+            fprintf(stderr, "usage: %s -m MODEL -p PROMPT [-p ...] [--backend-dir DIR] [--pooling mean,cls,last,none]\n", argv[0]);
             return 2;
         }
     }
     if (!model_path || !np) { fprintf(stderr, "ref_embed: -m MODEL and -p PROMPT are required\n"); return 2; }
-    enum llama_pooling_type pools[3];
-    const char *pool_names[3];
+    enum llama_pooling_type pools[4];
+    const char *pool_names[4];
     int n_pool = 0;
     {
         char buf[64];
@@ -86,9 +87,10 @@ int main(int argc, char **argv) {
             enum llama_pooling_type t = !strcmp(tok, "mean") ? LLAMA_POOLING_TYPE_MEAN
                                       : !strcmp(tok, "cls")  ? LLAMA_POOLING_TYPE_CLS
                                       : !strcmp(tok, "last") ? LLAMA_POOLING_TYPE_LAST
+                                      : !strcmp(tok, "none") ? LLAMA_POOLING_TYPE_NONE
                                                              : LLAMA_POOLING_TYPE_UNSPECIFIED;
-            if (t == LLAMA_POOLING_TYPE_UNSPECIFIED || n_pool == 3) {
-                fprintf(stderr, "ref_embed: --pooling: '%s' is not one of mean, cls, last\n", tok);
+            if (t == LLAMA_POOLING_TYPE_UNSPECIFIED || n_pool == 4) {
+                fprintf(stderr, "ref_embed: --pooling: '%s' is not one of mean, cls, last, none\n", tok);
                 return 2;
             }
             pools[n_pool] = t;
@@ -130,10 +132,15 @@ int main(int argc, char **argv) {
             }
             b.n_tokens = nt;
             if (llama_decode(ctx, b) != 0) { fprintf(stderr, "ref_embed: decode failed (prompt %d, %s)\n", pi, pool_names[k]); return 1; }
-            const float *e = llama_get_embeddings_seq(ctx, 0);
-            if (!e) { fprintf(stderr, "ref_embed: no pooled embeddings (prompt %d, %s)\n", pi, pool_names[k]); return 1; }
             printf("%s\"%s\": [", k ? ", " : "", pool_names[k]);
-            for (int i = 0; i < n_embd; i++) printf("%s%.9g", i ? ", " : "", e[i]);
+            for (int r = 0; r < (pools[k] == LLAMA_POOLING_TYPE_NONE ? nt : 1); r++) {
+                const float *e = pools[k] == LLAMA_POOLING_TYPE_NONE ? llama_get_embeddings_ith(ctx, r)
+                                                                     : llama_get_embeddings_seq(ctx, 0);
+                if (!e) { fprintf(stderr, "ref_embed: no embeddings (prompt %d, %s)\n", pi, pool_names[k]); return 1; }
+                if (pools[k] == LLAMA_POOLING_TYPE_NONE) fputs(r ? ", [" : "[", stdout);
+                for (int i = 0; i < n_embd; i++) printf("%s%.9g", i ? ", " : "", e[i]);
+                if (pools[k] == LLAMA_POOLING_TYPE_NONE) putchar(']');
+            }
             putchar(']');
             llama_batch_free(b);
             llama_free(ctx);

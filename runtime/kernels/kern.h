@@ -35,7 +35,9 @@
  * (KERN_MM_TILE_BYTES + 16*n_ctx bytes of stack: scores of up to 4 attention
  * heads; meant for tests and tools).
  * A test build (CINFER_TEST_BUILD) aborts when a non-NULL pool has too
- * little scratch; other builds fall back to the stack.
+ * little scratch; other builds fall back to the stack (and act_quant matmuls
+ * convert their tokens in chunks), which a test build exercises when
+ * kern_test_allow_small_scratch is set (below).
  */
 #ifndef CINFER_KERN_H
 #define CINFER_KERN_H
@@ -150,6 +152,17 @@ int kern_dot_q_rows(int isa, int type, const void *w_row, const void *a, size_t 
  * the other kernels use.  Without it (or without a pool) act_quant matmuls
  * convert tokens in chunks through a 128 KiB stack buffer. */
 size_t kern_scratch_bytes_act(int n_ctx, int n_batch, int n_in_max);
+
+#ifdef CINFER_TEST_BUILD
+/* Test builds only.  Nonzero: a pool whose scratch is too small takes the
+ * fallback other builds take (stack buffers, chunked activations) instead of
+ * aborting, so tests can check that those paths compute the same numbers;
+ * kern_test_scratch_fallbacks counts the kernel calls (per thread part) that
+ * took one.  Set and read them outside kernel calls. */
+extern int kern_test_allow_small_scratch;
+extern long kern_test_scratch_fallbacks;
+void kern_test_note_fallback(void); /* atomic ++kern_test_scratch_fallbacks */
+#endif
 
 /* IEEE half <-> float: f16 -> f32 exact; f32 -> f16 round to nearest even. */
 float kern_f16_to_f32(uint16_t h);

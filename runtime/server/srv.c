@@ -193,6 +193,7 @@ struct srv {
     /* guarded by mu: the session's cached tokens and totals since start */
     int n_past;
     unsigned long long n_done, n_prompt_tokens, n_cached_tokens, n_gen_tokens, n_embed_tokens;
+    unsigned long long n_cancelled; /* requests whose client left before the answer: skipped, or stopped mid-generation */
 };
 
 static void job_unref_locked(srv_job *j) {
@@ -917,6 +918,7 @@ static void *worker_main(void *arg) {
         if (!s->head) s->tail = NULL;
         s->n_queued--;
         if (j->cancelled || s->stopping) {
+            if (j->cancelled && !s->stopping) s->n_cancelled++;
             j->gen_rc = CINFER_EARG;
             snprintf(j->err, sizeof j->err, "%s", s->stopping ? "server shutting down" : "request cancelled");
         } else if (j->embed) {
@@ -947,6 +949,8 @@ static void *worker_main(void *arg) {
                     j->n_hist = n;
                 }
             }
+            /* the token callback stopped it because the client had left */
+            if (!rc && res.stop == CINFER_STOP_CALLBACK && j->cancelled && !s->stopping) s->n_cancelled++;
             if (!rc) j->stop_hit = matched_stop(s, j);
             if (rc) snprintf(j->err, sizeof j->err, "generation failed: %.230s", err);
             count_job(s, j, rc);
@@ -1683,8 +1687,10 @@ static enum MHD_Result run_job(srv *s, struct MHD_Connection *c, srv_job *j) {
 /* {"status":"ok","model":first id,"queued":N,"busy":N (sums over models),
  * "models":[{"id","queued","busy","n_ctx","cached_tokens","requests",
  * "prompt_tokens","prompt_tokens_cached","completion_tokens",
- * "embedding_tokens"}]}: cached_tokens is the history the next request can
- * reuse; prompt_tokens_cached of prompt_tokens were taken from the cache. */
+ * "embedding_tokens","requests_cancelled"}]}: cached_tokens is the history
+ * the next request can reuse; prompt_tokens_cached of prompt_tokens were
+ * taken from the cache; requests_cancelled counts requests whose client left
+ * before the answer (skipped in the queue, or generation stopped). */
 static enum MHD_Result do_health(srv *hub, struct MHD_Connection *c) {
     cJSON *o = cJSON_CreateObject(), *arr = cJSON_CreateArray();
     int q = 0, busy = 0;
@@ -1694,7 +1700,7 @@ static enum MHD_Result do_health(srv *hub, struct MHD_Connection *c) {
         pthread_mutex_lock(&s->mu);
         int mq = s->n_queued, mb = s->busy, np = s->n_past;
         unsigned long long nd = s->n_done, pt = s->n_prompt_tokens, ct = s->n_cached_tokens, gt = s->n_gen_tokens,
-                           et = s->n_embed_tokens;
+                           et = s->n_embed_tokens, nc = s->n_cancelled;
         pthread_mutex_unlock(&s->mu);
         q += mq;
         busy += mb;
@@ -1708,6 +1714,7 @@ static enum MHD_Result do_health(srv *hub, struct MHD_Connection *c) {
         cJSON_AddNumberToObject(m, "prompt_tokens_cached", (double)ct);
         cJSON_AddNumberToObject(m, "completion_tokens", (double)gt);
         cJSON_AddNumberToObject(m, "embedding_tokens", (double)et);
+        cJSON_AddNumberToObject(m, "requests_cancelled", (double)nc);
         cJSON_AddItemToArray(arr, m);
     }
     cJSON_AddStringToObject(o, "status", "ok");
