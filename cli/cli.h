@@ -59,9 +59,10 @@ int cli_bundled_main(int argc, char **argv, const struct cf_model_desc *(*descri
 
 /* When *model names a model pulled with `cinfer pull` (REPO[@REV][:FILE],
  * pull_is_spec: not an existing file), resolve it in the local cache into buf
- * (cap bytes) and point *model at buf.  A path is left alone.  With need_gguf,
- * a safetensors file or a PyTorch pickle (modelfile_detect, by content) is
- * refused with a message saying how to get a GGUF.  Returns 0, or -1 after
+ * (cap bytes) and point *model at buf.  A path is left alone (GGUF, .giw, a
+ * Hugging Face folder: formats/modelfile.h modelfile_open).  With need_gguf,
+ * a PyTorch pickle (modelfile_detect, by content) is refused with a message
+ * saying why.  Returns 0, or -1 after
  * printing one line "cinfer CMD: <why>" (e.g. not cached: run cinfer pull). */
 int cli_resolve_model(const char *cmd, const char **model, char *buf, size_t cap, int need_gguf);
 /* --quant P: the CINFER_PRECISION_* named by v, or -1 after printing

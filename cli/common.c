@@ -31,13 +31,10 @@ int cli_resolve_model(const char *cmd, const char **model, char *buf, size_t cap
         *model = buf;
     }
     if (!need_gguf || !*model) return 0;
-    /* unreadable or unrecognised files are left to the GGUF loader's message */
+    /* unreadable or unrecognised files are left to the loader's message
+     * (modelfile_open: GGUF, .giw, a Hugging Face folder or a safetensors
+     * file inside one) */
     switch (modelfile_detect(*model, err, sizeof err)) {
-    case MODEL_FORMAT_SAFETENSORS:
-        fprintf(stderr, "cinfer %s: %s is a safetensors file; %s needs a GGUF file: convert the Hugging "
-                "Face model directory with llama.cpp's convert_hf_to_gguf.py (DIR --outfile model.gguf), "
-                "or pull a GGUF build of the model (cinfer pull REPO)\n", cmd, *model, cmd);
-        return -1;
     case MODEL_FORMAT_PICKLE:
         fprintf(stderr, "cinfer %s: %s\n", cmd, err);
         return -1;

@@ -29,6 +29,7 @@
 #include "engine/giw.h"
 #include "engine/samp.h"
 #include "formats/gguf.h"
+#include "formats/modelfile.h"
 #include "grammar/gram.h"
 #include "kernels/precision.h"
 #include "text/chat.h"
@@ -148,7 +149,10 @@ static int model_open(const char *path, uint64_t offset, uint64_t n_bytes,
     if (!m) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
     pthread_mutex_init(&m->gv_lock, NULL);
     m->mod_free = mc ? mc->free : free_linked;
-    int rc = gguf_open_range(path, offset, n_bytes, &m->g, e, sizeof e);
+    /* a bundle's payload is a range of its own file; anything else is a GGUF,
+     * a .giw or a Hugging Face folder (modelfile_open) */
+    int rc = offset || n_bytes ? gguf_open_range(path, offset, n_bytes, &m->g, e, sizeof e)
+                               : modelfile_open(path, &m->g, e, sizeof e);
     if (rc) {
         free(m);
         return fail(err, err_len, gguf_code(rc), "%s", e);
