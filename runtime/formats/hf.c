@@ -1058,7 +1058,7 @@ static int plain_tensor(const char *dir, hf_owner *o, out_list *outs, const hf_s
     for (uint32_t d = 0; d < t->n_dims; d++) out->ne[d] = t->shape[t->n_dims - 1 - d];
     bool vec = t->n_dims == 1, transpose = mt && mt->transpose && t->n_dims == 2, add = mt && mt->add != 0.0f;
     uint32_t esz = st_dtype_size(t->dtype);
-    if (vec || add) { /* norms and biases: F32, as the archspecs read them */
+    if ((vec && t->dtype != ST_F32) || add) { /* norms and biases: F32, as the archspecs read them */
         float *dst = owner_alloc(o, (size_t)t->n_elems * 4);
         if (!dst) return seterr(err, err_len, GGUF_ENOMEM, "out of memory converting '%s'", t->name);
         if (transpose) { /* (rows, cols) -> (cols, rows) */
@@ -1685,12 +1685,39 @@ static int build_image(const char *dir, const kv_list *kvs, out_list *outs, hf_o
     return 0;
 }
 
-/* The folder's last path component, for general.name. */
-static void folder_name(const char *dir, char *buf, size_t cap) {
+/* general.name: config.json _name_or_path when it names a model, else the
+ * folder's name; a Hugging Face cache snapshot (.../models--ORG--NAME/
+ * snapshots/REV) is named ORG/NAME. */
+static void model_name(const char *dir, const cJSON *cfg, char *buf, size_t cap) {
+    const char *np = json_str(cfg, "_name_or_path");
+    if (np && *np && np[0] != '/' && np[0] != '.') {
+        snprintf(buf, cap, "%s", np);
+        return;
+    }
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/') n--;
     size_t b = n;
     while (b > 0 && dir[b - 1] != '/') b--;
+    /* .../models--ORG--NAME/snapshots/REV */
+    size_t s_end = b > 0 ? b - 1 : 0, s = s_end;
+    while (s > 0 && dir[s - 1] != '/') s--;
+    if (b > 0 && s_end - s == 9 && !strncmp(dir + s, "snapshots", 9) && s > 0) {
+        size_t m_end = s - 1, m = m_end;
+        while (m > 0 && dir[m - 1] != '/') m--;
+        if (m_end - m > 8 && !strncmp(dir + m, "models--", 8)) {
+            size_t k = 0;
+            for (size_t i = m + 8; i < m_end && k + 1 < cap; i++) {
+                if (dir[i] == '-' && i + 1 < m_end && dir[i + 1] == '-') {
+                    buf[k++] = '/';
+                    i++;
+                } else {
+                    buf[k++] = dir[i];
+                }
+            }
+            buf[k] = 0;
+            return;
+        }
+    }
     snprintf(buf, cap, "%.*s", (int)(n - b), dir + b);
 }
 
@@ -1724,7 +1751,7 @@ int hf_open(const char *dir, gguf_file **out, char *err, size_t err_len) {
         goto done;
     }
     char name[256];
-    folder_name(dir, name, sizeof name);
+    model_name(dir, cfg, name, sizeof name);
     if (kv_add_str(&kvs, "general.architecture", m->arch, strlen(m->arch)) ||
         kv_add_str(&kvs, "general.name", name, strlen(name))) {
         rc = seterr(err, err_len, GGUF_ENOMEM, "out of memory");

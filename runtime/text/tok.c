@@ -503,13 +503,19 @@ static long partition(const tok_vocab *v, const char *text, size_t len, bool par
         int32_t k = oc[a].k, id = v->special[k];
         unsigned attr = v->attr[id];
         size_t sl = v->text_len[id], last_end = 0;
+        /* a tokenizer.json "normalized" token under a Prepend normalizer is
+         * matched as U+2581 + its text in the normalized text: at the start,
+         * or taking the space before it (HF normalizes the token's content) */
+        bool need_space = v->prefix_mode == TOK_PREFIX_RUN && v->add_space_prefix && (attr & TOK_ATTR_NORMALIZED_);
         for (; a < n_occ && oc[a].k == k; a++) {
             size_t p = oc[a].pos;
             if (p < last_end || p + sl > len) continue;
+            if (need_space && p > 0 && (t[p - 1] != ' ' || claimed[p - 1])) continue;
             size_t j;
             for (j = 0; j < sl && !claimed[p + j]; j++) {}
             if (j < sl) continue;
             memset(claimed + p, 1, sl);
+            if (need_space && p > 0) claimed[p - 1] = 1;
             if (attr & TOK_ATTR_LSTRIP)
                 for (j = p; j > 0 && !claimed[j - 1] && isspace(t[j - 1]); j--) claimed[j - 1] = 1;
             last_end = p + sl;
@@ -603,16 +609,15 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_specia
         if (add_special && v->add_bos) tok_emit(&out, v->bos);
         for (size_t f = 0; f < nf; f++) {
             if (frags[f].id >= 0) {
-                /* TOK_PREFIX_RUN: a run of normalized text starting with a
-                 * normalized added token still has the prepended U+2581 */
-                bool norm = v->attr[frags[f].id] & TOK_ATTR_NORMALIZED_;
-                if (v->prefix_mode == TOK_PREFIX_RUN && v->add_space_prefix && prev_special && norm)
-                    spm_fragment(&c, "", 0, true);
                 tok_emit(&out, frags[f].id);
-                /* a non-normalized added token ends the run: the next text starts one */
+                /* TOK_PREFIX_RUN: a non-normalized added token ends the run, so
+                 * the next text starts one; a normalized one took the U+2581
+                 * (or the space) before it and the run goes on */
+                bool norm = v->attr[frags[f].id] & TOK_ATTR_NORMALIZED_;
                 prev_special = v->prefix_mode == TOK_PREFIX_RUN ? !norm : true;
             } else {
                 bool prefix = v->prefix_mode == TOK_PREFIX_FIRST ? frags[f].off == 0 : prev_special;
+                if (v->prefix_unless_space && frags[f].len && text[frags[f].off] == ' ') prefix = false;
                 spm_fragment(&c, text + frags[f].off, frags[f].len, v->add_space_prefix && prefix);
                 prev_special = false;
             }

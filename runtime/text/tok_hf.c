@@ -414,9 +414,13 @@ static int check_spm_pipeline(const cJSON *root, tok_vocab *v, char *err, size_t
     if (!replace && !meta)
         return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: SentencePiece-style BPE whose spaces are not "
                     "turned into \xe2\x96\x81 (no Replace normalizer, no Metaspace) is not supported");
+    if (prepend && !replace)
+        return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: a Prepend normalizer without Replace \" \" -> "
+                    "\"\xe2\x96\x81\" is not supported");
     if (prepend && meta_prefix)
         return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: both a Prepend normalizer and Metaspace prepend");
     v->add_space_prefix = prepend || meta_prefix;
+    v->prefix_unless_space = meta_prefix; /* Metaspace prepends only when the text lacks its U+2581 */
     v->prefix_mode = prepend ? TOK_PREFIX_RUN : mode;
 
     const cJSON *dec = cJSON_GetObjectItemCaseSensitive(root, "decoder");

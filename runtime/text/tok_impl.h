@@ -106,6 +106,7 @@ struct tok_vocab {
     bool spm_split;      /* Metaspace split: no merge across a U+2581 that starts a word */
     bool spm_fuse_unk;   /* consecutive unknown symbols give one unk id */
     int prefix_mode;     /* TOK_PREFIX_* */
+    bool prefix_unless_space; /* Metaspace: no U+2581 prepended to a fragment that starts with a space */
 
     /* ---- BPE ---- */
     char pre_name[32];   /* tokenizer.ggml.pre as resolved ("llama3", ...) */
