@@ -248,3 +248,444 @@ TEST(hf, tokenizer_json_matches_hf_tokenizers) {
     cJSON_Delete(vec);
     free(base);
 }
+
+/* ---- every mapped family: GGUF -> HF folder (inverse mapping) -> logits ------------------- */
+
+static const struct {
+    const char *gguf;
+    uint32_t dtype;
+    int n_shards;
+} arch_models[] = {
+    {"models/stories260K/stories260K.gguf", ST_F32, 1}, /* llama: llama.cpp's permuted q/k undone */
+    {"models/arch/granite.gguf", ST_F32, 2},            /* the same permutation, multipliers */
+    {"models/arch/qwen2.gguf", ST_F32, 3},              /* biases */
+    {"models/arch/qwen3.gguf", ST_F32, 1},              /* q/k norms, key_length */
+    {"models/arch/gemma.gguf", ST_F32, 1},              /* norms stored as w, GGUF 1 + w */
+    {"models/arch/gemma2.gguf", ST_F32, 2},             /* soft-capping, post norms, window */
+    {"models/arch/gemma3.gguf", ST_F32, 1},             /* q/k norms 1 + w, local/global */
+    {"models/arch/phi3.gguf", ST_F32, 1},               /* fused qkv, gate|up */
+    {"models/arch/starcoder2.gguf", ST_F32, 1},         /* LayerNorm biases, plain GELU */
+    {"models/arch/gpt2.gguf", ST_F32, 2},               /* Conv1D transposes, learned positions */
+    {"models/arch/qwen2.gguf", ST_BF16, 1},             /* BF16 matrices zero copy, vectors to F32 */
+    {"models/arch/phi3.gguf", ST_F16, 1},               /* F16 */
+};
+
+TEST(hf, arch_roundtrip) {
+    int ids[] = {1, 403, 407, 261, 378, 500, 298, 262, 272, 269, 291, 271};
+    int done = 0;
+    for (size_t i = 0; i < sizeof arch_models / sizeof *arch_models; i++) {
+        const char *p = shared_path(arch_models[i].gguf);
+        if (!p) continue;
+        char path[1024], dir[1100], err[1024];
+        snprintf(path, sizeof path, "%s", p);
+        snprintf(dir, sizeof dir, "%s/arch-%zu", test_tmpdir(), i);
+        gguf_file *g = open_model(path);
+        if (!g) continue;
+        hfw_opts o = {.dtype = arch_models[i].dtype, .n_shards = arch_models[i].n_shards, .tokenizer = true};
+        int rc = hfw_from_gguf(g, dir, &o, err, sizeof err);
+        EXPECT_MSG(rc == 0, "%s: %s", arch_models[i].gguf, err);
+        gguf_file *hf = rc ? NULL : open_model(dir);
+        float *a = NULL, *b = NULL;
+        int na = 0, nb = 0;
+        if (hf && !logits_of(g, CINFER_PRECISION_F32, ids, 12, &a, &na) &&
+            !logits_of(hf, CINFER_PRECISION_F32, ids, 12, &b, &nb)) {
+            double maxabs, c = cosine(a, b, na, &maxabs);
+            double want = arch_models[i].dtype == ST_F32 ? 0.99999 : 0.999;
+            printf("    %-36s %s x%d: cosine %.9f, max abs %.3g\n", arch_models[i].gguf,
+                   st_dtype_name(arch_models[i].dtype), arch_models[i].n_shards, c, maxabs);
+            EXPECT_EQ_I(na, nb);
+            EXPECT_MSG(c >= want, "%s %s: cosine %.9f < %g", arch_models[i].gguf, st_dtype_name(arch_models[i].dtype), c,
+                       want);
+            if (arch_models[i].dtype == ST_F32) EXPECT_EQ_I(argmax_f32(a, na), argmax_f32(b, nb));
+            /* the tokenizer.json written from the SPM vocabulary loads with the model's size */
+            tok_vocab *v = NULL;
+            EXPECT_MSG(tok_load_gguf(hf, &v, err, sizeof err) == 0, "%s", err);
+            if (v) EXPECT_EQ_I(tok_n_vocab(v), nb);
+            tok_free(v);
+            done++;
+        }
+        if (hf && arch_models[i].dtype != ST_F32) { /* matrices straight from the mapping */
+            const gguf_tensor *t = gguf_find_tensor(hf, "blk.0.ffn_down.weight");
+            EXPECT(t && t->type == (arch_models[i].dtype == ST_BF16 ? GGML_TYPE_BF16 : GGML_TYPE_F16) &&
+                   gguf_populate(hf, t->data, t->n_bytes) == 0);
+            const gguf_tensor *nrm = gguf_find_tensor(hf, "blk.0.attn_norm.weight");
+            EXPECT(nrm && nrm->type == GGML_TYPE_F32);
+        }
+        free(a);
+        free(b);
+        gguf_close(hf);
+        gguf_close(g);
+    }
+    if (!done) SKIP("../shared/models/arch absent");
+}
+
+/* A tokenizer.json derived from stories260K's SentencePiece vocabulary (merges
+ * as HF's converter derives them) tokenizes like the GGUF's scores. */
+TEST(hf, spm_vocab_as_tokenizer_json) {
+    NEED_SHARED(p, "models/stories260K/stories260K.gguf");
+    char path[1024], dir[1100], err[1024];
+    snprintf(path, sizeof path, "%s", p);
+    snprintf(dir, sizeof dir, "%s/stories-tok", test_tmpdir());
+    gguf_file *g = open_model(path);
+    hfw_opts o = {.tokenizer = true};
+    EXPECT_MSG(g && hfw_from_gguf(g, dir, &o, err, sizeof err) == 0, "%s", err);
+    gguf_file *hf = open_model(dir);
+    tok_vocab *a = NULL, *b = NULL;
+    EXPECT(g && tok_load_gguf(g, &a, err, sizeof err) == 0);
+    EXPECT_MSG(hf && tok_load_gguf(hf, &b, err, sizeof err) == 0, "%s", err);
+    static const char *const texts[] = {
+        "Once upon a time, there was a little girl named Lily.", "She liked to play in the park with her dog.",
+        "\"Can I have it?\" asked Tom. Mom said yes!", "  two  spaces and\nnewlines\n", "ünïcödé 日本 🙂",
+    };
+    for (size_t i = 0; a && b && i < sizeof texts / sizeof *texts; i++) {
+        int32_t x[512], y[512];
+        size_t nx = 0, ny = 0;
+        EXPECT_EQ_I(tok_encode(a, texts[i], strlen(texts[i]), true, false, x, 512, &nx), 0);
+        EXPECT_EQ_I(tok_encode(b, texts[i], strlen(texts[i]), true, false, y, 512, &ny), 0);
+        EXPECT_MSG(nx == ny && !memcmp(x, y, nx * sizeof *x), "\"%s\": %zu vs %zu ids", texts[i], nx, ny);
+    }
+    tok_free(a);
+    tok_free(b);
+    gguf_close(hf);
+    gguf_close(g);
+}
+
+/* ---- GPTQ / AWQ ------------------------------------------------------------------------ */
+
+static bool is_linear(const char *name) {
+    static const char *const suf[] = {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
+                                      "gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+    for (size_t i = 0; i < sizeof suf / sizeof *suf; i++) {
+        size_t n = strlen(name), k = strlen(suf[i]);
+        if (n > k && !strcmp(name + n - k, suf[i])) return true;
+    }
+    return false;
+}
+
+static int copy_file(const char *from, const char *dir, const char *name) {
+    char to[2048];
+    snprintf(to, sizeof to, "%s/%s", dir, name);
+    return symlink(from, to) && errno != EEXIST ? -1 : 0;
+}
+
+/* TinyStories as a quantized folder qdir (q) and as its exact dequantization
+ * in F32 (fdir); deq_out[module] kept for the exactness check. */
+typedef struct {
+    char module[160];
+    float *deq;
+    int n_out, n_in;
+} qref;
+
+static int write_quantized(const char *ts_dir, const hfw_quant *q, const char *qdir, const char *fdir, qref *refs,
+                           int *n_refs, char *err, size_t err_len) {
+    char p[2048];
+    snprintf(p, sizeof p, "%s/model.safetensors", ts_dir);
+    st_file *st = NULL;
+    if (st_open(p, &st, err, err_len)) return -1;
+    hfw_tensor *qt = NULL, *ft = calloc(st_n_tensors(st), sizeof *ft);
+    size_t nq = 0, nf = 0;
+    int rc = 0;
+    *n_refs = 0;
+    for (uint64_t i = 0; !rc && i < st_n_tensors(st); i++) {
+        const st_tensor *t = st_tensor_at(st, i);
+        hfw_tensor *f = &ft[nf++];
+        snprintf(f->name, sizeof f->name, "%s", t->name);
+        f->dtype = ST_F32;
+        f->n_dims = (int)t->n_dims;
+        for (uint32_t d = 0; d < t->n_dims; d++) f->shape[d] = t->shape[d];
+        f->n_bytes = t->n_bytes;
+        f->data = malloc(t->n_bytes);
+        memcpy(f->data, t->data, t->n_bytes);
+        if (!is_linear(t->name)) {
+            hfw_tensor *nt = realloc(qt, (nq + 1) * sizeof *nt);
+            qt = nt;
+            qt[nq] = *f;
+            qt[nq].data = malloc(t->n_bytes);
+            memcpy(qt[nq++].data, t->data, t->n_bytes);
+            continue;
+        }
+        qref *r = &refs[(*n_refs)++];
+        snprintf(r->module, sizeof r->module, "%.*s", (int)(strlen(t->name) - 7), t->name);
+        r->n_out = (int)t->shape[0];
+        r->n_in = (int)t->shape[1];
+        r->deq = malloc((size_t)r->n_out * r->n_in * sizeof *r->deq);
+        rc = hfw_quantize(q, r->module, f->data, r->n_out, r->n_in, &qt, &nq, r->deq, err, err_len);
+        memcpy(f->data, r->deq, t->n_bytes); /* the F32 twin holds the dequantized values */
+    }
+    st_close(st);
+    mkdir(qdir, 0755);
+    mkdir(fdir, 0755);
+    snprintf(p, sizeof p, "%s/model.safetensors", qdir);
+    if (!rc) rc = hfw_safetensors(p, qt, nq, err, err_len);
+    snprintf(p, sizeof p, "%s/model.safetensors", fdir);
+    if (!rc) rc = hfw_safetensors(p, ft, nf, err, err_len);
+    hfw_tensors_free(qt, nq);
+    hfw_tensors_free(ft, nf);
+    /* config.json + quantization_config; the tokenizer files as they are */
+    snprintf(p, sizeof p, "%s/config.json", ts_dir);
+    char *cfg = read_file(p, NULL);
+    cJSON *cj = cfg ? cJSON_Parse(cfg) : NULL;
+    free(cfg);
+    if (!cj) return rc ? rc : -1;
+    char *plain = cJSON_Print(cj);
+    if (!rc) rc = hfw_text(fdir, "config.json", plain, err, err_len);
+    free(plain);
+    cJSON_AddItemToObject(cj, "quantization_config", cJSON_Parse(hfw_quant_config(q)));
+    char *qc = cJSON_Print(cj);
+    if (!rc) rc = hfw_text(qdir, "config.json", qc, err, err_len);
+    free(qc);
+    cJSON_Delete(cj);
+    static const char *const files[] = {"tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 2 && !rc; i++) {
+        snprintf(p, sizeof p, "%s/%s", ts_dir, files[i]);
+        char abs[4096];
+        if (!realpath(p, abs) || copy_file(abs, qdir, files[i]) || copy_file(abs, fdir, files[i]))
+            rc = -1;
+    }
+    return rc;
+}
+
+static const struct {
+    const char *what;
+    hfw_quant q;
+    uint32_t want_type; /* what every linear must become */
+} quant_cases[] = {
+    {"GPTQ 4-bit sym g32", {HFW_GPTQ, 4, 32, true, false, 0}, GGML_TYPE_Q4_0},
+    {"GPTQ 4-bit asym g64", {HFW_GPTQ, 4, 64, false, false, 0}, GGML_TYPE_Q5_0},
+    {"GPTQ 4-bit sym g32 act-order", {HFW_GPTQ, 4, 32, true, true, 7}, GGML_TYPE_F32},
+    {"GPTQ 4-bit asym per-row (g -1)", {HFW_GPTQ, 4, -1, false, false, 0}, GGML_TYPE_Q5_0},
+    {"GPTQ 8-bit sym g128", {HFW_GPTQ, 8, 128, true, false, 0}, GGML_TYPE_Q8_0},
+    {"GPTQ 3-bit asym g32", {HFW_GPTQ, 3, 32, false, false, 0}, GGML_TYPE_Q4_0},
+    {"GPTQ 2-bit asym g32", {HFW_GPTQ, 2, 32, false, false, 0}, GGML_TYPE_Q4_0},
+    {"GPTQModel v2 4-bit asym g128", {HFW_GPTQ_V2, 4, 128, false, false, 0}, GGML_TYPE_Q5_0},
+    {"AWQ GEMM 4-bit g32", {HFW_AWQ, 4, 32, false, false, 0}, GGML_TYPE_Q5_0},
+    {"AWQ GEMM 4-bit g128", {HFW_AWQ, 4, 128, false, false, 0}, GGML_TYPE_Q5_0},
+};
+
+TEST(hf, gptq_awq_exact) {
+    NEED_SHARED(ts, TS_DIR);
+    char ts_dir[1024];
+    snprintf(ts_dir, sizeof ts_dir, "%s", ts);
+    char err[1024];
+    hf_map *map = NULL;
+    EXPECT_MSG(hf_map_load("llama", NULL, &map, err, sizeof err) == 0, "%s", err);
+    int ids[] = {1, 80, 147, 201, 282, 57, 286, 598};
+    for (size_t c = 0; map && c < sizeof quant_cases / sizeof *quant_cases; c++) {
+        char qdir[1200], fdir[1200];
+        snprintf(qdir, sizeof qdir, "%s/quant-%zu", test_tmpdir(), c);
+        snprintf(fdir, sizeof fdir, "%s/quant-%zu-f32", test_tmpdir(), c);
+        qref refs[32];
+        int n_refs = 0;
+        if (write_quantized(ts_dir, &quant_cases[c].q, qdir, fdir, refs, &n_refs, err, sizeof err)) {
+            test_fail(__FILE__, __LINE__, "%s: %s", quant_cases[c].what, err);
+            continue;
+        }
+        gguf_file *gq = open_model(qdir), *gf = open_model(fdir);
+        int exact = 1;
+        for (int r = 0; gq && r < n_refs; r++) {
+            char base[200], name[220];
+            int layer = -1;
+            const hf_map_tensor *mt = NULL;
+            for (size_t e = 0; e < map->n_tensors && !mt; e++)
+                if (hf_match(map->tensors[e].hf, refs[r].module, &layer)) mt = &map->tensors[e];
+            const char *d = mt ? strstr(mt->gguf, "%d") : NULL;
+            snprintf(base, sizeof base, "%.*s%d%s", d ? (int)(d - mt->gguf) : 0, mt ? mt->gguf : "", layer, d ? d + 2 : "");
+            snprintf(name, sizeof name, "%s.weight", base);
+            const gguf_tensor *t = gguf_find_tensor(gq, name);
+            EXPECT_MSG(t, "%s: no %s", quant_cases[c].what, name);
+            if (!t) continue;
+            EXPECT_MSG(t->type == quant_cases[c].want_type, "%s: %s is %s, expected %s", quant_cases[c].what, name,
+                       ggml_type_name(t->type), ggml_type_name(quant_cases[c].want_type));
+            EXPECT(t->ne[0] == refs[r].n_in && t->ne[1] == refs[r].n_out);
+            size_t rb = kern_row_bytes((int)t->type, refs[r].n_in);
+            float *row = malloc((size_t)refs[r].n_in * sizeof *row);
+            for (int o = 0; o < refs[r].n_out && exact; o++) {
+                kern_dequant_row((int)t->type, (const char *)t->data + rb * (size_t)o, row, refs[r].n_in);
+                if (memcmp(row, refs[r].deq + (size_t)o * refs[r].n_in, (size_t)refs[r].n_in * sizeof *row)) {
+                    exact = 0;
+                    test_fail(__FILE__, __LINE__, "%s: %s row %d differs from s*(q - z)", quant_cases[c].what, name, o);
+                }
+            }
+            free(row);
+        }
+        float *a = NULL, *b = NULL;
+        int na = 0, nb = 0;
+        /* native: the kernels on the re-expressed blocks, f32 activations */
+        if (gq && gf && !logits_of(gq, CINFER_PRECISION_NATIVE, ids, 8, &a, &na) &&
+            !logits_of(gf, CINFER_PRECISION_F32, ids, 8, &b, &nb)) {
+            double maxabs, cs = cosine(a, b, na, &maxabs);
+            printf("    %-32s %-6s exact %s, logits vs dequantized F32: cosine %.9f, max abs %.3g\n",
+                   quant_cases[c].what, ggml_type_name(quant_cases[c].want_type), exact ? "yes" : "NO", cs, maxabs);
+            EXPECT_MSG(cs >= 0.99999, "%s: cosine %.9f", quant_cases[c].what, cs);
+            EXPECT_EQ_I(argmax_f32(a, na), argmax_f32(b, nb));
+        }
+        free(a);
+        free(b);
+        /* the compute precisions apply as to any GGUF of these types */
+        if (gq && c < 2) {
+            float *x = NULL, *y = NULL;
+            int nx, ny;
+            if (!logits_of(gq, CINFER_PRECISION_AUTO, ids, 8, &x, &nx) && !logits_of(gq, CINFER_PRECISION_INT8, ids, 8, &y, &ny)) {
+                double maxabs, cs = cosine(x, y, nx, &maxabs);
+                EXPECT_MSG(cs >= 0.99, "%s auto vs int8: cosine %.6f", quant_cases[c].what, cs);
+            }
+            free(x);
+            free(y);
+        }
+        for (int r = 0; r < n_refs; r++) free(refs[r].deq);
+        gguf_close(gq);
+        gguf_close(gf);
+    }
+    hf_map_free(map);
+}
+
+/* ---- hostile folders ---------------------------------------------------------------------- */
+
+#define CFG_OK "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":8,\"num_hidden_layers\":1," \
+               "\"intermediate_size\":16,\"num_attention_heads\":2,\"rms_norm_eps\":1e-5,\"vocab_size\":16%s}"
+
+typedef struct {
+    const char *what;
+    const char *config;     /* printf format with one %s (extra keys), or NULL for CFG_OK */
+    const char *extra;      /* keys appended to CFG_OK */
+    const char *index;      /* model.safetensors.index.json text, or NULL */
+    const char *st_header;  /* the safetensors header JSON (NULL: a valid one-tensor file) */
+    size_t st_data;         /* data bytes after it */
+    const char *st_name;    /* file name of the safetensors (default model.safetensors) */
+    const char *quant_file; /* quantize_config.json text, or NULL */
+    const char *want;       /* substring of the error */
+} hostile;
+
+#define NORM8 "\"model.norm.weight\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]}"
+static const hostile hostiles[] = {
+    {"config not JSON", "{\"architectures\": [", NULL, NULL, NULL, 0, NULL, NULL, "config.json: JSON syntax error"},
+    {"config an array", "[1, 2]", NULL, NULL, NULL, 0, NULL, NULL, "config.json is not a JSON object"},
+    {"no architectures", "{\"hidden_size\": 8}", NULL, NULL, NULL, 0, NULL, NULL, "\"architectures\" must be a list"},
+    {"unknown family", "{\"architectures\":[\"FooForCausalLM\"]}", NULL, NULL, NULL, 0, NULL, NULL,
+     "'FooForCausalLM' has no mapping (supported: "},
+    {"missing hidden_size", "{\"architectures\":[\"LlamaForCausalLM\"],\"num_hidden_layers\":1}", NULL, NULL, NULL, 0,
+     NULL, NULL, "(for llama.attention.head_count): is missing, llama needs it (archspecs/llama.hf.lua)"},
+    {"string count", NULL, ",\"num_key_value_heads\":\"2\"", NULL, NULL, 0, NULL, NULL, "expected a number, got the string"},
+    {"gelu llama", NULL, ",\"hidden_act\":\"gelu\"", NULL, NULL, 0, NULL, NULL, "\"hidden_act\" is \"gelu\""},
+    {"llama3 rope scaling", NULL, ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0}", NULL, NULL, 0, NULL,
+     NULL, "\"rope_scaling\" is {\"rope_type\":\"llama3\""},
+    {"head_dim other than hidden/heads", NULL, ",\"head_dim\":16", NULL, NULL, 0, NULL, NULL, "\"head_dim\" is 16"},
+    {"tie not boolean", NULL, ",\"tie_word_embeddings\":\"yes\"", NULL, NULL, 0, NULL, NULL,
+     "tie_word_embeddings is not a boolean"},
+    {"eos not an id", NULL, ",\"eos_token_id\":\"x\"", NULL, NULL, 0, NULL, NULL, "eos_token_id must be a token id"},
+    {"no weights", NULL, "", NULL, NULL, 0, "other.bin", NULL, "no model.safetensors and no model.safetensors.index.json"},
+    {"index path ..", NULL, "", "{\"weight_map\":{\"model.norm.weight\":\"../x.safetensors\"}}", NULL, 0, NULL, NULL,
+     "names shard '../x.safetensors': expected a plain file name"},
+    {"index absolute path", NULL, "", "{\"weight_map\":{\"model.norm.weight\":\"/etc/passwd\"}}", NULL, 0, NULL, NULL,
+     "names shard '/etc/passwd': expected a plain file name"},
+    {"index subfolder", NULL, "", "{\"weight_map\":{\"model.norm.weight\":\"sub/m.safetensors\"}}", NULL, 0, NULL, NULL,
+     "expected a plain file name"},
+    {"index hidden file", NULL, "", "{\"weight_map\":{\"model.norm.weight\":\".m.safetensors\"}}", NULL, 0, NULL, NULL,
+     "expected a plain file name"},
+    {"index missing shard", NULL, "", "{\"weight_map\":{\"model.norm.weight\":\"model-00002-of-00002.safetensors\"}}", NULL,
+     0, NULL, NULL, "shard model-00002-of-00002.safetensors named by the index: cannot open"},
+    {"index wrong shard", NULL, "", "{\"weight_map\":{\"model.embed_tokens.weight\":\"model.safetensors\"}}", NULL, 0,
+     NULL, NULL, "puts tensor 'model.embed_tokens.weight' in model.safetensors, which does not hold it"},
+    {"index value not a string", NULL, "", "{\"weight_map\":{\"model.norm.weight\":3}}", NULL, 0, NULL, NULL,
+     "is not a file name"},
+    {"index without weight_map", NULL, "", "{\"metadata\":{}}", NULL, 0, NULL, NULL, "has no \"weight_map\" object"},
+    {"header length past EOF", NULL, "", NULL, "HUGE", 0, NULL, NULL, "exceeds the"},
+    {"dtype I8", NULL, "", NULL, "{\"model.norm.weight\":{\"dtype\":\"I8\",\"shape\":[8],\"data_offsets\":[0,8]}}", 8, NULL,
+     NULL, "tensor 'model.norm.weight': dtype I8, expected F32, F16 or BF16"},
+    {"zero dimension", NULL, "", NULL, "{\"model.norm.weight\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0,
+     NULL, NULL, "dimension 0 is 0, expected >= 1"},
+    {"five dimensions", NULL, "", NULL,
+     "{\"model.norm.weight\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,2],\"data_offsets\":[0,8]}}", 8, NULL, NULL,
+     "5 dimensions, expected 1..4"},
+    {"unmapped tensor", NULL, "", NULL, "{\"model.layers.0.extra.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+     8, NULL, NULL, "tensor 'model.layers.0.extra.weight' has no mapping in archspecs/llama.hf.lua"},
+    {"odd suffix", NULL, "", NULL, "{\"model.norm.scale\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+     NULL, NULL, "expected MODULE.weight or MODULE.bias"},
+    {"quantized parts, no config", NULL, "", NULL,
+     "{\"model.layers.0.mlp.up_proj.qweight\":{\"dtype\":\"I32\",\"shape\":[1,8],\"data_offsets\":[0,32]}}", 32, NULL, NULL,
+     "is a quantized part, but neither config.json"},
+    {"gptq missing scales", NULL, ",\"quantization_config\":{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":8}", NULL,
+     "{\"model.layers.0.mlp.up_proj.qweight\":{\"dtype\":\"I32\",\"shape\":[1,8],\"data_offsets\":[0,32]}}", 32, NULL, NULL,
+     "needs qweight, qzeros and scales, has qweight"},
+    {"gptq wrong scales shape", NULL, ",\"quantization_config\":{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":8}", NULL,
+     "{\"model.layers.0.mlp.up_proj.qweight\":{\"dtype\":\"I32\",\"shape\":[1,8],\"data_offsets\":[0,32]},"
+     "\"model.layers.0.mlp.up_proj.qzeros\":{\"dtype\":\"I32\",\"shape\":[1,1],\"data_offsets\":[32,36]},"
+     "\"model.layers.0.mlp.up_proj.scales\":{\"dtype\":\"F16\",\"shape\":[2,8],\"data_offsets\":[36,68]}}", 68, NULL, NULL,
+     "expected scales [1, 8] and qzeros [1, 1], got [2, 8]"},
+    {"gptq g_idx out of range", NULL, ",\"quantization_config\":{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":8}", NULL,
+     "{\"model.layers.0.mlp.up_proj.qweight\":{\"dtype\":\"I32\",\"shape\":[1,8],\"data_offsets\":[0,32]},"
+     "\"model.layers.0.mlp.up_proj.qzeros\":{\"dtype\":\"I32\",\"shape\":[1,1],\"data_offsets\":[32,36]},"
+     "\"model.layers.0.mlp.up_proj.scales\":{\"dtype\":\"F16\",\"shape\":[1,8],\"data_offsets\":[36,52]},"
+     "\"model.layers.0.mlp.up_proj.g_idx\":{\"dtype\":\"I32\",\"shape\":[8],\"data_offsets\":[52,84]}}", 84, NULL, NULL,
+     "g_idx[0] = 2139062143, expected 0..0"},
+    {"gptq 5 bits", NULL, ",\"quantization_config\":{\"quant_method\":\"gptq\",\"bits\":5,\"group_size\":128}", NULL, NULL, 0,
+     NULL, NULL, "bits 5, GPTQ packs 2, 3, 4 or 8"},
+    {"gptq marlin", NULL, ",\"quantization_config\":{\"quant_method\":\"gptq\",\"bits\":4,\"checkpoint_format\":\"marlin\"}",
+     NULL, NULL, 0, NULL, NULL, "checkpoint_format 'marlin' is not supported"},
+    {"awq gemv", NULL, ",\"quantization_config\":{\"quant_method\":\"awq\",\"bits\":4,\"group_size\":128,\"version\":\"gemv\"}",
+     NULL, NULL, 0, NULL, NULL, "AWQ version 'gemv' is not supported (gemm)"},
+    {"fp8", NULL, ",\"quantization_config\":{\"quant_method\":\"fp8\"}", NULL, NULL, 0, NULL, NULL,
+     "quant_method 'fp8' is not supported (gptq, awq)"},
+    {"bad quantize_config.json", NULL, "", NULL, NULL, 0, NULL, "{\"bits\": 4, \"group_size\": 0}", "group_size 0"},
+    {"chat template not text", NULL, "", NULL, NULL, 0, NULL, NULL, "chat_template is neither"},
+};
+
+static void write_hostile(const hostile *h, const char *dir) {
+    char err[512], p[2048], cfg[4096];
+    mkdir(dir, 0755);
+    if (h->config) snprintf(cfg, sizeof cfg, "%s", h->config);
+    else snprintf(cfg, sizeof cfg, CFG_OK, h->extra ? h->extra : "");
+    hfw_text(dir, "config.json", cfg, err, sizeof err);
+    if (h->index) hfw_text(dir, "model.safetensors.index.json", h->index, err, sizeof err);
+    if (h->quant_file) hfw_text(dir, "quantize_config.json", h->quant_file, err, sizeof err);
+    if (strstr(h->what, "chat template"))
+        hfw_text(dir, "tokenizer_config.json", "{\"chat_template\": 42}", err, sizeof err);
+    const char *hdr = h->st_header ? h->st_header : "{" NORM8 "}";
+    size_t n_data = h->st_header ? h->st_data : 32;
+    snprintf(p, sizeof p, "%s/%s", dir, h->st_name ? h->st_name : "model.safetensors");
+    FILE *f = fopen(p, "wb");
+    uint64_t hl = strcmp(hdr, "HUGE") ? strlen(hdr) : (1ull << 40);
+    fwrite(&hl, 8, 1, f);
+    if (strcmp(hdr, "HUGE")) fwrite(hdr, 1, strlen(hdr), f);
+    /* zeros, except a g_idx case: 0x7f7f7f7f is no group */
+    for (size_t i = 0; i < n_data; i++) fputc(strstr(h->what, "g_idx") ? 0x7f : 0, f);
+    fclose(f);
+}
+
+TEST(hf, hostile_folders_fail_cleanly) {
+    for (size_t i = 0; i < sizeof hostiles / sizeof *hostiles; i++) {
+        char dir[1024], err[1024] = "";
+        snprintf(dir, sizeof dir, "%s/hostile-%zu", test_tmpdir(), i);
+        write_hostile(&hostiles[i], dir);
+        gguf_file *g = (gguf_file *)dir;
+        int rc = modelfile_open(dir, &g, err, sizeof err);
+        EXPECT_MSG(rc != 0 && g == NULL, "%s: opened", hostiles[i].what);
+        EXPECT_MSG(!strncmp(err, "hf: ", 4) && !strchr(err, '\n'), "%s: %s", hostiles[i].what, err);
+        EXPECT_MSG(strstr(err, hostiles[i].want), "%s: message lacks \"%s\": %s", hostiles[i].what, hostiles[i].want, err);
+        if (!rc) gguf_close(g);
+    }
+}
+
+/* Shapes the archspec does not expect open, and fail at compile naming the tensor. */
+TEST(hf, hostile_shape_mismatch_at_compile) {
+    char dir[1024], err[1024], p[1200];
+    snprintf(dir, sizeof dir, "%s/shape", test_tmpdir());
+    mkdir(dir, 0755);
+    EXPECT(hfw_text(dir, "config.json", "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":8,"
+                    "\"num_hidden_layers\":1,\"intermediate_size\":16,\"num_attention_heads\":2,\"rms_norm_eps\":1e-5,"
+                    "\"vocab_size\":16}", err, sizeof err) == 0);
+    float z[16 * 8] = {0};
+    hfw_tensor t[2] = {{.name = "model.embed_tokens.weight", .dtype = ST_F32, .n_dims = 2, .shape = {16, 8}},
+                       {.name = "model.norm.weight", .dtype = ST_F32, .n_dims = 1, .shape = {4}}};
+    t[0].data = z, t[0].n_bytes = sizeof z;
+    t[1].data = z, t[1].n_bytes = 16;
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    EXPECT(hfw_safetensors(p, t, 2, err, sizeof err) == 0);
+    gguf_file *g = open_model(dir);
+    cc_options o = {.mode = CC_JIT};
+    cc_module *m = NULL;
+    EXPECT(g && cc_build(g, &o, &m, err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "output_norm.weight") || strstr(err, "blk.0.attn_norm.weight"), "%s", err);
+    cc_module_free(m);
+    gguf_close(g);
+}

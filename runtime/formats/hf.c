@@ -762,6 +762,11 @@ static int map_eval(hf_map *m, const cJSON *cfg_json, kv_list *kvs, const char *
         } else {
             lua_pushvalue(L, v);
         }
+        if (lua_type(L, -1) == LUA_TSTRING) { /* hyperparameters are numbers or booleans */
+            rc = seterr(err, err_len, GGUF_EFORMAT, "%s: expected a number, got the string \"%.40s\"", what,
+                        lua_tostring(L, -1));
+            break;
+        }
         rc = kv_add_lua(kvs, L, -1, key, h->is_float, what, err, err_len);
         lua_settop(L, hp);
     }
@@ -889,10 +894,11 @@ static int open_shards(const char *dir, hf_owner *o, hf_src **srcs, size_t *n_sr
         }
         for (const cJSON *e = wm->child; e; e = e->next) {
             if (!cJSON_IsString(e)) {
+                seterr(err, err_len, GGUF_EFORMAT, "%s: model.safetensors.index.json: weight_map[\"%.80s\"] is not a file name",
+                       dir, e->string ? e->string : "?");
                 free(names);
                 cJSON_Delete(idx);
-                return seterr(err, err_len, GGUF_EFORMAT, "%s: model.safetensors.index.json: weight_map[\"%.80s\"] is not a file name",
-                              dir, e->string ? e->string : "?");
+                return GGUF_EFORMAT;
             }
             if ((rc = check_shard_name(dir, e->valuestring, err, err_len))) {
                 free(names);
