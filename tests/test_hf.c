@@ -33,6 +33,8 @@
 #include "formats/modelfile.h"
 #include "formats/safetensors.h"
 #include "hf_write.h"
+#include "http_client.h"
+#include "server/srv.h"
 #include "kernels/kern.h"
 #include "test.h"
 #include "text/tok.h"
@@ -688,4 +690,121 @@ TEST(hf, hostile_shape_mismatch_at_compile) {
     EXPECT_MSG(strstr(err, "output_norm.weight") || strstr(err, "blk.0.attn_norm.weight"), "%s", err);
     cc_module_free(m);
     gguf_close(g);
+}
+
+/* ---- the commands on folders ------------------------------------------------------------------ */
+
+TEST(hf, cli_commands_take_a_folder) {
+    NEED_SHARED(dir, TS_DIR);
+    char d[1024], cmd[4096], *out = NULL;
+    snprintf(d, sizeof d, "%s", dir);
+    snprintf(cmd, sizeof cmd, "%s run %s -p 'Once upon a time' -n 8 --temp 0 2>/dev/null", cinfer_bin(), d);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    EXPECT_MSG(out && !strncmp(out, "Once upon a time", 16) && strlen(out) > 24, "run: %s", out ? out : "");
+    free(out);
+    /* a shard inside the folder stands for the folder */
+    snprintf(cmd, sizeof cmd, "%s run %s/model.safetensors -p 'Once upon a time' -n 8 --temp 0 --quant int8 2>/dev/null",
+             cinfer_bin(), d);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s tokenize %s 'Once upon a time'", cinfer_bin(), d);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    EXPECT_STR_EQ(out, "1 80 147 201 282 57\n");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s compile %s --emit-c -", cinfer_bin(), d);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    /* rope() with mode 2 (CF_ROPE_NEOX): the HF rows keep rotate-half order */
+    EXPECT_MSG(out && strstr(out, "10000.0f, 2, T);") && !strstr(out, "10000.0f, 0, T);"), "compile --emit-c");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s bench %s -p 8 -n 4 -r 1 --json 2>/dev/null", cinfer_bin(), d);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    cJSON *j = out ? cJSON_Parse(out) : NULL;
+    EXPECT_MSG(j, "bench --json: %s", out ? out : "");
+    cJSON_Delete(j);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s inspect %s --json", cinfer_bin(), d);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    EXPECT_MSG(out && strstr(out, "\"llama.rope.layout\""), "inspect");
+    free(out);
+    /* a folder the loader refuses: exit 1 and one line naming the problem */
+    char bad[1100], err[256];
+    snprintf(bad, sizeof bad, "%s/cli-bad", test_tmpdir());
+    mkdir(bad, 0755);
+    hfw_text(bad, "config.json", "{\"architectures\": [\"MambaForCausalLM\"]}", err, sizeof err);
+    snprintf(cmd, sizeof cmd, "%s run %s -p x 2>&1", cinfer_bin(), bad);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 1);
+    EXPECT_MSG(out && strstr(out, "'MambaForCausalLM' has no mapping"), "run bad: %s", out ? out : "");
+    free(out);
+}
+
+/* The Qwen3 chat test model as an HF folder: its weights through the qwen3
+ * mapping, the real Qwen3 tokenizer.json, a tokenizer_config.json with the
+ * model's chat template.  Written once per run. */
+static const char *qwen3_folder(void) {
+    static char dir[1100];
+    static int state; /* 0 not tried, 1 ok, -1 failed or absent */
+    if (state) return state > 0 ? dir : NULL;
+    state = -1;
+    const char *m = shared_path("models/chat/qwen3-chat.gguf");
+    if (!m) return NULL;
+    char mp[1024], tj[1024], err[1024];
+    snprintf(mp, sizeof mp, "%s", m);
+    const char *t = shared_path("vocab/hf/qwen3/tokenizer.json");
+    if (!t) return NULL;
+    snprintf(tj, sizeof tj, "%s", t);
+    snprintf(dir, sizeof dir, "%s/qwen3-chat", test_tmpdir());
+    gguf_file *g = open_model(mp);
+    hfw_opts o = {.dtype = ST_BF16, .tokenizer_json = tj};
+    if (g && !hfw_from_gguf(g, dir, &o, err, sizeof err)) state = 1;
+    else if (g) test_fail(__FILE__, __LINE__, "qwen3 folder: %s", err);
+    gguf_close(g);
+    return state > 0 ? dir : NULL;
+}
+
+TEST(hf, chat_template_from_tokenizer_config) {
+    const char *dir = qwen3_folder();
+    if (!dir) SKIP("qwen3-chat.gguf or the Qwen3 tokenizer.json absent");
+    const char *rp = shared_path("reference/chat/qwen3-chat.rendered.json");
+    char *txt = rp ? read_file(rp, NULL) : NULL;
+    cJSON *j = txt ? cJSON_Parse(txt) : NULL, *c;
+    char *want = NULL;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(j, "cases"))
+        if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(c, "name")), "system_user"))
+            want = strdup(cJSON_GetStringValue(cJSON_GetObjectItem(c, "rendered")));
+    cJSON_Delete(j);
+    free(txt);
+    if (!want) SKIP("reference rendering absent");
+    char err[1024];
+    cinfer_model *m = NULL;
+    EXPECT_MSG(cinfer_model_open(dir, NULL, &m, err, sizeof err) == 0, "%s", err);
+    cinfer_message msgs[] = {{"system", "You are a helpful assistant."}, {"user", "What is the capital of France?"}};
+    char *prompt = NULL;
+    if (m) EXPECT_MSG(cinfer_chat_prompt(m, msgs, 2, 1, &prompt, err, sizeof err) == 0, "%s", err);
+    EXPECT_STR_EQ(prompt, want);
+    cinfer_free(prompt);
+    cinfer_model_close(m);
+    free(want);
+    /* cinfer chat on the folder: one turn through a pipe */
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, "printf 'Hello\\n' | %s chat %s -n 4 --temp 0 2>/dev/null", cinfer_bin(), dir);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    free(out);
+}
+
+TEST(hf, serve_a_folder) {
+    const char *dir = qwen3_folder();
+    if (!dir) SKIP("qwen3-chat.gguf or the Qwen3 tokenizer.json absent");
+    http_srv f;
+    if (http_srv_start(&f, dir, NULL, NULL,
+                       (srv_options){.model_name = "qwen3-hf", .n_ctx = 1024, .n_threads = 1, .queue_max = 2}))
+        return;
+    long st = 0;
+    cJSON *j = http_post_json(f.base, "/v1/chat/completions",
+                              "{\"model\":\"qwen3-hf\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],"
+                              "\"max_tokens\":4,\"temperature\":0}", NULL, &st);
+    EXPECT_EQ_I(st, 200);
+    EXPECT_STR_EQ(json_str_at(j, "choices.0.message.role"), "assistant");
+    EXPECT(json_num_at(j, "usage.completion_tokens") >= 1);
+    cJSON_Delete(j);
+    http_srv_stop(&f);
 }
