@@ -387,7 +387,7 @@ static int check_spm_pipeline(const cJSON *root, tok_vocab *v, char *err, size_t
             replace = true;
         } else {
             return fail(err, err_len, TOK_EUNSUPPORTED,
-                        "tok: tokenizer.json: normalizer step '%.40s' not supported for SentencePiece-style BPE "
+                        "tok: tokenizer.json: normalizer step '%.40s' not supported for SentencePiece-style BPE (model.byte_fallback) "
                         "(Prepend \"\xe2\x96\x81\", then Replace \" \" -> \"\xe2\x96\x81\")", t ? t : "?");
         }
     }
@@ -398,7 +398,7 @@ static int check_spm_pipeline(const cJSON *root, tok_vocab *v, char *err, size_t
         const char *t = jstr(pt, "type");
         if (!t || strcmp(t, "Metaspace") || !is_metaspace_char(jstr(pt, "replacement")))
             return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: pre_tokenizer '%.40s' not supported for "
-                        "SentencePiece-style BPE (null or Metaspace with \"\xe2\x96\x81\")", t ? t : "?");
+                        "SentencePiece-style BPE, model.byte_fallback (null or Metaspace with \"\xe2\x96\x81\")", t ? t : "?");
         meta = true;
         const char *scheme = jstr(pt, "prepend_scheme");
         bool aps = true, split = true;
@@ -443,7 +443,7 @@ static int check_spm_pipeline(const cJSON *root, tok_vocab *v, char *err, size_t
         if (!t || (strcmp(t, "Replace") && strcmp(t, "ByteFallback") && strcmp(t, "Fuse") && strcmp(t, "Strip") &&
                    strcmp(t, "Metaspace")))
             return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: decoder '%.40s' not supported for "
-                        "SentencePiece-style BPE (Replace, ByteFallback, Fuse, Strip, Metaspace)", t ? t : "?");
+                        "SentencePiece-style BPE, model.byte_fallback (Replace, ByteFallback, Fuse, Strip, Metaspace)", t ? t : "?");
     }
     return 0;
 }
