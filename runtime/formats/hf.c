@@ -285,6 +285,8 @@ static int n_layer_slots(const char *s) {
     return n;
 }
 
+static int cmp_cstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 static int cmp_hparam(const void *a, const void *b) {
     return strcmp(((const hf_map_hparam *)a)->key, ((const hf_map_hparam *)b)->key);
 }
@@ -412,6 +414,7 @@ static int read_map(lua_State *L, hf_map *m, char *err, size_t err_len) {
         }
     }
     lua_pop(L, 1);
+    if (m->n_constants) qsort(m->constant_keys, m->n_constants, sizeof *m->constant_keys, cmp_cstr);
     return 0;
 }
 
