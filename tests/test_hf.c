@@ -834,3 +834,46 @@ TEST(hf, serve_a_folder) {
     cJSON_Delete(j);
     http_srv_stop(&f);
 }
+
+/* Modules of a million weights or more are re-expressed on several threads
+ * (one strip of outputs each): the same exact values. */
+TEST(hf, gptq_awq_large_modules_exact) {
+    static const hfw_quant qs[] = {{HFW_GPTQ, 4, 128, false, false, 0}, {HFW_AWQ, 4, 64, false, false, 0},
+                                   {HFW_GPTQ, 8, 128, true, false, 0}};
+    const int N = 1152, K = 1024;
+    float *W = malloc((size_t)N * K * sizeof *W), *deq = malloc((size_t)N * K * sizeof *deq), *row = malloc(K * sizeof *row);
+    uint64_t s = 12345;
+    for (size_t i = 0; i < (size_t)N * K; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        W[i] = (float)((int64_t)(s >> 33) % 2001 - 1000) / 4000.0f;
+    }
+    for (size_t c = 0; c < sizeof qs / sizeof *qs; c++) {
+        char dir[1100], err[1024], cfg[1024], p[1200];
+        snprintf(dir, sizeof dir, "%s/large-%zu", test_tmpdir(), c);
+        mkdir(dir, 0755);
+        snprintf(cfg, sizeof cfg, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":%d,\"num_hidden_layers\":1,"
+                 "\"intermediate_size\":%d,\"num_attention_heads\":8,\"rms_norm_eps\":1e-5,\"vocab_size\":32,"
+                 "\"quantization_config\":%s}", K, N, hfw_quant_config(&qs[c]));
+        hfw_tensor *ts = NULL;
+        size_t n = 0;
+        EXPECT_MSG(hfw_text(dir, "config.json", cfg, err, sizeof err) == 0 &&
+                   hfw_quantize(&qs[c], "model.layers.0.mlp.up_proj", W, N, K, &ts, &n, deq, err, sizeof err) == 0,
+                   "%s", err);
+        snprintf(p, sizeof p, "%s/model.safetensors", dir);
+        EXPECT(hfw_safetensors(p, ts, n, err, sizeof err) == 0);
+        hfw_tensors_free(ts, n);
+        gguf_file *g = open_model(dir);
+        const gguf_tensor *t = g ? gguf_find_tensor(g, "blk.0.ffn_up.weight") : NULL;
+        EXPECT(t && t->ne[0] == K && t->ne[1] == N);
+        int bad = 0;
+        for (int o = 0; t && o < N; o++) {
+            kern_dequant_row((int)t->type, (const char *)t->data + kern_row_bytes((int)t->type, K) * (size_t)o, row, K);
+            bad += memcmp(row, deq + (size_t)o * K, K * sizeof *row) != 0;
+        }
+        EXPECT_MSG(t && !bad, "%zu: %d of %d rows differ from s*(q - z) (%s)", c, bad, N, t ? ggml_type_name(t->type) : "-");
+        gguf_close(g);
+    }
+    free(W);
+    free(deq);
+    free(row);
+}

@@ -23,6 +23,7 @@
 #include <lua.h>
 #include <lualib.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1288,121 +1289,126 @@ static uint16_t scale_f16(const st_tensor *sc, int64_t i, bool *exact) {
     return h;
 }
 
-/* q and z of element (k, n). */
-static inline void q_elem(const quant_cfg *q, const qmod *m, int64_t k, int64_t n, int64_t g, int *qv, int *zv) {
-    int b = q->bits;
-    if (q->method == QM_GPTQ) {
-        *qv = (int)unpack(m->qweight->data, (uint64_t)n, (uint64_t)m->N, (uint64_t)k, b);
-        *zv = (int)unpack(m->qzeros->data, (uint64_t)(g * m->qzeros->shape[1]), 1, (uint64_t)n, b) + q->zero_offset;
-    } else {
-        int64_t wpr = m->N / 8;
-        uint32_t w = ld_u32(m->qweight->data, (uint64_t)(k * wpr + n / 8));
-        uint32_t z = ld_u32(m->qzeros->data, (uint64_t)(g * wpr + n / 8));
-        int sh = 4 * awq_reverse[n % 8];
-        *qv = (int)((w >> sh) & 15);
-        *zv = (int)((z >> sh) & 15);
-    }
+/* The decoded zero point of every (group, output) of module m: (n_groups, N). */
+static int16_t *q_zeros(const quant_cfg *q, const qmod *m) {
+    int64_t N = m->N;
+    int16_t *Z = malloc((size_t)(m->n_groups * N) * sizeof *Z);
+    if (!Z) return NULL;
+    for (int64_t g = 0; g < m->n_groups; g++)
+        for (int64_t n = 0; n < N; n++) {
+            if (q->method == QM_GPTQ)
+                Z[g * N + n] = (int16_t)((int)unpack(m->qzeros->data, (uint64_t)(g * m->qzeros->shape[1]), 1, (uint64_t)n,
+                                                     q->bits) + q->zero_offset);
+            else
+                Z[g * N + n] = (int16_t)((ld_u32(m->qzeros->data, (uint64_t)(g * (N / 8) + n / 8)) >>
+                                          (4 * awq_reverse[n % 8])) & 15);
+        }
+    return Z;
 }
 
-/* Re-express module m as one GGUF tensor (hf.h: Q4_0 / Q5_0 / Q8_0 when
- * exact, else F32). */
-static int quant_tensor(const char *dir, hf_owner *o, out_list *outs, const quant_cfg *q, qmod *m, const char *gguf_name,
-                        char *err, size_t err_len) {
-    int rc = q_check(dir, q, m, err, err_len);
-    if (rc) return rc;
-    int64_t K = m->K, N = m->N;
-    m->gidx = malloc((size_t)K * sizeof *m->gidx);
-    if (!m->gidx) return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
-    for (int64_t k = 0; k < K; k++) {
-        int64_t g = k / m->G;
-        if (m->g_idx) {
-            if (m->g_idx->dtype == ST_I32) {
-                int32_t v;
-                memcpy(&v, (const uint8_t *)m->g_idx->data + 4 * k, 4);
-                g = v;
-            } else {
-                int64_t v;
-                memcpy(&v, (const uint8_t *)m->g_idx->data + 8 * k, 8);
-                g = v;
-            }
-            if (g < 0 || g >= m->n_groups) {
-                free(m->gidx);
-                return seterr(err, err_len, GGUF_EFORMAT, "%s: %s module '%.120s': g_idx[%lld] = %lld, expected 0..%lld", dir,
-                              q->desc, m->module, (long long)k, (long long)g, (long long)m->n_groups - 1);
-            }
-        }
-        m->gidx[k] = (int32_t)g;
-    }
-    /* Which layout holds it exactly? */
-    bool blocks = K % 32 == 0, exact = true;
-    for (int64_t k = 0; blocks && k < K; k += 32)
-        for (int j = 1; j < 32; j++)
-            if (m->gidx[k + j] != m->gidx[k]) blocks = false;
-    int dmin = 0, dmax = 0;
-    for (int64_t k = 0; k < K; k++)
-        for (int64_t n = 0; n < N; n++) {
-            int qv, zv;
-            q_elem(q, m, k, n, m->gidx[k], &qv, &zv);
-            int d = qv - zv;
-            if (d < dmin) dmin = d;
-            if (d > dmax) dmax = d;
-        }
-    if (blocks)
-        for (int64_t i = 0; i < m->n_groups * N && exact; i++) (void)scale_f16(m->scales, i, &exact);
-    uint32_t type = GGML_TYPE_F32;
-    if (blocks && exact) {
-        if (dmin >= -8 && dmax <= 7) type = GGML_TYPE_Q4_0;
-        else if (dmin >= -16 && dmax <= 15) type = GGML_TYPE_Q5_0;
-        else if (dmin >= -128 && dmax <= 127) type = GGML_TYPE_Q8_0;
-    }
-    if (out_find(outs, gguf_name)) {
-        free(m->gidx);
-        return seterr(err, err_len, GGUF_EFORMAT, "%s: module '%.120s' maps to '%s', which another tensor already took", dir,
-                      m->module, gguf_name);
-    }
-    size_t row_bytes = (size_t)ggml_row_bytes(type, (uint64_t)K);
-    hf_out *out = out_add(outs);
-    uint8_t *dst = out ? owner_alloc(o, row_bytes * (size_t)N) : NULL;
-    if (!dst) {
-        free(m->gidx);
-        return seterr(err, err_len, GGUF_ENOMEM, "out of memory re-expressing '%s'", m->module);
-    }
-    snprintf(out->name, sizeof out->name, "%s", gguf_name);
-    out->type = type;
-    out->n_dims = 2;
-    out->ne[0] = K;
-    out->ne[1] = N;
-    out->ne[2] = out->ne[3] = 1;
-    out->n_bytes = row_bytes * (uint64_t)N;
-    out->data = dst;
-    for (int64_t n = 0; n < N; n++) {
-        uint8_t *row = dst + row_bytes * (size_t)n;
-        if (type == GGML_TYPE_F32) {
+/* One thread's share of a module: outputs [n_lo, n_hi) (n_lo a multiple of 8). */
+typedef struct {
+    const quant_cfg *q;
+    const qmod *m;
+    const int16_t *Z;  /* q_zeros */
+    int16_t *D;        /* (N, ld): q − z per weight */
+    int64_t ld;
+    int64_t n_lo, n_hi;
+    int lo, hi;        /* range of q − z seen */
+    uint32_t type;     /* encode: the chosen type */
+    uint8_t *dst;      /* encode: rows of row_bytes */
+    size_t row_bytes;
+} q_part;
+
+/* Decode outputs [n_lo, n_hi) into D.  Loops keep both sides in memory
+ * order: GPTQ packs inputs along a word (so a word's values go to one row of
+ * D, in order), AWQ outputs (so 16 words, a cache line, of each input row
+ * feed 128 rows of D in input order); D's rows are padded off a power-of-two
+ * stride so that the rows written together do not share cache sets. */
+static void q_decode_part(q_part *p) {
+    const quant_cfg *q = p->q;
+    const qmod *m = p->m;
+    int64_t K = m->K, N = m->N, ld = p->ld;
+    int b = q->bits, lo = 0, hi = 0;
+    uint32_t mask = (1u << b) - 1;
+    const uint8_t *qw = m->qweight->data;
+    const int16_t *Z = p->Z;
+    int16_t *D = p->D;
+#define Q_PUT(dst, d)               \
+    do {                            \
+        int d_ = (d);               \
+        (dst) = (int16_t)d_;        \
+        lo = d_ < lo ? d_ : lo;     \
+        hi = d_ > hi ? d_ : hi;     \
+    } while (0)
+    if (q->method == QM_AWQ) {
+        int64_t wpr = N / 8;
+        for (int64_t c0 = p->n_lo / 8; c0 < p->n_hi / 8; c0 += 16) {
+            int64_t c1 = c0 + 16 < p->n_hi / 8 ? c0 + 16 : p->n_hi / 8;
             for (int64_t k = 0; k < K; k++) {
-                int qv, zv;
-                int64_t g = m->gidx[k];
-                q_elem(q, m, k, n, g, &qv, &zv);
-                float s = elem_f32(m->scales->dtype, m->scales->data, (uint64_t)(g * N + n));
-                float w = s * (float)(qv - zv); /* exact: an fp16-sized mantissa times a small integer */
+                const int16_t *zr = Z + (int64_t)m->gidx[k] * N;
+                for (int64_t c = c0; c < c1; c++) {
+                    uint32_t v = ld_u32(qw, (uint64_t)(k * wpr + c));
+                    for (int i = 0; i < 8; i++) {
+                        int64_t n = c * 8 + i;
+                        Q_PUT(D[n * ld + k], (int)((v >> (4 * awq_reverse[i])) & 15) - zr[n]);
+                    }
+                }
+            }
+        }
+    } else if (32 % b == 0) {
+        int vpw = 32 / b;
+        for (int64_t n0 = p->n_lo; n0 < p->n_hi; n0 += 256) {
+            int64_t n1 = n0 + 256 < p->n_hi ? n0 + 256 : p->n_hi;
+            for (int64_t w = 0; w < K / vpw; w++) {
+                const int16_t *zr[16];
+                for (int j = 0; j < vpw; j++) zr[j] = Z + (int64_t)m->gidx[w * vpw + j] * N;
+                for (int64_t n = n0; n < n1; n++) {
+                    uint32_t v = ld_u32(qw, (uint64_t)(w * N + n));
+                    int16_t *dp = D + n * ld + w * vpw;
+                    for (int j = 0; j < vpw; j++) Q_PUT(dp[j], (int)((v >> (j * b)) & mask) - zr[j][n]);
+                }
+            }
+        }
+    } else { /* 3 bits: values cross word boundaries */
+        for (int64_t n0 = p->n_lo; n0 < p->n_hi; n0 += 256) {
+            int64_t n1 = n0 + 256 < p->n_hi ? n0 + 256 : p->n_hi;
+            for (int64_t k = 0; k < K; k++) {
+                const int16_t *zr = Z + (int64_t)m->gidx[k] * N;
+                for (int64_t n = n0; n < n1; n++)
+                    Q_PUT(D[n * ld + k], (int)unpack(qw, (uint64_t)n, (uint64_t)N, (uint64_t)k, b) - zr[n]);
+            }
+        }
+    }
+#undef Q_PUT
+    p->lo = lo;
+    p->hi = hi;
+}
+
+/* Encode outputs [n_lo, n_hi) of D as rows of p->type (d = s, code = q − z). */
+static void q_encode_part(q_part *p) {
+    const qmod *m = p->m;
+    int64_t K = m->K, N = m->N;
+    for (int64_t n = p->n_lo; n < p->n_hi; n++) {
+        uint8_t *row = p->dst + p->row_bytes * (size_t)n;
+        const int16_t *dr = p->D + n * p->ld;
+        if (p->type == GGML_TYPE_F32) {
+            for (int64_t k = 0; k < K; k++) {
+                float s = elem_f32(m->scales->dtype, m->scales->data, (uint64_t)((int64_t)m->gidx[k] * N + n));
+                float w = s * (float)dr[k]; /* exact: an fp16-sized mantissa times a small integer */
                 memcpy(row + 4 * k, &w, 4);
             }
             continue;
         }
         for (int64_t kb = 0; kb < K / 32; kb++) {
-            int64_t g = m->gidx[kb * 32];
             bool ex = true;
-            uint16_t d = scale_f16(m->scales, g * N + n, &ex);
-            int code[32];
-            for (int j = 0; j < 32; j++) {
-                int qv, zv;
-                q_elem(q, m, kb * 32 + j, n, g, &qv, &zv);
-                code[j] = qv - zv;
-            }
-            if (type == GGML_TYPE_Q4_0) {
+            uint16_t d = scale_f16(m->scales, (int64_t)m->gidx[kb * 32] * N + n, &ex);
+            const int16_t *code = dr + kb * 32;
+            if (p->type == GGML_TYPE_Q4_0) {
                 kern_block_q4_0 *bl = (kern_block_q4_0 *)(row + sizeof *bl * (size_t)kb);
                 memcpy(&bl->d, &d, 2);
                 for (int j = 0; j < 16; j++) bl->qs[j] = (uint8_t)((code[j] + 8) | (code[j + 16] + 8) << 4);
-            } else if (type == GGML_TYPE_Q5_0) {
+            } else if (p->type == GGML_TYPE_Q5_0) {
                 kern_block_q5_0 *bl = (kern_block_q5_0 *)(row + sizeof *bl * (size_t)kb);
                 memcpy(&bl->d, &d, 2);
                 uint32_t qh = 0;
@@ -1419,6 +1425,130 @@ static int quant_tensor(const char *dir, hf_owner *o, out_list *outs, const quan
             }
         }
     }
+}
+
+#define Q_MAX_THREADS 32
+
+static void *q_decode_thread(void *a) {
+    q_decode_part(a);
+    return NULL;
+}
+static void *q_encode_thread(void *a) {
+    q_encode_part(a);
+    return NULL;
+}
+
+/* Run fn over parts[0..n) on n threads (the calling thread takes part 0). */
+static void q_run(q_part *parts, int n, void *(*fn)(void *)) {
+    pthread_t th[Q_MAX_THREADS];
+    bool started[Q_MAX_THREADS] = {false};
+    for (int i = 1; i < n; i++) started[i] = pthread_create(&th[i], NULL, fn, &parts[i]) == 0;
+    fn(&parts[0]);
+    for (int i = 1; i < n; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        else fn(&parts[i]); /* no thread: do it here */
+    }
+}
+
+/* Re-express module m as one GGUF tensor (hf.h: Q4_0 / Q5_0 / Q8_0 when
+ * exact, else F32), decoding and encoding on up to one thread per CPU. */
+static int quant_tensor(const char *dir, hf_owner *o, out_list *outs, const quant_cfg *q, qmod *m, const char *gguf_name,
+                        char *err, size_t err_len) {
+    int rc = q_check(dir, q, m, err, err_len);
+    if (rc) return rc;
+    int64_t K = m->K, N = m->N;
+    if (out_find(outs, gguf_name))
+        return seterr(err, err_len, GGUF_EFORMAT, "%s: module '%.120s' maps to '%s', which another tensor already took", dir,
+                      m->module, gguf_name);
+    m->gidx = malloc((size_t)K * sizeof *m->gidx);
+    int64_t ld = K + 40; /* off a power-of-two stride (q_decode_part) */
+    int16_t *D = malloc((size_t)ld * (size_t)N * sizeof *D);
+    if (!m->gidx || !D) {
+        free(m->gidx);
+        free(D);
+        return seterr(err, err_len, GGUF_ENOMEM, "out of memory decoding '%s'", m->module);
+    }
+    for (int64_t k = 0; k < K; k++) {
+        int64_t g = k / m->G;
+        if (m->g_idx) {
+            if (m->g_idx->dtype == ST_I32) {
+                int32_t v;
+                memcpy(&v, (const uint8_t *)m->g_idx->data + 4 * k, 4);
+                g = v;
+            } else {
+                int64_t v;
+                memcpy(&v, (const uint8_t *)m->g_idx->data + 8 * k, 8);
+                g = v;
+            }
+            if (g < 0 || g >= m->n_groups) {
+                free(m->gidx);
+                free(D);
+                return seterr(err, err_len, GGUF_EFORMAT, "%s: %s module '%.120s': g_idx[%lld] = %lld, expected 0..%lld", dir,
+                              q->desc, m->module, (long long)k, (long long)g, (long long)m->n_groups - 1);
+            }
+        }
+        m->gidx[k] = (int32_t)g;
+    }
+    int16_t *Z = q_zeros(q, m);
+    if (!Z) {
+        free(m->gidx);
+        free(D);
+        return seterr(err, err_len, GGUF_ENOMEM, "out of memory decoding '%s'", m->module);
+    }
+    /* parts of whole 128-output strips */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t strips = (N + 127) / 128;
+    int n_parts = (int)(cpus < 1 ? 1 : cpus > Q_MAX_THREADS ? Q_MAX_THREADS : cpus);
+    if (n_parts > strips) n_parts = (int)strips;
+    if ((int64_t)K * N < (1 << 20)) n_parts = 1; /* small: threads cost more than they save */
+    q_part parts[Q_MAX_THREADS];
+    for (int i = 0; i < n_parts; i++) {
+        int64_t a = strips * i / n_parts * 128, e = strips * (i + 1) / n_parts * 128;
+        parts[i] = (q_part){.q = q, .m = m, .Z = Z, .D = D, .ld = ld, .n_lo = a, .n_hi = e < N ? e : N};
+    }
+    q_run(parts, n_parts, q_decode_thread);
+    int dmin = 0, dmax = 0;
+    for (int i = 0; i < n_parts; i++) {
+        dmin = parts[i].lo < dmin ? parts[i].lo : dmin;
+        dmax = parts[i].hi > dmax ? parts[i].hi : dmax;
+    }
+    free(Z);
+    /* Which layout holds it exactly? */
+    bool blocks = K % 32 == 0, exact = true;
+    for (int64_t k = 0; blocks && k < K; k += 32)
+        for (int j = 1; j < 32; j++)
+            if (m->gidx[k + j] != m->gidx[k]) blocks = false;
+    if (blocks)
+        for (int64_t i = 0; i < m->n_groups * N && exact; i++) (void)scale_f16(m->scales, i, &exact);
+    uint32_t type = GGML_TYPE_F32;
+    if (blocks && exact) {
+        if (dmin >= -8 && dmax <= 7) type = GGML_TYPE_Q4_0;
+        else if (dmin >= -16 && dmax <= 15) type = GGML_TYPE_Q5_0;
+        else if (dmin >= -128 && dmax <= 127) type = GGML_TYPE_Q8_0;
+    }
+    size_t row_bytes = (size_t)ggml_row_bytes(type, (uint64_t)K);
+    hf_out *out = out_add(outs);
+    uint8_t *dst = out ? owner_alloc(o, row_bytes * (size_t)N) : NULL;
+    if (!dst) {
+        free(m->gidx);
+        free(D);
+        return seterr(err, err_len, GGUF_ENOMEM, "out of memory re-expressing '%s'", m->module);
+    }
+    snprintf(out->name, sizeof out->name, "%s", gguf_name);
+    out->type = type;
+    out->n_dims = 2;
+    out->ne[0] = K;
+    out->ne[1] = N;
+    out->ne[2] = out->ne[3] = 1;
+    out->n_bytes = row_bytes * (uint64_t)N;
+    out->data = dst;
+    for (int i = 0; i < n_parts; i++) {
+        parts[i].type = type;
+        parts[i].dst = dst;
+        parts[i].row_bytes = row_bytes;
+    }
+    q_run(parts, n_parts, q_encode_thread);
+    free(D);
     free(m->gidx);
     m->gidx = NULL;
     return 0;
