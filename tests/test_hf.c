@@ -192,6 +192,17 @@ TEST(hf, tinystories_zero_copy) {
         EXPECT(nrm && gguf_populate(g, nrm->data, nrm->n_bytes) == 0);
         /* tied: only lm_head.weight is stored; it is token_embd */
         EXPECT(gguf_find_tensor(g, "token_embd.weight") && !gguf_find_tensor(g, "output.weight"));
+        /* the fingerprint (compile cache, standalone programs) is the folder's, whatever the heap held */
+        uint64_t fp = gguf_fingerprint(g);
+        for (int i = 0; i < 3; i++) {
+            size_t nb = 200000 + 4096 * (size_t)i;
+            char *junk = malloc(nb);
+            memset(junk, 0x5a + i, nb);
+            free(junk);
+            gguf_file *g2 = open_model(d);
+            EXPECT(g2 && gguf_fingerprint(g2) == fp && gguf_data_offset(g2) == gguf_data_offset(g));
+            gguf_close(g2);
+        }
     }
     st_close(st);
     gguf_close(g);
@@ -722,7 +733,7 @@ TEST(hf, hostile_shape_mismatch_at_compile) {
 
 TEST(hf, cli_commands_take_a_folder) {
     NEED_SHARED(dir, TS_DIR);
-    char d[1024], cmd[4096], *out = NULL;
+    char d[1024], cmd[8192], *out = NULL;
     snprintf(d, sizeof d, "%s", dir);
     snprintf(cmd, sizeof cmd, "%s run %s -p 'Once upon a time' -n 8 --temp 0 2>/dev/null", cinfer_bin(), d);
     EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
@@ -747,6 +758,14 @@ TEST(hf, cli_commands_take_a_folder) {
     cJSON *j = out ? cJSON_Parse(out) : NULL;
     EXPECT_MSG(j, "bench --json: %s", out ? out : "");
     cJSON_Delete(j);
+    free(out);
+    /* a standalone program compiled from the folder runs it */
+    char exe[1100];
+    snprintf(exe, sizeof exe, "%s/ts-standalone", test_tmpdir());
+    snprintf(cmd, sizeof cmd, "%s compile %s --aot -o %s 2>&1 && %s %s -p 'Once upon a time' -n 6 --temp 0 2>&1",
+             cinfer_bin(), d, exe, exe, d);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    EXPECT_MSG(out && strstr(out, "Once upon a time,"), "standalone: %s", out ? out : "");
     free(out);
     snprintf(cmd, sizeof cmd, "%s inspect %s --json", cinfer_bin(), d);
     EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);

@@ -659,7 +659,11 @@ static int parse(reader *r) {
 
     uint64_t pad = (g->alignment - r->off % g->alignment) % g->alignment;
     if (g->has_parts) {
-        /* the image ends with the tables; the data section is virtual */
+        /* the image ends with the tables (and their padding, which the
+         * fingerprint covers: it must be in the image); the data is elsewhere */
+        if (pad > left(r))
+            return FAIL(r, "assembled file: the image ends at %llu, inside the padding to the data section at %llu",
+                        (unsigned long long)r->size, (unsigned long long)(r->off + pad));
         if (g->parts.n_data != g->n_tensors)
             return FAIL(r, "assembled file: %llu tensors in the image, %llu data pointers",
                         (unsigned long long)g->n_tensors, (unsigned long long)g->parts.n_data);

@@ -114,8 +114,9 @@ void gguf_close(gguf_file *g); /* NULL is a no-op */
  * whose tensor data lives elsewhere (formats/hf.h builds one from a Hugging
  * Face folder: the data stays in the safetensors mappings, zero copy).  The
  * image is validated like a file (gguf_open_mem) up to the end of its tensor
- * table; the data section is virtual: data_bytes long, starting at the next
- * multiple of general.alignment, and every tensor's offset and size are
+ * table and its padding to general.alignment (which the image must hold:
+ * gguf_fingerprint hashes it); the data section is virtual: data_bytes long,
+ * starting right after that padding, and every tensor's offset and size are
  * checked against it as for a file (bounds, alignment, no overlap).  Tensor i
  * (table order) then points at data[i], which must be aligned as its type
  * needs (gguf_open checks the same on file offsets).  gguf_size() is the

@@ -1810,6 +1810,8 @@ static int build_image(const char *dir, const kv_list *kvs, out_list *outs, hf_o
         gguf_w_tensor_info(&w, t->name, t->n_dims, t->ne, t->type, off);
         off = gguf_align_up(off + t->n_bytes, GGUF_DEFAULT_ALIGNMENT);
     }
+    /* the image runs to the (virtual) data section: the fingerprint hashes it all */
+    gguf_w_pad(&w, GGUF_DEFAULT_ALIGNMENT);
     int werr = w.err;
     if (fclose(f) || werr || !buf) {
         free(buf);
