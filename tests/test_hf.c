@@ -29,6 +29,7 @@
 #include "compiler/compile.h"
 #include "engine/engine.h"
 #include "formats/gguf.h"
+#include "formats/gguf_write.h"
 #include "formats/hf.h"
 #include "formats/modelfile.h"
 #include "formats/safetensors.h"
@@ -895,4 +896,33 @@ TEST(hf, gptq_awq_large_modules_exact) {
     free(W);
     free(deq);
     free(row);
+}
+
+/* A folder written as one GGUF (gguf_write_model, for bundles and copies)
+ * runs exactly like the folder: same tensors, same keys (tokenizer.json,
+ * rope.layout), bit-identical logits. */
+TEST(hf, folder_as_one_gguf) {
+    NEED_SHARED(dir, TS_DIR);
+    char d[1024], out[1100], err[1024];
+    snprintf(d, sizeof d, "%s", dir);
+    snprintf(out, sizeof out, "%s/folder.gguf", test_tmpdir());
+    gguf_file *hf = open_model(d);
+    EXPECT_MSG(hf && gguf_write_model(hf, out, err, sizeof err) == 0, "%s", err);
+    gguf_file *g = open_model(out);
+    int ids[] = {1, 80, 147, 201, 282, 57};
+    float *a = NULL, *b = NULL;
+    int na = 0, nb = 0;
+    if (hf && g && !logits_of(hf, CINFER_PRECISION_AUTO, ids, 6, &a, &na) &&
+        !logits_of(g, CINFER_PRECISION_AUTO, ids, 6, &b, &nb)) {
+        EXPECT_EQ_I(na, nb);
+        EXPECT_MSG(!memcmp(a, b, (size_t)na * sizeof *a), "logits differ");
+        EXPECT_EQ_I(gguf_fingerprint(g) != 0, 1);
+        tok_vocab *v = NULL;
+        EXPECT_MSG(tok_load_gguf(g, &v, err, sizeof err) == 0, "%s", err);
+        tok_free(v);
+    }
+    free(a);
+    free(b);
+    gguf_close(g);
+    gguf_close(hf);
 }

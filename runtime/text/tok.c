@@ -85,7 +85,9 @@ static uint32_t rd_u32(const void *base, uint64_t i) {
 static int load_gguf(const gguf_file *g, tok_vocab *v, char *err, size_t err_len) {
     int rc;
     const gguf_value *model = gguf_get(g, "tokenizer.ggml.model");
-    if (!model) return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.model missing (no vocabulary in this file)");
+    if (!model)
+        return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.model missing (no vocabulary in this file; a "
+                    "Hugging Face folder carries one in tokenizer.json)");
     if (model->type != GGUF_VT_STRING)
         return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.model: type %s, expected string",
                     gguf_vtype_name(model->type));
