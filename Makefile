@@ -343,12 +343,15 @@ unicode: tools/gen_unicode.c
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 600
 FUZZ_DIR     := $(BUILD)/fuzz
-FUZZ_LIB     := runtime/base/ggml_type.c runtime/formats/gguf.c runtime/formats/safetensors.c runtime/formats/modelfile.c
-$(FUZZ_DIR)/fuzz_gguf: fuzz/fuzz_gguf.c $(FUZZ_LIB) $(FUZZ_LIB:.c=.h)
+# (modelfile.c opens Hugging Face folders: hf.c and the embedded mapping tables come along)
+FUZZ_LIB     := runtime/base/ggml_type.c runtime/base/specfile.c runtime/formats/gguf.c runtime/formats/gguf_write.c \
+                runtime/formats/safetensors.c runtime/formats/hf.c runtime/formats/modelfile.c
+$(FUZZ_DIR)/fuzz_gguf: fuzz/fuzz_gguf.c $(FUZZ_LIB) $(FUZZ_LIB:.c=.h) $(BUILD)/gen/embedded.c
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  FUZZ    $@")
 	$(Q)$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fsanitize=fuzzer,address,undefined \
-	  -fno-sanitize-recover=undefined -o $@ fuzz/fuzz_gguf.c $(FUZZ_LIB) -lcjson -lxxhash -lm
+	  -fno-sanitize-recover=undefined -o $@ fuzz/fuzz_gguf.c $(FUZZ_LIB) $(BUILD)/gen/embedded.c \
+	  -llua5.4 -lcjson -lxxhash -lm
 $(FUZZ_DIR)/corpus/.seeded:
 	@mkdir -p $(FUZZ_DIR)/corpus
 	@if [ -f $(SHARED)/tools/mkmodel.c ] && $(CC) -O2 -o $(FUZZ_DIR)/mkmodel $(SHARED)/tools/mkmodel.c -lm; then \
