@@ -926,3 +926,28 @@ TEST(hf, folder_as_one_gguf) {
     gguf_close(g);
     gguf_close(hf);
 }
+
+/* general.name: the folder's name, or ORG/NAME for a Hugging Face cache snapshot */
+TEST(hf, model_name_of_a_cache_snapshot) {
+    NEED_SHARED(dir, TS_DIR);
+    char src[4096], d[1200], p[1300], err[512];
+    if (!realpath(dir, src)) SKIP("no real path");
+    snprintf(d, sizeof d, "%s/models--raincandy-u--TinyStories-656K", test_tmpdir());
+    mkdir(d, 0755);
+    snprintf(d + strlen(d), sizeof d - strlen(d), "/snapshots");
+    mkdir(d, 0755);
+    snprintf(d + strlen(d), sizeof d - strlen(d), "/0123abcd");
+    mkdir(d, 0755);
+    static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 4; i++) {
+        char s[4200];
+        snprintf(s, sizeof s, "%s/%s", src, files[i]);
+        snprintf(p, sizeof p, "%s/%s", d, files[i]);
+        if (symlink(s, p) && errno != EEXIST) SKIP("symlink: %s", strerror(errno));
+    }
+    gguf_file *g = open_model(d);
+    gguf_str nm = {0};
+    EXPECT(g && gguf_get_str(g, "general.name", &nm, err, sizeof err) == 0);
+    EXPECT_MSG(gguf_str_eq(nm, "raincandy-u/TinyStories-656K"), "general.name '%.*s'", (int)nm.len, nm.ptr);
+    gguf_close(g);
+}

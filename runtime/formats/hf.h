@@ -57,9 +57,12 @@
  * one group (group size a multiple of 32, act-order whose g_idx keeps blocks
  * whole) and every scale is an fp16 value; otherwise the tensor is the exact
  * F32 dequantization (4 bytes per weight).  --quant precisions then apply as
- * to any GGUF of those types.
+ * to any GGUF of those types.  The re-expression runs at open, on one thread
+ * per CPU (strips of outputs), into memory the assembled file owns.
  *
- * Metadata written: general.architecture, general.name (folder name), the
+ * Metadata written: general.architecture, general.name (config.json
+ * _name_or_path, else the folder's name, ORG/NAME for a Hugging Face cache
+ * snapshot .../models--ORG--NAME/snapshots/REV), the
  * hparams/constants, tokenizer.huggingface.json (the tokenizer.json text, the
  * GGUF spec's key), tokenizer.huggingface.config (the tokenizer_config.json
  * text), tokenizer.huggingface.eos_token_ids (i32 array from
