@@ -276,7 +276,7 @@ int cli_bench(int argc, char **argv) {
     if (prc < 0) return 2;
 
     char err[1024], cached[4096];
-    if (cli_resolve_model("bench", &a.model, cached, sizeof cached, 1)) return 1;
+    if (cli_resolve_model("bench", &a.model, cached, sizeof cached, CLI_MODEL_RUN)) return 1;
     model_info mi;
     if (read_model_info(a.model, &mi, err, sizeof err)) {
         fprintf(stderr, "cinfer bench: %s\n", err);

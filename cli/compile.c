@@ -104,7 +104,7 @@ int cli_compile(int argc, char **argv) {
     }
     if (!model) return usage(stderr), 2;
     char cached[4096];
-    if (cli_resolve_model("compile", &model, cached, sizeof cached, 1)) return 1;
+    if (cli_resolve_model("compile", &model, cached, sizeof cached, CLI_MODEL_RUN)) return 1;
     if (out_path && o.mode != CC_AOT) return write_giw(model, &o, out_path);
     if (out_path && o.precision != 0) {
         /* a linked program opens a plain GGUF as auto (the default): any other precision must come from a .giw */

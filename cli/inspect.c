@@ -560,7 +560,7 @@ int cli_inspect(int argc, char **argv) {
         return 2;
     }
     char err[1024], cached[4096];
-    if (cli_resolve_model("inspect", &path, cached, sizeof cached, 0)) return 1;
+    if (cli_resolve_model("inspect", &path, cached, sizeof cached, CLI_MODEL_ANY)) return 1;
     model_format fmt = modelfile_detect(path, err, sizeof err);
     int rc;
     switch (fmt) {

@@ -63,7 +63,7 @@ int cli_tokenize(int argc, char **argv) {
     if (!model || !text) return usage();
 
     char err[512], cached[4096];
-    if (cli_resolve_model("tokenize", &model, cached, sizeof cached, 0)) return 1;
+    if (cli_resolve_model("tokenize", &model, cached, sizeof cached, CLI_MODEL_ANY)) return 1;
     gguf_file *g = NULL;
     tok_vocab *v = NULL;
     int32_t *ids = NULL;
