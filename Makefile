@@ -161,7 +161,8 @@ install: all
 
 # ---- aarch64 (cross-compiled; bundles for 64-bit ARM) --------------------------
 # build/aarch64/libcinfer.a: the runtime and the CLI a bundle links (no
-# compiler, no Lua/libtcc, no curl), built with aarch64-linux-gnu-gcc; the
+# compiler, no Lua/libtcc, no curl: not the Hugging Face mapping tables
+# either, formats/hf_map.c), built with aarch64-linux-gnu-gcc; the
 # x86 SIMD files are left out and the NEON ones in (*_dotprod.c with
 # +dotprod, run only where the CPU has it).  `cinfer bundle --target aarch64`
 # links against it.  make test-aarch64 runs the kernel tests (NEON vs the
@@ -169,7 +170,7 @@ install: all
 # bundle tests (text and logits vs x86).
 A64_CC    ?= aarch64-linux-gnu-gcc
 A64       := $(BUILD)/aarch64
-A64_SRC   := $(filter-out %_avx2.c %_vnni.c %_avx512.c runtime/hub/pull.c,$(wildcard runtime/*/*.c)) \
+A64_SRC   := $(filter-out %_avx2.c %_vnni.c %_avx512.c runtime/hub/pull.c runtime/formats/hf_map.c,$(wildcard runtime/*/*.c)) \
              cli/bundled.c cli/run.c cli/chat.c cli/serve.c cli/common.c
 A64_OBJ   := $(A64_SRC:%.c=$(A64)/%.o) $(A64)/gen/embedded.o
 A64_ISA    = $(if $(findstring _dotprod,$<),-march=armv8.2-a+dotprod)
@@ -345,8 +346,8 @@ FUZZ_SECONDS ?= 600
 FUZZ_DIR     := $(BUILD)/fuzz
 # (modelfile.c opens Hugging Face folders: hf.c and the embedded mapping tables come along)
 FUZZ_LIB     := runtime/base/ggml_type.c runtime/base/specfile.c runtime/formats/gguf.c runtime/formats/gguf_write.c \
-                runtime/formats/safetensors.c runtime/formats/hf.c runtime/formats/modelfile.c
-$(FUZZ_DIR)/fuzz_gguf: fuzz/fuzz_gguf.c $(FUZZ_LIB) $(FUZZ_LIB:.c=.h) $(BUILD)/gen/embedded.c
+                runtime/formats/safetensors.c runtime/formats/hf.c runtime/formats/hf_map.c runtime/formats/modelfile.c
+$(FUZZ_DIR)/fuzz_gguf: fuzz/fuzz_gguf.c $(FUZZ_LIB) $(wildcard $(FUZZ_LIB:.c=.h)) $(BUILD)/gen/embedded.c
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  FUZZ    $@")
 	$(Q)$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fsanitize=fuzzer,address,undefined \
@@ -365,8 +366,8 @@ $(FUZZ_DIR)/corpus/.seeded:
 # Hugging Face folders (fuzz/fuzz_hf.c: the input cut into config.json, index, safetensors, ...),
 # seeded with the TinyStories folder's config and small checkpoints (plain, sharded, GPTQ)
 FUZZ_HF_LIB := runtime/base/ggml_type.c runtime/base/specfile.c runtime/formats/gguf.c runtime/formats/gguf_write.c \
-               runtime/formats/safetensors.c runtime/formats/hf.c
-$(FUZZ_DIR)/fuzz_hf: fuzz/fuzz_hf.c $(FUZZ_HF_LIB) $(FUZZ_HF_LIB:.c=.h) $(BUILD)/gen/embedded.c
+               runtime/formats/safetensors.c runtime/formats/hf.c runtime/formats/hf_map.c
+$(FUZZ_DIR)/fuzz_hf: fuzz/fuzz_hf.c $(FUZZ_HF_LIB) $(wildcard $(FUZZ_HF_LIB:.c=.h)) $(BUILD)/gen/embedded.c
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  FUZZ    $@")
 	$(Q)$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fsanitize=fuzzer,address,undefined \

@@ -362,7 +362,7 @@ static void ctx_error(char *err, size_t err_len, size_t n_prompt, int n_predict,
 typedef int (*run_open_fn)(run_args *a, const cli_linked *lk, cinfer_model **m, char *err,
                            size_t err_len);
 
-/* REPO[:FILE] names a model pulled with `cinfer pull`; safetensors are refused clearly */
+/* REPO[:FILE] names a model pulled with `cinfer pull`; a pickle is refused clearly */
 static int open_compiled(run_args *a, const cli_linked *lk, cinfer_model **m, char *err, size_t err_len) {
     (void)lk;
     char cached[4096];

@@ -951,3 +951,20 @@ TEST(hf, model_name_of_a_cache_snapshot) {
     EXPECT_MSG(gguf_str_eq(nm, "raincandy-u/TinyStories-656K"), "general.name '%.*s'", (int)nm.len, nm.ptr);
     gguf_close(g);
 }
+
+/* cinfer bundle takes a folder too (the bundle carries it as a .giw; the
+ * program never links the folder loader's Lua, formats/hf_map.c). */
+TEST(hf, bundle_a_folder) {
+    NEED_SHARED(dir, TS_DIR);
+    const char *build = getenv("CINFER_BUILD");
+    char deps[1024], d[1024], exe[1100], cmd[8192], *out = NULL;
+    snprintf(deps, sizeof deps, "%s/deps/x86_64/libcjson.a", build && *build ? build : "build");
+    if (access(deps, R_OK)) SKIP("no %s: run make bundle-deps", deps);
+    snprintf(d, sizeof d, "%s", dir);
+    snprintf(exe, sizeof exe, "%s/ts-bundle", test_tmpdir());
+    snprintf(cmd, sizeof cmd, "%s bundle %s -o %s 2>&1 && %s -p 'Once upon a time' -n 6 --temp 0 2>&1", cinfer_bin(), d,
+             exe, exe);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    EXPECT_MSG(out && strstr(out, "Once upon a time,"), "%s", out ? out : "");
+    free(out);
+}

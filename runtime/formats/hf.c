@@ -9,19 +9,18 @@
  * → tokenizer and chat-template metadata → a GGUF header image written to
  * memory with the GGUF writer, validated by gguf_open_parts like any file.
  *
+ * The mapping tables themselves (Lua) are hf_map.c's.
+ *
  * What is allocated: the mapping state (freed before returning), the shard
  * handles (their mappings stay: the tensors point into them), one buffer per
  * converted tensor, the header image; the assembled file owns them all and
  * gguf_close releases them (hf_owner).
  */
-#include "hf.h"
+#include "hf_impl.h"
 
 #include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <lauxlib.h>
-#include <lua.h>
-#include <lualib.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -32,27 +31,13 @@
 #include <unistd.h>
 
 #include "base/f16.h"
-#include "base/specfile.h"
 #include "gguf_write.h"
 #include "kernels/kern.h"
 #include "safetensors.h"
 
 /* ==== errors and files ====================================================== */
 
-static int seterr(char *err, size_t err_len, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int seterr(char *err, size_t err_len, int code, const char *fmt, ...) {
-    if (err && err_len) {
-        int k = snprintf(err, err_len, "hf: ");
-        if (k < 0 || (size_t)k >= err_len) return code;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err + k, err_len - (size_t)k, fmt, ap);
-        va_end(ap);
-        for (char *p = err; *p; p++)
-            if (*p == '\n' || *p == '\r') *p = ' ';
-    }
-    return code;
-}
+#define seterr hf_seterr
 
 bool hf_is_folder(const char *path) {
     struct stat st;
@@ -143,360 +128,6 @@ static int read_json(const char *dir, const char *name, cJSON **out, char **text
     return 1;
 }
 
-/* A short printable rendering of a JSON value for messages. */
-static void json_brief(const cJSON *v, char *buf, size_t cap) {
-    char *s = v ? cJSON_PrintUnformatted(v) : NULL;
-    if (!s) {
-        snprintf(buf, cap, "%s", v ? "(value)" : "(absent)");
-        return;
-    }
-    if (strlen(s) > 60) snprintf(buf, cap, "%.57s...", s);
-    else snprintf(buf, cap, "%s", s);
-    free(s);
-}
-
-/* ==== the mapping (Lua) ======================================================= */
-
-/* Loaded before every mapping file: the helpers of the vocabulary (hf.h). */
-static const char map_prelude[] =
-    "null = setmetatable({}, {__tostring = function() return 'null' end, __name = 'null'})\n"
-    "function opt(k) return {k, optional = true} end\n"
-    "function float(e) if type(e) == 'string' then e = {e} end e.float = true return e end\n";
-
-static int map_msgh(lua_State *L) {
-    const char *m = lua_tostring(L, 1);
-    lua_pushstring(L, m ? m : "(error object is not a string)");
-    return 1;
-}
-
-static lua_State *new_sandbox(void) {
-    lua_State *L = luaL_newstate();
-    if (!L) return NULL;
-    luaL_requiref(L, "_G", luaopen_base, 1);
-    luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
-    luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
-    luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
-    lua_pop(L, 4);
-    static const char *const unsafe[] = {"dofile", "loadfile", "load", "require", "collectgarbage"};
-    for (size_t i = 0; i < sizeof unsafe / sizeof *unsafe; i++) {
-        lua_pushnil(L);
-        lua_setglobal(L, unsafe[i]);
-    }
-    return L;
-}
-
-/* Run chunk src (named name); leave its one result on the stack.  0 or -1 with err. */
-static int run_chunk(lua_State *L, const char *src, size_t len, const char *name, int nres, char *err, size_t err_len) {
-    char chunk[256];
-    snprintf(chunk, sizeof chunk, "@%s", name);
-    lua_pushcfunction(L, map_msgh);
-    int base = lua_gettop(L);
-    int rc = luaL_loadbufferx(L, src, len, chunk, "t");
-    if (rc == LUA_OK) rc = lua_pcall(L, 0, nres, base);
-    if (rc != LUA_OK) {
-        seterr(err, err_len, GGUF_EFORMAT, "mapping %s", lua_tostring(L, -1));
-        lua_settop(L, base - 1);
-        return -1;
-    }
-    lua_remove(L, base);
-    return 0;
-}
-
-static char *lua_strdup_field(lua_State *L, int idx, const char *k) {
-    lua_getfield(L, idx, k);
-    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    char *c = s ? strdup(s) : NULL;
-    lua_pop(L, 1);
-    return c;
-}
-
-/* A list of strings at field k of the table at idx. */
-static int read_str_list(lua_State *L, int idx, const char *k, char ***out, size_t *n, const char *file, char *err,
-                         size_t err_len) {
-    *out = NULL;
-    *n = 0;
-    lua_getfield(L, idx, k);
-    if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
-        return 0;
-    }
-    if (!lua_istable(L, -1)) {
-        lua_pop(L, 1);
-        return seterr(err, err_len, GGUF_EFORMAT, "mapping %s: '%s' must be a list of strings", file, k);
-    }
-    size_t len = (size_t)lua_rawlen(L, -1);
-    *out = calloc(len ? len : 1, sizeof **out);
-    if (!*out) {
-        lua_pop(L, 1);
-        return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < len; i++) {
-        lua_rawgeti(L, -1, (lua_Integer)i + 1);
-        if (lua_type(L, -1) != LUA_TSTRING) {
-            lua_pop(L, 2);
-            return seterr(err, err_len, GGUF_EFORMAT, "mapping %s: '%s'[%zu] is not a string", file, k, i + 1);
-        }
-        (*out)[i] = strdup(lua_tostring(L, -1));
-        lua_pop(L, 1);
-        if (!(*out)[i]) {
-            lua_pop(L, 1);
-            return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
-        }
-        (*n)++;
-    }
-    lua_pop(L, 1);
-    return 0;
-}
-
-static void free_list(char **l, size_t n) {
-    for (size_t i = 0; l && i < n; i++) free(l[i]);
-    free(l);
-}
-
-void hf_map_free(hf_map *m) {
-    if (!m) return;
-    free_list(m->architectures, m->n_architectures);
-    for (size_t i = 0; i < m->n_tensors; i++) {
-        free(m->tensors[i].hf);
-        free(m->tensors[i].gguf);
-        free(m->tensors[i].permute);
-    }
-    free(m->tensors);
-    for (size_t i = 0; i < m->n_hparams; i++) {
-        free(m->hparams[i].key);
-        free(m->hparams[i].config_key);
-    }
-    free(m->hparams);
-    free_list(m->constant_keys, m->n_constants);
-    free_list(m->ignore, m->n_ignore);
-    free_list(m->strip_prefix, m->n_strip_prefix);
-    if (m->lua) lua_close(m->lua);
-    free(m);
-}
-
-/* Count of "%d" in s, or -1 when s has any other '%'. */
-static int n_layer_slots(const char *s) {
-    int n = 0;
-    for (const char *p = s; *p; p++)
-        if (*p == '%') {
-            if (p[1] != 'd') return -1;
-            n++;
-            p++;
-        }
-    return n;
-}
-
-static int cmp_cstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static int cmp_hparam(const void *a, const void *b) {
-    return strcmp(((const hf_map_hparam *)a)->key, ((const hf_map_hparam *)b)->key);
-}
-
-/* The config.json key of hparam entry at idx (string or table), or NULL. */
-static const char *entry_key(lua_State *L, int idx) {
-    if (lua_type(L, idx) == LUA_TSTRING) return lua_tostring(L, idx);
-    if (!lua_istable(L, idx)) return NULL;
-    lua_rawgeti(L, idx, 1);
-    const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-    lua_pop(L, 1); /* the string stays alive: the entry table holds it */
-    return k;
-}
-
-/* Read the static description of the mapping table on top of L. */
-static int read_map(lua_State *L, hf_map *m, char *err, size_t err_len) {
-    const char *f = m->file;
-    int t = lua_gettop(L);
-    if (!lua_istable(L, t)) return seterr(err, err_len, GGUF_EFORMAT, "mapping %s: must return a table", f);
-    int rc;
-    if ((rc = read_str_list(L, t, "architectures", &m->architectures, &m->n_architectures, f, err, err_len)) ||
-        (rc = read_str_list(L, t, "ignore", &m->ignore, &m->n_ignore, f, err, err_len)) ||
-        (rc = read_str_list(L, t, "strip_prefix", &m->strip_prefix, &m->n_strip_prefix, f, err, err_len)))
-        return rc;
-    if (!m->n_architectures) return seterr(err, err_len, GGUF_EFORMAT, "mapping %s: 'architectures' is empty", f);
-    for (size_t i = 0; i < m->n_ignore; i++)
-        if (n_layer_slots(m->ignore[i]) < 0 || n_layer_slots(m->ignore[i]) > 1)
-            return seterr(err, err_len, GGUF_EFORMAT, "mapping %s: ignore '%s': at most one %%d, no other %%", f,
-                          m->ignore[i]);
-    lua_getfield(L, t, "tie_word_embeddings");
-    m->tie_default = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    char *to = lua_strdup_field(L, t, "tied_output");
-    m->output_alias = to && !strcmp(to, "alias");
-    bool bad_to = to && strcmp(to, "alias") && strcmp(to, "omit");
-    free(to);
-    if (bad_to) return seterr(err, err_len, GGUF_EFORMAT, "mapping %s: tied_output must be \"alias\" or \"omit\"", f);
-
-    /* tensors */
-    lua_getfield(L, t, "tensors");
-    if (!lua_istable(L, -1)) return seterr(err, err_len, GGUF_EFORMAT, "mapping %s: 'tensors' must be a list", f);
-    size_t n = (size_t)lua_rawlen(L, -1);
-    m->tensors = calloc(n ? n : 1, sizeof *m->tensors);
-    if (!m->tensors) return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        lua_rawgeti(L, -1, (lua_Integer)i + 1);
-        int e = lua_gettop(L);
-        hf_map_tensor *mt = &m->tensors[m->n_tensors];
-        if (!lua_istable(L, e))
-            return seterr(err, err_len, GGUF_EFORMAT, "mapping %s: tensors[%zu] must be {HF, GGUF, ...}", f, i + 1);
-        lua_rawgeti(L, e, 1);
-        lua_rawgeti(L, e, 2);
-        if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-            return seterr(err, err_len, GGUF_EFORMAT, "mapping %s: tensors[%zu] must start with two names", f, i + 1);
-        mt->hf = strdup(lua_tostring(L, -2));
-        mt->gguf = strdup(lua_tostring(L, -1));
-        lua_pop(L, 2);
-        m->n_tensors++;
-        if (!mt->hf || !mt->gguf) return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
-        int a = n_layer_slots(mt->hf), b = n_layer_slots(mt->gguf);
-        if (a < 0 || a > 1 || a != b)
-            return seterr(err, err_len, GGUF_EFORMAT,
-                          "mapping %s: tensors[%zu] '%s' -> '%s': both names need the same single %%d (or none)", f,
-                          i + 1, mt->hf, mt->gguf);
-        mt->permute = lua_strdup_field(L, e, "permute");
-        lua_getfield(L, e, "add");
-        mt->add = (float)lua_tonumber(L, -1);
-        lua_pop(L, 1);
-        lua_getfield(L, e, "transpose");
-        mt->transpose = lua_toboolean(L, -1);
-        lua_pop(L, 2);
-    }
-    lua_pop(L, 1);
-
-    /* hparams: keys, config keys, float flags (values come in map_eval) */
-    lua_getfield(L, t, "hparams");
-    if (!lua_istable(L, -1)) return seterr(err, err_len, GGUF_EFORMAT, "mapping %s: 'hparams' must be a table", f);
-    size_t cap = 0;
-    for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
-        if (lua_type(L, -2) != LUA_TSTRING) {
-            lua_pop(L, 3);
-            return seterr(err, err_len, GGUF_EFORMAT, "mapping %s: hparams keys must be strings", f);
-        }
-        const char *ck = entry_key(L, -1);
-        if (!ck) {
-            const char *k = lua_tostring(L, -2);
-            char kb[128];
-            snprintf(kb, sizeof kb, "%s", k);
-            lua_pop(L, 3);
-            return seterr(err, err_len, GGUF_EFORMAT, "mapping %s: hparams.%s: expected \"key\" or {\"key\", ...}", f, kb);
-        }
-        if (m->n_hparams == cap) {
-            cap = cap ? cap * 2 : 16;
-            hf_map_hparam *nh = realloc(m->hparams, cap * sizeof *nh);
-            if (!nh) return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
-            m->hparams = nh;
-        }
-        hf_map_hparam *h = &m->hparams[m->n_hparams++];
-        h->key = strdup(lua_tostring(L, -2));
-        h->config_key = strdup(ck);
-        h->is_float = false;
-        if (lua_istable(L, -1)) {
-            lua_getfield(L, -1, "float");
-            h->is_float = lua_toboolean(L, -1);
-            lua_pop(L, 1);
-        }
-        if (!h->key || !h->config_key) return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
-    }
-    lua_pop(L, 1);
-    if (m->n_hparams) qsort(m->hparams, m->n_hparams, sizeof *m->hparams, cmp_hparam);
-
-    lua_getfield(L, t, "constants");
-    if (lua_istable(L, -1)) {
-        size_t ccap = 0;
-        for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1)) {
-            if (lua_type(L, -2) != LUA_TSTRING) continue;
-            if (m->n_constants == ccap) {
-                ccap = ccap ? ccap * 2 : 4;
-                char **nk = realloc(m->constant_keys, ccap * sizeof *nk);
-                if (!nk) return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
-                m->constant_keys = nk;
-            }
-            if (!(m->constant_keys[m->n_constants++] = strdup(lua_tostring(L, -2))))
-                return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
-        }
-    }
-    lua_pop(L, 1);
-    if (m->n_constants) qsort(m->constant_keys, m->n_constants, sizeof *m->constant_keys, cmp_cstr);
-    return 0;
-}
-
-/* Load archspecs/NAME.hf.lua (file) into a fresh map; the table stays at
- * registry slot "map" of its Lua state for map_eval. */
-static int map_open_file(const char *file, hf_map **out, char *err, size_t err_len) {
-    *out = NULL;
-    hf_map *m = calloc(1, sizeof *m);
-    if (!m) return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
-    snprintf(m->file, sizeof m->file, "%s", file);
-    const char *base = strrchr(file, '/');
-    base = base ? base + 1 : file;
-    const char *dot = strstr(base, ".hf.lua");
-    snprintf(m->arch, sizeof m->arch, "%.*s", dot ? (int)(dot - base) : (int)strlen(base), base);
-    char *src = NULL;
-    size_t len = 0;
-    char e[512];
-    if (spec_file_read(file, &src, &len, e, sizeof e)) {
-        free(m);
-        return seterr(err, err_len, GGUF_ENOTFOUND, "mapping %s", e);
-    }
-    lua_State *L = new_sandbox();
-    m->lua = L;
-    int rc = 0;
-    if (!L) rc = seterr(err, err_len, GGUF_ENOMEM, "cannot create a Lua state");
-    else if (run_chunk(L, map_prelude, sizeof map_prelude - 1, "hf-prelude", 0, err, err_len) ||
-             run_chunk(L, src, len, file, 1, err, err_len))
-        rc = GGUF_EFORMAT;
-    else if (!(rc = read_map(L, m, err, err_len))) {
-        lua_setfield(L, LUA_REGISTRYINDEX, "map");
-    }
-    free(src);
-    if (rc) {
-        hf_map_free(m);
-        return rc;
-    }
-    *out = m;
-    return 0;
-}
-
-int hf_map_load(const char *arch, const char *hf_arch, hf_map **out, char *err, size_t err_len) {
-    *out = NULL;
-    if (arch) {
-        if (!*arch || strchr(arch, '/') || strchr(arch, '.'))
-            return seterr(err, err_len, GGUF_ENOTFOUND, "no mapping for architecture '%.64s'", arch);
-        char file[160];
-        snprintf(file, sizeof file, "archspecs/%s.hf.lua", arch);
-        return map_open_file(file, out, err, err_len);
-    }
-    char **names;
-    size_t n;
-    char e[512];
-    if (spec_file_list("archspecs", ".hf.lua", &names, &n, e, sizeof e))
-        return seterr(err, err_len, GGUF_EIO, "%s", e);
-    char known[1024] = "";
-    size_t kl = 0;
-    int rc = GGUF_ENOTFOUND;
-    for (size_t i = 0; i < n && rc == GGUF_ENOTFOUND; i++) {
-        hf_map *m;
-        int r = map_open_file(names[i], &m, err, err_len);
-        if (r) {
-            rc = r;
-            break;
-        }
-        for (size_t k = 0; k < m->n_architectures; k++) {
-            if (hf_arch && !strcmp(m->architectures[k], hf_arch)) {
-                *out = m;
-                rc = 0;
-                break;
-            }
-            int w = snprintf(known + kl, sizeof known - kl, "%s%s", kl ? ", " : "", m->architectures[k]);
-            if (w > 0 && (size_t)w < sizeof known - kl) kl += (size_t)w;
-        }
-        if (rc) hf_map_free(m);
-    }
-    spec_file_names_free(names, n);
-    if (rc == GGUF_ENOTFOUND)
-        seterr(err, err_len, rc, "architecture '%.80s' has no mapping (supported: %s)", hf_arch ? hf_arch : "?", known);
-    return rc;
-}
-
 /* ---- matching names ---------------------------------------------------------- */
 
 int hf_match(const char *pat, const char *name, int *layer) {
@@ -522,274 +153,6 @@ static void expand(char *buf, size_t cap, const char *pat, int layer) {
     const char *d = strstr(pat, "%d");
     if (!d) snprintf(buf, cap, "%s", pat);
     else snprintf(buf, cap, "%.*s%d%s", (int)(d - pat), pat, layer, d + 2);
-}
-
-/* ==== config.json in Lua ======================================================= */
-
-static void push_json(lua_State *L, const cJSON *j, int depth) {
-    luaL_checkstack(L, 4, "config.json nesting");
-    if (!j || cJSON_IsNull(j) || depth > 64) {
-        lua_getglobal(L, "null");
-    } else if (cJSON_IsBool(j)) {
-        lua_pushboolean(L, cJSON_IsTrue(j));
-    } else if (cJSON_IsNumber(j)) {
-        double d = j->valuedouble;
-        if (isfinite(d) && floor(d) == d && fabs(d) < 9007199254740992.0) lua_pushinteger(L, (lua_Integer)d);
-        else lua_pushnumber(L, d);
-    } else if (cJSON_IsString(j)) {
-        lua_pushstring(L, j->valuestring);
-    } else if (cJSON_IsArray(j)) {
-        lua_createtable(L, cJSON_GetArraySize(j), 0);
-        int i = 1;
-        for (const cJSON *c = j->child; c; c = c->next) {
-            push_json(L, c, depth + 1);
-            lua_rawseti(L, -2, i++);
-        }
-    } else if (cJSON_IsObject(j)) {
-        lua_createtable(L, 0, cJSON_GetArraySize(j));
-        for (const cJSON *c = j->child; c; c = c->next) {
-            if (!c->string) continue;
-            push_json(L, c, depth + 1);
-            lua_setfield(L, -2, c->string);
-        }
-    } else {
-        lua_getglobal(L, "null");
-    }
-}
-
-static bool is_null(lua_State *L, int idx) {
-    lua_getglobal(L, "null");
-    bool r = lua_rawequal(L, idx < 0 ? idx - 1 : idx, -1);
-    lua_pop(L, 1);
-    return r;
-}
-
-/* ---- metadata being assembled -------------------------------------------------- */
-
-typedef struct {
-    char *key;
-    gguf_value v;  /* strings point into strs[] or owned buffers below */
-    char *owned;   /* string or array payload owned by this entry */
-} hf_kv;
-
-typedef struct {
-    hf_kv *kv;
-    size_t n, cap;
-} kv_list;
-
-static void kv_free(kv_list *l) {
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->kv[i].key);
-        free(l->kv[i].owned);
-    }
-    free(l->kv);
-}
-
-/* Append key = v; the key replaces an earlier entry of the same key. */
-static int kv_add(kv_list *l, const char *key, gguf_value v, char *owned) {
-    for (size_t i = 0; i < l->n; i++)
-        if (!strcmp(l->kv[i].key, key)) {
-            free(l->kv[i].owned);
-            l->kv[i].v = v;
-            l->kv[i].owned = owned;
-            return 0;
-        }
-    if (l->n == l->cap) {
-        size_t c = l->cap ? l->cap * 2 : 32;
-        hf_kv *n = realloc(l->kv, c * sizeof *n);
-        if (!n) return free(owned), -1;
-        l->kv = n;
-        l->cap = c;
-    }
-    char *k = strdup(key);
-    if (!k) return free(owned), -1;
-    l->kv[l->n++] = (hf_kv){k, v, owned};
-    return 0;
-}
-
-/* A string value owning a copy of s[0..n). */
-static int kv_add_str(kv_list *l, const char *key, const char *s, size_t n) {
-    char *c = malloc(n + 1);
-    if (!c) return -1;
-    memcpy(c, s, n);
-    c[n] = 0;
-    gguf_value v = {.type = GGUF_VT_STRING};
-    v.v.str = (gguf_str){n, c};
-    return kv_add(l, key, v, c);
-}
-
-/* The Lua value at idx as a GGUF value under key; -1 with err for other types. */
-static int kv_add_lua(kv_list *l, lua_State *L, int idx, const char *key, bool as_float, const char *what, char *err,
-                      size_t err_len) {
-    gguf_value v = {0};
-    int t = lua_type(L, idx);
-    if (t == LUA_TBOOLEAN) {
-        v.type = GGUF_VT_BOOL;
-        v.v.b = lua_toboolean(L, idx);
-    } else if (t == LUA_TNUMBER && (as_float || !lua_isinteger(L, idx))) {
-        v.type = GGUF_VT_FLOAT32;
-        v.v.f64 = (float)lua_tonumber(L, idx);
-    } else if (t == LUA_TNUMBER) {
-        lua_Integer x = lua_tointeger(L, idx);
-        if (x >= 0 && x <= (lua_Integer)UINT32_MAX) {
-            v.type = GGUF_VT_UINT32;
-            v.v.u64 = (uint64_t)x;
-        } else {
-            v.type = GGUF_VT_INT64;
-            v.v.i64 = x;
-        }
-    } else if (t == LUA_TSTRING) {
-        size_t n;
-        const char *s = lua_tolstring(L, idx, &n);
-        if (kv_add_str(l, key, s, n)) return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
-        return 0;
-    } else {
-        return seterr(err, err_len, GGUF_EFORMAT, "%s: expected a number, boolean or string, got a %s", what,
-                      is_null(L, idx) ? "null" : luaL_typename(L, idx));
-    }
-    if (kv_add(l, key, v, NULL)) return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
-    return 0;
-}
-
-/* Evaluate the mapping against config: hparams and constants into kvs, the
- * expect checks.  cfg_json is the parsed config.json (for messages). */
-static int map_eval(hf_map *m, const cJSON *cfg_json, kv_list *kvs, const char *dir, char *err, size_t err_len) {
-    lua_State *L = m->lua;
-    int top = lua_gettop(L);
-    lua_pushcfunction(L, map_msgh);
-    int msgh = lua_gettop(L);
-    push_json(L, cfg_json, 0);
-    int cfg = lua_gettop(L);
-    lua_getfield(L, LUA_REGISTRYINDEX, "map");
-    int map = lua_gettop(L);
-    int rc = 0;
-    char key[192], what[256];
-
-    /* expect */
-    lua_getfield(L, map, "expect");
-    if (lua_istable(L, -1)) {
-        int ex = lua_gettop(L);
-        for (lua_pushnil(L); !rc && lua_next(L, ex); lua_pop(L, 1)) {
-            if (lua_type(L, -2) != LUA_TSTRING) continue;
-            const char *name = lua_tostring(L, -2);
-            int spec = lua_gettop(L);
-            lua_getfield(L, cfg, name);
-            int val = lua_gettop(L);
-            bool absent = lua_isnil(L, val), null = !absent && is_null(L, val), ok = false;
-            const cJSON *jv = cJSON_GetObjectItemCaseSensitive(cfg_json, name);
-            if (absent) ok = true;
-            else if (lua_isfunction(L, spec)) {
-                lua_pushvalue(L, spec);
-                lua_pushvalue(L, val);
-                lua_pushvalue(L, cfg);
-                if (lua_pcall(L, 2, 1, msgh) != LUA_OK) {
-                    rc = seterr(err, err_len, GGUF_EFORMAT, "%s: config.json \"%s\": mapping %s: %s", dir, name, m->file,
-                                lua_tostring(L, -1));
-                    lua_settop(L, val);
-                    break;
-                }
-                ok = lua_toboolean(L, -1);
-                lua_pop(L, 1);
-            } else if (lua_istable(L, spec) && !is_null(L, spec)) {
-                size_t n = (size_t)lua_rawlen(L, spec);
-                for (size_t i = 1; i <= n && !ok; i++) {
-                    lua_rawgeti(L, spec, (lua_Integer)i);
-                    ok = is_null(L, -1) ? null : lua_compare(L, -1, val, LUA_OPEQ);
-                    lua_pop(L, 1);
-                }
-            } else if (is_null(L, spec)) {
-                ok = null;
-            } else {
-                ok = lua_compare(L, spec, val, LUA_OPEQ);
-            }
-            if (!ok) {
-                char vb[96];
-                json_brief(jv, vb, sizeof vb);
-                rc = seterr(err, err_len, GGUF_EFORMAT,
-                            "%s: config.json \"%s\" is %s: archspecs/%s.lua does not compute that variant (%s)", dir,
-                            name, vb, m->arch, m->file);
-            }
-            lua_settop(L, spec);
-        }
-    }
-    lua_settop(L, map);
-
-    /* hparams */
-    lua_getfield(L, map, "hparams");
-    int hp = lua_gettop(L);
-    for (size_t i = 0; !rc && i < m->n_hparams; i++) {
-        hf_map_hparam *h = &m->hparams[i];
-        snprintf(key, sizeof key, "%s.%s", m->arch, h->key);
-        snprintf(what, sizeof what, "%s: config.json \"%s\" (for %s)", dir, h->config_key, key);
-        lua_getfield(L, hp, h->key);
-        int e = lua_gettop(L);
-        bool optional = false;
-        int has_default = 0, has_null = 0;
-        if (lua_istable(L, e)) {
-            lua_getfield(L, e, "optional");
-            optional = lua_toboolean(L, -1);
-            lua_pop(L, 1);
-            lua_rawgeti(L, e, 2);
-            has_default = !lua_isnil(L, -1);
-            lua_pop(L, 1);
-            lua_getfield(L, e, "null");
-            has_null = !lua_isnil(L, -1);
-            lua_pop(L, 1);
-        }
-        lua_getfield(L, cfg, h->config_key);
-        int v = lua_gettop(L);
-        bool absent = lua_isnil(L, v), null = !absent && is_null(L, v);
-        if (null && has_null) {
-            lua_getfield(L, e, "null");
-        } else if (absent || null) {
-            if (has_default) {
-                lua_rawgeti(L, e, 2);
-                if (lua_isfunction(L, -1)) {
-                    lua_pushvalue(L, cfg);
-                    if (lua_pcall(L, 1, 1, msgh) != LUA_OK) {
-                        rc = seterr(err, err_len, GGUF_EFORMAT, "%s: mapping %s: %s", what, m->file, lua_tostring(L, -1));
-                        break;
-                    }
-                }
-                if (lua_isnil(L, -1)) { /* a default function may decline */
-                    lua_settop(L, hp);
-                    continue;
-                }
-            } else if (optional) {
-                lua_settop(L, hp);
-                continue;
-            } else {
-                rc = seterr(err, err_len, GGUF_EFORMAT, "%s: is %s, %s needs it (%s)", what, null ? "null" : "missing",
-                            m->arch, m->file);
-                break;
-            }
-        } else {
-            lua_pushvalue(L, v);
-        }
-        if (lua_type(L, -1) == LUA_TSTRING) { /* hyperparameters are numbers or booleans */
-            rc = seterr(err, err_len, GGUF_EFORMAT, "%s: expected a number, got the string \"%.40s\"", what,
-                        lua_tostring(L, -1));
-            break;
-        }
-        rc = kv_add_lua(kvs, L, -1, key, h->is_float, what, err, err_len);
-        lua_settop(L, hp);
-    }
-    lua_settop(L, map);
-
-    /* constants */
-    lua_getfield(L, map, "constants");
-    if (!rc && lua_istable(L, -1)) {
-        int ct = lua_gettop(L);
-        for (size_t i = 0; !rc && i < m->n_constants; i++) {
-            snprintf(key, sizeof key, "%s.%s", m->arch, m->constant_keys[i]);
-            lua_getfield(L, ct, m->constant_keys[i]);
-            snprintf(what, sizeof what, "mapping %s: constants.%s", m->file, m->constant_keys[i]);
-            rc = kv_add_lua(kvs, L, -1, key, false, what, err, err_len);
-            lua_pop(L, 1);
-        }
-    }
-    lua_settop(L, top);
-    return rc;
 }
 
 /* ==== the assembled file's owner ================================================ */
@@ -1697,13 +1060,13 @@ static int apply_tied(const char *dir, const hf_map *m, const cJSON *cfg, out_li
 
 /* ==== tokenizer, chat template, names ====================================================== */
 
-static int add_tokenizer(const char *dir, const cJSON *cfg, kv_list *kvs, char *err, size_t err_len) {
+static int add_tokenizer(const char *dir, const cJSON *cfg, hf_kv_list *kvs, char *err, size_t err_len) {
     char *text;
     size_t len;
     int rc = read_text(dir, "tokenizer.json", &text, &len, err, err_len);
     if (rc < 0) return rc;
     if (rc == 1) {
-        rc = kv_add_str(kvs, "tokenizer.huggingface.json", text, len);
+        rc = hf_kv_add_str(kvs, "tokenizer.huggingface.json", text, len);
         free(text);
         if (rc) return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
     }
@@ -1711,7 +1074,7 @@ static int add_tokenizer(const char *dir, const cJSON *cfg, kv_list *kvs, char *
     rc = read_json(dir, "tokenizer_config.json", &tc, &text, &len, err, err_len);
     if (rc < 0) return rc;
     if (rc == 1) {
-        rc = kv_add_str(kvs, "tokenizer.huggingface.config", text, len);
+        rc = hf_kv_add_str(kvs, "tokenizer.huggingface.config", text, len);
         free(text);
         if (rc) {
             cJSON_Delete(tc);
@@ -1728,10 +1091,10 @@ static int add_tokenizer(const char *dir, const cJSON *cfg, kv_list *kvs, char *
         rc = rc < 0 ? rc : 0;
     }
     if (rc == 1) {
-        rc = kv_add_str(kvs, "tokenizer.chat_template", text, len) ? seterr(err, err_len, GGUF_ENOMEM, "out of memory") : 0;
+        rc = hf_kv_add_str(kvs, "tokenizer.chat_template", text, len) ? seterr(err, err_len, GGUF_ENOMEM, "out of memory") : 0;
         free(text);
     } else if (!rc && cJSON_IsString(ct)) {
-        rc = kv_add_str(kvs, "tokenizer.chat_template", ct->valuestring, strlen(ct->valuestring))
+        rc = hf_kv_add_str(kvs, "tokenizer.chat_template", ct->valuestring, strlen(ct->valuestring))
                  ? seterr(err, err_len, GGUF_ENOMEM, "out of memory") : 0;
     } else if (!rc && cJSON_IsArray(ct)) { /* [{"name": "default", "template": "..."}, ...] */
         for (const cJSON *e = ct->child; e && !rc; e = e->next) {
@@ -1743,7 +1106,7 @@ static int add_tokenizer(const char *dir, const cJSON *cfg, kv_list *kvs, char *
             char key[160];
             if (!strcmp(nm, "default")) snprintf(key, sizeof key, "tokenizer.chat_template");
             else snprintf(key, sizeof key, "tokenizer.chat_template.%.100s", nm);
-            if (kv_add_str(kvs, key, tp, strlen(tp))) rc = seterr(err, err_len, GGUF_ENOMEM, "out of memory");
+            if (hf_kv_add_str(kvs, key, tp, strlen(tp))) rc = seterr(err, err_len, GGUF_ENOMEM, "out of memory");
         }
     } else if (!rc && ct && !cJSON_IsNull(ct)) {
         rc = seterr(err, err_len, GGUF_EFORMAT, "%s: chat_template is neither a string nor a list of named templates", dir);
@@ -1781,7 +1144,7 @@ static int add_tokenizer(const char *dir, const cJSON *cfg, kv_list *kvs, char *
         v.v.arr.type = GGUF_VT_INT32;
         v.v.arr.n = (uint64_t)n;
         v.v.arr.data = arr;
-        if (kv_add(kvs, "tokenizer.huggingface.eos_token_ids", v, (char *)arr))
+        if (hf_kv_add(kvs, "tokenizer.huggingface.eos_token_ids", v, (char *)arr))
             return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
     }
     return 0;
@@ -1791,7 +1154,7 @@ static int add_tokenizer(const char *dir, const cJSON *cfg, kv_list *kvs, char *
 
 static int cmp_out(const void *a, const void *b) { return natcmp(((const hf_out *)a)->name, ((const hf_out *)b)->name); }
 
-static int build_image(const char *dir, const kv_list *kvs, out_list *outs, hf_owner *o, size_t *image_len,
+static int build_image(const char *dir, const hf_kv_list *kvs, out_list *outs, hf_owner *o, size_t *image_len,
                        uint64_t *data_bytes, char *err, size_t err_len) {
     char *buf = NULL;
     size_t len = 0;
@@ -1876,7 +1239,7 @@ int hf_open(const char *dir, gguf_file **out, char *err, size_t err_len) {
                       "class name (e.g. [\"LlamaForCausalLM\"])", dir);
     }
     hf_map *m = NULL;
-    kv_list kvs = {0};
+    hf_kv_list kvs = {0};
     out_list outs = {0};
     hf_src *srcs = NULL;
     size_t n_srcs = 0;
@@ -1893,12 +1256,12 @@ int hf_open(const char *dir, gguf_file **out, char *err, size_t err_len) {
     }
     char name[256];
     model_name(dir, cfg, name, sizeof name);
-    if (kv_add_str(&kvs, "general.architecture", m->arch, strlen(m->arch)) ||
-        kv_add_str(&kvs, "general.name", name, strlen(name))) {
+    if (hf_kv_add_str(&kvs, "general.architecture", m->arch, strlen(m->arch)) ||
+        hf_kv_add_str(&kvs, "general.name", name, strlen(name))) {
         rc = seterr(err, err_len, GGUF_ENOMEM, "out of memory");
         goto done;
     }
-    if ((rc = map_eval(m, cfg, &kvs, dir, err, err_len)) || (rc = read_quant(dir, cfg, &q, err, err_len)) ||
+    if ((rc = hf_map_eval(m, cfg, &kvs, dir, err, err_len)) || (rc = read_quant(dir, cfg, &q, err, err_len)) ||
         (rc = open_shards(dir, o, &srcs, &n_srcs, err, err_len)) ||
         (rc = build_tensors(dir, m, &q, o, srcs, n_srcs, &outs, err, err_len)) ||
         (rc = apply_tied(dir, m, cfg, &outs, err, err_len)) || (rc = add_tokenizer(dir, cfg, &kvs, err, err_len)))
@@ -1919,7 +1282,7 @@ done:
     owner_free(o);
     free(srcs);
     free(outs.t);
-    kv_free(&kvs);
+    hf_kv_free(&kvs);
     hf_map_free(m);
     cJSON_Delete(cfg);
     return rc;
