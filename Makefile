@@ -60,7 +60,7 @@ SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_S
 
 .PHONY: bundle-deps deb-pkgs-arm64 aarch64 test-aarch64 bench-bundle
 .PHONY: all test check check-layout demo deps deb-pkgs node-check golden fuzz bench clean help install unicode bench-tok \
-        bench-matmul fuzz-tokjson bench-grammar arch-models arch-models-quant arch-refs
+        bench-matmul fuzz-hf fuzz-tokjson bench-grammar arch-models arch-models-quant arch-refs
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
@@ -161,7 +161,8 @@ install: all
 
 # ---- aarch64 (cross-compiled; bundles for 64-bit ARM) --------------------------
 # build/aarch64/libcinfer.a: the runtime and the CLI a bundle links (no
-# compiler, no Lua/libtcc, no curl), built with aarch64-linux-gnu-gcc; the
+# compiler, no Lua/libtcc, no curl: not the Hugging Face mapping tables
+# either, formats/hf_map.c), built with aarch64-linux-gnu-gcc; the
 # x86 SIMD files are left out and the NEON ones in (*_dotprod.c with
 # +dotprod, run only where the CPU has it).  `cinfer bundle --target aarch64`
 # links against it.  make test-aarch64 runs the kernel tests (NEON vs the
@@ -169,7 +170,7 @@ install: all
 # bundle tests (text and logits vs x86).
 A64_CC    ?= aarch64-linux-gnu-gcc
 A64       := $(BUILD)/aarch64
-A64_SRC   := $(filter-out %_avx2.c %_vnni.c %_avx512.c runtime/hub/pull.c,$(wildcard runtime/*/*.c)) \
+A64_SRC   := $(filter-out %_avx2.c %_vnni.c %_avx512.c runtime/hub/pull.c runtime/formats/hf_map.c,$(wildcard runtime/*/*.c)) \
              cli/bundled.c cli/run.c cli/chat.c cli/serve.c cli/common.c
 A64_OBJ   := $(A64_SRC:%.c=$(A64)/%.o) $(A64)/gen/embedded.o
 A64_ISA    = $(if $(findstring _dotprod,$<),-march=armv8.2-a+dotprod)
@@ -343,12 +344,15 @@ unicode: tools/gen_unicode.c
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 600
 FUZZ_DIR     := $(BUILD)/fuzz
-FUZZ_LIB     := runtime/base/ggml_type.c runtime/formats/gguf.c runtime/formats/safetensors.c runtime/formats/modelfile.c
-$(FUZZ_DIR)/fuzz_gguf: fuzz/fuzz_gguf.c $(FUZZ_LIB) $(FUZZ_LIB:.c=.h)
+# (modelfile.c opens Hugging Face folders: hf.c and the embedded mapping tables come along)
+FUZZ_LIB     := runtime/base/ggml_type.c runtime/base/specfile.c runtime/formats/gguf.c runtime/formats/gguf_write.c \
+                runtime/formats/safetensors.c runtime/formats/hf.c runtime/formats/hf_map.c runtime/formats/modelfile.c
+$(FUZZ_DIR)/fuzz_gguf: fuzz/fuzz_gguf.c $(FUZZ_LIB) $(wildcard $(FUZZ_LIB:.c=.h)) $(BUILD)/gen/embedded.c
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  FUZZ    $@")
 	$(Q)$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fsanitize=fuzzer,address,undefined \
-	  -fno-sanitize-recover=undefined -o $@ fuzz/fuzz_gguf.c $(FUZZ_LIB) -lcjson -lxxhash -lm
+	  -fno-sanitize-recover=undefined -o $@ fuzz/fuzz_gguf.c $(FUZZ_LIB) $(BUILD)/gen/embedded.c \
+	  -llua5.4 -lcjson -lxxhash -lm
 $(FUZZ_DIR)/corpus/.seeded:
 	@mkdir -p $(FUZZ_DIR)/corpus
 	@if [ -f $(SHARED)/tools/mkmodel.c ] && $(CC) -O2 -o $(FUZZ_DIR)/mkmodel $(SHARED)/tools/mkmodel.c -lm; then \
@@ -359,6 +363,21 @@ $(FUZZ_DIR)/corpus/.seeded:
 	@printf '\216\0\0\0\0\0\0\0{"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},%s' \
 	  '"b":{"dtype":"BF16","shape":[1,2],"data_offsets":[8,12]}}123456789012' > $(FUZZ_DIR)/corpus/tiny.safetensors
 	@touch $@
+# Hugging Face folders (fuzz/fuzz_hf.c: the input cut into config.json, index, safetensors, ...),
+# seeded with the TinyStories folder's config and small checkpoints (plain, sharded, GPTQ)
+FUZZ_HF_LIB := runtime/base/ggml_type.c runtime/base/specfile.c runtime/formats/gguf.c runtime/formats/gguf_write.c \
+               runtime/formats/safetensors.c runtime/formats/hf.c runtime/formats/hf_map.c
+$(FUZZ_DIR)/fuzz_hf: fuzz/fuzz_hf.c $(FUZZ_HF_LIB) $(wildcard $(FUZZ_HF_LIB:.c=.h)) $(BUILD)/gen/embedded.c
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  FUZZ    $@")
+	$(Q)$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=undefined -o $@ fuzz/fuzz_hf.c $(FUZZ_HF_LIB) $(BUILD)/gen/embedded.c \
+	  -llua5.4 -lcjson -lxxhash -lm
+fuzz-hf: $(FUZZ_DIR)/fuzz_hf
+	@mkdir -p $(FUZZ_DIR)/corpus-hf
+	@sh fuzz/hf_seeds.sh $(FUZZ_DIR)/corpus-hf $(SHARED)
+	$(FUZZ_DIR)/fuzz_hf -max_len=65536 -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus-hf
 # tokenizer.json loading (fuzz/fuzz_tokjson.c: raw JSON, or JSON built from the input's bytes)
 FUZZ_TOK_LIB := $(wildcard runtime/text/tok*.c) runtime/text/unicode.c runtime/text/unicode_data.c runtime/formats/gguf.c runtime/base/ggml_type.c
 $(FUZZ_DIR)/fuzz_tokjson: fuzz/fuzz_tokjson.c $(FUZZ_TOK_LIB) $(wildcard runtime/text/*.h)
@@ -449,6 +468,7 @@ help:
 	@echo "make bench-tok  tokenizer throughput on 1 MiB of mixed text"
 	@echo "make bench-grammar  JSON Schema suites, mask timing, constrained generation (structured output)"
 	@echo "make fuzz-tokjson  libFuzzer on tokenizer.json loading (FUZZ_SECONDS)"
+	@echo "make fuzz-hf    libFuzzer on Hugging Face checkpoint folders (FUZZ_SECONDS)"
 	@echo "make fuzz-srv   libFuzzer on cinfer serve request bodies (FUZZ_SECONDS)"
 	@echo "make embed-refs tests/data/embed/qwen3-chat.json from llama.cpp (PEER=DIR: node-llama-cpp + llama.cpp source)"
 	@echo "make unicode    regenerate runtime/text/unicode_data.c from /usr/share/unicode (unicode-data)"

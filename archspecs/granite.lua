@@ -15,7 +15,7 @@ local x = scale(embed(tok_embd), embd_mul)
 for il = 0, hp.n_layer - 1 do
   local p = "blk." .. il .. "."
   local q, k, v = qkv_proj(norm(x, p .. "attn_norm.weight", hp), p, hp)
-  q, k = rope_qk(q, k, hp, "norm")
+  q, k = rope_qk(q, k, hp, hparam("rope.layout", "norm"))  -- "neox": HF rows (granite.hf.lua)
   local a = attend(q, k, v, hp, il, {scale = attn_mul})
   x = add(x, scale(matmul(weight(p .. "attn_output.weight", {hp.q_dim, hp.n_embd}), a), res_mul))
   x = add(x, scale(gated_ffn(norm(x, p .. "ffn_norm.weight", hp), p, hp, swiglu), res_mul))

@@ -16,6 +16,9 @@ local n_rot     = hparam("rope.dimension_count", head_dim)
 local freq_base = hparam("rope.freq_base", 10000.0)
 local eps       = hparam("attention.layer_norm_rms_epsilon", 1e-5)
 local n_vocab   = gguf_len("tokenizer.ggml.tokens") or hparam("vocab_size")
+-- llama.cpp's converter permutes q/k rows into adjacent RoPE pairs ("norm");
+-- a Hugging Face checkpoint keeps rotate-half order (archspecs/llama.hf.lua).
+local rope_mode = hparam("rope.layout", "norm")
 
 model{ n_vocab = n_vocab, n_embd = n_embd, n_layer = n_layer,
        n_ctx_train = hparam("context_length", 2048) }
@@ -34,8 +37,8 @@ for il = 0, n_layer - 1 do
   local q = matmul(weight(p .. "attn_q.weight", {n_embd, n_head * head_dim}), h)
   local k = matmul(weight(p .. "attn_k.weight", {n_embd, n_head_kv * head_dim}), h)
   local v = matmul(weight(p .. "attn_v.weight", {n_embd, n_head_kv * head_dim}), h)
-  q = rope(q, {n_head = n_head, head_dim = head_dim, n_rot = n_rot, freq_base = freq_base, mode = "norm"})
-  k = rope(k, {n_head = n_head_kv, head_dim = head_dim, n_rot = n_rot, freq_base = freq_base, mode = "norm"})
+  q = rope(q, {n_head = n_head, head_dim = head_dim, n_rot = n_rot, freq_base = freq_base, mode = rope_mode})
+  k = rope(k, {n_head = n_head_kv, head_dim = head_dim, n_rot = n_rot, freq_base = freq_base, mode = rope_mode})
   local a = attention(q, k, v, {layer = il, n_head = n_head, n_head_kv = n_head_kv,
                                 head_dim = head_dim})   -- scale defaults to 1/sqrt(head_dim)
   x = add(x, matmul(weight(p .. "attn_output.weight", {n_head * head_dim, n_embd}), a))

@@ -31,6 +31,7 @@
 #include "cinfer.h"
 #include "cli.h"
 #include "formats/gguf.h"
+#include "formats/modelfile.h"
 #include "kernels/kern.h"
 #include "base/pool.h"
 
@@ -154,7 +155,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
 /* Size and parameter count from the GGUF header, like llama-bench's columns. */
 static int read_model_info(const char *path, model_info *mi, char *err, size_t err_len) {
     gguf_file *g;
-    if (gguf_open(path, &g, err, err_len)) return -1;
+    if (modelfile_open(path, &g, err, err_len)) return -1;
     memset(mi, 0, sizeof *mi);
     int has_output = gguf_find_tensor(g, "output.weight") != NULL;
     for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
@@ -275,7 +276,7 @@ int cli_bench(int argc, char **argv) {
     if (prc < 0) return 2;
 
     char err[1024], cached[4096];
-    if (cli_resolve_model("bench", &a.model, cached, sizeof cached, 1)) return 1;
+    if (cli_resolve_model("bench", &a.model, cached, sizeof cached, CLI_MODEL_RUN)) return 1;
     model_info mi;
     if (read_model_info(a.model, &mi, err, sizeof err)) {
         fprintf(stderr, "cinfer bench: %s\n", err);

@@ -102,7 +102,7 @@ int cli_bundle(int argc, char **argv) {
         fprintf(stderr, "cinfer bundle: --sign: %s\n", err);
         return 1;
     }
-    if (cli_resolve_model("bundle", &model, cached, sizeof cached, 1)) return 1;
+    if (cli_resolve_model("bundle", &model, cached, sizeof cached, CLI_MODEL_RUN)) return 1;
 
     double t0 = cli_now_ms();
     char payload[4200], prog[4200];

@@ -258,7 +258,7 @@ static int open_compiled(const char *model, const cinfer_model_options *mo, cons
                          cinfer_model **m, char *err, size_t err_len) {
     (void)lk;
     char cached[4096];
-    if (cli_resolve_model("chat", &model, cached, sizeof cached, 1)) return err[0] = 0, -1;
+    if (cli_resolve_model("chat", &model, cached, sizeof cached, CLI_MODEL_RUN)) return err[0] = 0, -1;
     return cinfer_model_open(model, mo, m, err, err_len);
 }
 

@@ -57,13 +57,22 @@ int cli_bundled_main(int argc, char **argv, const struct cf_model_desc *(*descri
 
 /* cli/common.c — shared by the subcommands. */
 
+/* What a command takes as MODEL (cli_resolve_model's last argument). */
+enum {
+    CLI_MODEL_ANY = 0,  /* anything: the command looks at it itself (inspect, tokenize) */
+    CLI_MODEL_RUN = 1,  /* a model to run: GGUF, .giw or a Hugging Face folder (modelfile_open) */
+    CLI_MODEL_GGUF = 2, /* a GGUF file (quantize writes llama.cpp's files from llama.cpp's files) */
+};
+
 /* When *model names a model pulled with `cinfer pull` (REPO[@REV][:FILE],
  * pull_is_spec: not an existing file), resolve it in the local cache into buf
- * (cap bytes) and point *model at buf.  A path is left alone.  With need_gguf,
- * a safetensors file or a PyTorch pickle (modelfile_detect, by content) is
- * refused with a message saying how to get a GGUF.  Returns 0, or -1 after
- * printing one line "cinfer CMD: <why>" (e.g. not cached: run cinfer pull). */
-int cli_resolve_model(const char *cmd, const char **model, char *buf, size_t cap, int need_gguf);
+ * (cap bytes) and point *model at buf.  A path is left alone.  Then by kind
+ * (CLI_MODEL_*, by content: modelfile_detect): a PyTorch pickle is refused
+ * with a message saying why (RUN, GGUF), and for GGUF also a safetensors
+ * file or a Hugging Face folder, with a pointer to llama.cpp's converter.
+ * Returns 0, or -1 after printing one line "cinfer CMD: <why>" (e.g. not
+ * cached: run cinfer pull). */
+int cli_resolve_model(const char *cmd, const char **model, char *buf, size_t cap, int kind);
 /* --quant P: the CINFER_PRECISION_* named by v, or -1 after printing
  * "PROG: --quant 'v': expected auto, native, ..." (v NULL: missing). */
 int cli_parse_precision(const char *prog, const char *v);

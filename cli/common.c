@@ -21,7 +21,7 @@
 #include "formats/modelfile.h"
 #include "hub/pull.h"
 
-int cli_resolve_model(const char *cmd, const char **model, char *buf, size_t cap, int need_gguf) {
+int cli_resolve_model(const char *cmd, const char **model, char *buf, size_t cap, int kind) {
     char err[1024];
     if (*model && pull_is_spec(*model)) {
         if (pull_resolve_cached(*model, buf, cap, err, sizeof err)) {
@@ -30,13 +30,17 @@ int cli_resolve_model(const char *cmd, const char **model, char *buf, size_t cap
         }
         *model = buf;
     }
-    if (!need_gguf || !*model) return 0;
-    /* unreadable or unrecognised files are left to the GGUF loader's message */
+    if (kind == CLI_MODEL_ANY || !*model) return 0;
+    /* unreadable or unrecognised files are left to the loader's message
+     * (modelfile_open: GGUF, .giw, a Hugging Face folder or a safetensors
+     * file inside one) */
     switch (modelfile_detect(*model, err, sizeof err)) {
     case MODEL_FORMAT_SAFETENSORS:
-        fprintf(stderr, "cinfer %s: %s is a safetensors file; %s needs a GGUF file: convert the Hugging "
-                "Face model directory with llama.cpp's convert_hf_to_gguf.py (DIR --outfile model.gguf), "
-                "or pull a GGUF build of the model (cinfer pull REPO)\n", cmd, *model, cmd);
+    case MODEL_FORMAT_HF_FOLDER:
+        if (kind != CLI_MODEL_GGUF) return 0;
+        fprintf(stderr, "cinfer %s: %s is a safetensors checkpoint; %s reads GGUF files: convert the Hugging "
+                "Face folder with llama.cpp's convert_hf_to_gguf.py (DIR --outfile model.gguf), or run the "
+                "folder itself with --quant (cinfer run DIR --quant int8)\n", cmd, *model, cmd);
         return -1;
     case MODEL_FORMAT_PICKLE:
         fprintf(stderr, "cinfer %s: %s\n", cmd, err);

@@ -17,11 +17,12 @@
 #include "cli.h"
 #include "compiler/compile.h"
 #include "formats/gguf.h"
+#include "formats/modelfile.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: cinfer compile MODEL [--aot] [--emit-c FILE] [-o OUT] [--quant P] [--archspec FILE]\n"
                "                      [--batch N] [-v]\n"
-               "  MODEL           a GGUF or .giw file, or REPO[:FILE] pulled with cinfer pull\n"
+               "  MODEL           a GGUF or .giw file, a Hugging Face folder, or REPO[:FILE] pulled with cinfer pull\n"
                "  (no option)     JIT-compile with libtcc and report the timings\n"
                "  --emit-c FILE   write the generated C translation unit (- = stdout)\n"
                "  --aot           build with the system C compiler (cc -O3 -march=native) into the cache\n"
@@ -103,7 +104,7 @@ int cli_compile(int argc, char **argv) {
     }
     if (!model) return usage(stderr), 2;
     char cached[4096];
-    if (cli_resolve_model("compile", &model, cached, sizeof cached, 1)) return 1;
+    if (cli_resolve_model("compile", &model, cached, sizeof cached, CLI_MODEL_RUN)) return 1;
     if (out_path && o.mode != CC_AOT) return write_giw(model, &o, out_path);
     if (out_path && o.precision != 0) {
         /* a linked program opens a plain GGUF as auto (the default): any other precision must come from a .giw */
@@ -116,7 +117,7 @@ int cli_compile(int argc, char **argv) {
     char err[1024];
     gguf_file *g = NULL;
     int rc = 1;
-    if (gguf_open(model, &g, err, sizeof err)) goto fail;
+    if (modelfile_open(model, &g, err, sizeof err)) goto fail;
     if (emit_path) {
         char *src;
         size_t len;

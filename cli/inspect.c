@@ -281,7 +281,7 @@ static int inspect_gguf(const char *path, bool json) {
     char err[512];
     gguf_file *g = NULL;
     double t0 = cli_now_ms();
-    int rc = gguf_open(path, &g, err, sizeof err);
+    int rc = modelfile_open(path, &g, err, sizeof err); /* a GGUF, or a Hugging Face folder as one */
     double parse_ms = cli_now_ms() - t0;
     if (rc) {
         fprintf(stderr, "cinfer inspect: %s: %s\n", path, err);
@@ -560,11 +560,11 @@ int cli_inspect(int argc, char **argv) {
         return 2;
     }
     char err[1024], cached[4096];
-    if (cli_resolve_model("inspect", &path, cached, sizeof cached, 0)) return 1;
+    if (cli_resolve_model("inspect", &path, cached, sizeof cached, CLI_MODEL_ANY)) return 1;
     model_format fmt = modelfile_detect(path, err, sizeof err);
     int rc;
     switch (fmt) {
-    case MODEL_FORMAT_GGUF: rc = inspect_gguf(path, json); break;
+    case MODEL_FORMAT_GGUF: case MODEL_FORMAT_HF_FOLDER: rc = inspect_gguf(path, json); break;
     case MODEL_FORMAT_SAFETENSORS: rc = inspect_safetensors(path, json); break;
     default:
         fprintf(stderr, "cinfer inspect: %s\n", err);

@@ -118,7 +118,7 @@ int cli_quantize(int argc, char **argv) {
     }
     /* a safetensors input says how to get a GGUF (convert_hf_to_gguf.py) */
     static char cached[4096];
-    if (cli_resolve_model("quantize", &in, cached, sizeof cached, 1)) return 1;
+    if (cli_resolve_model("quantize", &in, cached, sizeof cached, CLI_MODEL_GGUF)) return 1;
     if (quant_ftype_parse(type, &o.ftype)) {
         fprintf(stderr, "cinfer quantize: unknown type '%s' (see cinfer quantize --help)\n", type);
         return 2;

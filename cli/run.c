@@ -362,11 +362,11 @@ static void ctx_error(char *err, size_t err_len, size_t n_prompt, int n_predict,
 typedef int (*run_open_fn)(run_args *a, const cli_linked *lk, cinfer_model **m, char *err,
                            size_t err_len);
 
-/* REPO[:FILE] names a model pulled with `cinfer pull`; safetensors are refused clearly */
+/* REPO[:FILE] names a model pulled with `cinfer pull`; a pickle is refused clearly */
 static int open_compiled(run_args *a, const cli_linked *lk, cinfer_model **m, char *err, size_t err_len) {
     (void)lk;
     char cached[4096];
-    if (cli_resolve_model("run", &a->model, cached, sizeof cached, 1)) return err[0] = 0, -1;
+    if (cli_resolve_model("run", &a->model, cached, sizeof cached, CLI_MODEL_RUN)) return err[0] = 0, -1;
     cli_progress prog;
     cli_progress_begin(&prog, "repacking weights", "MiB", 0, 1048576);
     cinfer_model_options mo = {.compile = a->mode == CC_AOT ? CINFER_AOT : CINFER_JIT,
@@ -388,7 +388,7 @@ static int open_compiled(run_args *a, const cli_linked *lk, cinfer_model **m, ch
 
 static int open_prebuilt(run_args *a, const cli_linked *lk, cinfer_model **m, char *err, size_t err_len) {
     char cached[4096];
-    if (cli_resolve_model(run_name, &a->model, cached, sizeof cached, 1)) return err[0] = 0, -1;
+    if (cli_resolve_model(run_name, &a->model, cached, sizeof cached, CLI_MODEL_RUN)) return err[0] = 0, -1;
     return cinfer_model_open_linked(a->model, lk->describe, lk->forward, m, err, err_len);
 }
 

@@ -72,7 +72,7 @@ typedef struct {
 } serve_models;
 
 static int resolve_cached(const char **path, char *buf, size_t cap) {
-    return cli_resolve_model("serve", path, buf, cap, 1);
+    return cli_resolve_model("serve", path, buf, cap, CLI_MODEL_RUN);
 }
 static int open_compiled(const char *path, const cli_linked *lk, cinfer_model **m, char *err,
                          size_t err_len) {

@@ -3,9 +3,9 @@
  * prints the ids of TEXT, space-separated on one line, as llama.cpp's
  * llama_tokenize gives them (add_special unless --no-bos; control tokens in
  * TEXT parsed only with --parse-special).  MODEL is a GGUF file (a model or a
- * vocab-only file) or a Hugging Face tokenizer.json (its
- * tokenizer_config.json, when next to it, is read too); the format is told
- * by the first bytes, not the name.
+ * vocab-only file), a Hugging Face checkpoint folder, or a Hugging Face
+ * tokenizer.json (its tokenizer_config.json, when next to it, is read too);
+ * the format is told by the content, not the name.
  */
 #include "cli.h"
 
@@ -19,11 +19,12 @@
 #include "text/tok.h"
 
 static int usage_to(FILE *f) {
-    fprintf(f, "usage: cinfer tokenize MODEL.gguf|REPO[:FILE]|tokenizer.json TEXT [--no-bos] [--parse-special]\n"
+    fprintf(f, "usage: cinfer tokenize MODEL.gguf|HF-FOLDER|REPO[:FILE]|tokenizer.json TEXT [--no-bos] [--parse-special]\n"
                     "  prints the token ids of TEXT, space-separated (llama.cpp's llama_tokenize)\n"
-                    "  MODEL           a GGUF model or vocab-only file, REPO[:FILE] pulled with cinfer pull,\n"
-                    "                  or a Hugging Face tokenizer.json (byte-level BPE only: GPT-2,\n"
-                    "                  Llama 3, Qwen2 style)\n"
+                    "  MODEL           a GGUF model or vocab-only file, a Hugging Face folder, REPO[:FILE]\n"
+                    "                  pulled with cinfer pull, or a Hugging Face tokenizer.json (byte-level\n"
+                    "                  BPE: GPT-2, Llama 3, Qwen2 style; SentencePiece-style BPE with\n"
+                    "                  byte_fallback: Llama 2, Mistral, TinyStories style)\n"
                     "  --no-bos        do not add the BOS/EOS tokens the vocabulary asks for\n"
                     "  --parse-special control-token text in TEXT (\"<|im_start|>\") becomes its id\n");
     return 2;
@@ -62,7 +63,7 @@ int cli_tokenize(int argc, char **argv) {
     if (!model || !text) return usage();
 
     char err[512], cached[4096];
-    if (cli_resolve_model("tokenize", &model, cached, sizeof cached, 0)) return 1;
+    if (cli_resolve_model("tokenize", &model, cached, sizeof cached, CLI_MODEL_ANY)) return 1;
     gguf_file *g = NULL;
     tok_vocab *v = NULL;
     int32_t *ids = NULL;
@@ -73,12 +74,7 @@ int cli_tokenize(int argc, char **argv) {
             goto done;
         }
     } else {
-        if (modelfile_detect(model, NULL, 0) == MODEL_FORMAT_SAFETENSORS) {
-            fprintf(stderr, "cinfer tokenize: %s is a safetensors file (weights, no tokenizer): give the "
-                    "tokenizer.json next to it or the model's GGUF\n", model);
-            goto done;
-        }
-        if (gguf_open(model, &g, err, sizeof err) != 0) {
+        if (modelfile_open(model, &g, err, sizeof err) != 0) { /* GGUF, or a Hugging Face folder */
             fprintf(stderr, "cinfer tokenize: %s\n", err);
             goto done;
         }

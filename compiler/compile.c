@@ -28,7 +28,7 @@
 
 #include "archspec.h"
 #include "cinfer.h"
-#include "base/embedded.h"
+#include "base/specfile.h"
 #include "emit.h"
 #include "kernels/kern.h"
 #include "kernels/precision.h"
@@ -46,48 +46,7 @@ static double now_ms(void) {
 /* ---- project files ---------------------------------------------------------- */
 
 int cc_spec_file(const char *name, char **data, size_t *len, char *err, size_t err_len) {
-    const char *dir = getenv("CINFER_SPEC_DIR");
-    if (dir && *dir) {
-        char path[2048];
-        snprintf(path, sizeof path, "%s/%s", dir, name);
-        FILE *f = fopen(path, "rb");
-        if (!f) return snprintf(err, err_len, "%s: %s", path, strerror(errno)), -1;
-        char *buf = NULL;
-        size_t n = 0, cap = 0, r;
-        do {
-            if (cap - n < 4096) {
-                char *nb = realloc(buf, cap = cap ? cap * 2 : 65536);
-                if (!nb) {
-                    free(buf);
-                    fclose(f);
-                    return snprintf(err, err_len, "%s: out of memory", path), -1;
-                }
-                buf = nb;
-            }
-            r = fread(buf + n, 1, cap - n - 1, f);
-            n += r;
-        } while (r > 0);
-        int bad = ferror(f);
-        fclose(f);
-        if (bad) {
-            free(buf);
-            return snprintf(err, err_len, "%s: read error", path), -1;
-        }
-        buf[n] = 0;
-        *data = buf;
-        *len = n;
-        return 0;
-    }
-    for (const embedded_file *e = embedded_files; e->name; e++)
-        if (!strcmp(e->name, name)) {
-            *data = malloc(e->len + 1);
-            if (!*data) return snprintf(err, err_len, "out of memory"), -1;
-            memcpy(*data, e->data, e->len + 1);
-            *len = e->len;
-            return 0;
-        }
-    return snprintf(err, err_len, "no %s in this build (set CINFER_SPEC_DIR to a source tree)",
-                    name), -1;
+    return spec_file_read(name, data, len, err, err_len);
 }
 
 /* ---- compute precisions ------------------------------------------------------ */

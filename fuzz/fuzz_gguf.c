@@ -5,7 +5,9 @@
  * undefined).  Beyond "no crash, no sanitizer report" it checks the loader's
  * contract: an error is one line beginning "gguf: ", and on success every
  * key and tensor is reachable through the lookups and every tensor's bytes
- * lie inside the input (touched, so ASan sees any overrun).
+ * lie inside the input (touched, so ASan sees any overrun).  The same bytes
+ * also go through gguf_open_parts as the header image of an assembled file
+ * (formats/hf.h) with a virtual data section.
  */
 #include "formats/gguf.h"
 #include "formats/modelfile.h"
@@ -70,6 +72,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         (void)gguf_fingerprint(g);
         gguf_close(g);
+    }
+
+    /* the same bytes as the header image of an assembled file (gguf_open_parts):
+     * every tensor's data is one zeroed buffer, the virtual data section 1 MiB */
+    static uint64_t zeros[1 << 17];
+    static const void *ptrs[64];
+    uint64_t n_t = 0;
+    if (size >= 16) memcpy(&n_t, data + 8, 8);
+    if (n_t <= 64) {
+        for (uint64_t i = 0; i < n_t; i++) ptrs[i] = zeros;
+        gguf_parts parts = {.data = ptrs, .n_data = n_t, .data_bytes = sizeof zeros};
+        gguf_file *pg = NULL;
+        if (gguf_open_parts(data, size, &parts, &pg, err, sizeof err) == 0) {
+            for (uint64_t i = 0; i < gguf_n_tensors(pg); i++) {
+                const gguf_tensor *t = gguf_tensor_at(pg, i);
+                CHECK(t->data == zeros && t->n_bytes <= sizeof zeros);
+            }
+            (void)gguf_fingerprint(pg);
+            gguf_close(pg);
+        } else {
+            CHECK(pg == NULL && !strncmp(err, "gguf: ", 6) && !strchr(err, '\n'));
+        }
     }
 
     st_file *s = NULL;

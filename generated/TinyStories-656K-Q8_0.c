@@ -256,71 +256,71 @@ void cf_forward(cf_env *E) {
     const void *const *const W = E->W;
     float *const A = E->arena;
     const int T = E->n_tokens;
-#line 29 "archspecs/llama.lua"
+#line 32 "archspecs/llama.lua"
     K->get_rows(E, A + 0, W[0], 8, 128, E->tokens, T); /* token_embd.weight */
-#line 33 "archspecs/llama.lua"
+#line 36 "archspecs/llama.lua"
     K->rms_norm(E, A + 65536, A + 0, (const float *)W[2], 128, 9.99999997e-07f, T * 1); /* blk.0.attn_norm.weight */
-#line 34 "archspecs/llama.lua"
+#line 37 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 65536, W[3], 101, 128, 128, T); /* blk.0.attn_q.weight */
-#line 35 "archspecs/llama.lua"
+#line 38 "archspecs/llama.lua"
     K->matmul(E, A + 196608, A + 65536, W[4], 101, 64, 128, T); /* blk.0.attn_k.weight */
-#line 36 "archspecs/llama.lua"
+#line 39 "archspecs/llama.lua"
     K->matmul(E, A + 229376, A + 65536, W[5], 101, 64, 128, T); /* blk.0.attn_v.weight */
-#line 37 "archspecs/llama.lua"
+#line 40 "archspecs/llama.lua"
     K->rope(E, A + 131072, 8, 16, 16, 10000.0f, 0, T);
-#line 38 "archspecs/llama.lua"
+#line 41 "archspecs/llama.lua"
     K->rope(E, A + 196608, 4, 16, 16, 10000.0f, 0, T);
-#line 39 "archspecs/llama.lua"
+#line 42 "archspecs/llama.lua"
     K->attention(E, A + 65536, A + 131072, A + 196608, A + 229376, 0, 8, 4, 16, 0.25f, 0, 0.0f, T);
-#line 41 "archspecs/llama.lua"
+#line 44 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 65536, W[6], 101, 128, 128, T); /* blk.0.attn_output.weight */
-#line 41 "archspecs/llama.lua"
+#line 44 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 131072, 128, T);
-#line 43 "archspecs/llama.lua"
+#line 46 "archspecs/llama.lua"
     K->rms_norm(E, A + 65536, A + 0, (const float *)W[7], 128, 9.99999997e-07f, T * 1); /* blk.0.ffn_norm.weight */
-#line 44 "archspecs/llama.lua"
+#line 47 "archspecs/llama.lua"
     K->matmul(E, A + 262144, A + 65536, W[8], 101, 384, 128, T); /* blk.0.ffn_gate.weight */
-#line 45 "archspecs/llama.lua"
+#line 48 "archspecs/llama.lua"
     K->matmul(E, A + 458752, A + 65536, W[9], 101, 384, 128, T); /* blk.0.ffn_up.weight */
-#line 46 "archspecs/llama.lua"
-    K->swiglu(E, A + 655360, A + 262144, A + 458752, 384, T);
-#line 46 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 655360, W[10], 101, 128, 384, T); /* blk.0.ffn_down.weight */
-#line 46 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 65536, 128, T);
-#line 33 "archspecs/llama.lua"
-    K->rms_norm(E, A + 65536, A + 0, (const float *)W[11], 128, 9.99999997e-07f, T * 1); /* blk.1.attn_norm.weight */
-#line 34 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 65536, W[12], 101, 128, 128, T); /* blk.1.attn_q.weight */
-#line 35 "archspecs/llama.lua"
-    K->matmul(E, A + 196608, A + 65536, W[13], 101, 64, 128, T); /* blk.1.attn_k.weight */
-#line 36 "archspecs/llama.lua"
-    K->matmul(E, A + 229376, A + 65536, W[14], 101, 64, 128, T); /* blk.1.attn_v.weight */
-#line 37 "archspecs/llama.lua"
-    K->rope(E, A + 131072, 8, 16, 16, 10000.0f, 0, T);
-#line 38 "archspecs/llama.lua"
-    K->rope(E, A + 196608, 4, 16, 16, 10000.0f, 0, T);
-#line 39 "archspecs/llama.lua"
-    K->attention(E, A + 65536, A + 131072, A + 196608, A + 229376, 1, 8, 4, 16, 0.25f, 0, 0.0f, T);
-#line 41 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 65536, W[15], 101, 128, 128, T); /* blk.1.attn_output.weight */
-#line 41 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 131072, 128, T);
-#line 43 "archspecs/llama.lua"
-    K->rms_norm(E, A + 65536, A + 0, (const float *)W[16], 128, 9.99999997e-07f, T * 1); /* blk.1.ffn_norm.weight */
-#line 44 "archspecs/llama.lua"
-    K->matmul(E, A + 262144, A + 65536, W[17], 101, 384, 128, T); /* blk.1.ffn_gate.weight */
-#line 45 "archspecs/llama.lua"
-    K->matmul(E, A + 458752, A + 65536, W[18], 101, 384, 128, T); /* blk.1.ffn_up.weight */
-#line 46 "archspecs/llama.lua"
-    K->swiglu(E, A + 655360, A + 262144, A + 458752, 384, T);
-#line 46 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 655360, W[19], 101, 128, 384, T); /* blk.1.ffn_down.weight */
-#line 46 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 65536, 128, T);
 #line 49 "archspecs/llama.lua"
+    K->swiglu(E, A + 655360, A + 262144, A + 458752, 384, T);
+#line 49 "archspecs/llama.lua"
+    K->matmul(E, A + 65536, A + 655360, W[10], 101, 128, 384, T); /* blk.0.ffn_down.weight */
+#line 49 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 65536, 128, T);
+#line 36 "archspecs/llama.lua"
+    K->rms_norm(E, A + 65536, A + 0, (const float *)W[11], 128, 9.99999997e-07f, T * 1); /* blk.1.attn_norm.weight */
+#line 37 "archspecs/llama.lua"
+    K->matmul(E, A + 131072, A + 65536, W[12], 101, 128, 128, T); /* blk.1.attn_q.weight */
+#line 38 "archspecs/llama.lua"
+    K->matmul(E, A + 196608, A + 65536, W[13], 101, 64, 128, T); /* blk.1.attn_k.weight */
+#line 39 "archspecs/llama.lua"
+    K->matmul(E, A + 229376, A + 65536, W[14], 101, 64, 128, T); /* blk.1.attn_v.weight */
+#line 40 "archspecs/llama.lua"
+    K->rope(E, A + 131072, 8, 16, 16, 10000.0f, 0, T);
+#line 41 "archspecs/llama.lua"
+    K->rope(E, A + 196608, 4, 16, 16, 10000.0f, 0, T);
+#line 42 "archspecs/llama.lua"
+    K->attention(E, A + 65536, A + 131072, A + 196608, A + 229376, 1, 8, 4, 16, 0.25f, 0, 0.0f, T);
+#line 44 "archspecs/llama.lua"
+    K->matmul(E, A + 131072, A + 65536, W[15], 101, 128, 128, T); /* blk.1.attn_output.weight */
+#line 44 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 131072, 128, T);
+#line 46 "archspecs/llama.lua"
+    K->rms_norm(E, A + 65536, A + 0, (const float *)W[16], 128, 9.99999997e-07f, T * 1); /* blk.1.ffn_norm.weight */
+#line 47 "archspecs/llama.lua"
+    K->matmul(E, A + 262144, A + 65536, W[17], 101, 384, 128, T); /* blk.1.ffn_gate.weight */
+#line 48 "archspecs/llama.lua"
+    K->matmul(E, A + 458752, A + 65536, W[18], 101, 384, 128, T); /* blk.1.ffn_up.weight */
+#line 49 "archspecs/llama.lua"
+    K->swiglu(E, A + 655360, A + 262144, A + 458752, 384, T);
+#line 49 "archspecs/llama.lua"
+    K->matmul(E, A + 65536, A + 655360, W[19], 101, 128, 384, T); /* blk.1.ffn_down.weight */
+#line 49 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 65536, 128, T);
+#line 52 "archspecs/llama.lua"
     K->rms_norm(E, A + 65536, A + 0, (const float *)W[1], 128, 9.99999997e-07f, T * 1); /* output_norm.weight */
-#line 50 "archspecs/llama.lua"
+#line 53 "archspecs/llama.lua"
     if (E->hidden) K->copy_cols(E, E->hidden, A + 65536, 128, 0, 128, T); if (E->logits_all) { K->matmul(E, E->logits, A + 65536, W[0], 8, 2048, 128, T); } else { K->last_row(E, A + 0, A + 65536, 128, T); K->matmul(E, E->logits, A + 0, W[0], 8, 2048, 128, 1); } K->logits_post(E, E->logits, 2048, E->logits_all ? T : 1, 1.0f, 0.0f); /* token_embd.weight */
 #line 75 "templates/forward.c.in"
 }

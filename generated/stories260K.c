@@ -343,161 +343,161 @@ void cf_forward(cf_env *E) {
     const void *const *const W = E->W;
     float *const A = E->arena;
     const int T = E->n_tokens;
-#line 29 "archspecs/llama.lua"
+#line 32 "archspecs/llama.lua"
     K->get_rows(E, A + 0, W[0], 0, 64, E->tokens, T); /* token_embd.weight */
-#line 33 "archspecs/llama.lua"
+#line 36 "archspecs/llama.lua"
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[3], 64, 9.99999975e-06f, T * 1); /* blk.0.attn_norm.weight */
-#line 34 "archspecs/llama.lua"
+#line 37 "archspecs/llama.lua"
     K->matmul(E, A + 65536, A + 32768, W[4], 0, 64, 64, T); /* blk.0.attn_q.weight */
-#line 35 "archspecs/llama.lua"
+#line 38 "archspecs/llama.lua"
     K->matmul(E, A + 98304, A + 32768, W[5], 0, 32, 64, T); /* blk.0.attn_k.weight */
-#line 36 "archspecs/llama.lua"
+#line 39 "archspecs/llama.lua"
     K->matmul(E, A + 114688, A + 32768, W[6], 0, 32, 64, T); /* blk.0.attn_v.weight */
-#line 37 "archspecs/llama.lua"
+#line 40 "archspecs/llama.lua"
     K->rope(E, A + 65536, 8, 8, 8, 10000.0f, 0, T);
-#line 38 "archspecs/llama.lua"
+#line 41 "archspecs/llama.lua"
     K->rope(E, A + 98304, 4, 8, 8, 10000.0f, 0, T);
-#line 39 "archspecs/llama.lua"
+#line 42 "archspecs/llama.lua"
     K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 0, 8, 4, 8, 0.353553385f, 0, 0.0f, T);
-#line 41 "archspecs/llama.lua"
+#line 44 "archspecs/llama.lua"
     K->matmul(E, A + 65536, A + 32768, W[7], 0, 64, 64, T); /* blk.0.attn_output.weight */
-#line 41 "archspecs/llama.lua"
+#line 44 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 65536, 64, T);
-#line 43 "archspecs/llama.lua"
+#line 46 "archspecs/llama.lua"
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[8], 64, 9.99999975e-06f, T * 1); /* blk.0.ffn_norm.weight */
-#line 44 "archspecs/llama.lua"
+#line 47 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 32768, W[9], 0, 172, 64, T); /* blk.0.ffn_gate.weight */
-#line 45 "archspecs/llama.lua"
+#line 48 "archspecs/llama.lua"
     K->matmul(E, A + 219136, A + 32768, W[10], 0, 172, 64, T); /* blk.0.ffn_up.weight */
-#line 46 "archspecs/llama.lua"
-    K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
-#line 46 "archspecs/llama.lua"
-    K->matmul(E, A + 32768, A + 307200, W[11], 0, 64, 172, T); /* blk.0.ffn_down.weight */
-#line 46 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 32768, 64, T);
-#line 33 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[12], 64, 9.99999975e-06f, T * 1); /* blk.1.attn_norm.weight */
-#line 34 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 32768, W[13], 0, 64, 64, T); /* blk.1.attn_q.weight */
-#line 35 "archspecs/llama.lua"
-    K->matmul(E, A + 98304, A + 32768, W[14], 0, 32, 64, T); /* blk.1.attn_k.weight */
-#line 36 "archspecs/llama.lua"
-    K->matmul(E, A + 114688, A + 32768, W[15], 0, 32, 64, T); /* blk.1.attn_v.weight */
-#line 37 "archspecs/llama.lua"
-    K->rope(E, A + 65536, 8, 8, 8, 10000.0f, 0, T);
-#line 38 "archspecs/llama.lua"
-    K->rope(E, A + 98304, 4, 8, 8, 10000.0f, 0, T);
-#line 39 "archspecs/llama.lua"
-    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 1, 8, 4, 8, 0.353553385f, 0, 0.0f, T);
-#line 41 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 32768, W[16], 0, 64, 64, T); /* blk.1.attn_output.weight */
-#line 41 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 65536, 64, T);
-#line 43 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[17], 64, 9.99999975e-06f, T * 1); /* blk.1.ffn_norm.weight */
-#line 44 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 32768, W[18], 0, 172, 64, T); /* blk.1.ffn_gate.weight */
-#line 45 "archspecs/llama.lua"
-    K->matmul(E, A + 219136, A + 32768, W[19], 0, 172, 64, T); /* blk.1.ffn_up.weight */
-#line 46 "archspecs/llama.lua"
-    K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
-#line 46 "archspecs/llama.lua"
-    K->matmul(E, A + 32768, A + 307200, W[20], 0, 64, 172, T); /* blk.1.ffn_down.weight */
-#line 46 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 32768, 64, T);
-#line 33 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[21], 64, 9.99999975e-06f, T * 1); /* blk.2.attn_norm.weight */
-#line 34 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 32768, W[22], 0, 64, 64, T); /* blk.2.attn_q.weight */
-#line 35 "archspecs/llama.lua"
-    K->matmul(E, A + 98304, A + 32768, W[23], 0, 32, 64, T); /* blk.2.attn_k.weight */
-#line 36 "archspecs/llama.lua"
-    K->matmul(E, A + 114688, A + 32768, W[24], 0, 32, 64, T); /* blk.2.attn_v.weight */
-#line 37 "archspecs/llama.lua"
-    K->rope(E, A + 65536, 8, 8, 8, 10000.0f, 0, T);
-#line 38 "archspecs/llama.lua"
-    K->rope(E, A + 98304, 4, 8, 8, 10000.0f, 0, T);
-#line 39 "archspecs/llama.lua"
-    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 2, 8, 4, 8, 0.353553385f, 0, 0.0f, T);
-#line 41 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 32768, W[25], 0, 64, 64, T); /* blk.2.attn_output.weight */
-#line 41 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 65536, 64, T);
-#line 43 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[26], 64, 9.99999975e-06f, T * 1); /* blk.2.ffn_norm.weight */
-#line 44 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 32768, W[27], 0, 172, 64, T); /* blk.2.ffn_gate.weight */
-#line 45 "archspecs/llama.lua"
-    K->matmul(E, A + 219136, A + 32768, W[28], 0, 172, 64, T); /* blk.2.ffn_up.weight */
-#line 46 "archspecs/llama.lua"
-    K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
-#line 46 "archspecs/llama.lua"
-    K->matmul(E, A + 32768, A + 307200, W[29], 0, 64, 172, T); /* blk.2.ffn_down.weight */
-#line 46 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 32768, 64, T);
-#line 33 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[30], 64, 9.99999975e-06f, T * 1); /* blk.3.attn_norm.weight */
-#line 34 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 32768, W[31], 0, 64, 64, T); /* blk.3.attn_q.weight */
-#line 35 "archspecs/llama.lua"
-    K->matmul(E, A + 98304, A + 32768, W[32], 0, 32, 64, T); /* blk.3.attn_k.weight */
-#line 36 "archspecs/llama.lua"
-    K->matmul(E, A + 114688, A + 32768, W[33], 0, 32, 64, T); /* blk.3.attn_v.weight */
-#line 37 "archspecs/llama.lua"
-    K->rope(E, A + 65536, 8, 8, 8, 10000.0f, 0, T);
-#line 38 "archspecs/llama.lua"
-    K->rope(E, A + 98304, 4, 8, 8, 10000.0f, 0, T);
-#line 39 "archspecs/llama.lua"
-    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 3, 8, 4, 8, 0.353553385f, 0, 0.0f, T);
-#line 41 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 32768, W[34], 0, 64, 64, T); /* blk.3.attn_output.weight */
-#line 41 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 65536, 64, T);
-#line 43 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[35], 64, 9.99999975e-06f, T * 1); /* blk.3.ffn_norm.weight */
-#line 44 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 32768, W[36], 0, 172, 64, T); /* blk.3.ffn_gate.weight */
-#line 45 "archspecs/llama.lua"
-    K->matmul(E, A + 219136, A + 32768, W[37], 0, 172, 64, T); /* blk.3.ffn_up.weight */
-#line 46 "archspecs/llama.lua"
-    K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
-#line 46 "archspecs/llama.lua"
-    K->matmul(E, A + 32768, A + 307200, W[38], 0, 64, 172, T); /* blk.3.ffn_down.weight */
-#line 46 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 32768, 64, T);
-#line 33 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[39], 64, 9.99999975e-06f, T * 1); /* blk.4.attn_norm.weight */
-#line 34 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 32768, W[40], 0, 64, 64, T); /* blk.4.attn_q.weight */
-#line 35 "archspecs/llama.lua"
-    K->matmul(E, A + 98304, A + 32768, W[41], 0, 32, 64, T); /* blk.4.attn_k.weight */
-#line 36 "archspecs/llama.lua"
-    K->matmul(E, A + 114688, A + 32768, W[42], 0, 32, 64, T); /* blk.4.attn_v.weight */
-#line 37 "archspecs/llama.lua"
-    K->rope(E, A + 65536, 8, 8, 8, 10000.0f, 0, T);
-#line 38 "archspecs/llama.lua"
-    K->rope(E, A + 98304, 4, 8, 8, 10000.0f, 0, T);
-#line 39 "archspecs/llama.lua"
-    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 4, 8, 4, 8, 0.353553385f, 0, 0.0f, T);
-#line 41 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 32768, W[43], 0, 64, 64, T); /* blk.4.attn_output.weight */
-#line 41 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 65536, 64, T);
-#line 43 "archspecs/llama.lua"
-    K->rms_norm(E, A + 32768, A + 0, (const float *)W[44], 64, 9.99999975e-06f, T * 1); /* blk.4.ffn_norm.weight */
-#line 44 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 32768, W[45], 0, 172, 64, T); /* blk.4.ffn_gate.weight */
-#line 45 "archspecs/llama.lua"
-    K->matmul(E, A + 219136, A + 32768, W[46], 0, 172, 64, T); /* blk.4.ffn_up.weight */
-#line 46 "archspecs/llama.lua"
-    K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
-#line 46 "archspecs/llama.lua"
-    K->matmul(E, A + 32768, A + 307200, W[47], 0, 64, 172, T); /* blk.4.ffn_down.weight */
-#line 46 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 32768, 64, T);
 #line 49 "archspecs/llama.lua"
+    K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
+#line 49 "archspecs/llama.lua"
+    K->matmul(E, A + 32768, A + 307200, W[11], 0, 64, 172, T); /* blk.0.ffn_down.weight */
+#line 49 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 32768, 64, T);
+#line 36 "archspecs/llama.lua"
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[12], 64, 9.99999975e-06f, T * 1); /* blk.1.attn_norm.weight */
+#line 37 "archspecs/llama.lua"
+    K->matmul(E, A + 65536, A + 32768, W[13], 0, 64, 64, T); /* blk.1.attn_q.weight */
+#line 38 "archspecs/llama.lua"
+    K->matmul(E, A + 98304, A + 32768, W[14], 0, 32, 64, T); /* blk.1.attn_k.weight */
+#line 39 "archspecs/llama.lua"
+    K->matmul(E, A + 114688, A + 32768, W[15], 0, 32, 64, T); /* blk.1.attn_v.weight */
+#line 40 "archspecs/llama.lua"
+    K->rope(E, A + 65536, 8, 8, 8, 10000.0f, 0, T);
+#line 41 "archspecs/llama.lua"
+    K->rope(E, A + 98304, 4, 8, 8, 10000.0f, 0, T);
+#line 42 "archspecs/llama.lua"
+    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 1, 8, 4, 8, 0.353553385f, 0, 0.0f, T);
+#line 44 "archspecs/llama.lua"
+    K->matmul(E, A + 65536, A + 32768, W[16], 0, 64, 64, T); /* blk.1.attn_output.weight */
+#line 44 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 65536, 64, T);
+#line 46 "archspecs/llama.lua"
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[17], 64, 9.99999975e-06f, T * 1); /* blk.1.ffn_norm.weight */
+#line 47 "archspecs/llama.lua"
+    K->matmul(E, A + 131072, A + 32768, W[18], 0, 172, 64, T); /* blk.1.ffn_gate.weight */
+#line 48 "archspecs/llama.lua"
+    K->matmul(E, A + 219136, A + 32768, W[19], 0, 172, 64, T); /* blk.1.ffn_up.weight */
+#line 49 "archspecs/llama.lua"
+    K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
+#line 49 "archspecs/llama.lua"
+    K->matmul(E, A + 32768, A + 307200, W[20], 0, 64, 172, T); /* blk.1.ffn_down.weight */
+#line 49 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 32768, 64, T);
+#line 36 "archspecs/llama.lua"
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[21], 64, 9.99999975e-06f, T * 1); /* blk.2.attn_norm.weight */
+#line 37 "archspecs/llama.lua"
+    K->matmul(E, A + 65536, A + 32768, W[22], 0, 64, 64, T); /* blk.2.attn_q.weight */
+#line 38 "archspecs/llama.lua"
+    K->matmul(E, A + 98304, A + 32768, W[23], 0, 32, 64, T); /* blk.2.attn_k.weight */
+#line 39 "archspecs/llama.lua"
+    K->matmul(E, A + 114688, A + 32768, W[24], 0, 32, 64, T); /* blk.2.attn_v.weight */
+#line 40 "archspecs/llama.lua"
+    K->rope(E, A + 65536, 8, 8, 8, 10000.0f, 0, T);
+#line 41 "archspecs/llama.lua"
+    K->rope(E, A + 98304, 4, 8, 8, 10000.0f, 0, T);
+#line 42 "archspecs/llama.lua"
+    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 2, 8, 4, 8, 0.353553385f, 0, 0.0f, T);
+#line 44 "archspecs/llama.lua"
+    K->matmul(E, A + 65536, A + 32768, W[25], 0, 64, 64, T); /* blk.2.attn_output.weight */
+#line 44 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 65536, 64, T);
+#line 46 "archspecs/llama.lua"
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[26], 64, 9.99999975e-06f, T * 1); /* blk.2.ffn_norm.weight */
+#line 47 "archspecs/llama.lua"
+    K->matmul(E, A + 131072, A + 32768, W[27], 0, 172, 64, T); /* blk.2.ffn_gate.weight */
+#line 48 "archspecs/llama.lua"
+    K->matmul(E, A + 219136, A + 32768, W[28], 0, 172, 64, T); /* blk.2.ffn_up.weight */
+#line 49 "archspecs/llama.lua"
+    K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
+#line 49 "archspecs/llama.lua"
+    K->matmul(E, A + 32768, A + 307200, W[29], 0, 64, 172, T); /* blk.2.ffn_down.weight */
+#line 49 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 32768, 64, T);
+#line 36 "archspecs/llama.lua"
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[30], 64, 9.99999975e-06f, T * 1); /* blk.3.attn_norm.weight */
+#line 37 "archspecs/llama.lua"
+    K->matmul(E, A + 65536, A + 32768, W[31], 0, 64, 64, T); /* blk.3.attn_q.weight */
+#line 38 "archspecs/llama.lua"
+    K->matmul(E, A + 98304, A + 32768, W[32], 0, 32, 64, T); /* blk.3.attn_k.weight */
+#line 39 "archspecs/llama.lua"
+    K->matmul(E, A + 114688, A + 32768, W[33], 0, 32, 64, T); /* blk.3.attn_v.weight */
+#line 40 "archspecs/llama.lua"
+    K->rope(E, A + 65536, 8, 8, 8, 10000.0f, 0, T);
+#line 41 "archspecs/llama.lua"
+    K->rope(E, A + 98304, 4, 8, 8, 10000.0f, 0, T);
+#line 42 "archspecs/llama.lua"
+    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 3, 8, 4, 8, 0.353553385f, 0, 0.0f, T);
+#line 44 "archspecs/llama.lua"
+    K->matmul(E, A + 65536, A + 32768, W[34], 0, 64, 64, T); /* blk.3.attn_output.weight */
+#line 44 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 65536, 64, T);
+#line 46 "archspecs/llama.lua"
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[35], 64, 9.99999975e-06f, T * 1); /* blk.3.ffn_norm.weight */
+#line 47 "archspecs/llama.lua"
+    K->matmul(E, A + 131072, A + 32768, W[36], 0, 172, 64, T); /* blk.3.ffn_gate.weight */
+#line 48 "archspecs/llama.lua"
+    K->matmul(E, A + 219136, A + 32768, W[37], 0, 172, 64, T); /* blk.3.ffn_up.weight */
+#line 49 "archspecs/llama.lua"
+    K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
+#line 49 "archspecs/llama.lua"
+    K->matmul(E, A + 32768, A + 307200, W[38], 0, 64, 172, T); /* blk.3.ffn_down.weight */
+#line 49 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 32768, 64, T);
+#line 36 "archspecs/llama.lua"
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[39], 64, 9.99999975e-06f, T * 1); /* blk.4.attn_norm.weight */
+#line 37 "archspecs/llama.lua"
+    K->matmul(E, A + 65536, A + 32768, W[40], 0, 64, 64, T); /* blk.4.attn_q.weight */
+#line 38 "archspecs/llama.lua"
+    K->matmul(E, A + 98304, A + 32768, W[41], 0, 32, 64, T); /* blk.4.attn_k.weight */
+#line 39 "archspecs/llama.lua"
+    K->matmul(E, A + 114688, A + 32768, W[42], 0, 32, 64, T); /* blk.4.attn_v.weight */
+#line 40 "archspecs/llama.lua"
+    K->rope(E, A + 65536, 8, 8, 8, 10000.0f, 0, T);
+#line 41 "archspecs/llama.lua"
+    K->rope(E, A + 98304, 4, 8, 8, 10000.0f, 0, T);
+#line 42 "archspecs/llama.lua"
+    K->attention(E, A + 32768, A + 65536, A + 98304, A + 114688, 4, 8, 4, 8, 0.353553385f, 0, 0.0f, T);
+#line 44 "archspecs/llama.lua"
+    K->matmul(E, A + 65536, A + 32768, W[43], 0, 64, 64, T); /* blk.4.attn_output.weight */
+#line 44 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 65536, 64, T);
+#line 46 "archspecs/llama.lua"
+    K->rms_norm(E, A + 32768, A + 0, (const float *)W[44], 64, 9.99999975e-06f, T * 1); /* blk.4.ffn_norm.weight */
+#line 47 "archspecs/llama.lua"
+    K->matmul(E, A + 131072, A + 32768, W[45], 0, 172, 64, T); /* blk.4.ffn_gate.weight */
+#line 48 "archspecs/llama.lua"
+    K->matmul(E, A + 219136, A + 32768, W[46], 0, 172, 64, T); /* blk.4.ffn_up.weight */
+#line 49 "archspecs/llama.lua"
+    K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
+#line 49 "archspecs/llama.lua"
+    K->matmul(E, A + 32768, A + 307200, W[47], 0, 64, 172, T); /* blk.4.ffn_down.weight */
+#line 49 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 32768, 64, T);
+#line 52 "archspecs/llama.lua"
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[1], 64, 9.99999975e-06f, T * 1); /* output_norm.weight */
-#line 50 "archspecs/llama.lua"
+#line 53 "archspecs/llama.lua"
     if (E->hidden) K->copy_cols(E, E->hidden, A + 32768, 64, 0, 64, T); if (E->logits_all) { K->matmul(E, E->logits, A + 32768, W[2], 0, 512, 64, T); } else { K->last_row(E, A + 0, A + 32768, 64, T); K->matmul(E, E->logits, A + 0, W[2], 0, 512, 64, 1); } K->logits_post(E, E->logits, 512, E->logits_all ? T : 1, 1.0f, 0.0f); /* output.weight */
 #line 75 "templates/forward.c.in"
 }

@@ -4,11 +4,13 @@
  * broken headers, and content-based format detection (runtime/modelfile).
  * Suites: safetensors/, modelfile/.
  */
+#include "formats/gguf.h"
 #include "formats/modelfile.h"
 #include "formats/safetensors.h"
 #include "test.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 /* ==== safetensors =========================================================== */
 
@@ -230,4 +232,130 @@ TEST(modelfile, detect_files) {
     if (st) EXPECT_EQ_I(modelfile_detect(st, err, sizeof err), MODEL_FORMAT_SAFETENSORS);
     const char *gg = shared_path("models/stories260K/stories260K.gguf");
     if (gg) EXPECT_EQ_I(modelfile_detect(gg, err, sizeof err), MODEL_FORMAT_GGUF);
+}
+
+/* Directories: a Hugging Face folder is one by its config.json; modelfile_open
+ * takes GGUF files, folders and a safetensors file inside a folder, and says
+ * what to give instead of anything else. */
+TEST(modelfile, folders_and_modelfile_open) {
+    char err[1024] = "", dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/not-a-checkpoint", test_tmpdir());
+    mkdir(dir, 0755);
+    EXPECT_EQ_I(modelfile_detect(dir, err, sizeof err), MODEL_FORMAT_UNKNOWN);
+    EXPECT_MSG(strstr(err, "is a directory without config.json") && !strchr(err, '\n'), "%s", err);
+    gguf_file *g = (gguf_file *)1;
+    EXPECT(modelfile_open(dir, &g, err, sizeof err) != 0 && g == NULL);
+    EXPECT_MSG(strstr(err, "directory without config.json"), "%s", err);
+    /* a safetensors file alone */
+    snprintf(path, sizeof path, "%s/w.safetensors", dir);
+    size_t n;
+    uint8_t *img = st_image("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, &n);
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(img, 1, n, f);
+        fclose(f);
+    }
+    free(img);
+    EXPECT(modelfile_open(path, &g, err, sizeof err) != 0 && g == NULL);
+    EXPECT_MSG(strstr(err, "safetensors file without a config.json next to it"), "%s", err);
+    /* with a config.json the directory is a folder (what it holds is hf/'s business) */
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    f = fopen(path, "wb");
+    if (f) {
+        fputs("{}", f);
+        fclose(f);
+    }
+    EXPECT_EQ_I(modelfile_detect(dir, err, sizeof err), MODEL_FORMAT_HF_FOLDER);
+    EXPECT_STR_EQ(modelfile_format_name(MODEL_FORMAT_HF_FOLDER), "hf-folder");
+    EXPECT(modelfile_open(dir, &g, err, sizeof err) != 0 && g == NULL);
+    EXPECT_MSG(!strncmp(err, "hf: ", 4) && strstr(err, "\"architectures\""), "%s", err);
+    const char *gg = shared_path("models/stories260K/stories260K.gguf");
+    if (gg) {
+        EXPECT_MSG(modelfile_open(gg, &g, err, sizeof err) == 0, "%s", err);
+        gguf_close(g);
+    }
+}
+
+/* ==== GGUF files assembled from parts ========================================== */
+
+static int released;
+static void count_release(void *p) { released += p == (void *)&released; }
+
+/* A header image with two F32 tensors, offsets 0 and 32 of a virtual data section. */
+static size_t parts_image(uint8_t *b, int64_t ne1, uint64_t off1, bool pad) {
+    size_t n = 0;
+#define PUT(p, k) (memcpy(b + n, (p), (k)), n += (k))
+    uint32_t u32;
+    uint64_t u64;
+    PUT("GGUF", 4);
+    u32 = 3, PUT(&u32, 4);
+    u64 = 2, PUT(&u64, 8);
+    u64 = 0, PUT(&u64, 8);
+    const char *names[2] = {"a", "b"};
+    int64_t ne[2] = {4, ne1};
+    uint64_t offs[2] = {0, off1};
+    for (int i = 0; i < 2; i++) {
+        u64 = 1, PUT(&u64, 8);
+        PUT(names[i], 1);
+        u32 = 1, PUT(&u32, 4);
+        u64 = (uint64_t)ne[i], PUT(&u64, 8);
+        u32 = 0, PUT(&u32, 4); /* F32 */
+        PUT(&offs[i], 8);
+    }
+    while (pad && n % 32) b[n++] = 0;
+#undef PUT
+    return n;
+}
+
+TEST(gguf_parts, data_elsewhere_validated_like_a_file) {
+    uint8_t img[256];
+    float a[4] = {1, 2, 3, 4}, bdat[8] = {5, 6, 7, 8, 9, 10, 11, 12};
+    const void *data[2] = {a, bdat};
+    char err[512];
+    gguf_file *g = NULL;
+    size_t n = parts_image(img, 8, 32, true);
+    released = 0;
+    gguf_parts p = {.data = data, .n_data = 2, .data_bytes = 64, .release = count_release, .owner = &released};
+    EXPECT_MSG(gguf_open_parts(img, n, &p, &g, err, sizeof err) == 0, "%s", err);
+    if (g) {
+        EXPECT(gguf_find_tensor(g, "a")->data == a && gguf_find_tensor(g, "b")->data == bdat);
+        EXPECT_EQ_I(gguf_size(g), n + 64);
+        EXPECT_EQ_I(gguf_data_offset(g), n);
+        uint64_t dev, ino;
+        EXPECT(gguf_file_id(g, &dev, &ino) != 0);
+        /* no region given: the data is not a file mapping, advice is refused */
+        EXPECT(gguf_populate(g, a, sizeof a) != 0 && gguf_release_pages(g, a, sizeof a) != 0);
+    }
+    gguf_close(g);
+    EXPECT_EQ_I(released, 1);
+    static const struct {
+        int64_t ne1;
+        uint64_t off1, data_bytes, n_data;
+        bool pad;
+        const char *want;
+    } bad[] = {
+        {8, 32, 60, 2, true, "bytes past end of file"},
+        {8, 0, 64, 2, true, "data [0, 32) overlaps tensor 'a' [0, 16)"},
+        {8, 33, 96, 2, true, "not a multiple of the alignment"},
+        {8, 32, 64, 1, true, "2 tensors in the image, 1 data pointers"},
+        {8, 32, 64, 2, false, "inside the padding to the data section"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        n = parts_image(img, bad[i].ne1, bad[i].off1, bad[i].pad);
+        released = 0;
+        p = (gguf_parts){.data = data, .n_data = bad[i].n_data, .data_bytes = bad[i].data_bytes,
+                         .release = count_release, .owner = &released};
+        g = (gguf_file *)img;
+        int rc = gguf_open_parts(img, n, &p, &g, err, sizeof err);
+        EXPECT_MSG(rc == GGUF_EFORMAT && g == NULL, "case %zu: rc %d", i, rc);
+        EXPECT_MSG(strstr(err, bad[i].want) && !strncmp(err, "gguf: ", 6), "case %zu: %s", i, err);
+        EXPECT_MSG(released == 1, "case %zu: owner released %d times", i, released);
+    }
+    /* data not aligned for its type */
+    n = parts_image(img, 8, 32, true);
+    const void *mis[2] = {(const char *)a + 1, bdat};
+    released = 0;
+    p = (gguf_parts){.data = mis, .n_data = 2, .data_bytes = 64, .release = count_release, .owner = &released};
+    EXPECT(gguf_open_parts(img, n, &p, &g, err, sizeof err) == GGUF_EFORMAT && released == 1);
+    EXPECT_MSG(strstr(err, "tensor 'a': data at address") && strstr(err, "not aligned to 4 bytes"), "%s", err);
 }

@@ -220,7 +220,8 @@ TEST(inspect, usage_errors) {
     EXPECT(err && count_lines(err) == 1 && strstr(err, "cannot open '/nonexistent/m.gguf'"));
     free(out), free(err);
     EXPECT_EQ_I(inspect_capture("/tmp", NULL, &out, &err), 1);
-    EXPECT(err && count_lines(err) == 1 && strstr(err, "not a regular file"));
+    /* a directory is a model only as a Hugging Face folder (config.json) */
+    EXPECT(err && count_lines(err) == 1 && strstr(err, "is a directory without config.json"));
     free(out), free(err);
     EXPECT_EQ_I(inspect_capture("--help", NULL, &out, &err), 0);
     EXPECT(out && strstr(out, "usage:"));

@@ -29,6 +29,7 @@
 #include "engine/giw.h"
 #include "engine/samp.h"
 #include "formats/gguf.h"
+#include "formats/modelfile.h"
 #include "grammar/gram.h"
 #include "kernels/precision.h"
 #include "text/chat.h"
@@ -61,6 +62,24 @@ typedef struct {
     int (*build)(const gguf_file *g, const cc_options *o, cc_module **out, char *err, size_t err_len);
     void (*free)(cc_module *m);
 } model_compiler;
+
+/* How model_open reads the model: any model file or Hugging Face folder
+ * (modelfile_open), or a bundle's payload, a GGUF range of the program's own
+ * file.  A function pointer too, so that a bundle never reaches the folder
+ * loader (formats/hf.c) and the Lua it runs the mapping tables with. */
+typedef int (*model_reader)(const char *path, uint64_t offset, uint64_t n_bytes, gguf_file **out, char *err,
+                            size_t err_len);
+
+static int read_any(const char *path, uint64_t offset, uint64_t n_bytes, gguf_file **out, char *err, size_t err_len) {
+    (void)offset;
+    (void)n_bytes;
+    return modelfile_open(path, out, err, err_len); /* GGUF, .giw or Hugging Face folder */
+}
+
+static int read_range(const char *path, uint64_t offset, uint64_t n_bytes, gguf_file **out, char *err,
+                      size_t err_len) {
+    return gguf_open_range(path, offset, n_bytes, out, err, err_len);
+}
 
 struct cinfer_session {
     cinfer_model *m;
@@ -137,7 +156,7 @@ static void repack_progress(void *user, size_t done, size_t total) {
 /* Shared by both open functions: linked == NULL compiles the forward pass. */
 static void free_linked(cc_module *m) { free(m); }
 
-static int model_open(const char *path, uint64_t offset, uint64_t n_bytes,
+static int model_open(const char *path, model_reader reader, uint64_t offset, uint64_t n_bytes,
                       const cinfer_model_options *opts, const model_compiler *mc,
                       const cf_model_desc *(*describe)(void), void (*forward)(cf_env *),
                       cinfer_model **out, char *err, size_t err_len) {
@@ -148,7 +167,7 @@ static int model_open(const char *path, uint64_t offset, uint64_t n_bytes,
     if (!m) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
     pthread_mutex_init(&m->gv_lock, NULL);
     m->mod_free = mc ? mc->free : free_linked;
-    int rc = gguf_open_range(path, offset, n_bytes, &m->g, e, sizeof e);
+    int rc = reader(path, offset, n_bytes, &m->g, e, sizeof e);
     if (rc) {
         free(m);
         return fail(err, err_len, gguf_code(rc), "%s", e);
@@ -244,20 +263,20 @@ bad:
 int cinfer_model_open(const char *path, const cinfer_model_options *opts, cinfer_model **out,
                       char *err, size_t err_len) {
     static const model_compiler mc = {cc_build, cc_module_free};
-    return model_open(path, 0, 0, opts, &mc, NULL, NULL, out, err, err_len);
+    return model_open(path, read_any, 0, 0, opts, &mc, NULL, NULL, out, err, err_len);
 }
 
 int cinfer_model_open_linked(const char *path, const cf_model_desc *(*describe)(void),
                              void (*forward)(cf_env *), cinfer_model **out, char *err,
                              size_t err_len) {
-    return model_open(path, 0, 0, NULL, NULL, describe, forward, out, err, err_len);
+    return model_open(path, read_any, 0, 0, NULL, NULL, describe, forward, out, err, err_len);
 }
 
 int cinfer_model_open_linked_at(const char *path, uint64_t offset, uint64_t n_bytes,
                                 const cf_model_desc *(*describe)(void), void (*forward)(cf_env *),
                                 cinfer_model **out, char *err, size_t err_len) {
     if (n_bytes == 0) return fail(err, err_len, CINFER_EARG, "%s: empty GGUF range", path);
-    return model_open(path, offset, n_bytes, NULL, NULL, describe, forward, out, err, err_len);
+    return model_open(path, read_range, offset, n_bytes, NULL, NULL, describe, forward, out, err, err_len);
 }
 
 void cinfer_model_close(cinfer_model *m) {

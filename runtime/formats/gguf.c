@@ -152,6 +152,8 @@ struct gguf_file {
     uint64_t *tensor_slots; /* (tensor_mask + 1) index + 1, 0 = empty */
     uint64_t tensor_mask;
     arena_chunk *arena;
+    bool has_parts;      /* assembled by gguf_open_parts: data in parts.regions */
+    gguf_parts parts;    /* copy of the caller's (pointers stay the caller's until close) */
 };
 
 /* Large chunks (the string index of a 150k-token vocabulary is 2.4 MB) come
@@ -196,6 +198,7 @@ static uint64_t *hash_new(uint64_t n, uint64_t *mask) {
 void gguf_close(gguf_file *g) {
     if (!g) return;
     if (g->mapped && g->base) munmap((void *)g->base, g->size);
+    if (g->has_parts && g->parts.release) g->parts.release(g->parts.owner);
     for (arena_chunk *c = g->arena, *next; c; c = next) {
         next = c->next;
         if (sizeof *c + c->cap >= ARENA_MMAP_BYTES) munmap(c, sizeof *c + c->cap);
@@ -576,6 +579,15 @@ static int validate_layout(reader *r) {
          * element alignment (the mapping starts page-aligned, so the file
          * offset decides the address's alignment) */
         const uint32_t ta = type_alignment(ggml_type_get(t->type));
+        if (g->has_parts) { /* data elsewhere: its address decides the alignment */
+            t->data = g->parts.data[i];
+            if (!t->data && t->n_bytes)
+                return FAIL(r, "tensor '%s': no data given for it (assembled file)", nm);
+            if ((uintptr_t)t->data % ta)
+                return FAIL(r, "tensor '%s': data at address %p is not aligned to %u bytes as type %s needs", nm,
+                            t->data, ta, ggml_type_name(t->type));
+            continue;
+        }
         if ((g->data_offset + t->offset) % ta)
             return FAIL(r, "tensor '%s': data at file offset %llu is not aligned to %u bytes as type %s needs "
                         "(general.alignment is %u)", nm, (unsigned long long)(g->data_offset + t->offset), ta,
@@ -646,6 +658,21 @@ static int parse(reader *r) {
     if ((rc = parse_tensor_infos(r))) return rc;
 
     uint64_t pad = (g->alignment - r->off % g->alignment) % g->alignment;
+    if (g->has_parts) {
+        /* the image ends with the tables (and their padding, which the
+         * fingerprint covers: it must be in the image); the data is elsewhere */
+        if (pad > left(r))
+            return FAIL(r, "assembled file: the image ends at %llu, inside the padding to the data section at %llu",
+                        (unsigned long long)r->size, (unsigned long long)(r->off + pad));
+        if (g->parts.n_data != g->n_tensors)
+            return FAIL(r, "assembled file: %llu tensors in the image, %llu data pointers",
+                        (unsigned long long)g->n_tensors, (unsigned long long)g->parts.n_data);
+        if (g->parts.data_bytes > UINT64_MAX - (r->off + pad))
+            return FAIL(r, "assembled file: data section of %llu bytes overflows", (unsigned long long)g->parts.data_bytes);
+        g->data_offset = r->off + pad;
+        g->size = g->data_offset + g->parts.data_bytes;
+        return validate_layout(r);
+    }
     if (pad > left(r)) {
         /* A file without tensors may end right after its tables (vocab-only
          * files); one with tensors needs its data section. */
@@ -664,15 +691,21 @@ bad_magic:;
                 r->size < 4 ? " (file shorter than 4 bytes)" : "");
 }
 
-static int open_image(const void *data, size_t size, bool mapped, gguf_file **out, char *err, size_t err_len) {
+static int open_image(const void *data, size_t size, bool mapped, const gguf_parts *parts, gguf_file **out,
+                      char *err, size_t err_len) {
     gguf_file *g = calloc(1, sizeof *g);
     if (!g) {
         if (mapped) munmap((void *)data, size);
+        if (parts && parts->release) parts->release(parts->owner);
         return seterr(err, err_len, GGUF_ENOMEM, "out of memory");
     }
     g->base = data;
     g->size = size;
     g->mapped = mapped;
+    if (parts) {
+        g->has_parts = true;
+        g->parts = *parts;
+    }
     reader r = {.g = g, .p = data, .size = size, .err = err, .err_len = err_len, .populated = mapped ? 0 : size};
     int rc = parse(&r);
     if (rc) {
@@ -687,7 +720,17 @@ int gguf_open_mem(const void *data, size_t size, gguf_file **out, char *err, siz
     *out = NULL;
     if (!data && size) return seterr(err, err_len, GGUF_EIO, "NULL image of %zu bytes", size);
     static const uint8_t empty[1];
-    return open_image(data ? data : empty, size, false, out, err, err_len);
+    return open_image(data ? data : empty, size, false, NULL, out, err, err_len);
+}
+
+int gguf_open_parts(const void *image, size_t image_len, const gguf_parts *parts, gguf_file **out, char *err,
+                    size_t err_len) {
+    *out = NULL;
+    if (!image || !parts || (!parts->data && parts->n_data)) {
+        if (parts && parts->release) parts->release(parts->owner);
+        return seterr(err, err_len, GGUF_EIO, "assembled file: NULL image or parts");
+    }
+    return open_image(image, image_len, false, parts, out, err, err_len);
 }
 
 int gguf_open(const char *path, gguf_file **out, char *err, size_t err_len) {
@@ -743,7 +786,7 @@ int gguf_open_range(const char *path, uint64_t offset, uint64_t size_bytes, gguf
     int e = errno;
     close(fd); /* the mapping keeps the file alive */
     if (p == MAP_FAILED) return seterr(err, err_len, GGUF_EIO, "cannot mmap '%s' (%zu bytes): %s", path, size, strerror(e));
-    int rc = open_image(p, size, true, out, err, err_len);
+    int rc = open_image(p, size, true, NULL, out, err, err_len);
     if (rc == GGUF_OK) {
         (*out)->dev = (uint64_t)st.st_dev;
         (*out)->ino = (uint64_t)st.st_ino;
@@ -753,17 +796,40 @@ int gguf_open_range(const char *path, uint64_t offset, uint64_t size_bytes, gguf
 
 /* ==== accessors ============================================================ */
 
-int gguf_populate(const gguf_file *g, const void *p, uint64_t n) {
+/* The mapping [*base, *base + *size) that holds [p, p + n), or false. */
+static bool mapping_of(const gguf_file *g, const void *p, uint64_t n, const uint8_t **base, uint64_t *size) {
     const uint8_t *b = p;
-    if (!g->mapped || b < g->base || n > g->size || b - g->base > (ptrdiff_t)(g->size - n)) return -1;
+    if (g->mapped) {
+        *base = g->base;
+        *size = g->size;
+    } else {
+        *base = NULL;
+        for (size_t i = 0; g->has_parts && i < g->parts.n_regions; i++) {
+            const uint8_t *rb = g->parts.regions[i].base;
+            if (b >= rb && (uint64_t)(b - rb) <= g->parts.regions[i].size) {
+                *base = rb;
+                *size = g->parts.regions[i].size;
+                break;
+            }
+        }
+        if (!*base) return false;
+    }
+    return b >= *base && n <= *size && (uint64_t)(b - *base) <= *size - n;
+}
+
+int gguf_populate(const gguf_file *g, const void *p, uint64_t n) {
+    const uint8_t *b = p, *base;
+    uint64_t size;
+    if (!mapping_of(g, p, n, &base, &size)) return -1;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t lo = (uintptr_t)b & ~(page - 1), hi = (uintptr_t)(b + n);
     return madvise((void *)lo, hi - lo, MADV_POPULATE_READ) ? -1 : 0;
 }
 
 int gguf_release_pages(const gguf_file *g, const void *p, uint64_t n) {
-    const uint8_t *b = p;
-    if (!g->mapped || b < g->base || n > g->size || b - g->base > (ptrdiff_t)(g->size - n)) return -1;
+    const uint8_t *b = p, *base;
+    uint64_t size;
+    if (!mapping_of(g, p, n, &base, &size)) return -1;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t lo = ((uintptr_t)b + page - 1) & ~(page - 1), hi = (uintptr_t)(b + n) & ~(page - 1);
     if (hi <= lo) return 0;

@@ -109,6 +109,42 @@ int gguf_open_range(const char *path, uint64_t offset, uint64_t size_bytes, gguf
 int gguf_open_mem(const void *data, size_t size, gguf_file **out, char *err, size_t err_len);
 void gguf_close(gguf_file *g); /* NULL is a no-op */
 
+/* ---- files assembled from parts -------------------------------------------
+ * A GGUF whose header, metadata and tensor table are an in-memory image and
+ * whose tensor data lives elsewhere (formats/hf.h builds one from a Hugging
+ * Face folder: the data stays in the safetensors mappings, zero copy).  The
+ * image is validated like a file (gguf_open_mem) up to the end of its tensor
+ * table and its padding to general.alignment (which the image must hold:
+ * gguf_fingerprint hashes it); the data section is virtual: data_bytes long,
+ * starting right after that padding, and every tensor's offset and size are
+ * checked against it as for a file (bounds, alignment, no overlap).  Tensor i
+ * (table order) then points at data[i], which must be aligned as its type
+ * needs (gguf_open checks the same on file offsets).  gguf_size() is the
+ * image up to the data section plus data_bytes; gguf_file_id() is -1. */
+typedef struct {
+    const void *base; /* a read-only file mapping (MAP_PRIVATE) */
+    uint64_t size;
+} gguf_region;
+
+typedef struct {
+    const void *const *data;     /* (n_data) tensor data, table order; must stay valid until close */
+    uint64_t n_data;             /* must equal the image's tensor count */
+    uint64_t data_bytes;         /* size of the virtual data section */
+    /* Read-only file mappings some of the data lies in: gguf_populate and
+     * gguf_release_pages act on data inside one of them (never list
+     * allocated memory here: releasing its pages would zero it). */
+    const gguf_region *regions;  /* (n_regions) */
+    size_t n_regions;
+    void (*release)(void *owner); /* called once by gguf_close (also when the open fails) */
+    void *owner;                 /* what release frees: the image, data, mappings */
+} gguf_parts;
+
+/* Validate image[0..image_len) with the data of parts (copied; the arrays it
+ * points to must outlive the handle).  Errors as gguf_open_mem; on failure
+ * parts->release has been called. */
+int gguf_open_parts(const void *image, size_t image_len, const gguf_parts *parts, gguf_file **out, char *err,
+                    size_t err_len);
+
 uint32_t gguf_version(const gguf_file *g);
 uint32_t gguf_alignment(const gguf_file *g);
 /* The identity (st_dev, st_ino) of the file gguf_open mapped, so a writer can
@@ -157,7 +193,8 @@ uint64_t gguf_n_tensors(const gguf_file *g);
 const gguf_tensor *gguf_tensor_at(const gguf_file *g, uint64_t i);
 const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name); /* NULL if absent */
 
-/* Map the pages of [p, p + n) (inside g's mapping) now, in one call
+/* Map the pages of [p, p + n) (inside g's mapping, or one of its parts'
+ * regions) now, in one call
  * (madvise MADV_POPULATE_READ, Linux 5.14+): reads what is not in the page
  * cache yet and saves a page fault per 64 KiB on first use.  -1 when g is
  * not a file mapping, the range is outside it or the kernel refuses. */

@@ -310,3 +310,35 @@ void gguf_out_abort(gguf_out *o) {
     free(o->tmp);
     o->tmp = NULL;
 }
+
+/* ---- whole files ------------------------------------------------------------------ */
+
+int gguf_write_model(const gguf_file *g, const char *path, char *err, size_t err_len) {
+    gguf_out o;
+    int rc = gguf_out_open(&o, path, ".partial", g, err, err_len);
+    if (rc) {
+        gguf_out_abort(&o);
+        return rc;
+    }
+    uint32_t align = gguf_alignment(g);
+    uint64_t n = gguf_n_tensors(g), off = 0;
+    gguf_w_header(&o.w, g, n, NULL, NULL, NULL, 0);
+    for (uint64_t i = 0; i < n; i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        gguf_w_tensor_info(&o.w, t->name, t->n_dims, t->ne, t->type, off);
+        off = gguf_align_up(off + t->n_bytes, align);
+    }
+    gguf_w_pad(&o.w, align);
+    for (uint64_t i = 0; i < n; i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        gguf_w_bytes(&o.w, t->data, (size_t)t->n_bytes);
+        gguf_w_pad(&o.w, align);
+    }
+    if ((rc = gguf_out_close(&o))) {
+        set_err(err, err_len, rc, "%s: %s", path, strerror(rc));
+        gguf_out_abort(&o);
+        return rc;
+    }
+    if ((rc = gguf_out_commit(&o, err, err_len))) gguf_out_abort(&o);
+    return rc;
+}

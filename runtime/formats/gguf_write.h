@@ -97,6 +97,15 @@ void gguf_w_header(gguf_writer *w, const gguf_file *src, uint64_t n_tensors, ggu
 void gguf_w_tensor_info(gguf_writer *w, const char *name, uint32_t n_dims, const int64_t *ne,
                         uint32_t type, uint64_t offset);
 
+/* ---- whole files -----------------------------------------------------------------
+ * g as one GGUF file at path: every key and tensor as they are, data from
+ * t->data, so an assembled file (a Hugging Face folder, formats/hf.h) becomes
+ * one self-contained GGUF that cinfer runs the same way (its keys keep the
+ * folder's tokenizer.json and RoPE layout; llama.cpp would not read those).
+ * Written through gguf_out (atomic, refuses to replace its input).  0, or an
+ * errno value with "PATH: reason" in err. */
+int gguf_write_model(const gguf_file *g, const char *path, char *err, size_t err_len);
+
 /* ---- atomic output file -------------------------------------------------------
  * The file is written under tmp = path + tmp_suffix in the same directory and
  * only gets its final name once complete, so a reader never sees a partial

@@ -3,6 +3,8 @@
  */
 #include "modelfile.h"
 
+#include "hf.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -30,6 +32,7 @@ const char *modelfile_format_name(model_format f) {
     case MODEL_FORMAT_GGUF: return "gguf";
     case MODEL_FORMAT_SAFETENSORS: return "safetensors";
     case MODEL_FORMAT_PICKLE: return "pytorch-pickle";
+    case MODEL_FORMAT_HF_FOLDER: return "hf-folder";
     default: return "unknown";
     }
 }
@@ -71,6 +74,13 @@ model_format modelfile_detect(const char *path, char *err, size_t err_len) {
         return MODEL_FORMAT_UNKNOWN;
     }
     struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd);
+        if (hf_is_folder(path)) return MODEL_FORMAT_HF_FOLDER;
+        seterr(err, err_len, "model: '%s' is a directory without config.json (a Hugging Face checkpoint folder has "
+               "config.json and *.safetensors)", path);
+        return MODEL_FORMAT_UNKNOWN;
+    }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         seterr(err, err_len, "model: '%s' is not a regular file", path);
@@ -90,4 +100,38 @@ model_format modelfile_detect(const char *path, char *err, size_t err_len) {
     if (f == MODEL_FORMAT_UNKNOWN || f == MODEL_FORMAT_PICKLE) /* e begins "model: " */
         seterr(err, err_len, "model: %s: %s", path, e + strlen("model: "));
     return f;
+}
+
+/* The folder of file path ("." when it has no slash). */
+static void dir_of(const char *path, char *buf, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(buf, cap, ".");
+    else if (slash == path) snprintf(buf, cap, "/");
+    else snprintf(buf, cap, "%.*s", (int)(slash - path), path);
+}
+
+int modelfile_open(const char *path, gguf_file **out, char *err, size_t err_len) {
+    *out = NULL;
+    char e[1024] = "";
+    switch (modelfile_detect(path, e, sizeof e)) {
+    case MODEL_FORMAT_HF_FOLDER: return hf_open(path, out, err, err_len);
+    case MODEL_FORMAT_SAFETENSORS: {
+        char dir[4096];
+        dir_of(path, dir, sizeof dir);
+        if (hf_is_folder(dir)) return hf_open(dir, out, err, err_len);
+        seterr(err, err_len, "model: %s is a safetensors file without a config.json next to it: give the Hugging "
+               "Face checkpoint folder (config.json, tokenizer.json, *.safetensors)", path);
+        return GGUF_EFORMAT;
+    }
+    case MODEL_FORMAT_PICKLE:
+        seterr(err, err_len, "%s", e);
+        return GGUF_EFORMAT;
+    case MODEL_FORMAT_UNKNOWN:
+        if (strstr(e, "is a directory")) {
+            seterr(err, err_len, "%s", e);
+            return GGUF_EFORMAT;
+        }
+        return gguf_open(path, out, err, err_len); /* it says what is wrong: missing file, bad magic */
+    default: return gguf_open(path, out, err, err_len);
+    }
 }

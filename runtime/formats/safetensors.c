@@ -345,6 +345,7 @@ int st_open(const char *path, st_file **out, char *err, size_t err_len) {
 }
 
 uint64_t st_size(const st_file *f) { return f->size; }
+const void *st_base(const st_file *f) { return f->base; }
 uint64_t st_header_bytes(const st_file *f) { return f->header_bytes; }
 uint64_t st_data_offset(const st_file *f) { return 8 + f->header_bytes; }
 uint64_t st_n_tensors(const st_file *f) { return f->n_tensors; }

@@ -71,6 +71,7 @@ int st_open_mem(const void *data, size_t size, st_file **out, char *err, size_t 
 void st_close(st_file *f); /* NULL is a no-op */
 
 uint64_t st_size(const st_file *f);         /* file size in bytes */
+const void *st_base(const st_file *f);      /* start of the mapping (or the caller's image) */
 uint64_t st_header_bytes(const st_file *f); /* N, the JSON header length */
 uint64_t st_data_offset(const st_file *f);  /* 8 + N */
 

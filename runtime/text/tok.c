@@ -85,7 +85,9 @@ static uint32_t rd_u32(const void *base, uint64_t i) {
 static int load_gguf(const gguf_file *g, tok_vocab *v, char *err, size_t err_len) {
     int rc;
     const gguf_value *model = gguf_get(g, "tokenizer.ggml.model");
-    if (!model) return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.model missing (no vocabulary in this file)");
+    if (!model)
+        return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.model missing (no vocabulary in this file; a "
+                    "Hugging Face folder carries one in tokenizer.json)");
     if (model->type != GGUF_VT_STRING)
         return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.model: type %s, expected string",
                     gguf_vtype_name(model->type));
@@ -215,7 +217,7 @@ static int load_gguf(const gguf_file *g, tok_vocab *v, char *err, size_t err_len
     return rc;
 }
 
-int tok_load_gguf(const gguf_file *g, tok_vocab **out, char *err, size_t err_len) {
+int tok_load_ggml(const gguf_file *g, tok_vocab **out, char *err, size_t err_len) {
     if (err && err_len) err[0] = 0;
     if (!out) return fail(err, err_len, TOK_EINVAL, "tok: out is NULL");
     *out = NULL;
@@ -311,6 +313,7 @@ typedef struct {
     size_t heap_n, heap_cap;
     tok_out *out;
     bool bad_byte;      /* a byte the vocab cannot represent */
+    bool last_unk;      /* the last id emitted was a fused unk (spm_fuse_unk) */
 } spm_ctx;
 
 /* llm_bigram_spm::comparator inverted: a pops before b.  Entries equal under
@@ -352,6 +355,14 @@ static inline void try_add_bigram(spm_ctx *c, int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     uint32_t size = c->sym[left].n + c->sym[right].n;
     if (size > c->v->max_text_len) return;
+    if (c->v->spm_ranks) { /* HF BPE: the pair must be a merge; the lowest rank goes first */
+        int32_t a = tok_sym_find(c->v, c->esc + c->sym[left].off, c->sym[left].n);
+        int32_t b = tok_sym_find(c->v, c->esc + c->sym[right].off, c->sym[right].n);
+        int32_t rank, merged;
+        if (a < 0 || b < 0 || !tok_merge_find(c->v, a, b, &rank, &merged)) return;
+        heap_push(c, (spm_bigram){left, right, -(float)rank, size}); /* ranks < 2^24: exact */
+        return;
+    }
     int32_t id = vocab_find(c->v, c->esc + c->sym[left].off, size);
     if (id < 0) return;
     heap_push(c, (spm_bigram){left, right, c->v->score[id], size});
@@ -380,7 +391,22 @@ static void spm_merge(spm_ctx *c, int32_t first, int32_t n) {
         int32_t id = vocab_find(v, c->esc + y->off, y->n);
         if (id >= 0) {
             tok_emit(c->out, id);
+            c->last_unk = false;
             continue;
+        }
+        if (v->spm_ranks) { /* HF byte_fallback: <0xXX> for every byte, else one unk (fused) */
+            bool all = true;
+            for (uint32_t j = 0; j < y->n && all; j++) {
+                int32_t bid = v->byte_id[(uint8_t)c->esc[y->off + j]];
+                all = bid >= 0 && (v->attr[bid] & TOK_ATTR_BYTE);
+            }
+            if (!all) {
+                if (v->unk < 0) c->bad_byte = true;
+                else if (!(v->spm_fuse_unk && c->last_unk)) tok_emit(c->out, v->unk);
+                c->last_unk = true;
+                continue;
+            }
+            c->last_unk = false;
         }
         for (uint32_t j = 0; j < y->n; j++) { /* byte fallback */
             int32_t bid = v->byte_id[(uint8_t)c->esc[y->off + j]];
@@ -413,12 +439,15 @@ static void spm_fragment(spm_ctx *c, const char *s, size_t n, bool space_prefix)
         ns++;
     }
 
-    /* merge each run of symbols between "unmergeable" byte pairs on its own */
+    /* merge each run of symbols between "unmergeable" byte pairs on its own
+     * (and, for a Metaspace split, before every U+2581: words never merge) */
     int32_t start = 0;
+    c->last_unk = false;
     for (int32_t i = 1; i <= ns; i++) {
         if (i < ns) {
             unsigned pb = (unsigned)(uint8_t)e[c->sym[i].off - 1] << 8 | (uint8_t)e[c->sym[i].off];
-            if (v->pair_bits[pb >> 3] & (1u << (pb & 7))) continue;
+            bool word = v->spm_split && c->sym[i].n == 3 && !memcmp(e + c->sym[i].off, "\xE2\x96\x81", 3);
+            if (!word && (v->pair_bits[pb >> 3] & (1u << (pb & 7)))) continue;
             c->sym[i - 1].next = -1;
             c->sym[i].prev = -1;
         }
@@ -476,13 +505,19 @@ static long partition(const tok_vocab *v, const char *text, size_t len, bool par
         int32_t k = oc[a].k, id = v->special[k];
         unsigned attr = v->attr[id];
         size_t sl = v->text_len[id], last_end = 0;
+        /* a tokenizer.json "normalized" token under a Prepend normalizer is
+         * matched as U+2581 + its text in the normalized text: at the start,
+         * or taking the space before it (HF normalizes the token's content) */
+        bool need_space = v->prefix_mode == TOK_PREFIX_RUN && v->add_space_prefix && (attr & TOK_ATTR_NORMALIZED_);
         for (; a < n_occ && oc[a].k == k; a++) {
             size_t p = oc[a].pos;
             if (p < last_end || p + sl > len) continue;
+            if (need_space && p > 0 && (t[p - 1] != ' ' || claimed[p - 1])) continue;
             size_t j;
             for (j = 0; j < sl && !claimed[p + j]; j++) {}
             if (j < sl) continue;
             memset(claimed + p, 1, sl);
+            if (need_space && p > 0) claimed[p - 1] = 1;
             if (attr & TOK_ATTR_LSTRIP)
                 for (j = p; j > 0 && !claimed[j - 1] && isspace(t[j - 1]); j--) claimed[j - 1] = 1;
             last_end = p + sl;
@@ -577,9 +612,15 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_specia
         for (size_t f = 0; f < nf; f++) {
             if (frags[f].id >= 0) {
                 tok_emit(&out, frags[f].id);
-                prev_special = true;
+                /* TOK_PREFIX_RUN: a non-normalized added token ends the run, so
+                 * the next text starts one; a normalized one took the U+2581
+                 * (or the space) before it and the run goes on */
+                bool norm = v->attr[frags[f].id] & TOK_ATTR_NORMALIZED_;
+                prev_special = v->prefix_mode == TOK_PREFIX_RUN ? !norm : true;
             } else {
-                spm_fragment(&c, text + frags[f].off, frags[f].len, v->add_space_prefix && prev_special);
+                bool prefix = v->prefix_mode == TOK_PREFIX_FIRST ? frags[f].off == 0 : prev_special;
+                if (v->prefix_unless_space && frags[f].len && text[frags[f].off] == ' ') prefix = false;
+                spm_fragment(&c, text + frags[f].off, frags[f].len, v->add_space_prefix && prefix);
                 prev_special = false;
             }
         }

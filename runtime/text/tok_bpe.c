@@ -1262,6 +1262,12 @@ static inline bool merge_find(const tok_vocab *v, int32_t l, int32_t r, int32_t 
     }
 }
 
+bool tok_merge_find(const tok_vocab *v, int32_t l, int32_t r, int32_t *rank, int32_t *merged) {
+    if (!v->merge_key) return false;
+    return merge_find(v, l, r, rank, merged);
+}
+
+
 int tok_merge_add(tok_vocab *v, const char *a, size_t na, const char *b, size_t nb, char *err, size_t err_len) {
     int32_t rank = v->n_merges++;
     if (!v->merge_key) return fail(err, err_len, TOK_EINVAL, "tok: merge table not reserved");

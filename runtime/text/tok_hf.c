@@ -15,6 +15,7 @@
  * TOK_EUNSUPPORTED naming it, never approximated.  Errors carry the JSON path.
  */
 #include <cJSON.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,45 +217,17 @@ static int32_t config_token(const cJSON *cfg, const char *key, const tok_vocab *
     return s ? tok_vocab_find(v, s, strlen(s)) : -1;
 }
 
-static int build(const cJSON *root, const cJSON *cfg, tok_vocab *v, char *err, size_t err_len) {
+/* model.vocab and added_tokens into v (n_min: pad to at least that many
+ * tokens, as llama.cpp's converter pads to the model's vocab_size).
+ * spm: SentencePiece-style, "<0xXX>" pieces are byte tokens. */
+static int read_vocab(const cJSON *root, const cJSON *model, int32_t n_min, bool spm, tok_vocab *v, char *err,
+                      size_t err_len) {
     int rc;
-    if (!cJSON_IsObject(root)) return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: not a JSON object");
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    if (!cJSON_IsObject(model)) return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: model missing");
-    const char *mtype = jstr(model, "type");
-    if (!mtype || strcmp(mtype, "BPE"))
-        return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: model.type '%.40s' not supported (BPE)",
-                    mtype ? mtype : "(none)");
-    const cJSON *dropout = cJSON_GetObjectItemCaseSensitive(model, "dropout");
-    if (dropout && !cJSON_IsNull(dropout))
-        return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: model.dropout not supported");
-    static const char *const empty_keys[] = {"continuing_subword_prefix", "end_of_word_suffix"};
-    for (int k = 0; k < 2; k++) {
-        const cJSON *j = cJSON_GetObjectItemCaseSensitive(model, empty_keys[k]);
-        if (j && !cJSON_IsNull(j) && !(cJSON_IsString(j) && !j->valuestring[0]))
-            return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: model.%s not supported", empty_keys[k]);
-    }
-    bool byte_fallback = false, ignore_merges = false;
-    if (jbool(model, "byte_fallback", &byte_fallback) || jbool(model, "ignore_merges", &ignore_merges))
-        return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: model.byte_fallback/ignore_merges not booleans");
-    if (byte_fallback)
-        return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: SentencePiece-style BPE (model.byte_fallback) is not supported, "
-                    "only byte-level BPE (GPT-2, Llama 3, Qwen2 style); tokenize with the model's GGUF instead");
-
-    const pre_def *pre;
-    bool nfc;
-    if ((rc = check_pre_tokenizer(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), &pre, err, err_len))) return rc;
-    if ((rc = check_normalizer(cJSON_GetObjectItemCaseSensitive(root, "normalizer"), &nfc, err, err_len))) return rc;
-    if ((rc = check_decoder(cJSON_GetObjectItemCaseSensitive(root, "decoder"), err, err_len))) return rc;
-
-    /* ids: model.vocab and added_tokens */
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
     if (!cJSON_IsObject(vocab)) return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: model.vocab is not an object");
     if (added && !cJSON_IsNull(added) && !cJSON_IsArray(added))
         return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: added_tokens is not an array");
-    if (!cJSON_IsArray(merges)) return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: model.merges is not an array");
     const cJSON *it;
     int64_t n_entries = 0, max_id = -1;
     cJSON_ArrayForEach(it, vocab) {
@@ -276,7 +249,11 @@ static int build(const cJSON *root, const cJSON *cfg, tok_vocab *v, char *err, s
     if (max_id + 1 > 2 * n_entries + 4096) /* gaps are padding; refuse absurd ones */
         return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: largest id %lld for %lld tokens", (long long)max_id,
                     (long long)n_entries);
+    if (n_min > 2 * (max_id + 1) + 4096)
+        return fail(err, err_len, TOK_EFORMAT, "tok: the model's vocab_size %d is far beyond the tokenizer's %lld tokens",
+                    (int)n_min, (long long)max_id + 1);
     int32_t n = (int32_t)(max_id + 1);
+    if (n < n_min) n = n_min;
     hf_tok *tk = calloc((size_t)n, sizeof *tk);
     if (!tk) return fail(err, err_len, TOK_ENOMEM, "tok: out of memory");
     rc = 0;
@@ -286,7 +263,10 @@ static int build(const cJSON *root, const cJSON *cfg, tok_vocab *v, char *err, s
             rc = fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: id %d used twice in model.vocab", (int)id);
             break;
         }
-        tk[id] = (hf_tok){it->string, strlen(it->string), TOK_ATTR_NORMAL, true};
+        size_t l = strlen(it->string);
+        bool byte = spm && l == 6 && !strncmp(it->string, "<0x", 3) && it->string[5] == '>' &&
+                    isxdigit((unsigned char)it->string[3]) && isxdigit((unsigned char)it->string[4]);
+        tk[id] = (hf_tok){it->string, l, byte ? TOK_ATTR_BYTE : TOK_ATTR_NORMAL, true};
     }
     if (!rc && cJSON_IsArray(added))
         cJSON_ArrayForEach(it, added) {
@@ -298,9 +278,9 @@ static int build(const cJSON *root, const cJSON *cfg, tok_vocab *v, char *err, s
                           (int)id, content, tk[id].s);
                 break;
             }
-            bool special = false, lstrip = false, rstrip = false, single_word = false;
+            bool special = false, lstrip = false, rstrip = false, single_word = false, normalized = false;
             if (jbool(it, "special", &special) || jbool(it, "lstrip", &lstrip) || jbool(it, "rstrip", &rstrip) ||
-                jbool(it, "single_word", &single_word)) {
+                jbool(it, "single_word", &single_word) || jbool(it, "normalized", &normalized)) {
                 rc = fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: added token %d: flags are not booleans", (int)id);
                 break;
             }
@@ -312,6 +292,7 @@ static int build(const cJSON *root, const cJSON *cfg, tok_vocab *v, char *err, s
             uint16_t attr = (special || looks_special(content, cl)) ? TOK_ATTR_CONTROL : TOK_ATTR_USER_DEFINED;
             if (lstrip) attr |= TOK_ATTR_LSTRIP;
             if (rstrip) attr |= TOK_ATTR_RSTRIP;
+            if (spm && normalized) attr |= TOK_ATTR_NORMALIZED_;
             tk[id] = (hf_tok){content, cl, attr, true};
         }
     if (!rc) rc = tok_vocab_alloc(v, n, err, err_len);
@@ -325,16 +306,13 @@ static int build(const cJSON *root, const cJSON *cfg, tok_vocab *v, char *err, s
         }
     }
     free(tk);
-    if (rc) return rc;
+    return rc;
+}
 
-    v->type = TOK_TYPE_BPE;
-    v->ignore_merges = ignore_merges;
-    v->nfc = nfc;
-    snprintf(v->pre_name, sizeof v->pre_name, "%s", pre->names[0]);
-    if ((rc = check_post_processor(cJSON_GetObjectItemCaseSensitive(root, "post_processor"), v, err, err_len))) return rc;
-    const char *unk = jstr(model, "unk_token");
-    if (unk) v->unk = tok_vocab_find(v, unk, strlen(unk));
-
+static int read_merges(const cJSON *model, tok_vocab *v, char *err, size_t err_len) {
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges"), *it;
+    if (!cJSON_IsArray(merges)) return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: model.merges is not an array");
+    int rc;
     if ((rc = tok_merge_reserve(v, (size_t)cJSON_GetArraySize(merges), err, err_len))) return rc;
     int64_t k = 0;
     cJSON_ArrayForEach(it, merges) {
@@ -357,26 +335,185 @@ static int build(const cJSON *root, const cJSON *cfg, tok_vocab *v, char *err, s
         if ((rc = tok_merge_add(v, a, na, b, nb, err, err_len))) return rc;
         k++;
     }
-    if ((rc = tok_pre_init(v, pre, err, err_len))) return rc;
-
-    v->clean_spaces = false;
-    if (cfg) {
-        int32_t id;
-        if ((id = config_token(cfg, "bos_token", v)) >= 0) v->bos = id;
-        if ((id = config_token(cfg, "eos_token", v)) >= 0) v->eos = id;
-        if ((id = config_token(cfg, "pad_token", v)) >= 0) v->pad = id;
-        if (jbool(cfg, "add_bos_token", &v->add_bos) || jbool(cfg, "add_eos_token", &v->add_eos) ||
-            jbool(cfg, "clean_up_tokenization_spaces", &v->clean_spaces))
-            return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer_config.json: add_bos_token/add_eos_token/"
-                                                   "clean_up_tokenization_spaces are not booleans");
-    }
-    rc = tok_vocab_finish(v, NULL, 0, err, err_len);
-    if (!rc && v->type == TOK_TYPE_BPE) tok_bpe_finish(v);
-    return rc;
+    return 0;
 }
 
-int tok_load_hf_json_mem(const char *json, size_t len, const char *config, size_t config_len, tok_vocab **out,
-                         char *err, size_t err_len) {
+/* tokenizer_config.json: BOS/EOS/PAD by text, add_bos/add_eos, clean-up. */
+static int read_config(const cJSON *cfg, tok_vocab *v, char *err, size_t err_len) {
+    if (!cfg) return 0;
+    int32_t id;
+    if ((id = config_token(cfg, "bos_token", v)) >= 0) v->bos = id;
+    if ((id = config_token(cfg, "eos_token", v)) >= 0) v->eos = id;
+    if ((id = config_token(cfg, "pad_token", v)) >= 0) v->pad = id;
+    if (jbool(cfg, "add_bos_token", &v->add_bos) || jbool(cfg, "add_eos_token", &v->add_eos) ||
+        jbool(cfg, "clean_up_tokenization_spaces", &v->clean_spaces))
+        return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer_config.json: add_bos_token/add_eos_token/"
+                                               "clean_up_tokenization_spaces are not booleans");
+    return 0;
+}
+
+static bool is_metaspace_char(const char *s) { return s && !strcmp(s, "\xe2\x96\x81"); }
+
+/* The SentencePiece-style pipeline of a byte_fallback BPE (Llama 2,
+ * TinyStories, Mistral v1 style): spaces become U+2581 (a Replace
+ * normalizer or a Metaspace pre-tokenizer), a U+2581 is prepended (a
+ * Prepend normalizer or Metaspace's prepend_scheme), no other splitting;
+ * decoders among Replace/ByteFallback/Fuse/Strip/Metaspace. */
+static int check_spm_pipeline(const cJSON *root, tok_vocab *v, char *err, size_t err_len) {
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+    const cJSON *steps[8];
+    int n = 0;
+    bool prepend = false, replace = false;
+    if (nm && !cJSON_IsNull(nm)) {
+        const char *t = jstr(nm, "type");
+        if (t && !strcmp(t, "Sequence")) {
+            const cJSON *arr = cJSON_GetObjectItemCaseSensitive(nm, "normalizers"), *it;
+            if (!cJSON_IsArray(arr)) return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: normalizer.normalizers is not an array");
+            cJSON_ArrayForEach(it, arr) {
+                if (n == 8) return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: normalizer: too many steps");
+                steps[n++] = it;
+            }
+        } else {
+            steps[n++] = nm;
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        const char *t = jstr(steps[k], "type");
+        const cJSON *pat = cJSON_GetObjectItemCaseSensitive(steps[k], "pattern");
+        if (t && !strcmp(t, "Prepend") && is_metaspace_char(jstr(steps[k], "prepend")) && !prepend && !replace) {
+            prepend = true;
+        } else if (t && !strcmp(t, "Replace") && pat && jstr(pat, "String") && !strcmp(jstr(pat, "String"), " ") &&
+                   is_metaspace_char(jstr(steps[k], "content")) && !replace) {
+            replace = true;
+        } else {
+            return fail(err, err_len, TOK_EUNSUPPORTED,
+                        "tok: tokenizer.json: normalizer step '%.40s' not supported for SentencePiece-style BPE (model.byte_fallback) "
+                        "(Prepend \"\xe2\x96\x81\", then Replace \" \" -> \"\xe2\x96\x81\")", t ? t : "?");
+        }
+    }
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
+    int mode = TOK_PREFIX_RUN;
+    bool meta = false, meta_prefix = false;
+    if (pt && !cJSON_IsNull(pt)) {
+        const char *t = jstr(pt, "type");
+        if (!t || strcmp(t, "Metaspace") || !is_metaspace_char(jstr(pt, "replacement")))
+            return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: pre_tokenizer '%.40s' not supported for "
+                        "SentencePiece-style BPE, model.byte_fallback (null or Metaspace with \"\xe2\x96\x81\")", t ? t : "?");
+        meta = true;
+        const char *scheme = jstr(pt, "prepend_scheme");
+        bool aps = true, split = true;
+        if (jbool(pt, "add_prefix_space", &aps) || jbool(pt, "split", &split))
+            return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: Metaspace flags are not booleans");
+        if (scheme && !strcmp(scheme, "first")) meta_prefix = true, mode = TOK_PREFIX_FIRST;
+        else if (scheme && !strcmp(scheme, "always")) meta_prefix = true, mode = TOK_PREFIX_EACH;
+        else if (scheme && !strcmp(scheme, "never")) meta_prefix = false;
+        else if (scheme) return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: Metaspace prepend_scheme '%.20s'", scheme);
+        else meta_prefix = aps, mode = TOK_PREFIX_EACH;
+        v->spm_split = split;
+    }
+    if (!replace && !meta)
+        return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: SentencePiece-style BPE whose spaces are not "
+                    "turned into \xe2\x96\x81 (no Replace normalizer, no Metaspace) is not supported");
+    if (prepend && !replace)
+        return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: a Prepend normalizer without Replace \" \" -> "
+                    "\"\xe2\x96\x81\" is not supported");
+    if (prepend && meta_prefix)
+        return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: both a Prepend normalizer and Metaspace prepend");
+    v->add_space_prefix = prepend || meta_prefix;
+    v->prefix_unless_space = meta_prefix; /* Metaspace prepends only when the text lacks its U+2581 */
+    v->prefix_mode = prepend ? TOK_PREFIX_RUN : mode;
+
+    const cJSON *dec = cJSON_GetObjectItemCaseSensitive(root, "decoder");
+    n = 0;
+    if (dec && !cJSON_IsNull(dec)) {
+        const char *t = jstr(dec, "type");
+        if (t && !strcmp(t, "Sequence")) {
+            const cJSON *arr = cJSON_GetObjectItemCaseSensitive(dec, "decoders"), *it;
+            if (!cJSON_IsArray(arr)) return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: decoder.decoders is not an array");
+            cJSON_ArrayForEach(it, arr) {
+                if (n == 8) return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: decoder: too many steps");
+                steps[n++] = it;
+            }
+        } else {
+            steps[n++] = dec;
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        const char *t = jstr(steps[k], "type");
+        if (!t || (strcmp(t, "Replace") && strcmp(t, "ByteFallback") && strcmp(t, "Fuse") && strcmp(t, "Strip") &&
+                   strcmp(t, "Metaspace")))
+            return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: decoder '%.40s' not supported for "
+                        "SentencePiece-style BPE, model.byte_fallback (Replace, ByteFallback, Fuse, Strip, Metaspace)", t ? t : "?");
+    }
+    return 0;
+}
+
+/* tokenizer.json + tokenizer_config.json into v; n_min pads the vocabulary. */
+static int build(const cJSON *root, const cJSON *cfg, int32_t n_min, tok_vocab *v, char *err, size_t err_len) {
+    int rc;
+    if (!cJSON_IsObject(root)) return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: not a JSON object");
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (!cJSON_IsObject(model)) return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: model missing");
+    const char *mtype = jstr(model, "type");
+    if (!mtype || strcmp(mtype, "BPE"))
+        return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: model.type '%.40s' not supported (BPE)",
+                    mtype ? mtype : "(none)");
+    const cJSON *dropout = cJSON_GetObjectItemCaseSensitive(model, "dropout");
+    if (dropout && !cJSON_IsNull(dropout))
+        return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: model.dropout not supported");
+    static const char *const empty_keys[] = {"continuing_subword_prefix", "end_of_word_suffix"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *j = cJSON_GetObjectItemCaseSensitive(model, empty_keys[k]);
+        if (j && !cJSON_IsNull(j) && !(cJSON_IsString(j) && !j->valuestring[0]))
+            return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: model.%s not supported", empty_keys[k]);
+    }
+    bool byte_fallback = false, ignore_merges = false, fuse_unk = false;
+    if (jbool(model, "byte_fallback", &byte_fallback) || jbool(model, "ignore_merges", &ignore_merges) ||
+        jbool(model, "fuse_unk", &fuse_unk))
+        return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.json: model.byte_fallback/ignore_merges/fuse_unk not booleans");
+
+    if (byte_fallback) { /* SentencePiece-style: an SPM vocabulary merged by rank */
+        if (ignore_merges)
+            return fail(err, err_len, TOK_EUNSUPPORTED, "tok: tokenizer.json: byte_fallback BPE with ignore_merges not supported");
+        if ((rc = check_spm_pipeline(root, v, err, err_len)) || (rc = read_vocab(root, model, n_min, true, v, err, err_len)) ||
+            (rc = read_merges(model, v, err, err_len)))
+            return rc;
+        v->type = TOK_TYPE_SPM;
+        v->spm_ranks = true;
+        v->spm_fuse_unk = fuse_unk;
+        v->bos = v->eos = v->unk = v->pad = -1;
+        const char *unk = jstr(model, "unk_token");
+        if (unk) v->unk = tok_vocab_find(v, unk, strlen(unk));
+        if ((rc = check_post_processor(cJSON_GetObjectItemCaseSensitive(root, "post_processor"), v, err, err_len))) return rc;
+        v->clean_spaces = false;
+        if ((rc = read_config(cfg, v, err, err_len))) return rc;
+        return 0;
+    }
+
+    const pre_def *pre;
+    bool nfc;
+    if ((rc = check_pre_tokenizer(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), &pre, err, err_len))) return rc;
+    if ((rc = check_normalizer(cJSON_GetObjectItemCaseSensitive(root, "normalizer"), &nfc, err, err_len))) return rc;
+    if ((rc = check_decoder(cJSON_GetObjectItemCaseSensitive(root, "decoder"), err, err_len))) return rc;
+    if ((rc = read_vocab(root, model, n_min, false, v, err, err_len))) return rc;
+
+    v->type = TOK_TYPE_BPE;
+    v->ignore_merges = ignore_merges;
+    v->nfc = nfc;
+    snprintf(v->pre_name, sizeof v->pre_name, "%s", pre->names[0]);
+    if ((rc = check_post_processor(cJSON_GetObjectItemCaseSensitive(root, "post_processor"), v, err, err_len))) return rc;
+    const char *unk = jstr(model, "unk_token");
+    if (unk) v->unk = tok_vocab_find(v, unk, strlen(unk));
+    if ((rc = read_merges(model, v, err, err_len))) return rc;
+    if ((rc = tok_pre_init(v, pre, err, err_len))) return rc;
+    v->clean_spaces = false;
+    return read_config(cfg, v, err, err_len);
+}
+
+/* Parse and build; then the end-of-generation ids and the shared finish. */
+static int load(const char *json, size_t len, const char *config, size_t config_len, int32_t n_min, const int32_t *eog,
+                size_t n_eog, const char *model_name, size_t model_name_len, tok_vocab **out, char *err,
+                size_t err_len) {
     if (err && err_len) err[0] = 0;
     if (!out) return fail(err, err_len, TOK_EINVAL, "tok: out is NULL");
     *out = NULL;
@@ -397,15 +534,25 @@ int tok_load_hf_json_mem(const char *json, size_t len, const char *config, size_
         }
     }
     tok_vocab *v = calloc(1, sizeof *v);
-    int rc = v ? build(root, cfg, v, err, err_len) : fail(err, err_len, TOK_ENOMEM, "tok: out of memory");
+    int rc = v ? build(root, cfg, n_min, v, err, err_len) : fail(err, err_len, TOK_ENOMEM, "tok: out of memory");
     cJSON_Delete(root);
     cJSON_Delete(cfg);
+    if (!rc && v->eos < 0 && n_eog && eog[0] < v->n_vocab) v->eos = eog[0];
+    if (!rc) rc = tok_vocab_finish(v, model_name, model_name_len, err, err_len);
+    if (!rc && v->type == TOK_TYPE_BPE) tok_bpe_finish(v);
+    for (size_t i = 0; !rc && i < n_eog; i++)
+        if (eog[i] >= 0 && eog[i] < v->n_vocab) v->attr[eog[i]] |= TOK_ATTR_EOG_;
     if (rc) {
         tok_free(v);
         return rc;
     }
     *out = v;
     return 0;
+}
+
+int tok_load_hf_json_mem(const char *json, size_t len, const char *config, size_t config_len, tok_vocab **out,
+                         char *err, size_t err_len) {
+    return load(json, len, config, config_len, 0, NULL, 0, NULL, 0, out, err, err_len);
 }
 
 static char *slurp(const char *path, size_t *len) {
@@ -450,4 +597,37 @@ int tok_load_hf_json(const char *path, tok_vocab **out, char *err, size_t err_le
     free(json);
     free(config);
     return rc;
+}
+
+int tok_load_hf_gguf(const gguf_file *g, tok_vocab **out, char *err, size_t err_len) {
+    if (out) *out = NULL;
+    gguf_str json = {0}, config = {0}, arch = {0}, name = {0};
+    if (gguf_get_str(g, "tokenizer.huggingface.json", &json, err, err_len))
+        return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.huggingface.json is not a string");
+    bool has_cfg = gguf_get(g, "tokenizer.huggingface.config") != NULL;
+    if (has_cfg && gguf_get_str(g, "tokenizer.huggingface.config", &config, err, err_len))
+        return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.huggingface.config is not a string");
+    /* padded to the model's vocab_size: the output layer has that many rows */
+    uint32_t n_min = 0;
+    if (!gguf_get_str(g, "general.architecture", &arch, NULL, 0) && arch.len < 64) {
+        char key[96];
+        snprintf(key, sizeof key, "%.*s.vocab_size", (int)arch.len, arch.ptr);
+        if (gguf_get(g, key) && (gguf_get_u32(g, key, &n_min, NULL, 0) || n_min > INT32_MAX / 4))
+            return fail(err, err_len, TOK_EFORMAT, "tok: %s is not a token count", key);
+    }
+    int32_t eog[64];
+    size_t n_eog = 0;
+    const gguf_value *ids = gguf_get(g, "tokenizer.huggingface.eos_token_ids");
+    if (ids) {
+        if (ids->type != GGUF_VT_ARRAY || ids->v.arr.type != GGUF_VT_INT32)
+            return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.huggingface.eos_token_ids is not an i32 array");
+        for (uint64_t i = 0; i < ids->v.arr.n && n_eog < 64; i++) {
+            int32_t x;
+            memcpy(&x, (const char *)ids->v.arr.data + 4 * i, 4);
+            eog[n_eog++] = x;
+        }
+    }
+    bool has_name = !gguf_get_str(g, "general.name", &name, NULL, 0);
+    return load(json.ptr, (size_t)json.len, has_cfg ? config.ptr : NULL, (size_t)config.len, (int32_t)n_min, eog, n_eog,
+                has_name ? name.ptr : NULL, has_name ? (size_t)name.len : 0, out, err, err_len);
 }

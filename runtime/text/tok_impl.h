@@ -18,6 +18,18 @@
 #include "tok.h"
 
 #define TOK_ATTR_EOG_ (1u << 14) /* private: end-of-generation */
+/* private: a tokenizer.json added token with "normalized": true, matched in
+ * the normalized text (it does not start a new normalized run, see prefix_mode) */
+#define TOK_ATTR_NORMALIZED_ (1u << 13)
+
+/* Where an SPM vocabulary puts its U+2581 space prefix (with add_space_prefix). */
+enum {
+    TOK_PREFIX_EACH = 0, /* llama.cpp: the first text fragment and every one after a special token */
+    TOK_PREFIX_FIRST,    /* tokenizer.json Metaspace prepend_scheme "first": only a fragment at offset 0 */
+    TOK_PREFIX_RUN,      /* tokenizer.json Prepend normalizer: the start of each run of text between
+                          * non-normalized added tokens; a run starting with a normalized added
+                          * token gets a lone U+2581 before it */
+};
 
 /* A pre-tokenizer: how BPE text is cut into words before merging. */
 enum {
@@ -89,6 +101,13 @@ struct tok_vocab {
     int32_t n_trie;
     int32_t trie_root[256];     /* node of each first byte, -1 */
 
+    /* ---- SPM from a tokenizer.json (BPE with byte_fallback) ---- */
+    bool spm_ranks;      /* merge by merge rank (HF BPE), not by the merged piece's score */
+    bool spm_split;      /* Metaspace split: no merge across a U+2581 that starts a word */
+    bool spm_fuse_unk;   /* consecutive unknown symbols give one unk id */
+    int prefix_mode;     /* TOK_PREFIX_* */
+    bool prefix_unless_space; /* Metaspace: no U+2581 prepended to a fragment that starts with a space */
+
     /* ---- BPE ---- */
     char pre_name[32];   /* tokenizer.ggml.pre as resolved ("llama3", ...) */
     int pre_defaulted;   /* a BPE GGUF without tokenizer.ggml.pre: pre_name is a guess */
@@ -123,6 +142,13 @@ int32_t tok_intern(tok_vocab *v, const char *s, size_t n);
  * or NULL), byte fallback, decoded pieces. */
 int tok_vocab_finish(tok_vocab *v, const char *model_name, size_t model_name_len, char *err, size_t err_len);
 
+/* tok.c: the vocabulary of GGUF tokenizer.ggml.* metadata (tok_load_gguf
+ * without the tokenizer.json fallback). */
+int tok_load_ggml(const gguf_file *g, tok_vocab **out, char *err, size_t err_len);
+/* tok_hf.c: the vocabulary of the tokenizer.huggingface.* metadata an HF
+ * folder carries (formats/hf.h), padded to "<arch>.vocab_size" tokens. */
+int tok_load_hf_gguf(const gguf_file *g, tok_vocab **out, char *err, size_t err_len);
+
 int32_t tok_sym_find(const tok_vocab *v, const char *s, size_t n);   /* any string */
 int32_t tok_vocab_find(const tok_vocab *v, const char *s, size_t n); /* tokens only */
 
@@ -140,6 +166,8 @@ int tok_pre_init(tok_vocab *v, const pre_def *def, char *err, size_t err_len);
 int tok_merge_add(tok_vocab *v, const char *a, size_t na, const char *b, size_t nb, char *err, size_t err_len);
 /* Size the merge table for n merges (call before tok_merge_add). */
 int tok_merge_reserve(tok_vocab *v, size_t n, char *err, size_t err_len);
+/* The merge of string ids (l, r): its rank and the merged string id. */
+bool tok_merge_find(const tok_vocab *v, int32_t l, int32_t r, int32_t *rank, int32_t *merged);
 /* Byte symbols (call after all tokens and merges are in). */
 void tok_bpe_finish(tok_vocab *v);
 void tok_bpe_free(tok_vocab *v);
