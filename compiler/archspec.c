@@ -7,13 +7,17 @@
  *   gguf(key [, default])        raw metadata value (number, string, boolean)
  *   hparam(suffix [, default])   gguf("<arch>." .. suffix)
  *   gguf_len(key)                length of an array key (nil if absent)
+ *   gguf_arr(key)                an array of numbers/booleans as a sequence (nil if absent)
+ *   hparam_layer(suffix, il [, default])  element il of a per-layer array key (or its scalar)
  *   model{n_vocab=, n_embd=, n_layer=, n_ctx_train=}
  *   weight(name, {ne0, ne1, ...} [, {optional=true}])  → weight or nil
  *   embed(w)  embed_positions(w)  rms_norm(x, w, eps [, {group=}])
- *   layer_norm(x, w, b, eps)  matmul(w, x [, bias])  rope(x, {...})
+ *   layer_norm(x, w, b, eps)  matmul(w, x [, bias])
+ *   rope(x, {n_head, head_dim, n_rot, mode, freq_base, freq_factors})
  *   attention(q, k, v, {layer, n_head, n_head_kv, head_dim, scale, window, softcap})
  *   swiglu(g, u)  geglu(g, u)  gelu(x)  add(a, b)  scale(x, s)  split(x, off, n)
- *   logits(w, x [, {scale=, softcap=}])
+ *   logits(w, x [, {scale=, softcap=, bias=}])
+ *   mul_row(x, w)  mul(a, b)  relu_sqr(x)  xielu(x, {alpha_n, alpha_p, beta, eps})
  * Activation values are tables {n = width} carrying a hidden id.  Every error
  * goes through luaL_error, so it names the archspec file and line; the state
  * is sandboxed (no io/os/require).
@@ -104,6 +108,57 @@ static int l_hparam(lua_State *L) {
     char key[256];
     snprintf(key, sizeof key, "%s.%s", c->p->arch, luaL_checkstring(L, 1));
     return l_gguf_key(L, key);
+}
+
+/* gguf_arr(key): an array of numbers or booleans as a Lua sequence (1-based),
+ * or nil when the key is absent or not an array; per-layer hyperparameters. */
+static int l_gguf_arr(lua_State *L) {
+    const char *key = luaL_checkstring(L, 1);
+    const gguf_value *v = gguf_get(ctx_of(L)->g, key);
+    if (!v || v->type != GGUF_VT_ARRAY) {
+        lua_pushnil(L);
+        return 1;
+    }
+    if (v->v.arr.type == GGUF_VT_STRING || v->v.arr.type == GGUF_VT_ARRAY || v->v.arr.n > 65536)
+        return luaL_error(L, "GGUF key '%s': gguf_arr reads arrays of up to 65536 numbers or "
+                          "booleans", key);
+    lua_createtable(L, (int)v->v.arr.n, 0);
+    for (uint64_t i = 0; i < v->v.arr.n; i++) {
+        gguf_value e;
+        if (gguf_arr_elem(v, i, &e)) return luaL_error(L, "GGUF key '%s': element %I unreadable", key,
+                                                       (lua_Integer)i);
+        push_gguf_value(L, key, &e);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 1;
+}
+
+/* hparam_layer(suffix, il [, default]): "<arch>.suffix" for layer il — element
+ * il of an array value (per-layer keys: head_count_kv of hybrids), or the
+ * value itself when it is a scalar (llama.cpp's get_key_or_arr). */
+static int l_hparam_layer(lua_State *L) {
+    spec_ctx *c = ctx_of(L);
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", c->p->arch, luaL_checkstring(L, 1));
+    lua_Integer il = luaL_checkinteger(L, 2);
+    const gguf_value *v = gguf_get(c->g, key);
+    if (!v) {
+        if (lua_gettop(L) >= 3) {
+            lua_pushvalue(L, 3);
+            return 1;
+        }
+        return luaL_error(L, "missing GGUF key '%s' (required, no default)", key);
+    }
+    if (v->type != GGUF_VT_ARRAY) {
+        push_gguf_value(L, key, v);
+        return 1;
+    }
+    gguf_value e;
+    if (il < 0 || gguf_arr_elem(v, (uint64_t)il, &e))
+        return luaL_error(L, "GGUF key '%s': no element %I (array of %I)", key, il,
+                          (lua_Integer)v->v.arr.n);
+    push_gguf_value(L, key, &e);
+    return 1;
 }
 
 static int l_gguf_len(lua_State *L) {
@@ -392,6 +447,18 @@ static int l_rope(lua_State *L) {
     op.i[3] = strcmp(mode, "neox") == 0 ? 2 : 0;
     lua_pop(L, 1);
     op.f[0] = (float)field_num(L, 2, "freq_base", 0, 10000.0);
+    lua_getfield(L, 2, "freq_factors");
+    int has_ff = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (has_ff) {
+        lua_getfield(L, 2, "freq_factors");
+        op.w = check_weight(L, lua_gettop(L), 1);
+        lua_pop(L, 1);
+        if (wt(L, op.w)->n_dims != 1 || wt(L, op.w)->ne[0] != op.i[2] / 2)
+            return luaL_error(L, "rope: freq_factors '%s' has %I values, expected n_rot/2 = %I",
+                              wt(L, op.w)->name, (lua_Integer)wt(L, op.w)->ne[0],
+                              (lua_Integer)(op.i[2] / 2));
+    }
     int n = value_n(L, op.in[0]);
     if (op.i[0] * op.i[1] != n)
         return luaL_error(L, "rope: n_head %I x head_dim %I != input width %d", (lua_Integer)op.i[0],
@@ -450,6 +517,44 @@ static int l_swiglu(lua_State *L) { return binary(L, IR_SWIGLU); }
 static int l_geglu(lua_State *L) { return binary(L, IR_GEGLU); }
 static int l_add(lua_State *L) { return binary(L, IR_ADD); }
 
+/* ---- issue-19 ops ---------------------------------------------------------- */
+
+/* mul_row(x, w): x * w per row; w an F32 vector of x's width, or of one
+ * element (a scalar weight). */
+static int l_mul_row(lua_State *L) {
+    ir_op op = new_op(IR_MUL_ROW);
+    op.in[0] = check_value(L, 1);
+    op.w = check_weight(L, 2, 1);
+    int n = value_n(L, op.in[0]);
+    const gguf_tensor *t = wt(L, op.w);
+    if (t->n_elems != 1 && (t->n_dims != 1 || t->ne[0] != n))
+        return luaL_error(L, "mul_row: weight '%s' is [%I, %I], expected [%d] or [1]", t->name,
+                          (lua_Integer)t->ne[0], (lua_Integer)t->ne[1], n);
+    op.i[0] = t->n_elems == 1 ? 1 : n;
+    return emit_op(L, &op, n);
+}
+
+static int l_mul(lua_State *L) { return binary(L, IR_MUL); }
+
+static int l_relu_sqr(lua_State *L) {
+    ir_op op = new_op(IR_RELU_SQR);
+    op.in[0] = check_value(L, 1);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+/* xielu(x, {alpha_n=, alpha_p=, beta=, eps=}): the raw GGUF values (xielu.*
+ * arrays, one per layer); the kernel applies ggml_xielu's softplus. */
+static int l_xielu(lua_State *L) {
+    ir_op op = new_op(IR_XIELU);
+    op.in[0] = check_value(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    op.f[0] = (float)field_num(L, 2, "alpha_n", 1, 0);
+    op.f[1] = (float)field_num(L, 2, "alpha_p", 1, 0);
+    op.f[2] = (float)field_num(L, 2, "beta", 1, 0);
+    op.f[3] = (float)field_num(L, 2, "eps", 1, 0);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
 static int l_logits(lua_State *L) {
     spec_ctx *c = ctx_of(L);
     ir_op op = new_op(IR_LOGITS);
@@ -463,11 +568,18 @@ static int l_logits(lua_State *L) {
                           c->p->n_vocab);
     op.i[0] = t->ne[1];
     op.i[1] = t->ne[0];
+    op.i[2] = -1;
     op.f[0] = 1.0f;
     if (lua_istable(L, 3)) {
         op.f[0] = (float)field_num(L, 3, "scale", 0, 1.0);
         op.f[1] = (float)field_num(L, 3, "softcap", 0, 0.0);
         if (op.f[1] < 0) return luaL_error(L, "logits: softcap must be >= 0");
+        lua_getfield(L, 3, "bias");
+        if (!lua_isnil(L, -1)) {
+            op.i[2] = check_weight(L, lua_gettop(L), 1);
+            check_vector(L, (int)op.i[2], c->p->n_vocab, "logits bias");
+        }
+        lua_pop(L, 1);
     }
     /* The output value is the scratch row for the last token's hidden state. */
     emit_op(L, &op, (int)t->ne[0]);
@@ -538,11 +650,13 @@ int archspec_build(const gguf_file *g, const char *common, size_t common_len, co
     spec_ctx c = {g, p};
     static const luaL_Reg fns[] = {
         {"gguf", l_gguf}, {"hparam", l_hparam}, {"gguf_len", l_gguf_len}, {"model", l_model},
+        {"gguf_arr", l_gguf_arr}, {"hparam_layer", l_hparam_layer},
         {"weight", l_weight}, {"embed", l_embed}, {"rms_norm", l_rms_norm}, {"matmul", l_matmul},
         {"rope", l_rope}, {"attention", l_attention}, {"swiglu", l_swiglu}, {"add", l_add},
         {"logits", l_logits}, {"layer_norm", l_layer_norm}, {"scale", l_scale},
         {"gelu", l_gelu}, {"geglu", l_geglu}, {"split", l_split},
-        {"embed_positions", l_embed_positions}, {NULL, NULL}};
+        {"embed_positions", l_embed_positions}, {"mul_row", l_mul_row}, {"mul", l_mul},
+        {"relu_sqr", l_relu_sqr}, {"xielu", l_xielu}, {NULL, NULL}};
     lua_pushglobaltable(L);
     lua_pushlightuserdata(L, &c);
     luaL_setfuncs(L, fns, 1);

@@ -66,7 +66,8 @@ static int apply_precision(ir_program *p, int precision, char *err, size_t err_l
         const ir_op *op = &p->ops[o];
         int is_mm = op->code == IR_MATMUL || op->code == IR_LOGITS;
         if (op->w >= 0) mm[op->w] |= is_mm ? 1 : 2;
-        if (op->code == IR_LAYER_NORM && op->i[0] >= 0) mm[op->i[0]] |= 2;
+        for (int k = 0; k < IR_MAX_I; k++)
+            if ((ir_info(op->code)->wi >> k & 1) && op->i[k] >= 0) mm[op->i[k]] |= 2;
     }
     int rc = 0;
     for (int w = 0; w < p->n_weights && !rc; w++) {

@@ -14,7 +14,7 @@
 #ifndef CINFER_PRELUDE_H
 #define CINFER_PRELUDE_H
 
-#define CF_ABI_VERSION 2
+#define CF_ABI_VERSION 3
 
 /* ggml type ids as used in calls (same values as enum ggml_type in gguf.h). */
 #define CF_F32 0
@@ -56,9 +56,12 @@ typedef struct cf_kernels {
     void (*rms_norm)(cf_env *E, float *y, const float *x, const float *w, int n, float eps,
                      int n_tokens);
     /* In place on x (n_tokens, n_head * head_dim): rotate the first n_rot dims
-     * of each head by angle pos * freq_base^(-2i/n_rot), layout `mode`. */
+     * of each head by angle pos * freq_base^(-2i/n_rot), layout `mode`.
+     * freq_factors (n_rot / 2) or NULL: pair i's angle is divided by
+     * freq_factors[i] (ggml_rope_ext's c tensor: Llama 3.1 rope_freqs,
+     * Gemma 4's proportional RoPE). */
     void (*rope)(cf_env *E, float *x, int n_head, int head_dim, int n_rot, float freq_base,
-                 int mode, int n_tokens);
+                 int mode, const float *freq_factors, int n_tokens);
     /* Causal multi-head attention with GQA over the KV cache of `layer`:
      * store k, v (n_tokens, n_head_kv * head_dim) at positions pos..pos+n_tokens-1,
      * then out (n_tokens, n_head * head_dim) = softmax(q kᵀ * scale) v over
@@ -90,9 +93,23 @@ typedef struct cf_kernels {
     /* y (n_tokens, n_y) = columns [col0, col0 + n_y) of x (n_tokens, n_x). */
     void (*copy_cols)(cf_env *E, float *y, const float *x, int n_x, int col0, int n_y,
                       int n_tokens);
-    /* In place on logits (n_rows, n_vocab): *= scale, then c·tanh(l/c) if softcap c > 0. */
-    void (*logits_post)(cf_env *E, float *logits, int n_vocab, int n_rows, float scale,
-                        float softcap);
+    /* In place on logits (n_rows, n_vocab): += bias (n_vocab) when not NULL (phi2's
+     * output.bias), then *= scale, then c·tanh(l/c) if softcap c > 0. */
+    void (*logits_post)(cf_env *E, float *logits, const float *bias, int n_vocab, int n_rows,
+                        float scale, float softcap);
+
+    /* ---- products and activations (issue-19 families) ------------------------
+     * mul_row: y = x * w per row, w (n) f32, or n_w == 1: times w[0] (scalar
+     * weights).  mul: y = a * b elementwise.  relu_sqr: y = max(x, 0)².
+     * xielu: Apertus's xIELU from the GGUF's raw alpha_n, alpha_p, beta, eps
+     * (runtime/kernels/kern_elem.h has the formula).  All (n_tokens, n); y
+     * may alias the first input. */
+    void (*mul_row)(cf_env *E, float *y, const float *x, const float *w, int n_w, int n,
+                    int n_tokens);
+    void (*mul)(cf_env *E, float *y, const float *a, const float *b, int n, int n_tokens);
+    void (*relu_sqr)(cf_env *E, float *y, const float *x, int n, int n_tokens);
+    void (*xielu)(cf_env *E, float *y, const float *x, float alpha_n, float alpha_p, float beta,
+                  float eps, int n, int n_tokens);
 } cf_kernels;
 
 /* Everything one forward call sees.  Filled by the runtime. */

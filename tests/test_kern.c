@@ -479,7 +479,7 @@ TEST(kern, rope_norm_neox) {
             for (int rr = 0; rr < 2; rr++) {
                 memcpy(x, x0, sizeof x);
                 cf_env E = {.K = kern_table(isa), .pos = 7};
-                E.K->rope(&E, x, NH, HD, rots[rr], 10000.0f, modes[m], NT);
+                E.K->rope(&E, x, NH, HD, rots[rr], 10000.0f, modes[m], NULL, NT);
                 for (int t = 0; t < NT; t++) {
                     for (int i = 0; i < NH * HD; i++) ref[i] = x0[t * NH * HD + i];
                     rope_naive(ref, NH, HD, rots[rr], 10000.0, modes[m], 7 + t);

@@ -68,8 +68,14 @@ TEST(kern_elem, add_row_scale_copy_cols_logits_post) {
     EXPECT_NEAR(c[2], 5, 0);
     EXPECT_NEAR(c[3], 6, 0);
     float l[4] = {-100, -1, 1, 100};
-    kern_logits_post(NULL, l, 4, 1, 0.5f, 2.0f);
+    kern_logits_post(NULL, l, NULL, 4, 1, 0.5f, 2.0f);
     EXPECT_NEAR(l[0], -2.0, 1e-6);
     EXPECT_NEAR(l[2], 2 * tanh(0.25), 1e-6);
     EXPECT_NEAR(l[3], 2.0, 1e-6);
+    /* a bias (phi2's output.bias) is added to every row first, before the scale */
+    float l2[6] = {1, 2, 3, 4, 5, 6}, bias[3] = {0.5f, -1, 2};
+    kern_logits_post(NULL, l2, bias, 3, 2, 2.0f, 0.0f);
+    EXPECT_NEAR(l2[0], 3.0, 0);
+    EXPECT_NEAR(l2[1], 2.0, 0);
+    EXPECT_NEAR(l2[5], 16.0, 0);
 }

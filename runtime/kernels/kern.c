@@ -329,16 +329,18 @@ void kern_drv_swiglu(int isa, cf_env *E, float *y, const float *g, const float *
 
 /* ggml_compute_forward_rope_f32 with freq_scale 1, ext_factor 0, attn_factor 1:
  * theta starts at the position (float) and is multiplied by
- * theta_scale = powf(freq_base, -2/n_rot) once per pair, in float. */
+ * theta_scale = powf(freq_base, -2/n_rot) once per pair, in float; with
+ * freq factors pair i turns by theta / freq_factors[i] (ggml_rope_cache_init). */
 void kern_drv_rope(cf_env *E, float *x, int n_head, int head_dim, int n_rot, float freq_base,
-                     int mode, int n_tok) {
+                     int mode, const float *freq_factors, int n_tok) {
     const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
     const int half = n_rot / 2;
     for (int t = 0; t < n_tok; t++) {
         float *row = x + (size_t)t * n_head * head_dim;
         float theta = (float)(E->pos + t);
         for (int i = 0; i < half; i++) {
-            const float c = cosf(theta), s = sinf(theta);
+            const float th = freq_factors ? theta / freq_factors[i] : theta;
+            const float c = cosf(th), s = sinf(th);
             theta *= theta_scale;
             for (int h = 0; h < n_head; h++) {
                 float *hx = row + (size_t)h * head_dim;

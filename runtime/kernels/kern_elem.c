@@ -1,7 +1,9 @@
 /*
  * kern_elem.c — the elementwise and normalisation kernels that model
  * families beyond llama need: bias add, scale, GELU (and GEGLU), LayerNorm,
- * column split, and the logits post-processing (scale, soft-capping).
+ * column split, the logits post-processing (bias, scale, soft-capping), and
+ * the products and activations of the issue-19 families (per-column and
+ * scalar weights, elementwise products, ReLU², xIELU).
  *
  * They are memory-bound and tiny next to the matmuls, so one portable
  * implementation serves every ISA (the compiler vectorises the plain loops).
@@ -101,14 +103,59 @@ void kern_copy_cols(cf_env *E, float *y, const float *x, int n_x, int col0, int 
         memcpy(y + (size_t)t * n_y, x + (size_t)t * n_x + col0, (size_t)n_y * sizeof *y);
 }
 
-void kern_logits_post(cf_env *E, float *logits, int n_vocab, int n_rows, float scale,
-                      float softcap) {
+void kern_logits_post(cf_env *E, float *logits, const float *bias, int n_vocab, int n_rows,
+                      float scale, float softcap) {
     (void)E;
     size_t total = (size_t)n_vocab * (size_t)n_rows;
+    if (bias)
+        for (size_t i = 0; i < total; i++) logits[i] += bias[i % (size_t)n_vocab];
     if (scale != 1.0f)
         for (size_t i = 0; i < total; i++) logits[i] *= scale;
     if (softcap > 0.0f) {
         const float inv = 1.0f / softcap;
         for (size_t i = 0; i < total; i++) logits[i] = tanhf(logits[i] * inv) * softcap;
+    }
+}
+
+/* ---- products and activations ------------------------------------------------------ */
+
+void kern_mul_row(cf_env *E, float *y, const float *x, const float *w, int n_w, int n, int n_tok) {
+    (void)E;
+    for (int t = 0; t < n_tok; t++)
+        for (int i = 0; i < n; i++)
+            y[(size_t)t * n + i] = x[(size_t)t * n + i] * w[n_w == 1 ? 0 : i];
+}
+
+void kern_mul(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok) {
+    (void)E;
+    size_t total = (size_t)n * (size_t)n_tok;
+    for (size_t i = 0; i < total; i++) y[i] = a[i] * b[i];
+}
+
+void kern_relu_sqr(cf_env *E, float *y, const float *x, int n, int n_tok) {
+    (void)E;
+    size_t total = (size_t)n * (size_t)n_tok;
+    for (size_t i = 0; i < total; i++) {
+        const float r = x[i] > 0.0f ? x[i] : 0.0f;
+        y[i] = r * r;
+    }
+}
+
+/* ggml_compute_softplus_f32 */
+static float softplus_f32(float x) { return x > 20.0f ? x : logf(1 + expf(x)); }
+
+void kern_xielu(cf_env *E, float *y, const float *x, float alpha_n, float alpha_p, float beta,
+                float eps, int n, int n_tok) {
+    (void)E;
+    const float a_n = beta + softplus_f32(alpha_n), a_p = softplus_f32(alpha_p);
+    size_t total = (size_t)n * (size_t)n_tok;
+    for (size_t i = 0; i < total; i++) {
+        const float v = x[i];
+        if (v > 0.0f) {
+            y[i] = a_p * v * v + beta * v;
+        } else {
+            const float m = fminf(v, eps);
+            y[i] = (expm1f(m) - v) * a_n + beta * v;
+        }
     }
 }

@@ -68,6 +68,10 @@ static void matmul_drv(int isa, cf_env *E, float *y, const float *x, const void 
         .layer_norm = kern_layer_norm,                                                      \
         .copy_cols = kern_copy_cols,                                                        \
         .logits_post = kern_logits_post,                                                    \
+        .mul_row = kern_mul_row,                                                            \
+        .mul = kern_mul,                                                                    \
+        .relu_sqr = kern_relu_sqr,                                                          \
+        .xielu = kern_xielu,                                                                \
     };
 
 KERN_TABLE(scalar, KERN_ISA_SCALAR)
