@@ -337,17 +337,18 @@ static int l_embed(lua_State *L) {
 }
 
 /* rms_norm(x, w, eps [, {group = g}]): normalise each token's row, or each of
- * its width/g groups of g values (per-head q/k norm) with a weight of g. */
+ * its width/g groups of g values (per-head q/k norm) with a weight of g; w
+ * nil: no weight multiply (ggml_rms_norm alone). */
 static int l_rms_norm(lua_State *L) {
     ir_op op = new_op(IR_RMS_NORM);
     op.in[0] = check_value(L, 1);
-    op.w = check_weight(L, 2, 1);
+    op.w = lua_isnil(L, 2) ? -1 : check_weight(L, 2, 1);
     op.f[0] = (float)luaL_checknumber(L, 3);
     int n = value_n(L, op.in[0]);
     int group = lua_istable(L, 4) ? field_int(L, 4, "group", 0, n) : n;
     if (group < 1 || n % group)
         return luaL_error(L, "rms_norm: group %d does not divide the width %d", group, n);
-    if (wt(L, op.w)->ne[0] != group)
+    if (op.w >= 0 && wt(L, op.w)->ne[0] != group)
         return luaL_error(L, "rms_norm: weight '%s' has %I elements, expected %d",
                           wt(L, op.w)->name, (lua_Integer)wt(L, op.w)->ne[0], group);
     op.i[0] = n / group;
@@ -469,10 +470,17 @@ static int l_rope(lua_State *L) {
     return emit_op(L, &op, n);
 }
 
+/* attention(q, k, v, {...}).  k and v nil: no new keys/values; the queries
+ * read the KV cache of `layer`, which an earlier attention op (of that
+ * layer, with k and v) fills in the same forward call — layers that share
+ * another layer's KV (Gemma 3n/4). */
 static int l_attention(lua_State *L) {
     spec_ctx *c = ctx_of(L);
     ir_op op = new_op(IR_ATTENTION);
-    for (int k = 0; k < 3; k++) op.in[k] = check_value(L, k + 1);
+    op.in[0] = check_value(L, 1);
+    int shared = lua_isnil(L, 2) && lua_isnil(L, 3);
+    if (!shared)
+        for (int k = 1; k < 3; k++) op.in[k] = check_value(L, k + 1);
     luaL_checktype(L, 4, LUA_TTABLE);
     op.i[0] = field_int(L, 4, "layer", 1, 0);
     op.i[1] = field_int(L, 4, "n_head", 1, 0);
@@ -490,6 +498,17 @@ static int l_attention(lua_State *L) {
         return luaL_error(L, "attention: n_head %I is not a multiple of n_head_kv %I",
                           (lua_Integer)op.i[1], (lua_Integer)op.i[2]);
     int kv = (int)(op.i[2] * op.i[3]);
+    if (shared) {
+        if (value_n(L, op.in[0]) != op.i[1] * op.i[3])
+            return luaL_error(L, "attention: width q %d does not match n_head %I, head_dim %I",
+                              value_n(L, op.in[0]), (lua_Integer)op.i[1], (lua_Integer)op.i[3]);
+        if (c->p->kv_dim[op.i[0]] != kv)
+            return luaL_error(L, "attention: k and v nil read layer %I's KV cache, but %s (this "
+                              "op's n_head_kv x head_dim is %d)", (lua_Integer)op.i[0],
+                              c->p->kv_dim[op.i[0]] ? "its width differs" :
+                              "no earlier attention op of that layer stored keys", kv);
+        return emit_op(L, &op, (int)(op.i[1] * op.i[3]));
+    }
     if (value_n(L, op.in[0]) != op.i[1] * op.i[3] || value_n(L, op.in[1]) != kv ||
         value_n(L, op.in[2]) != kv)
         return luaL_error(L, "attention: widths q %d, k %d, v %d do not match n_head %I, "

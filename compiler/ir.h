@@ -28,8 +28,9 @@ typedef enum {
     IR_SCALE,     /* out(n) = in0 * f[0]; in place */
     IR_ROPE,      /* out = rope(in0; i[0]=n_head, i[1]=head_dim, i[2]=n_rot, i[3]=mode, f[0]=freq_base,
                    * w0 = freq factors (n_rot/2) or -1); in place */
-    IR_ATTENTION, /* out(n_head*head_dim) = attn(in0=q, in1=k, in2=v; i[0]=layer, i[1]=n_head,
-                   * i[2]=n_head_kv, i[3]=head_dim, i[4]=window (0: none), f[0]=scale, f[1]=softcap) */
+    IR_ATTENTION, /* out(n_head*head_dim) = attn(in0=q, in1=k, in2=v (both -1: read layer i[0]'s
+                   * cache as filled); i[0]=layer, i[1]=n_head, i[2]=n_head_kv, i[3]=head_dim,
+                   * i[4]=window (0: none), f[0]=scale, f[1]=softcap) */
     IR_SWIGLU,    /* out(n) = silu(in0) * in1 */
     IR_GEGLU,     /* out(n) = gelu(in0) * in1 */
     IR_GELU,      /* out(n) = gelu(in0); in place */

@@ -52,7 +52,7 @@ typedef struct cf_kernels {
     /* y (n_tokens, n) = rows ids[t] of w (rows of n elements of `type`), as f32. */
     void (*get_rows)(cf_env *E, float *y, const void *w, int type, int n, const int *ids,
                      int n_tokens);
-    /* y (n_tokens, n) = x / sqrt(mean(x²) + eps) * w; w (n) f32. */
+    /* y (n_tokens, n) = x / sqrt(mean(x²) + eps) * w; w (n) f32, or NULL: no weight. */
     void (*rms_norm)(cf_env *E, float *y, const float *x, const float *w, int n, float eps,
                      int n_tokens);
     /* In place on x (n_tokens, n_head * head_dim): rotate the first n_rot dims
@@ -68,7 +68,9 @@ typedef struct cf_kernels {
      * positions 0..pos+t.  Query head h reads kv head h / (n_head / n_head_kv).
      * window > 0: a query at position p sees only keys p-window+1..p (sliding
      * window).  softcap > 0: scores become softcap·tanh(score/softcap) before
-     * the softmax (Gemma 2). */
+     * the softmax (Gemma 2).  k == v == NULL: nothing is stored and the
+     * queries read the cache of `layer` as an earlier layer of the same call
+     * filled it (Gemma 3n/4 layers that share another layer's KV). */
     void (*attention)(cf_env *E, float *out, const float *q, const float *k, const float *v,
                       int layer, int n_head, int n_head_kv, int head_dim, float scale,
                       int window, float softcap, int n_tokens);

@@ -495,9 +495,12 @@ void kern_drv_attention(int isa, cf_env *E, float *out, const float *q, const fl
         fill_nan(out, (long)n_tok * n_head * head_dim);
         return;
     }
-    /* Store first (all threads read every stored row afterwards). */
-    memcpy(kc + (size_t)E->pos * kv_dim, k, (size_t)n_tok * kv_dim * sizeof(float));
-    memcpy(vc + (size_t)E->pos * kv_dim, v, (size_t)n_tok * kv_dim * sizeof(float));
+    /* Store first (all threads read every stored row afterwards).  No k, v:
+     * an earlier layer of this forward call stored them (shared KV). */
+    if (k) {
+        memcpy(kc + (size_t)E->pos * kv_dim, k, (size_t)n_tok * kv_dim * sizeof(float));
+        memcpy(vc + (size_t)E->pos * kv_dim, v, (size_t)n_tok * kv_dim * sizeof(float));
+    }
     att_job j = {E, isa_ops(isa), isa, out, q, kc, vc, n_head, n_head_kv, head_dim, n_tok, E->pos,
                  scale, window, softcap};
     long work = (long)n_tok * n_head * head_dim * (E->pos + n_tok) * 2;
