@@ -411,6 +411,13 @@ TEST(kern, rms_norm) {
         E.K->rms_norm(&E, y2, x + N, w, N, 1e-5f, 1);
         int at = 0;
         EXPECT_MSG(same_bits(y + N, y2, N, &at), "in-place rms_norm differs at %d", at);
+        /* no weight (Gemma 4's v norm): the weighted result with w = 1 */
+        static float ones[N], yw[N * NT];
+        for (int i = 0; i < N; i++) ones[i] = 1.0f;
+        E.K->rms_norm(&E, y, x, NULL, N, 1e-5f, NT);
+        E.K->rms_norm(&E, yw, x, ones, N, 1e-5f, NT);
+        EXPECT_MSG(same_bits(y, yw, N * NT, &at), "%s rms_norm without weight differs from w = 1 at %d",
+                   kern_isa_name(isa), at);
     }
 }
 
@@ -455,11 +462,13 @@ TEST(kern, add_last_row) {
     E.K->last_row(&E, a, a, 4, 1);
 }
 
-/* RoPE in double from the definition: pair i rotated by pos * base^(-2i/n_rot). */
-static void rope_naive(double *x, int n_head, int head_dim, int n_rot, double base, int mode, int pos) {
+/* RoPE in double from the definition: pair i rotated by pos * base^(-2i/n_rot)
+ * (/ ff[i] with frequency factors). */
+static void rope_naive(double *x, int n_head, int head_dim, int n_rot, double base, int mode, int pos,
+                       const float *ff) {
     for (int h = 0; h < n_head; h++)
         for (int i = 0; i < n_rot / 2; i++) {
-            double th = pos * pow(base, -2.0 * i / n_rot), c = cos(th), s = sin(th);
+            double th = pos * pow(base, -2.0 * i / n_rot) / (ff ? ff[i] : 1.0), c = cos(th), s = sin(th);
             int i0 = mode == CF_ROPE_NEOX ? i : 2 * i, i1 = mode == CF_ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
             double *v = x + h * head_dim, x0 = v[i0], x1 = v[i1];
             v[i0] = x0 * c - x1 * s;
@@ -474,22 +483,26 @@ TEST(kern, rope_norm_neox) {
     rnd_fill(x0, NT * NH * HD, -1, 1);
     const int modes[2] = {CF_ROPE_NORM, CF_ROPE_NEOX};
     const int rots[2] = {HD, 8}; /* full and partial rotation */
+    /* frequency divisors (rope_freqs): Llama 3.1's 1 -> 8 ramp, Gemma 4's 1e30 (pair held) */
+    const float ff[HD / 2] = {1, 1, 1.5f, 2, 4, 8, 1e30f, 1e30f};
     for (int isa = 0; isa < n_isas(); isa++)
         for (int m = 0; m < 2; m++)
-            for (int rr = 0; rr < 2; rr++) {
+            for (int rr = 0; rr < 4; rr++) {
+                const float *f = rr >= 2 ? ff : NULL;
+                const int n_rot = rots[rr % 2];
                 memcpy(x, x0, sizeof x);
                 cf_env E = {.K = kern_table(isa), .pos = 7};
-                E.K->rope(&E, x, NH, HD, rots[rr], 10000.0f, modes[m], NULL, NT);
+                E.K->rope(&E, x, NH, HD, n_rot, 10000.0f, modes[m], f, NT);
                 for (int t = 0; t < NT; t++) {
                     for (int i = 0; i < NH * HD; i++) ref[i] = x0[t * NH * HD + i];
-                    rope_naive(ref, NH, HD, rots[rr], 10000.0, modes[m], 7 + t);
+                    rope_naive(ref, NH, HD, n_rot, 10000.0, modes[m], 7 + t, f);
                     for (int i = 0; i < NH * HD; i++) {
                         float got = x[t * NH * HD + i];
-                        if (i % HD >= rots[rr]) {
+                        if (i % HD >= n_rot) {
                             EXPECT_MSG(got == x0[t * NH * HD + i], "rope touched dim %d >= n_rot", i % HD);
                         } else if (!(fabs(got - ref[i]) <= 2e-5)) {
-                            test_fail(__FILE__, __LINE__, "rope mode %d n_rot %d t %d [%d] = %.9g, want %.9g",
-                                      modes[m], rots[rr], t, i, got, ref[i]);
+                            test_fail(__FILE__, __LINE__, "rope mode %d n_rot %d%s t %d [%d] = %.9g, want %.9g",
+                                      modes[m], n_rot, f ? " freq factors" : "", t, i, got, ref[i]);
                             break;
                         }
                     }
@@ -546,6 +559,22 @@ static void attention_case(int isa, pool *P, int hd) {
             if (!(fabs(out[i] - want[i]) <= 2e-6)) {
                 test_fail(__FILE__, __LINE__, "%s attention hd=%d threads=%d pos=%d out[%d] = %.9g, want %.9g",
                           kern_isa_name(isa), hd, pool_n_threads(P), pos, i, out[i], want[i]);
+                break;
+            }
+    }
+    /* k = v = NULL (a layer sharing layer 1's KV): nothing stored, the same cache read */
+    {
+        float kc_before[CTX * 2 * 32];
+        memcpy(kc_before, kc, sizeof(float) * CTX * kv_dim);
+        rnd_fill(q, NH * hd, -2, 2);
+        E.pos = 5, E.n_tokens = 1;
+        E.K->attention(&E, out, q, NULL, NULL, 1, NH, NKV, hd, scale, 0, 0.0f, 1);
+        EXPECT_MSG(!memcmp(kc_before, kc, sizeof(float) * CTX * kv_dim), "shared-KV attention wrote the cache");
+        attention_naive(want, q, kc, vc, NH, NKV, hd, scale, 5, 1);
+        for (int i = 0; i < NH * hd; i++)
+            if (!(fabs(out[i] - want[i]) <= 2e-6)) {
+                test_fail(__FILE__, __LINE__, "%s shared-KV attention hd=%d out[%d] = %.9g, want %.9g",
+                          kern_isa_name(isa), hd, i, out[i], want[i]);
                 break;
             }
     }

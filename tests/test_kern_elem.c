@@ -4,6 +4,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/kern.h"
 #include "kernels/kern_elem.h"
@@ -78,4 +79,44 @@ TEST(kern_elem, add_row_scale_copy_cols_logits_post) {
     EXPECT_NEAR(l2[0], 3.0, 0);
     EXPECT_NEAR(l2[1], 2.0, 0);
     EXPECT_NEAR(l2[5], 16.0, 0);
+}
+
+/* mul_row (vector and scalar weight), mul, ReLU² and xIELU against double
+ * references of their definitions (ggml_mul, ggml_relu + ggml_sqr,
+ * ggml_xielu's op_xielu with softplus-transformed parameters). */
+TEST(kern_elem, mul_relu_sqr_xielu) {
+    enum { N = 37, T = 3 };
+    float x[T * N], w[N], y[T * N], z[T * N];
+    unsigned s = 7;
+    for (int i = 0; i < T * N; i++) x[i] = 4 * frand(&s);
+    x[0] = 0.0f, x[1] = -0.0f, x[2] = -30.0f, x[3] = 25.0f;
+    for (int i = 0; i < N; i++) w[i] = 1 + frand(&s);
+    kern_mul_row(NULL, y, x, w, N, N, T);
+    for (int i = 0; i < T * N; i++) EXPECT_NEAR(y[i], (double)x[i] * w[i % N], 1e-6 * fabs(x[i]));
+    kern_mul_row(NULL, y, x, w, 1, N, T); /* a one-element weight: a scalar */
+    for (int i = 0; i < T * N; i++) EXPECT_NEAR(y[i], (double)x[i] * w[0], 1e-6 * fabs(x[i]));
+    memcpy(z, x, sizeof z);
+    kern_mul_row(NULL, z, z, w, N, N, T); /* in place */
+    kern_mul_row(NULL, y, x, w, N, N, T);
+    EXPECT(!memcmp(y, z, sizeof y));
+    kern_mul(NULL, y, x, x, N, T);
+    for (int i = 0; i < T * N; i++) EXPECT_NEAR(y[i], (double)x[i] * x[i], 1e-6 * x[i] * x[i]);
+    kern_relu_sqr(NULL, y, x, N, T);
+    for (int i = 0; i < T * N; i++) {
+        double r = x[i] > 0 ? x[i] : 0;
+        EXPECT_NEAR(y[i], r * r, 1e-6 * r * r);
+    }
+    EXPECT(y[1] == 0.0f && !signbit(y[1]));
+    /* xIELU with Apertus-like raw values; a_p, a_n through softplus (and its x > 20 branch) */
+    const float an[2] = {0.8f, 25.0f}, ap[2] = {0.9f, 21.0f}, be = 0.5f, ep = -1e-6f;
+    for (int c = 0; c < 2; c++) {
+        kern_xielu(NULL, y, x, an[c], ap[c], be, ep, N, T);
+        double a_p = ap[c] > 20 ? ap[c] : log1p(exp((double)ap[c]));
+        double a_n = be + (an[c] > 20 ? an[c] : log1p(exp((double)an[c])));
+        for (int i = 0; i < T * N; i++) {
+            double v = x[i], want = v > 0 ? a_p * v * v + be * v : (expm1(fmin(v, ep)) - v) * a_n + be * v;
+            EXPECT_MSG(fabs(y[i] - want) <= 2e-6 * fmax(1.0, fabs(want)),
+                       "xielu(%.9g; alpha_n %g alpha_p %g) = %.9g, want %.9g", x[i], an[c], ap[c], y[i], want);
+        }
+    }
 }
