@@ -18,6 +18,9 @@
  *   swiglu(g, u)  geglu(g, u)  gelu(x)  add(a, b)  scale(x, s)  split(x, off, n)
  *   logits(w, x [, {scale=, softcap=, bias=}])
  *   mul_row(x, w)  mul(a, b)  relu_sqr(x)  xielu(x, {alpha_n, alpha_p, beta, eps})
+ *   tanh(x)  sub(a, b)  concat(a, b)  matmul(w3d, x, nil, {slice = s})
+ *   groups of a row: match_norm(x, ref)  mix_groups(x, c)  axpy_groups(p, v, c, {bias})
+ *   add_groups(x, v, {from})  gaussian_topk(x, std_mul)
  * Activation values are tables {n = width} carrying a hidden id.  Every error
  * goes through luaL_error, so it names the archspec file and line; the state
  * is sandboxed (no io/os/require).
@@ -377,13 +380,34 @@ static int l_layer_norm(lua_State *L) {
     return emit_op(L, &op, n);
 }
 
-/* matmul(w, x [, bias]): x · wᵀ (+ bias, an F32 vector of the output width). */
+/* matmul(w, x [, bias [, {slice = s}]]): x · wᵀ (+ bias, an F32 vector of the
+ * output width); slice: w is 3-D and x multiplies its matrix s (ne[2] index). */
 static int l_matmul(lua_State *L) {
     ir_op op = new_op(IR_MATMUL);
     op.w = check_weight(L, 1, 0);
     op.in[0] = check_value(L, 2);
     const gguf_tensor *t = wt(L, op.w);
     int n_in = value_n(L, op.in[0]);
+    if (lua_istable(L, 4)) {
+        lua_getfield(L, 4, "slice");
+        int has_slice = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (has_slice) {
+            int s = field_int(L, 4, "slice", 1, 0);
+            if (!lua_isnoneornil(L, 3)) return luaL_error(L, "matmul: a slice takes no bias");
+            if (t->ne[0] != n_in || t->n_dims != 3 || s >= t->ne[2] || t->ne[3] != 1)
+                return luaL_error(L, "matmul: slice %d of weight '%s' [%I, %I, %I]: needs a 3-D weight "
+                                  "of row length %d and more than %d matrices", s, t->name,
+                                  (lua_Integer)t->ne[0], (lua_Integer)t->ne[1],
+                                  (lua_Integer)t->ne[2], n_in, s);
+            op.code = IR_MATMUL_SLICE;
+            op.i[0] = t->ne[1];
+            op.i[1] = n_in;
+            op.i[2] = s;
+            op.i[3] = (int64_t)((uint64_t)s * (uint64_t)t->ne[1] * ggml_row_bytes(t->type, (uint64_t)t->ne[0]));
+            return emit_op(L, &op, (int)t->ne[1]);
+        }
+    }
     if (t->ne[0] != n_in || t->n_dims > 2)
         return luaL_error(L, "matmul: weight '%s' is [%I, %I], input width is %d", t->name,
                           (lua_Integer)t->ne[0], (lua_Integer)t->ne[1], n_in);
@@ -574,6 +598,95 @@ static int l_xielu(lua_State *L) {
     return emit_op(L, &op, value_n(L, op.in[0]));
 }
 
+static int l_tanh(lua_State *L) {
+    ir_op op = new_op(IR_TANH);
+    op.in[0] = check_value(L, 1);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+static int l_sub(lua_State *L) { return binary(L, IR_SUB); }
+
+/* concat(a, b): [a | b] per token, width a.n + b.n. */
+static int l_concat(lua_State *L) {
+    ir_op op = new_op(IR_CONCAT);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value(L, 2);
+    op.i[0] = value_n(L, op.in[0]);
+    op.i[1] = value_n(L, op.in[1]);
+    return emit_op(L, &op, (int)(op.i[0] + op.i[1]));
+}
+
+/* The number of groups of width n in a value of width `total` (an error
+ * unless it divides). */
+static int groups_of(lua_State *L, const char *what, int total, int n) {
+    if (n < 1 || total % n)
+        return luaL_error(L, "%s: width %d is not a whole number of groups of %d", what, total, n);
+    return total / n;
+}
+
+/* match_norm(x, ref): each ref-wide group of x rescaled to ref's magnitude. */
+static int l_match_norm(lua_State *L) {
+    ir_op op = new_op(IR_MATCH_NORM);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value(L, 2);
+    op.i[1] = value_n(L, op.in[1]);
+    op.i[0] = groups_of(L, "match_norm", value_n(L, op.in[0]), (int)op.i[1]);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+/* mix_groups(x, c): G groups of x mixed per token by the G x G coefficients c
+ * (width G²): group j of the result = Σ_k c[j*G + k] · group k. */
+static int l_mix_groups(lua_State *L) {
+    ir_op op = new_op(IR_MIX_GROUPS);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value(L, 2);
+    int nc = value_n(L, op.in[1]), g = 1;
+    while (g * g < nc) g++;
+    if (g * g != nc) return luaL_error(L, "mix_groups: coefficients of width %d are not G x G", nc);
+    op.i[0] = g;
+    op.i[1] = value_n(L, op.in[0]) / g;
+    groups_of(L, "mix_groups", value_n(L, op.in[0]), (int)op.i[1]);
+    if (op.i[1] * g != value_n(L, op.in[0]))
+        return luaL_error(L, "mix_groups: width %d is not %d groups", value_n(L, op.in[0]), g);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+/* axpy_groups(p, v, c [, {bias = b}]): group j of the result = v * (c[j] + b) +
+ * group j of p; c has one value per group. */
+static int l_axpy_groups(lua_State *L) {
+    ir_op op = new_op(IR_AXPY_GROUPS);
+    for (int k = 0; k < 3; k++) op.in[k] = check_value(L, k + 1);
+    op.f[0] = lua_istable(L, 4) ? (float)field_num(L, 4, "bias", 0, 0.0) : 0.0f;
+    op.i[0] = value_n(L, op.in[2]);
+    op.i[1] = value_n(L, op.in[1]);
+    if (op.i[0] * op.i[1] != value_n(L, op.in[0]))
+        return luaL_error(L, "axpy_groups: p of width %d is not %I groups of v's width %I",
+                          value_n(L, op.in[0]), (lua_Integer)op.i[0], (lua_Integer)op.i[1]);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+/* add_groups(x, v [, {from = g0}]): v added to every v-wide group g >= g0 of x. */
+static int l_add_groups(lua_State *L) {
+    ir_op op = new_op(IR_ADD_GROUPS);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value(L, 2);
+    op.i[2] = value_n(L, op.in[1]);
+    op.i[0] = groups_of(L, "add_groups", value_n(L, op.in[0]), (int)op.i[2]);
+    op.i[1] = lua_istable(L, 3) ? field_int(L, 3, "from", 0, 0) : 0;
+    if (op.i[1] > op.i[0]) return luaL_error(L, "add_groups: from %I > %I groups", (lua_Integer)op.i[1],
+                                             (lua_Integer)op.i[0]);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+/* gaussian_topk(x, std_mul): keep what exceeds mean + std_mul · std of the row. */
+static int l_gaussian_topk(lua_State *L) {
+    ir_op op = new_op(IR_GAUSSIAN_TOPK);
+    op.in[0] = check_value(L, 1);
+    op.f[0] = (float)luaL_checknumber(L, 2);
+    if (value_n(L, op.in[0]) < 2) return luaL_error(L, "gaussian_topk: needs rows of 2 or more");
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
 static int l_logits(lua_State *L) {
     spec_ctx *c = ctx_of(L);
     ir_op op = new_op(IR_LOGITS);
@@ -675,7 +788,10 @@ int archspec_build(const gguf_file *g, const char *common, size_t common_len, co
         {"logits", l_logits}, {"layer_norm", l_layer_norm}, {"scale", l_scale},
         {"gelu", l_gelu}, {"geglu", l_geglu}, {"split", l_split},
         {"embed_positions", l_embed_positions}, {"mul_row", l_mul_row}, {"mul", l_mul},
-        {"relu_sqr", l_relu_sqr}, {"xielu", l_xielu}, {NULL, NULL}};
+        {"relu_sqr", l_relu_sqr}, {"xielu", l_xielu}, {"tanh", l_tanh}, {"sub", l_sub},
+        {"concat", l_concat}, {"match_norm", l_match_norm}, {"mix_groups", l_mix_groups},
+        {"axpy_groups", l_axpy_groups}, {"add_groups", l_add_groups},
+        {"gaussian_topk", l_gaussian_topk}, {NULL, NULL}};
     lua_pushglobaltable(L);
     lua_pushlightuserdata(L, &c);
     luaL_setfuncs(L, fns, 1);

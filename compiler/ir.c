@@ -27,6 +27,15 @@ static const ir_op_info op_info[IR_OP_COUNT] = {
     [IR_MUL] = {"mul", 2, 0, 1, 0},
     [IR_RELU_SQR] = {"relu_sqr", 1, 0, 1, 0},
     [IR_XIELU] = {"xielu", 1, 0, 1, 0},
+    [IR_MATMUL_SLICE] = {"matmul_slice", 1, 1, 0, 0},
+    [IR_TANH] = {"tanh", 1, 0, 1, 0},
+    [IR_SUB] = {"sub", 2, 0, 1, 0},
+    [IR_CONCAT] = {"concat", 2, 0, 0, 0},
+    [IR_MATCH_NORM] = {"match_norm", 2, 0, 1, 0},
+    [IR_MIX_GROUPS] = {"mix_groups", 2, 0, 0, 0},
+    [IR_AXPY_GROUPS] = {"axpy_groups", 3, 0, 1, 0},
+    [IR_ADD_GROUPS] = {"add_groups", 2, 0, 1, 0},
+    [IR_GAUSSIAN_TOPK] = {"gaussian_topk", 1, 0, 1, 0},
 };
 
 const ir_op_info *ir_info(ir_opcode c) { return (unsigned)c < IR_OP_COUNT ? &op_info[c] : NULL; }

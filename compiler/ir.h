@@ -44,6 +44,16 @@ typedef enum {
     IR_RELU_SQR,  /* out(n) = max(in0, 0)²; in place */
     IR_XIELU,     /* out(n) = xielu(in0; f[0]=alpha_n, f[1]=alpha_p, f[2]=beta, f[3]=eps, raw GGUF
                    * values); in place */
+    IR_MATMUL_SLICE,/* out(i[0]=n_out) = in0(i[1]=n_in) · (matrix i[2] of the 3-D w0)ᵀ; i[3] = its
+                   * byte offset in w0 (w0 keeps its file type) */
+    IR_TANH,      /* out(n) = tanh(in0); in place */
+    IR_SUB,       /* out(n) = in0 - in1; in place */
+    IR_CONCAT,    /* out(n) = [in0 | in1] per row */
+    IR_MATCH_NORM,/* out(n) = each of the i[0] groups of in0 rescaled to |in1| (width n / i[0]); in place */
+    IR_MIX_GROUPS,/* out(n) = group j: Σ_k in1[j*i[0]+k] · group k of in0 (i[0] groups) */
+    IR_AXPY_GROUPS,/* out(n) = group j: in1 * (in2[j] + f[0]) + group j of in0 (i[0] groups); in place */
+    IR_ADD_GROUPS,/* out(n) = group g of in0 + in1 for g >= i[1] (i[0] groups); in place */
+    IR_GAUSSIAN_TOPK,/* out(n) = max(in0 - (mean + f[0] std), 0) per row; in place */
     IR_OP_COUNT
 } ir_opcode;
 

@@ -112,6 +112,30 @@ typedef struct cf_kernels {
     void (*relu_sqr)(cf_env *E, float *y, const float *x, int n, int n_tokens);
     void (*xielu)(cf_env *E, float *y, const float *x, float alpha_n, float alpha_p, float beta,
                   float eps, int n, int n_tokens);
+    /* y = tanh(x); y = a - b; y (n_tokens, n_a + n_b) = [a | b] per row. */
+    void (*tanh_)(cf_env *E, float *y, const float *x, int n, int n_tokens);
+    void (*sub)(cf_env *E, float *y, const float *a, const float *b, int n, int n_tokens);
+    void (*concat)(cf_env *E, float *y, const float *a, int n_a, const float *b, int n_b,
+                   int n_tokens);
+
+    /* ---- groups of a row (Gemma 3n's AltUp streams) -------------------------
+     * A row of n_group * n floats holds n_group groups of n; |v| is the
+     * magnitude sqrt(Σ v²).  match_norm: y_g = x_g · |ref| / |x_g|, ref
+     * (n_tokens, n).  mix_groups: y_j = Σ_k c[j n_group + k] x_k, c (n_tokens,
+     * n_group²), y does not alias x.  axpy_groups: y_j = v (c_j + bias) + p_j,
+     * v (n_tokens, n), c (n_tokens, n_group).  add_groups: y_g = x_g + v for
+     * g >= g0.  gaussian_topk: per row of n, max(x - (mean + std_mul · std), 0)
+     * (Gemma 3n's activation sparsity).  runtime/kernels/kern_elem.h has the
+     * roundings. */
+    void (*match_norm)(cf_env *E, float *y, const float *x, const float *ref, int n, int n_group,
+                       int n_tokens);
+    void (*mix_groups)(cf_env *E, float *y, const float *x, const float *c, int n, int n_group,
+                       int n_tokens);
+    void (*axpy_groups)(cf_env *E, float *y, const float *p, const float *v, const float *c,
+                        float bias, int n, int n_group, int n_tokens);
+    void (*add_groups)(cf_env *E, float *y, const float *x, const float *v, int n, int n_group,
+                       int g0, int n_tokens);
+    void (*gaussian_topk)(cf_env *E, float *y, const float *x, float std_mul, int n, int n_tokens);
 } cf_kernels;
 
 /* Everything one forward call sees.  Filled by the runtime. */

@@ -164,6 +164,14 @@ TEST(compile, family_op_errors_name_the_line) {
              head);
     EXPECT(spec_error(model, src, err, sizeof err) != 0);
     EXPECT_MSG(strstr(err, "bad.lua:3:") && strstr(err, "logits bias"), "message: %s", err);
+    /* a matrix of a 3-D weight: a 2-D one has none */
+    snprintf(src, sizeof src, "%smatmul(weight('blk.0.attn_q.weight', {64, 64}), x, nil, {slice = 1})\n", head);
+    EXPECT(spec_error(model, src, err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "bad.lua:3:") && strstr(err, "needs a 3-D weight"), "message: %s", err);
+    /* groups: the width must be whole groups */
+    snprintf(src, sizeof src, "%smix_groups(x, split(x, 0, 10))\n", head);
+    EXPECT(spec_error(model, src, err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "bad.lua:3:") && strstr(err, "mix_groups"), "message: %s", err);
     /* a variant an archspec does not implement */
     EXPECT(spec_error(model, "\nnot_supported(ARCH .. '.attention.sliding_window', 4096)\n", err, sizeof err) != 0);
     EXPECT_MSG(strstr(err, "bad.lua:2:") && strstr(err, "not supported: llama.attention.sliding_window=4096"),

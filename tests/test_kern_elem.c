@@ -120,3 +120,78 @@ TEST(kern_elem, mul_relu_sqr_xielu) {
         }
     }
 }
+
+/* tanh, sub, concat and the group ops of Gemma 3n's AltUp against double
+ * references of their definitions (what llama.cpp's graph computes with
+ * ggml_sqr/sum_rows/sqrt/mul/div, the permuted mul_mat, scale_bias, mean). */
+TEST(kern_elem, groups_and_altup_ops) {
+    enum { N = 24, G = 4, T = 3 };
+    static float x[T * G * N], ref[T * N], c[T * G * G], cg[T * G], v[T * N], y[T * G * N];
+    unsigned s = 11;
+    for (int i = 0; i < T * G * N; i++) x[i] = 2 * frand(&s);
+    for (int i = 0; i < T * N; i++) ref[i] = 3 * frand(&s), v[i] = frand(&s);
+    for (int i = 0; i < T * G * G; i++) c[i] = frand(&s);
+    for (int i = 0; i < T * G; i++) cg[i] = frand(&s);
+    kern_tanh(NULL, y, x, G * N, T);
+    for (int i = 0; i < T * G * N; i++) EXPECT_NEAR(y[i], tanh(x[i]), 2e-7);
+    kern_sub(NULL, y, x, x + N, N, 2);
+    for (int i = 0; i < 2 * N; i++) EXPECT_NEAR(y[i], (double)x[i] - x[N + i], 1e-6);
+    float cat[T * (N + 5)];
+    kern_concat(NULL, cat, ref, N, v, 5, T);
+    for (int t = 0; t < T; t++) {
+        EXPECT(!memcmp(cat + t * (N + 5), ref + t * N, N * sizeof(float)));
+        EXPECT(!memcmp(cat + t * (N + 5) + N, v + t * 5, 5 * sizeof(float)));
+    }
+    /* match_norm: every group of x gets ref's magnitude, its direction kept */
+    kern_match_norm(NULL, y, x, ref, N, G, T);
+    for (int t = 0; t < T; t++) {
+        double mr = 0;
+        for (int i = 0; i < N; i++) mr += (double)ref[t * N + i] * ref[t * N + i];
+        for (int g = 0; g < G; g++) {
+            const float *xg = x + (t * G + g) * N;
+            double mx = 0;
+            for (int i = 0; i < N; i++) mx += (double)xg[i] * xg[i];
+            for (int i = 0; i < N; i++)
+                EXPECT_NEAR(y[(t * G + g) * N + i], xg[i] * sqrt(mr) / sqrt(mx), 1e-5);
+        }
+    }
+    /* mix_groups: group j = Σ_k c[j*G + k] x_k */
+    kern_mix_groups(NULL, y, x, c, N, G, T);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < G; j++)
+            for (int i = 0; i < N; i++) {
+                double want = 0;
+                for (int k = 0; k < G; k++) want += (double)c[t * G * G + j * G + k] * x[(t * G + k) * N + i];
+                EXPECT_NEAR(y[(t * G + j) * N + i], want, 1e-5);
+            }
+    /* axpy_groups: group j = v * (c_j + bias) + p_j, in place */
+    memcpy(y, x, sizeof y);
+    kern_axpy_groups(NULL, y, y, v, cg, 1.0f, N, G, T);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < G; j++)
+            for (int i = 0; i < N; i++)
+                EXPECT_NEAR(y[(t * G + j) * N + i], (double)v[t * N + i] * (cg[t * G + j] + 1.0) + x[(t * G + j) * N + i],
+                            1e-5);
+    /* add_groups from group 1: group 0 untouched */
+    kern_add_groups(NULL, y, x, v, N, G, 1, T);
+    for (int t = 0; t < T; t++)
+        for (int g = 0; g < G; g++)
+            for (int i = 0; i < N; i++)
+                EXPECT_NEAR(y[(t * G + g) * N + i], x[(t * G + g) * N + i] + (g >= 1 ? v[t * N + i] : 0.0), 1e-6);
+    /* gaussian_topk: x - (mean + mul * std (n - 1)), clipped at 0 */
+    kern_gaussian_topk(NULL, y, x, 1.6448533535003662f, G * N, T);
+    int kept = 0;
+    for (int t = 0; t < T; t++) {
+        const float *xr = x + t * G * N;
+        double mean = 0, var = 0;
+        for (int i = 0; i < G * N; i++) mean += xr[i];
+        mean /= G * N;
+        for (int i = 0; i < G * N; i++) var += (xr[i] - mean) * (xr[i] - mean);
+        double cut = mean + 1.6448533535003662 * sqrt(var / (G * N - 1));
+        for (int i = 0; i < G * N; i++) {
+            EXPECT_NEAR(y[t * G * N + i], fmax(xr[i] - cut, 0.0), 1e-5);
+            kept += y[t * G * N + i] > 0;
+        }
+    }
+    EXPECT_MSG(kept > 0 && kept < T * G * N / 4, "gaussian_topk kept %d of %d", kept, T * G * N);
+}

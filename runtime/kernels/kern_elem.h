@@ -44,5 +44,41 @@ void kern_relu_sqr(cf_env *E, float *y, const float *x, int n, int n_tok);
  * (expm1(min(x, eps)) - x) a_n + beta x.  y may alias x. */
 void kern_xielu(cf_env *E, float *y, const float *x, float alpha_n, float alpha_p, float beta,
                 float eps, int n, int n_tok);
+/* y = tanhf(x).  y may alias x. */
+void kern_tanh(cf_env *E, float *y, const float *x, int n, int n_tok);
+/* y = a - b elementwise, all (n_tok, n); y may alias a. */
+void kern_sub(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok);
+/* y (n_tok, n_a + n_b) = [a | b] per row; a (n_tok, n_a), b (n_tok, n_b). */
+void kern_concat(cf_env *E, float *y, const float *a, int n_a, const float *b, int n_b, int n_tok);
+
+/* ---- groups of a row (Gemma 3n's AltUp streams) --------------------------------
+ * A row of n_group * n values is n_group groups of n, group g at columns
+ * [g * n, (g + 1) * n).  The magnitude |v| of n values is
+ * sqrtf((float)Σ (v_i * v_i)), the sum of the float squares in double
+ * (ggml_sqr, ggml_sum_rows, ggml_sqrt). */
+
+/* y_g = (x_g * |ref|) / |x_g| per group; x (n_tok, n_group * n), ref (n_tok, n):
+ * each group rescaled to ref's magnitude (ggml_mul then ggml_div).  y may alias x. */
+void kern_match_norm(cf_env *E, float *y, const float *x, const float *ref, int n, int n_group,
+                     int n_tok);
+/* y_j = Σ_k c[j * n_group + k] · x_k, k in order, summed in float: a per-token
+ * n_group × n_group mix of the groups (ggml_mul_mat of the permuted streams
+ * with the coefficients); x, y (n_tok, n_group * n), c (n_tok, n_group²).
+ * y must not alias x. */
+void kern_mix_groups(cf_env *E, float *y, const float *x, const float *c, int n, int n_group,
+                     int n_tok);
+/* y_j = v * (c_j + bias) + p_j per group j; p, y (n_tok, n_group * n), v (n_tok, n),
+ * c (n_tok, n_group).  y may alias p. */
+void kern_axpy_groups(cf_env *E, float *y, const float *p, const float *v, const float *c,
+                      float bias, int n, int n_group, int n_tok);
+/* y_g = x_g + v for groups g >= g0, x_g below; x, y (n_tok, n_group * n), v (n_tok, n).
+ * y may alias x. */
+void kern_add_groups(cf_env *E, float *y, const float *x, const float *v, int n, int n_group,
+                     int g0, int n_tok);
+/* Gemma 3n's activation sparsity per row of n: cutoff = mean + std_mul · std
+ * (std with n - 1 in the denominator), y = max(x - cutoff, 0), with ggml's
+ * roundings (ggml_mean, ggml_sqr/ggml_sum_rows, ggml_scale, ggml_sqrt,
+ * ggml_sub, ggml_relu).  y may alias x. */
+void kern_gaussian_topk(cf_env *E, float *y, const float *x, float std_mul, int n, int n_tok);
 
 #endif

@@ -72,6 +72,14 @@ static void matmul_drv(int isa, cf_env *E, float *y, const float *x, const void 
         .mul = kern_mul,                                                                    \
         .relu_sqr = kern_relu_sqr,                                                          \
         .xielu = kern_xielu,                                                                \
+        .tanh_ = kern_tanh,                                                                 \
+        .sub = kern_sub,                                                                    \
+        .concat = kern_concat,                                                              \
+        .match_norm = kern_match_norm,                                                      \
+        .mix_groups = kern_mix_groups,                                                      \
+        .axpy_groups = kern_axpy_groups,                                                    \
+        .add_groups = kern_add_groups,                                                      \
+        .gaussian_topk = kern_gaussian_topk,                                                \
     };
 
 KERN_TABLE(scalar, KERN_ISA_SCALAR)
