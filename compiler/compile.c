@@ -13,6 +13,7 @@
  */
 #include "compile.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <errno.h>
@@ -47,6 +48,44 @@ static double now_ms(void) {
 
 int cc_spec_file(const char *name, char **data, size_t *len, char *err, size_t err_len) {
     return spec_file_read(name, data, len, err, err_len);
+}
+
+/* Append name to the ", "-separated list in buf when it is an archspec file
+ * name ("qwen2moe.lua"; not common.lua). */
+static void add_arch(char *buf, size_t cap, const char *file) {
+    size_t n = strlen(file), l = strlen(buf);
+    if (n < 5 || strcmp(file + n - 4, ".lua") || !strcmp(file, "common.lua")) return;
+    snprintf(buf + l, cap - l, "%s%.*s", l ? ", " : "", (int)(n - 4), file);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void cc_supported_archs(char *buf, size_t cap) {
+    if (!cap) return;
+    buf[0] = 0;
+    const char *names[256];
+    char owned[256][128];
+    int n = 0;
+    const char *dir = getenv("CINFER_SPEC_DIR");
+    if (dir && *dir) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/archspecs", dir);
+        DIR *d = opendir(path);
+        for (struct dirent *e; d && n < 256 && (e = readdir(d));) {
+            if (strlen(e->d_name) >= sizeof owned[n]) continue;
+            memcpy(owned[n], e->d_name, strlen(e->d_name) + 1);
+            names[n] = owned[n];
+            n++;
+        }
+        if (d) closedir(d);
+    } else {
+        for (const embedded_file *e = embedded_files; e->name && n < 256; e++)
+            if (!strncmp(e->name, "archspecs/", 10)) names[n++] = e->name + 10;
+    }
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    for (int i = 0; i < n; i++) add_arch(buf, cap, names[i]);
 }
 
 /* ---- compute precisions ------------------------------------------------------ */
@@ -128,10 +167,11 @@ int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src
             goto done;
         }
         snprintf(spec_name, sizeof spec_name, "archspecs/%.*s.lua", (int)arch.len, arch.ptr);
-        char e2[256];
+        char e2[256], list[1024];
         if (cc_spec_file(spec_name, &spec, &spec_len, e2, sizeof e2)) {
-            snprintf(err, err_len, "architecture '%.*s' is not supported yet (no %s)",
-                     (int)arch.len, arch.ptr, spec_name);
+            cc_supported_archs(list, sizeof list);
+            snprintf(err, err_len, "architecture '%.*s' is not supported; supported: %s",
+                     (int)arch.len, arch.ptr, list);
             goto done;
         }
     }
