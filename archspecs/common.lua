@@ -10,10 +10,45 @@ function not_supported(key, value, level)
   error(string.format("not supported: %s=%s", key, tostring(value)), (level or 1) + 1)
 end
 
+-- RoPE scaling (rope.scaling.*) as llama.cpp's llama_context applies it: the
+-- rope() fields of the model's scaling.  No key or type "none": plain RoPE;
+-- "linear": positions / factor; "yarn": YaRN (ext_factor 1, beta 32/1, the
+-- original context, attn_factor = mscale corrections, rope.scaling.attn_factor).
+-- yarn_log_mul: DeepSeek-2's mscale_all_dim (its yarn_log_multiplier / 0.1;
+-- other families leave the key unread, as llama.cpp does).  Other types
+-- (longrope, ...) are refused.
+function rope_scaling(yarn_log_mul)
+  local typ = hparam("rope.scaling.type", "linear")    -- llama.cpp's default
+  local factor = hparam("rope.scaling.factor", 0)
+  if factor == 0 then factor = hparam("rope.scale_linear", 0) end
+  local freq_scale = (factor == 0 or typ == "none") and 1 or 1 / factor
+  local attn = hparam("rope.scaling.attn_factor", 1.0)
+  if typ == "linear" or typ == "none" then
+    return {freq_scale = freq_scale, attn_factor = attn}
+  elseif typ ~= "yarn" then
+    not_supported(ARCH .. ".rope.scaling.type", typ, 2)
+  end
+  local f = 1 / freq_scale
+  local function mscale(s, m) return s <= 1 and 1 or 0.1 * m * math.log(s) + 1 end
+  local a
+  if (yarn_log_mul or 0) ~= 0 then
+    local m = (ARCH == "deepseek2" and yarn_log_mul ~= 1) and yarn_log_mul or 1
+    a = mscale(f, m) / mscale(f, yarn_log_mul)
+  else
+    a = mscale(f, 1)
+  end
+  a = a / (1 + 0.1 * math.log(f))   -- the rope kernel multiplies this back in
+  return {freq_scale = freq_scale, ext_factor = 1.0, attn_factor = a * attn,
+          beta_fast = 32.0, beta_slow = 1.0,
+          n_ctx_orig = hparam("rope.scaling.original_context_length", hparam("context_length", 2048))}
+end
+
 -- Hyperparameters most decoder-only transformers share, from "<arch>.*" keys
 -- with llama.cpp's defaults, and the model{} declaration.  d overrides:
 --   eps_key (default "attention.layer_norm_rms_epsilon"), eps, freq_base, n_ctx,
---   n_layer (default block_count).
+--   n_layer (default block_count), rope_scaling (true: read rope.scaling.*
+--   into hp.rope, which rope_qk applies; the dense families predate it and
+--   leave it off).
 -- head_dim is attention.key_length when present (qwen3, gemma), else n_embd/n_head.
 function transformer_hparams(d)
   d = d or {}
@@ -30,6 +65,7 @@ function transformer_hparams(d)
   hp.n_vocab   = gguf_len("tokenizer.ggml.tokens") or hparam("vocab_size")
   hp.q_dim     = hp.n_head * hp.head_dim
   hp.kv_dim    = hp.n_head_kv * hp.head_dim
+  hp.rope      = d.rope_scaling and rope_scaling() or {}
   model{ n_vocab = hp.n_vocab, n_embd = hp.n_embd, n_layer = hp.n_layer,
          n_ctx_train = hparam("context_length", d.n_ctx or 2048) }
   return hp
@@ -50,15 +86,20 @@ function qkv_proj(h, p, hp, bias)
   return proj("attn_q", hp.q_dim), proj("attn_k", hp.kv_dim), proj("attn_v", hp.kv_dim)
 end
 
--- RoPE on q and k ("norm" or "neox" layout), base freq_base or the model's;
--- freq_factors: a rope_freqs weight (rope_factors()) or nil.
+-- rope() of x (n_head heads of head_dim, the first n_rot rotated) with the
+-- model's base and scaling (hp.rope), or freq_base; freq_factors: a
+-- rope_freqs weight (rope_factors()) or nil.
+function rope_heads(x, n_head, head_dim, n_rot, hp, mode, freq_base, freq_factors)
+  local o = {n_head = n_head, head_dim = head_dim, n_rot = n_rot,
+             freq_base = freq_base or hp.freq_base, mode = mode, freq_factors = freq_factors}
+  for key, val in pairs(hp.rope or {}) do o[key] = val end
+  return rope(x, o)
+end
+
+-- RoPE on q and k ("norm" or "neox" layout), base freq_base or the model's.
 function rope_qk(q, k, hp, mode, freq_base, freq_factors)
-  local function r(x, n_head)
-    return rope(x, {n_head = n_head, head_dim = hp.head_dim, n_rot = hp.n_rot,
-                    freq_base = freq_base or hp.freq_base, mode = mode,
-                    freq_factors = freq_factors})
-  end
-  return r(q, hp.n_head), r(k, hp.n_head_kv)
+  return rope_heads(q, hp.n_head, hp.head_dim, hp.n_rot, hp, mode, freq_base, freq_factors),
+         rope_heads(k, hp.n_head_kv, hp.head_dim, hp.n_rot, hp, mode, freq_base, freq_factors)
 end
 
 -- Llama 3.1-style RoPE frequency divisors: rope_freqs.weight (n_rot/2

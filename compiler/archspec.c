@@ -13,7 +13,8 @@
  *   weight(name, {ne0, ne1, ...} [, {optional=true}])  → weight or nil
  *   embed(w)  embed_positions(w)  rms_norm(x, w, eps [, {group=}])
  *   layer_norm(x, w, b, eps)  matmul(w, x [, bias])
- *   rope(x, {n_head, head_dim, n_rot, mode, freq_base, freq_factors})
+ *   rope(x, {n_head, head_dim, n_rot, mode, freq_base, freq_factors, freq_scale,
+ *            ext_factor, attn_factor, beta_fast, beta_slow, n_ctx_orig})
  *   attention(q, k, v, {layer, n_head, n_head_kv, head_dim, scale, window, softcap})
  *   swiglu(g, u)  geglu(g, u)  gelu(x)  add(a, b)  scale(x, s)  split(x, off, n)
  *   logits(w, x [, {scale=, softcap=, bias=}])
@@ -21,6 +22,7 @@
  *   tanh(x)  sub(a, b)  concat(a, b)  matmul(w3d, x, nil, {slice = s})
  *   groups of a row: match_norm(x, ref)  mix_groups(x, c)  axpy_groups(p, v, c, {bias})
  *   add_groups(x, v, {from})  gaussian_topk(x, std_mul)
+ *   pos_log_scale(x, {scale, floor_scale, offset})  (attention temperature tuning)
  * Activation values are tables {n = width} carrying a hidden id.  Every error
  * goes through luaL_error, so it names the archspec file and line; the state
  * is sandboxed (no io/os/require).
@@ -472,6 +474,14 @@ static int l_rope(lua_State *L) {
     op.i[3] = strcmp(mode, "neox") == 0 ? 2 : 0;
     lua_pop(L, 1);
     op.f[0] = (float)field_num(L, 2, "freq_base", 0, 10000.0);
+    op.f[1] = (float)field_num(L, 2, "freq_scale", 0, 1.0);
+    op.f[2] = (float)field_num(L, 2, "ext_factor", 0, 0.0);
+    op.f[3] = (float)field_num(L, 2, "attn_factor", 0, 1.0);
+    op.f[4] = (float)field_num(L, 2, "beta_fast", 0, 32.0);
+    op.f[5] = (float)field_num(L, 2, "beta_slow", 0, 1.0);
+    op.i[4] = field_int(L, 2, "n_ctx_orig", 0, 0);
+    if (op.f[1] <= 0) return luaL_error(L, "rope: freq_scale must be > 0");
+    if (op.f[2] != 0 && op.i[4] < 1) return luaL_error(L, "rope: YaRN (ext_factor != 0) needs n_ctx_orig");
     lua_getfield(L, 2, "freq_factors");
     int has_ff = !lua_isnil(L, -1);
     lua_pop(L, 1);
@@ -687,6 +697,19 @@ static int l_gaussian_topk(lua_State *L) {
     return emit_op(L, &op, value_n(L, op.in[0]));
 }
 
+/* pos_log_scale(x, {scale=, floor_scale=, offset=}): each token's row times
+ * 1 + scale · ln(1 + floor((pos + offset) / floor_scale)). */
+static int l_pos_log_scale(lua_State *L) {
+    ir_op op = new_op(IR_POS_LOG_SCALE);
+    op.in[0] = check_value(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    op.f[0] = (float)field_num(L, 2, "scale", 1, 0);
+    op.i[0] = field_int(L, 2, "floor_scale", 1, 0);
+    op.f[1] = (float)field_num(L, 2, "offset", 0, 0.0);
+    if (op.i[0] < 1) return luaL_error(L, "pos_log_scale: floor_scale must be >= 1");
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
 static int l_logits(lua_State *L) {
     spec_ctx *c = ctx_of(L);
     ir_op op = new_op(IR_LOGITS);
@@ -791,7 +814,7 @@ int archspec_build(const gguf_file *g, const char *common, size_t common_len, co
         {"relu_sqr", l_relu_sqr}, {"xielu", l_xielu}, {"tanh", l_tanh}, {"sub", l_sub},
         {"concat", l_concat}, {"match_norm", l_match_norm}, {"mix_groups", l_mix_groups},
         {"axpy_groups", l_axpy_groups}, {"add_groups", l_add_groups},
-        {"gaussian_topk", l_gaussian_topk}, {NULL, NULL}};
+        {"gaussian_topk", l_gaussian_topk}, {"pos_log_scale", l_pos_log_scale}, {NULL, NULL}};
     lua_pushglobaltable(L);
     lua_pushlightuserdata(L, &c);
     luaL_setfuncs(L, fns, 1);

@@ -36,6 +36,7 @@ static const ir_op_info op_info[IR_OP_COUNT] = {
     [IR_AXPY_GROUPS] = {"axpy_groups", 3, 0, 1, 0},
     [IR_ADD_GROUPS] = {"add_groups", 2, 0, 1, 0},
     [IR_GAUSSIAN_TOPK] = {"gaussian_topk", 1, 0, 1, 0},
+    [IR_POS_LOG_SCALE] = {"pos_log_scale", 1, 0, 1, 0},
 };
 
 const ir_op_info *ir_info(ir_opcode c) { return (unsigned)c < IR_OP_COUNT ? &op_info[c] : NULL; }

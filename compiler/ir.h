@@ -26,8 +26,9 @@ typedef enum {
     IR_MATMUL,    /* out(i[0]=n_out) = in0(i[1]=n_in) · w0ᵀ */
     IR_ADD_ROW,   /* out(n) = in0 + w0 (bias, broadcast over tokens); in place */
     IR_SCALE,     /* out(n) = in0 * f[0]; in place */
-    IR_ROPE,      /* out = rope(in0; i[0]=n_head, i[1]=head_dim, i[2]=n_rot, i[3]=mode, f[0]=freq_base,
-                   * w0 = freq factors (n_rot/2) or -1); in place */
+    IR_ROPE,      /* out = rope(in0; i[0]=n_head, i[1]=head_dim, i[2]=n_rot, i[3]=mode, f[0]=freq_base;
+                   * YaRN f[1]=freq_scale, f[2]=ext_factor, f[3]=attn_factor, f[4]=beta_fast,
+                   * f[5]=beta_slow, i[4]=n_ctx_orig; w0 = freq factors (n_rot/2) or -1); in place */
     IR_ATTENTION, /* out(n_head*head_dim) = attn(in0=q, in1=k, in2=v (both -1: read layer i[0]'s
                    * cache as filled); i[0]=layer, i[1]=n_head, i[2]=n_head_kv, i[3]=head_dim,
                    * i[4]=window (0: none), f[0]=scale, f[1]=softcap) */
@@ -54,6 +55,7 @@ typedef enum {
     IR_AXPY_GROUPS,/* out(n) = group j: in1 * (in2[j] + f[0]) + group j of in0 (i[0] groups); in place */
     IR_ADD_GROUPS,/* out(n) = group g of in0 + in1 for g >= i[1] (i[0] groups); in place */
     IR_GAUSSIAN_TOPK,/* out(n) = max(in0 - (mean + f[0] std), 0) per row; in place */
+    IR_POS_LOG_SCALE,/* out(n) = in0 * (1 + f[0] ln(1 + floor((pos + f[1]) / i[0]))) per token; in place */
     IR_OP_COUNT
 } ir_opcode;
 

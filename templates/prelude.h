@@ -56,12 +56,18 @@ typedef struct cf_kernels {
     void (*rms_norm)(cf_env *E, float *y, const float *x, const float *w, int n, float eps,
                      int n_tokens);
     /* In place on x (n_tokens, n_head * head_dim): rotate the first n_rot dims
-     * of each head by angle pos * freq_base^(-2i/n_rot), layout `mode`.
-     * freq_factors (n_rot / 2) or NULL: pair i's angle is divided by
-     * freq_factors[i] (ggml_rope_ext's c tensor: Llama 3.1 rope_freqs,
-     * Gemma 4's proportional RoPE). */
+     * of each head by angle pos * freq_base^(-2i/n_rot), layout `mode`.  YaRN
+     * (ggml_rope_ext): angle θ becomes freq_scale·θ blended back toward θ by
+     * ext_factor over the dims of the ramp that beta_fast, beta_slow and
+     * n_ctx_orig define, and cos/sin are multiplied by attn_factor (times
+     * 1 + 0.1·ln(1/freq_scale) when ext_factor != 0).  Plain RoPE is
+     * freq_scale 1, ext_factor 0, attn_factor 1.  freq_factors (n_rot / 2)
+     * or NULL: pair i's θ is first divided by freq_factors[i] (ggml_rope_ext's
+     * c tensor: Llama 3.1 rope_freqs, Gemma 4's proportional RoPE). */
     void (*rope)(cf_env *E, float *x, int n_head, int head_dim, int n_rot, float freq_base,
-                 int mode, const float *freq_factors, int n_tokens);
+                 int mode, float freq_scale, float ext_factor, float attn_factor,
+                 float beta_fast, float beta_slow, int n_ctx_orig, const float *freq_factors,
+                 int n_tokens);
     /* Causal multi-head attention with GQA over the KV cache of `layer`:
      * store k, v (n_tokens, n_head_kv * head_dim) at positions pos..pos+n_tokens-1,
      * then out (n_tokens, n_head * head_dim) = softmax(q kᵀ * scale) v over
@@ -112,6 +118,11 @@ typedef struct cf_kernels {
     void (*relu_sqr)(cf_env *E, float *y, const float *x, int n, int n_tokens);
     void (*xielu)(cf_env *E, float *y, const float *x, float alpha_n, float alpha_p, float beta,
                   float eps, int n, int n_tokens);
+    /* y = x * (1 + scale · ln(1 + floor((pos + offset) / floor_scale))) per
+     * token row at position pos (llama.cpp's attention temperature tuning:
+     * Llama 4, Ministral 3).  y may alias x. */
+    void (*pos_log_scale)(cf_env *E, float *y, const float *x, float scale, int floor_scale,
+                          float offset, int n, int n_tokens);
     /* y = tanh(x); y = a - b; y (n_tokens, n_a + n_b) = [a | b] per row. */
     void (*tanh_)(cf_env *E, float *y, const float *x, int n, int n_tokens);
     void (*sub)(cf_env *E, float *y, const float *a, const float *b, int n, int n_tokens);

@@ -492,7 +492,7 @@ TEST(kern, rope_norm_neox) {
                 const int n_rot = rots[rr % 2];
                 memcpy(x, x0, sizeof x);
                 cf_env E = {.K = kern_table(isa), .pos = 7};
-                E.K->rope(&E, x, NH, HD, n_rot, 10000.0f, modes[m], f, NT);
+                E.K->rope(&E, x, NH, HD, n_rot, 10000.0f, modes[m], 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, f, NT);
                 for (int t = 0; t < NT; t++) {
                     for (int i = 0; i < NH * HD; i++) ref[i] = x0[t * NH * HD + i];
                     rope_naive(ref, NH, HD, n_rot, 10000.0, modes[m], 7 + t, f);
@@ -507,6 +507,52 @@ TEST(kern, rope_norm_neox) {
                         }
                     }
                 }
+            }
+}
+
+/* ggml_rope_yarn_corr_dims + rope_yarn, in double (pair i from theta / ff[i]) */
+static void yarn_naive(double *x, int n_rot, double base, int mode, int pos, double fs, double ext,
+                       double attn, double bf, double bs, int n_orig, const float *ff) {
+    double lo = floor(n_rot * log(n_orig / (bf * 2 * M_PI)) / (2 * log(base)));
+    double hi = ceil(n_rot * log(n_orig / (bs * 2 * M_PI)) / (2 * log(base)));
+    lo = lo > 0 ? lo : 0;
+    hi = hi < n_rot - 1 ? hi : n_rot - 1;
+    for (int i = 0; i < n_rot / 2; i++) {
+        double te = pos * pow(base, -2.0 * i / n_rot) / (ff ? ff[i] : 1.0), ti = fs * te;
+        double y = (i - lo) / (hi - lo > 0.001 ? hi - lo : 0.001);
+        double mix = (1 - (y < 0 ? 0 : y > 1 ? 1 : y)) * ext, th = ti * (1 - mix) + te * mix;
+        double m = attn * (ext != 0 ? 1 + 0.1 * log(1 / fs) : 1);
+        int i0 = mode == CF_ROPE_NEOX ? i : 2 * i, i1 = mode == CF_ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
+        double a = x[i0], b = x[i1];
+        x[i0] = (a * cos(th) - b * sin(th)) * m;
+        x[i1] = (a * sin(th) + b * cos(th)) * m;
+    }
+}
+
+TEST(kern, rope_yarn) {
+    enum { HD = 16, NH = 2, NT = 3 };
+    float x[NT * NH * HD], x0[NT * NH * HD];
+    rnd_fill(x0, NT * NH * HD, -1, 1);
+    const float ff[HD / 2] = {1, 1, 1, 2, 2, 4, 8, 8};
+    for (int isa = 0; isa < n_isas(); isa++)
+        for (int mode = 0; mode <= 2; mode += 2)
+            for (int with_ff = 0; with_ff < 2; with_ff++) {
+                memcpy(x, x0, sizeof x);
+                cf_env E = {.K = kern_table(isa), .pos = 37};
+                /* Ministral 3's scaling: factor 4, original context 32, base 1e6 */
+                const float fs = 1.0f / 4, attn = 1.0f / (1.0f + 0.1f * logf(4.0f));
+                const float *f = with_ff ? ff : NULL;
+                E.K->rope(&E, x, NH, HD, HD, 1000000.0f, mode, fs, 1.0f, attn, 32.0f, 1.0f, 32, f, NT);
+                for (int t = 0; t < NT; t++)
+                    for (int h = 0; h < NH; h++) {
+                        double ref[HD];
+                        for (int i = 0; i < HD; i++) ref[i] = x0[(t * NH + h) * HD + i];
+                        yarn_naive(ref, HD, 1000000.0, mode, 37 + t, fs, 1.0, attn, 32, 1, 32, f);
+                        for (int i = 0; i < HD; i++)
+                            EXPECT_MSG(fabs(x[(t * NH + h) * HD + i] - ref[i]) <= 3e-5,
+                                       "yarn mode %d%s t %d h %d [%d] = %.7g, want %.7g", mode,
+                                       with_ff ? " freq factors" : "", t, h, i, x[(t * NH + h) * HD + i], ref[i]);
+                    }
             }
 }
 

@@ -195,3 +195,20 @@ TEST(kern_elem, groups_and_altup_ops) {
     }
     EXPECT_MSG(kept > 0 && kept < T * G * N / 4, "gaussian_topk kept %d of %d", kept, T * G * N);
 }
+
+/* pos_log_scale (llama.cpp's attention temperature): rows at positions
+ * pos..pos+T-1 times 1 + scale ln(1 + floor((p + offset) / floor_scale)). */
+TEST(kern_elem, pos_log_scale) {
+    enum { N = 5, T = 6 };
+    float x[T * N], y[T * N];
+    unsigned s = 3;
+    for (int i = 0; i < T * N; i++) x[i] = frand(&s);
+    cf_env E = {.pos = 29};
+    kern_pos_log_scale(&E, y, x, 0.1f, 32, 0.0f, N, T);
+    for (int t = 0; t < T; t++) {
+        double f = 1 + 0.1 * log(1 + floor((29.0 + t) / 32));
+        for (int i = 0; i < N; i++) EXPECT_NEAR(y[t * N + i], x[t * N + i] * f, 1e-6);
+    }
+    EXPECT(y[0] == x[0] && y[2 * N] == x[2 * N]); /* positions 29, 31: factor exactly 1 */
+    EXPECT(y[3 * N] != x[3 * N]);                 /* position 32: 1 + 0.1 ln 2 */
+}

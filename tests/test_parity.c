@@ -393,8 +393,8 @@ static const char *arch_model(const char *family, const char *variant) {
  * sliding window, logit scale), gptneox (fused qkv bias, parallel residual),
  * phi2 (logits bias), nemotron (ReLU²), apertus (xIELU, q/k norm), gemma4
  * (shared KV, per-layer inputs, mul, mul_row, weightless norm), gemma3n
- * (AltUp's group ops, 3-D weight slices) — to stay inside the suite's time
- * budget. */
+ * (AltUp's group ops, 3-D weight slices), mistral3 (YaRN, attention
+ * temperature) — to stay inside the suite's time budget. */
 /* f32: the GELU families read ggml's F16 GELU table, where an input that
  * float rounding puts on the other side of an F16 step reads the next entry
  * (the table is what llama.cpp computes: an exact GELU moves gemma3n from
@@ -453,6 +453,7 @@ FAM_TEST(arcee, "arcee", 0)
 FAM_TEST(apertus, "apertus", 1)
 FAM_TEST(gemma4, "gemma4", 1)
 FAM_TEST(gemma3n, "gemma3n", 1)
+FAM_TEST(mistral3, "mistral3", 1)
 
 /* ---- every synthetic quantization (../shared/models/synthetic) --------------
  * The remaining 26 files (F32, F16, Q8_0, Q4_0 above), each against llama.cpp

@@ -263,3 +263,12 @@ void kern_gaussian_topk(cf_env *E, float *y, const float *x, float std_mul, int 
         }
     }
 }
+
+void kern_pos_log_scale(cf_env *E, float *y, const float *x, float scale, int floor_scale,
+                        float offset, int n, int n_tok) {
+    for (int t = 0; t < n_tok; t++) {
+        const float pos = (float)(E->pos + t);
+        const float s = (float)(log(floorf((pos + offset) / (float)floor_scale) + 1.0) * scale + 1.0);
+        for (int i = 0; i < n; i++) y[(size_t)t * n + i] = x[(size_t)t * n + i] * s;
+    }
+}

@@ -51,6 +51,13 @@ void kern_sub(cf_env *E, float *y, const float *a, const float *b, int n, int n_
 /* y (n_tok, n_a + n_b) = [a | b] per row; a (n_tok, n_a), b (n_tok, n_b). */
 void kern_concat(cf_env *E, float *y, const float *a, int n_a, const float *b, int n_b, int n_tok);
 
+/* y = x * s(p) per token row, p = E->pos + t: s(p) = 1 + scale · ln(1 +
+ * floor((p + offset) / floor_scale)), llama.cpp's attention temperature
+ * tuning (llm_graph_input_attn_temp: the floor in float, the log and the
+ * rest in double, the factor rounded to float).  y may alias x. */
+void kern_pos_log_scale(cf_env *E, float *y, const float *x, float scale, int floor_scale,
+                        float offset, int n, int n_tok);
+
 /* ---- groups of a row (Gemma 3n's AltUp streams) --------------------------------
  * A row of n_group * n values is n_group groups of n, group g at columns
  * [g * n, (g + 1) * n).  The magnitude |v| of n values is

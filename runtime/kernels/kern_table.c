@@ -72,6 +72,7 @@ static void matmul_drv(int isa, cf_env *E, float *y, const float *x, const void 
         .mul = kern_mul,                                                                    \
         .relu_sqr = kern_relu_sqr,                                                          \
         .xielu = kern_xielu,                                                                \
+        .pos_log_scale = kern_pos_log_scale,                                                \
         .tanh_ = kern_tanh,                                                                 \
         .sub = kern_sub,                                                                    \
         .concat = kern_concat,                                                              \
