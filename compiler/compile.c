@@ -13,7 +13,6 @@
  */
 #include "compile.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <errno.h>
@@ -50,42 +49,21 @@ int cc_spec_file(const char *name, char **data, size_t *len, char *err, size_t e
     return spec_file_read(name, data, len, err, err_len);
 }
 
-/* Append name to the ", "-separated list in buf when it is an archspec file
- * name ("qwen2moe.lua"; not common.lua). */
-static void add_arch(char *buf, size_t cap, const char *file) {
-    size_t n = strlen(file), l = strlen(buf);
-    if (n < 5 || strcmp(file + n - 4, ".lua") || !strcmp(file, "common.lua")) return;
-    snprintf(buf + l, cap - l, "%s%.*s", l ? ", " : "", (int)(n - 4), file);
-}
-
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 void cc_supported_archs(char *buf, size_t cap) {
     if (!cap) return;
     buf[0] = 0;
-    const char *names[256];
-    char owned[256][128];
-    int n = 0;
-    const char *dir = getenv("CINFER_SPEC_DIR");
-    if (dir && *dir) {
-        char path[2048];
-        snprintf(path, sizeof path, "%s/archspecs", dir);
-        DIR *d = opendir(path);
-        for (struct dirent *e; d && n < 256 && (e = readdir(d));) {
-            if (strlen(e->d_name) >= sizeof owned[n]) continue;
-            memcpy(owned[n], e->d_name, strlen(e->d_name) + 1);
-            names[n] = owned[n];
-            n++;
-        }
-        if (d) closedir(d);
-    } else {
-        for (const embedded_file *e = embedded_files; e->name && n < 256; e++)
-            if (!strncmp(e->name, "archspecs/", 10)) names[n++] = e->name + 10;
+    char **names = NULL, err[256];
+    size_t n = 0;
+    if (spec_file_list("archspecs", ".lua", &names, &n, err, sizeof err)) return;
+    for (size_t i = 0; i < n; i++) {
+        /* "archspecs/qwen2.lua"; not common.lua, nor a Hugging Face mapping
+         * table ("llama.hf.lua": architecture names have no dot) */
+        const char *f = names[i] + strlen("archspecs/");
+        size_t len = strlen(f) - 4, l = strlen(buf);
+        if (!strcmp(f, "common.lua") || memchr(f, '.', len)) continue;
+        snprintf(buf + l, cap - l, "%s%.*s", l ? ", " : "", (int)len, f);
     }
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
-    for (int i = 0; i < n; i++) add_arch(buf, cap, names[i]);
+    spec_file_names_free(names, n);
 }
 
 /* ---- compute precisions ------------------------------------------------------ */
