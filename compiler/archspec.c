@@ -11,11 +11,12 @@
  *   hparam_layer(suffix, il [, default])  element il of a per-layer array key (or its scalar)
  *   model{n_vocab=, n_embd=, n_layer=, n_ctx_train=}
  *   weight(name, {ne0, ne1, ...} [, {optional=true}])  → weight or nil
- *   embed(w)  embed_positions(w)  rms_norm(x, w, eps [, {group=}])
+ *   embed(w)  embed_positions(w)  rms_norm(x, w or nil, eps [, {group=}])
  *   layer_norm(x, w, b, eps)  matmul(w, x [, bias])
  *   rope(x, {n_head, head_dim, n_rot, mode, freq_base, freq_factors, freq_scale,
  *            ext_factor, attn_factor, beta_fast, beta_slow, n_ctx_orig})
  *   attention(q, k, v, {layer, n_head, n_head_kv, head_dim, scale, window, softcap})
+ *                                  k, v nil: read layer's KV cache as an earlier op filled it
  *   swiglu(g, u)  geglu(g, u)  gelu(x)  add(a, b)  scale(x, s)  split(x, off, n)
  *   logits(w, x [, {scale=, softcap=, bias=}])
  *   mul_row(x, w)  mul(a, b)  relu_sqr(x)  xielu(x, {alpha_n, alpha_p, beta, eps})
