@@ -3,15 +3,58 @@
 -- available there.  llama.lua spells everything out and needs none of them;
 -- read it first.
 
+-- The compile-time error for a variant an archspec does not implement:
+-- "not supported: KEY=VALUE", reported at the line that called this (or
+-- `level` frames further up).  KEY is the full GGUF key.
+function not_supported(key, value, level)
+  error(string.format("not supported: %s=%s", key, tostring(value)), (level or 1) + 1)
+end
+
+-- RoPE scaling (rope.scaling.*) as llama.cpp's llama_context applies it: the
+-- rope() fields of the model's scaling.  No key or type "none": plain RoPE;
+-- "linear": positions / factor; "yarn": YaRN (ext_factor 1, beta 32/1, the
+-- original context, attn_factor = mscale corrections, rope.scaling.attn_factor).
+-- yarn_log_mul: DeepSeek-2's mscale_all_dim (its yarn_log_multiplier / 0.1;
+-- other families leave the key unread, as llama.cpp does).  Other types
+-- (longrope, ...) are refused.
+function rope_scaling(yarn_log_mul)
+  local typ = hparam("rope.scaling.type", "linear")    -- llama.cpp's default
+  local factor = hparam("rope.scaling.factor", 0)
+  if factor == 0 then factor = hparam("rope.scale_linear", 0) end
+  local freq_scale = (factor == 0 or typ == "none") and 1 or 1 / factor
+  local attn = hparam("rope.scaling.attn_factor", 1.0)
+  if typ == "linear" or typ == "none" then
+    return {freq_scale = freq_scale, attn_factor = attn}
+  elseif typ ~= "yarn" then
+    not_supported(ARCH .. ".rope.scaling.type", typ, 2)
+  end
+  local f = 1 / freq_scale
+  local function mscale(s, m) return s <= 1 and 1 or 0.1 * m * math.log(s) + 1 end
+  local a
+  if (yarn_log_mul or 0) ~= 0 then
+    local m = (ARCH == "deepseek2" and yarn_log_mul ~= 1) and yarn_log_mul or 1
+    a = mscale(f, m) / mscale(f, yarn_log_mul)
+  else
+    a = mscale(f, 1)
+  end
+  a = a / (1 + 0.1 * math.log(f))   -- the rope kernel multiplies this back in
+  return {freq_scale = freq_scale, ext_factor = 1.0, attn_factor = a * attn,
+          beta_fast = 32.0, beta_slow = 1.0,
+          n_ctx_orig = hparam("rope.scaling.original_context_length", hparam("context_length", 2048))}
+end
+
 -- Hyperparameters most decoder-only transformers share, from "<arch>.*" keys
 -- with llama.cpp's defaults, and the model{} declaration.  d overrides:
---   eps_key (default "attention.layer_norm_rms_epsilon"), eps, freq_base, n_ctx.
+--   eps_key (default "attention.layer_norm_rms_epsilon"), eps, freq_base, n_ctx,
+--   n_layer (default block_count), rope_scaling (true: read rope.scaling.*
+--   into hp.rope, which rope_qk applies; the dense families predate it and
+--   leave it off).
 -- head_dim is attention.key_length when present (qwen3, gemma), else n_embd/n_head.
 function transformer_hparams(d)
   d = d or {}
   local hp = {}
   hp.n_embd    = hparam("embedding_length")
-  hp.n_layer   = hparam("block_count")
+  hp.n_layer   = d.n_layer or hparam("block_count")
   hp.n_ff      = hparam("feed_forward_length")
   hp.n_head    = hparam("attention.head_count")
   hp.n_head_kv = hparam("attention.head_count_kv", hp.n_head)
@@ -22,6 +65,7 @@ function transformer_hparams(d)
   hp.n_vocab   = gguf_len("tokenizer.ggml.tokens") or hparam("vocab_size")
   hp.q_dim     = hp.n_head * hp.head_dim
   hp.kv_dim    = hp.n_head_kv * hp.head_dim
+  hp.rope      = d.rope_scaling and rope_scaling() or {}
   model{ n_vocab = hp.n_vocab, n_embd = hp.n_embd, n_layer = hp.n_layer,
          n_ctx_train = hparam("context_length", d.n_ctx or 2048) }
   return hp
@@ -42,13 +86,26 @@ function qkv_proj(h, p, hp, bias)
   return proj("attn_q", hp.q_dim), proj("attn_k", hp.kv_dim), proj("attn_v", hp.kv_dim)
 end
 
+-- rope() of x (n_head heads of head_dim, the first n_rot rotated) with the
+-- model's base and scaling (hp.rope), or freq_base; freq_factors: a
+-- rope_freqs weight (rope_factors()) or nil.
+function rope_heads(x, n_head, head_dim, n_rot, hp, mode, freq_base, freq_factors)
+  local o = {n_head = n_head, head_dim = head_dim, n_rot = n_rot,
+             freq_base = freq_base or hp.freq_base, mode = mode, freq_factors = freq_factors}
+  for key, val in pairs(hp.rope or {}) do o[key] = val end
+  return rope(x, o)
+end
+
 -- RoPE on q and k ("norm" or "neox" layout), base freq_base or the model's.
-function rope_qk(q, k, hp, mode, freq_base)
-  local function r(x, n_head)
-    return rope(x, {n_head = n_head, head_dim = hp.head_dim, n_rot = hp.n_rot,
-                    freq_base = freq_base or hp.freq_base, mode = mode})
-  end
-  return r(q, hp.n_head), r(k, hp.n_head_kv)
+function rope_qk(q, k, hp, mode, freq_base, freq_factors)
+  return rope_heads(q, hp.n_head, hp.head_dim, hp.n_rot, hp, mode, freq_base, freq_factors),
+         rope_heads(k, hp.n_head_kv, hp.head_dim, hp.n_rot, hp, mode, freq_base, freq_factors)
+end
+
+-- Llama 3.1-style RoPE frequency divisors: rope_freqs.weight (n_rot/2
+-- values) when the file has it, else nil (llama.cpp get_rope_factors).
+function rope_factors(hp)
+  return weight("rope_freqs.weight", {hp.n_rot // 2}, {optional = true})
 end
 
 -- Causal attention of layer il with the model's head layout; opts may add
@@ -69,4 +126,61 @@ end
 -- RMSNorm of x with the n_embd-wide weight `name`.
 function norm(x, name, hp)
   return rms_norm(x, weight(name, {hp.n_embd}), hp.eps)
+end
+
+-- ---- helpers of the issue-19 families (glm4, phi2, command-r, gptneox, ...) ----
+
+-- x · wᵀ of the tensor `name` .. ".weight" (n_in -> n_out), plus its
+-- name .. ".bias" when the file has one (llama.cpp's optional biases).
+function linear(x, name, n_in, n_out)
+  local b = weight(name .. ".bias", {n_out}, {optional = true})
+  return matmul(weight(name .. ".weight", {n_in, n_out}), x, b)
+end
+
+-- q, k, v of block p as llama.cpp's create_tensor_qkv / build_qkv read
+-- them: one fused attn_qkv (rows q | k | v, with attn_qkv.bias when present)
+-- or separate attn_q/attn_k/attn_v, each with its bias when present.
+-- q_dim and kv_dim default to hp's.
+function qkv_any(h, p, hp, q_dim, kv_dim)
+  q_dim, kv_dim = q_dim or hp.q_dim, kv_dim or hp.kv_dim
+  local n_in = h.n
+  local fused = weight(p .. "attn_qkv.weight", {n_in, q_dim + 2 * kv_dim}, {optional = true})
+  if fused then
+    local b = weight(p .. "attn_qkv.bias", {q_dim + 2 * kv_dim}, {optional = true})
+    local qkv = matmul(fused, h, b)
+    return split(qkv, 0, q_dim), split(qkv, q_dim, kv_dim), split(qkv, q_dim + kv_dim, kv_dim)
+  end
+  return linear(h, p .. "attn_q", n_in, q_dim), linear(h, p .. "attn_k", n_in, kv_dim),
+         linear(h, p .. "attn_v", n_in, kv_dim)
+end
+
+-- LayerNorm of x with name .. ".weight" and, when present (or required by
+-- bias == true), name .. ".bias"; width x.n.
+function ln(x, name, hp, bias)
+  local w = weight(name .. ".weight", {x.n})
+  local b = weight(name .. ".bias", {x.n}, {optional = bias ~= true})
+  return layer_norm(x, w, b, hp.eps)
+end
+
+-- ffn_down(act(ffn_up h)) of block p, not gated, with the biases the file has.
+function plain_ffn(h, p, hp, act)
+  local u = linear(h, p .. "ffn_up", hp.n_embd, hp.n_ff)
+  return linear(act(u), p .. "ffn_down", hp.n_ff, hp.n_embd)
+end
+
+-- The layers that skip RoPE or use a sliding window follow one pattern
+-- (llama.cpp set_swa_pattern): with n_pattern p, layer il is "local" (SWA)
+-- when il % p < p - 1; an array sliding_window_pattern (one flag per
+-- layer) overrides it.
+function swa_layers(hp, n_pattern)
+  local flags = gguf_arr(ARCH .. ".attention.sliding_window_pattern")
+  local t = {}
+  for il = 0, hp.n_layer - 1 do
+    if flags then t[il] = flags[il + 1] == true or flags[il + 1] == 1
+    else
+      local np = hparam("attention.sliding_window_pattern", n_pattern)
+      t[il] = np == 0 or il % np < np - 1
+    end
+  end
+  return t
 end

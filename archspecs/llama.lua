@@ -28,6 +28,9 @@ local tok_embd = weight("token_embd.weight", {n_embd, n_vocab})
 local out_norm = weight("output_norm.weight", {n_embd})
 -- Tied embeddings: without output.weight the embedding matrix projects to logits.
 local output   = weight("output.weight", {n_embd, n_vocab}, {optional = true}) or tok_embd
+-- Llama 3.1+: RoPE frequency divisors, one per rotated pair (pair i turns by
+-- angle / rope_freqs[i]); absent in Llama 1/2 and Mistral files.
+local rope_freqs = weight("rope_freqs.weight", {n_rot // 2}, {optional = true})
 
 local x = embed(tok_embd)                                  -- (n_tokens, n_embd)
 for il = 0, n_layer - 1 do
@@ -37,8 +40,10 @@ for il = 0, n_layer - 1 do
   local q = matmul(weight(p .. "attn_q.weight", {n_embd, n_head * head_dim}), h)
   local k = matmul(weight(p .. "attn_k.weight", {n_embd, n_head_kv * head_dim}), h)
   local v = matmul(weight(p .. "attn_v.weight", {n_embd, n_head_kv * head_dim}), h)
-  q = rope(q, {n_head = n_head, head_dim = head_dim, n_rot = n_rot, freq_base = freq_base, mode = rope_mode})
-  k = rope(k, {n_head = n_head_kv, head_dim = head_dim, n_rot = n_rot, freq_base = freq_base, mode = rope_mode})
+  q = rope(q, {n_head = n_head, head_dim = head_dim, n_rot = n_rot, freq_base = freq_base, mode = rope_mode,
+               freq_factors = rope_freqs})
+  k = rope(k, {n_head = n_head_kv, head_dim = head_dim, n_rot = n_rot, freq_base = freq_base, mode = rope_mode,
+               freq_factors = rope_freqs})
   local a = attention(q, k, v, {layer = il, n_head = n_head, n_head_kv = n_head_kv,
                                 head_dim = head_dim})   -- scale defaults to 1/sqrt(head_dim)
   x = add(x, matmul(weight(p .. "attn_output.weight", {n_head * head_dim, n_embd}), a))

@@ -7,13 +7,23 @@
  *   gguf(key [, default])        raw metadata value (number, string, boolean)
  *   hparam(suffix [, default])   gguf("<arch>." .. suffix)
  *   gguf_len(key)                length of an array key (nil if absent)
+ *   gguf_arr(key)                an array of numbers/booleans as a sequence (nil if absent)
+ *   hparam_layer(suffix, il [, default])  element il of a per-layer array key (or its scalar)
  *   model{n_vocab=, n_embd=, n_layer=, n_ctx_train=}
  *   weight(name, {ne0, ne1, ...} [, {optional=true}])  → weight or nil
- *   embed(w)  embed_positions(w)  rms_norm(x, w, eps [, {group=}])
- *   layer_norm(x, w, b, eps)  matmul(w, x [, bias])  rope(x, {...})
+ *   embed(w)  embed_positions(w)  rms_norm(x, w or nil, eps [, {group=}])
+ *   layer_norm(x, w, b, eps)  matmul(w, x [, bias])
+ *   rope(x, {n_head, head_dim, n_rot, mode, freq_base, freq_factors, freq_scale,
+ *            ext_factor, attn_factor, beta_fast, beta_slow, n_ctx_orig})
  *   attention(q, k, v, {layer, n_head, n_head_kv, head_dim, scale, window, softcap})
+ *                                  k, v nil: read layer's KV cache as an earlier op filled it
  *   swiglu(g, u)  geglu(g, u)  gelu(x)  add(a, b)  scale(x, s)  split(x, off, n)
- *   logits(w, x [, {scale=, softcap=}])
+ *   logits(w, x [, {scale=, softcap=, bias=}])
+ *   mul_row(x, w)  mul(a, b)  relu_sqr(x)  xielu(x, {alpha_n, alpha_p, beta, eps})
+ *   tanh(x)  sub(a, b)  concat(a, b)  matmul(w3d, x, nil, {slice = s})
+ *   groups of a row: match_norm(x, ref)  mix_groups(x, c)  axpy_groups(p, v, c, {bias})
+ *   add_groups(x, v, {from})  gaussian_topk(x, std_mul)
+ *   pos_log_scale(x, {scale, floor_scale, offset})  (attention temperature tuning)
  * Activation values are tables {n = width} carrying a hidden id.  Every error
  * goes through luaL_error, so it names the archspec file and line; the state
  * is sandboxed (no io/os/require).
@@ -104,6 +114,57 @@ static int l_hparam(lua_State *L) {
     char key[256];
     snprintf(key, sizeof key, "%s.%s", c->p->arch, luaL_checkstring(L, 1));
     return l_gguf_key(L, key);
+}
+
+/* gguf_arr(key): an array of numbers or booleans as a Lua sequence (1-based),
+ * or nil when the key is absent or not an array; per-layer hyperparameters. */
+static int l_gguf_arr(lua_State *L) {
+    const char *key = luaL_checkstring(L, 1);
+    const gguf_value *v = gguf_get(ctx_of(L)->g, key);
+    if (!v || v->type != GGUF_VT_ARRAY) {
+        lua_pushnil(L);
+        return 1;
+    }
+    if (v->v.arr.type == GGUF_VT_STRING || v->v.arr.type == GGUF_VT_ARRAY || v->v.arr.n > 65536)
+        return luaL_error(L, "GGUF key '%s': gguf_arr reads arrays of up to 65536 numbers or "
+                          "booleans", key);
+    lua_createtable(L, (int)v->v.arr.n, 0);
+    for (uint64_t i = 0; i < v->v.arr.n; i++) {
+        gguf_value e;
+        if (gguf_arr_elem(v, i, &e)) return luaL_error(L, "GGUF key '%s': element %I unreadable", key,
+                                                       (lua_Integer)i);
+        push_gguf_value(L, key, &e);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 1;
+}
+
+/* hparam_layer(suffix, il [, default]): "<arch>.suffix" for layer il — element
+ * il of an array value (per-layer keys: head_count_kv of hybrids), or the
+ * value itself when it is a scalar (llama.cpp's get_key_or_arr). */
+static int l_hparam_layer(lua_State *L) {
+    spec_ctx *c = ctx_of(L);
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", c->p->arch, luaL_checkstring(L, 1));
+    lua_Integer il = luaL_checkinteger(L, 2);
+    const gguf_value *v = gguf_get(c->g, key);
+    if (!v) {
+        if (lua_gettop(L) >= 3) {
+            lua_pushvalue(L, 3);
+            return 1;
+        }
+        return luaL_error(L, "missing GGUF key '%s' (required, no default)", key);
+    }
+    if (v->type != GGUF_VT_ARRAY) {
+        push_gguf_value(L, key, v);
+        return 1;
+    }
+    gguf_value e;
+    if (il < 0 || gguf_arr_elem(v, (uint64_t)il, &e))
+        return luaL_error(L, "GGUF key '%s': no element %I (array of %I)", key, il,
+                          (lua_Integer)v->v.arr.n);
+    push_gguf_value(L, key, &e);
+    return 1;
 }
 
 static int l_gguf_len(lua_State *L) {
@@ -282,17 +343,18 @@ static int l_embed(lua_State *L) {
 }
 
 /* rms_norm(x, w, eps [, {group = g}]): normalise each token's row, or each of
- * its width/g groups of g values (per-head q/k norm) with a weight of g. */
+ * its width/g groups of g values (per-head q/k norm) with a weight of g; w
+ * nil: no weight multiply (ggml_rms_norm alone). */
 static int l_rms_norm(lua_State *L) {
     ir_op op = new_op(IR_RMS_NORM);
     op.in[0] = check_value(L, 1);
-    op.w = check_weight(L, 2, 1);
+    op.w = lua_isnil(L, 2) ? -1 : check_weight(L, 2, 1);
     op.f[0] = (float)luaL_checknumber(L, 3);
     int n = value_n(L, op.in[0]);
     int group = lua_istable(L, 4) ? field_int(L, 4, "group", 0, n) : n;
     if (group < 1 || n % group)
         return luaL_error(L, "rms_norm: group %d does not divide the width %d", group, n);
-    if (wt(L, op.w)->ne[0] != group)
+    if (op.w >= 0 && wt(L, op.w)->ne[0] != group)
         return luaL_error(L, "rms_norm: weight '%s' has %I elements, expected %d",
                           wt(L, op.w)->name, (lua_Integer)wt(L, op.w)->ne[0], group);
     op.i[0] = n / group;
@@ -321,13 +383,34 @@ static int l_layer_norm(lua_State *L) {
     return emit_op(L, &op, n);
 }
 
-/* matmul(w, x [, bias]): x · wᵀ (+ bias, an F32 vector of the output width). */
+/* matmul(w, x [, bias [, {slice = s}]]): x · wᵀ (+ bias, an F32 vector of the
+ * output width); slice: w is 3-D and x multiplies its matrix s (ne[2] index). */
 static int l_matmul(lua_State *L) {
     ir_op op = new_op(IR_MATMUL);
     op.w = check_weight(L, 1, 0);
     op.in[0] = check_value(L, 2);
     const gguf_tensor *t = wt(L, op.w);
     int n_in = value_n(L, op.in[0]);
+    if (lua_istable(L, 4)) {
+        lua_getfield(L, 4, "slice");
+        int has_slice = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (has_slice) {
+            int s = field_int(L, 4, "slice", 1, 0);
+            if (!lua_isnoneornil(L, 3)) return luaL_error(L, "matmul: a slice takes no bias");
+            if (t->ne[0] != n_in || t->n_dims != 3 || s >= t->ne[2] || t->ne[3] != 1)
+                return luaL_error(L, "matmul: slice %d of weight '%s' [%I, %I, %I]: needs a 3-D weight "
+                                  "of row length %d and more than %d matrices", s, t->name,
+                                  (lua_Integer)t->ne[0], (lua_Integer)t->ne[1],
+                                  (lua_Integer)t->ne[2], n_in, s);
+            op.code = IR_MATMUL_SLICE;
+            op.i[0] = t->ne[1];
+            op.i[1] = n_in;
+            op.i[2] = s;
+            op.i[3] = (int64_t)((uint64_t)s * (uint64_t)t->ne[1] * ggml_row_bytes(t->type, (uint64_t)t->ne[0]));
+            return emit_op(L, &op, (int)t->ne[1]);
+        }
+    }
     if (t->ne[0] != n_in || t->n_dims > 2)
         return luaL_error(L, "matmul: weight '%s' is [%I, %I], input width is %d", t->name,
                           (lua_Integer)t->ne[0], (lua_Integer)t->ne[1], n_in);
@@ -392,6 +475,26 @@ static int l_rope(lua_State *L) {
     op.i[3] = strcmp(mode, "neox") == 0 ? 2 : 0;
     lua_pop(L, 1);
     op.f[0] = (float)field_num(L, 2, "freq_base", 0, 10000.0);
+    op.f[1] = (float)field_num(L, 2, "freq_scale", 0, 1.0);
+    op.f[2] = (float)field_num(L, 2, "ext_factor", 0, 0.0);
+    op.f[3] = (float)field_num(L, 2, "attn_factor", 0, 1.0);
+    op.f[4] = (float)field_num(L, 2, "beta_fast", 0, 32.0);
+    op.f[5] = (float)field_num(L, 2, "beta_slow", 0, 1.0);
+    op.i[4] = field_int(L, 2, "n_ctx_orig", 0, 0);
+    if (op.f[1] <= 0) return luaL_error(L, "rope: freq_scale must be > 0");
+    if (op.f[2] != 0 && op.i[4] < 1) return luaL_error(L, "rope: YaRN (ext_factor != 0) needs n_ctx_orig");
+    lua_getfield(L, 2, "freq_factors");
+    int has_ff = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (has_ff) {
+        lua_getfield(L, 2, "freq_factors");
+        op.w = check_weight(L, lua_gettop(L), 1);
+        lua_pop(L, 1);
+        if (wt(L, op.w)->n_dims != 1 || wt(L, op.w)->ne[0] != op.i[2] / 2)
+            return luaL_error(L, "rope: freq_factors '%s' has %I values, expected n_rot/2 = %I",
+                              wt(L, op.w)->name, (lua_Integer)wt(L, op.w)->ne[0],
+                              (lua_Integer)(op.i[2] / 2));
+    }
     int n = value_n(L, op.in[0]);
     if (op.i[0] * op.i[1] != n)
         return luaL_error(L, "rope: n_head %I x head_dim %I != input width %d", (lua_Integer)op.i[0],
@@ -402,10 +505,17 @@ static int l_rope(lua_State *L) {
     return emit_op(L, &op, n);
 }
 
+/* attention(q, k, v, {...}).  k and v nil: no new keys/values; the queries
+ * read the KV cache of `layer`, which an earlier attention op (of that
+ * layer, with k and v) fills in the same forward call — layers that share
+ * another layer's KV (Gemma 3n/4). */
 static int l_attention(lua_State *L) {
     spec_ctx *c = ctx_of(L);
     ir_op op = new_op(IR_ATTENTION);
-    for (int k = 0; k < 3; k++) op.in[k] = check_value(L, k + 1);
+    op.in[0] = check_value(L, 1);
+    int shared = lua_isnil(L, 2) && lua_isnil(L, 3);
+    if (!shared)
+        for (int k = 1; k < 3; k++) op.in[k] = check_value(L, k + 1);
     luaL_checktype(L, 4, LUA_TTABLE);
     op.i[0] = field_int(L, 4, "layer", 1, 0);
     op.i[1] = field_int(L, 4, "n_head", 1, 0);
@@ -423,6 +533,17 @@ static int l_attention(lua_State *L) {
         return luaL_error(L, "attention: n_head %I is not a multiple of n_head_kv %I",
                           (lua_Integer)op.i[1], (lua_Integer)op.i[2]);
     int kv = (int)(op.i[2] * op.i[3]);
+    if (shared) {
+        if (value_n(L, op.in[0]) != op.i[1] * op.i[3])
+            return luaL_error(L, "attention: width q %d does not match n_head %I, head_dim %I",
+                              value_n(L, op.in[0]), (lua_Integer)op.i[1], (lua_Integer)op.i[3]);
+        if (c->p->kv_dim[op.i[0]] != kv)
+            return luaL_error(L, "attention: k and v nil read layer %I's KV cache, but %s (this "
+                              "op's n_head_kv x head_dim is %d)", (lua_Integer)op.i[0],
+                              c->p->kv_dim[op.i[0]] ? "its width differs" :
+                              "no earlier attention op of that layer stored keys", kv);
+        return emit_op(L, &op, (int)(op.i[1] * op.i[3]));
+    }
     if (value_n(L, op.in[0]) != op.i[1] * op.i[3] || value_n(L, op.in[1]) != kv ||
         value_n(L, op.in[2]) != kv)
         return luaL_error(L, "attention: widths q %d, k %d, v %d do not match n_head %I, "
@@ -450,6 +571,146 @@ static int l_swiglu(lua_State *L) { return binary(L, IR_SWIGLU); }
 static int l_geglu(lua_State *L) { return binary(L, IR_GEGLU); }
 static int l_add(lua_State *L) { return binary(L, IR_ADD); }
 
+/* ---- issue-19 ops ---------------------------------------------------------- */
+
+/* mul_row(x, w): x * w per row; w an F32 vector of x's width, or of one
+ * element (a scalar weight). */
+static int l_mul_row(lua_State *L) {
+    ir_op op = new_op(IR_MUL_ROW);
+    op.in[0] = check_value(L, 1);
+    op.w = check_weight(L, 2, 1);
+    int n = value_n(L, op.in[0]);
+    const gguf_tensor *t = wt(L, op.w);
+    if (t->n_elems != 1 && (t->n_dims != 1 || t->ne[0] != n))
+        return luaL_error(L, "mul_row: weight '%s' is [%I, %I], expected [%d] or [1]", t->name,
+                          (lua_Integer)t->ne[0], (lua_Integer)t->ne[1], n);
+    op.i[0] = t->n_elems == 1 ? 1 : n;
+    return emit_op(L, &op, n);
+}
+
+static int l_mul(lua_State *L) { return binary(L, IR_MUL); }
+
+static int l_relu_sqr(lua_State *L) {
+    ir_op op = new_op(IR_RELU_SQR);
+    op.in[0] = check_value(L, 1);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+/* xielu(x, {alpha_n=, alpha_p=, beta=, eps=}): the raw GGUF values (xielu.*
+ * arrays, one per layer); the kernel applies ggml_xielu's softplus. */
+static int l_xielu(lua_State *L) {
+    ir_op op = new_op(IR_XIELU);
+    op.in[0] = check_value(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    op.f[0] = (float)field_num(L, 2, "alpha_n", 1, 0);
+    op.f[1] = (float)field_num(L, 2, "alpha_p", 1, 0);
+    op.f[2] = (float)field_num(L, 2, "beta", 1, 0);
+    op.f[3] = (float)field_num(L, 2, "eps", 1, 0);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+static int l_tanh(lua_State *L) {
+    ir_op op = new_op(IR_TANH);
+    op.in[0] = check_value(L, 1);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+static int l_sub(lua_State *L) { return binary(L, IR_SUB); }
+
+/* concat(a, b): [a | b] per token, width a.n + b.n. */
+static int l_concat(lua_State *L) {
+    ir_op op = new_op(IR_CONCAT);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value(L, 2);
+    op.i[0] = value_n(L, op.in[0]);
+    op.i[1] = value_n(L, op.in[1]);
+    return emit_op(L, &op, (int)(op.i[0] + op.i[1]));
+}
+
+/* The number of groups of width n in a value of width `total` (an error
+ * unless it divides). */
+static int groups_of(lua_State *L, const char *what, int total, int n) {
+    if (n < 1 || total % n)
+        return luaL_error(L, "%s: width %d is not a whole number of groups of %d", what, total, n);
+    return total / n;
+}
+
+/* match_norm(x, ref): each ref-wide group of x rescaled to ref's magnitude. */
+static int l_match_norm(lua_State *L) {
+    ir_op op = new_op(IR_MATCH_NORM);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value(L, 2);
+    op.i[1] = value_n(L, op.in[1]);
+    op.i[0] = groups_of(L, "match_norm", value_n(L, op.in[0]), (int)op.i[1]);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+/* mix_groups(x, c): G groups of x mixed per token by the G x G coefficients c
+ * (width G²): group j of the result = Σ_k c[j*G + k] · group k. */
+static int l_mix_groups(lua_State *L) {
+    ir_op op = new_op(IR_MIX_GROUPS);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value(L, 2);
+    int nc = value_n(L, op.in[1]), g = 1;
+    while (g * g < nc) g++;
+    if (g * g != nc) return luaL_error(L, "mix_groups: coefficients of width %d are not G x G", nc);
+    op.i[0] = g;
+    op.i[1] = value_n(L, op.in[0]) / g;
+    groups_of(L, "mix_groups", value_n(L, op.in[0]), (int)op.i[1]);
+    if (op.i[1] * g != value_n(L, op.in[0]))
+        return luaL_error(L, "mix_groups: width %d is not %d groups", value_n(L, op.in[0]), g);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+/* axpy_groups(p, v, c [, {bias = b}]): group j of the result = v * (c[j] + b) +
+ * group j of p; c has one value per group. */
+static int l_axpy_groups(lua_State *L) {
+    ir_op op = new_op(IR_AXPY_GROUPS);
+    for (int k = 0; k < 3; k++) op.in[k] = check_value(L, k + 1);
+    op.f[0] = lua_istable(L, 4) ? (float)field_num(L, 4, "bias", 0, 0.0) : 0.0f;
+    op.i[0] = value_n(L, op.in[2]);
+    op.i[1] = value_n(L, op.in[1]);
+    if (op.i[0] * op.i[1] != value_n(L, op.in[0]))
+        return luaL_error(L, "axpy_groups: p of width %d is not %I groups of v's width %I",
+                          value_n(L, op.in[0]), (lua_Integer)op.i[0], (lua_Integer)op.i[1]);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+/* add_groups(x, v [, {from = g0}]): v added to every v-wide group g >= g0 of x. */
+static int l_add_groups(lua_State *L) {
+    ir_op op = new_op(IR_ADD_GROUPS);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value(L, 2);
+    op.i[2] = value_n(L, op.in[1]);
+    op.i[0] = groups_of(L, "add_groups", value_n(L, op.in[0]), (int)op.i[2]);
+    op.i[1] = lua_istable(L, 3) ? field_int(L, 3, "from", 0, 0) : 0;
+    if (op.i[1] > op.i[0]) return luaL_error(L, "add_groups: from %I > %I groups", (lua_Integer)op.i[1],
+                                             (lua_Integer)op.i[0]);
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+/* gaussian_topk(x, std_mul): keep what exceeds mean + std_mul · std of the row. */
+static int l_gaussian_topk(lua_State *L) {
+    ir_op op = new_op(IR_GAUSSIAN_TOPK);
+    op.in[0] = check_value(L, 1);
+    op.f[0] = (float)luaL_checknumber(L, 2);
+    if (value_n(L, op.in[0]) < 2) return luaL_error(L, "gaussian_topk: needs rows of 2 or more");
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
+/* pos_log_scale(x, {scale=, floor_scale=, offset=}): each token's row times
+ * 1 + scale · ln(1 + floor((pos + offset) / floor_scale)). */
+static int l_pos_log_scale(lua_State *L) {
+    ir_op op = new_op(IR_POS_LOG_SCALE);
+    op.in[0] = check_value(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    op.f[0] = (float)field_num(L, 2, "scale", 1, 0);
+    op.i[0] = field_int(L, 2, "floor_scale", 1, 0);
+    op.f[1] = (float)field_num(L, 2, "offset", 0, 0.0);
+    if (op.i[0] < 1) return luaL_error(L, "pos_log_scale: floor_scale must be >= 1");
+    return emit_op(L, &op, value_n(L, op.in[0]));
+}
+
 static int l_logits(lua_State *L) {
     spec_ctx *c = ctx_of(L);
     ir_op op = new_op(IR_LOGITS);
@@ -463,11 +724,18 @@ static int l_logits(lua_State *L) {
                           c->p->n_vocab);
     op.i[0] = t->ne[1];
     op.i[1] = t->ne[0];
+    op.i[2] = -1;
     op.f[0] = 1.0f;
     if (lua_istable(L, 3)) {
         op.f[0] = (float)field_num(L, 3, "scale", 0, 1.0);
         op.f[1] = (float)field_num(L, 3, "softcap", 0, 0.0);
         if (op.f[1] < 0) return luaL_error(L, "logits: softcap must be >= 0");
+        lua_getfield(L, 3, "bias");
+        if (!lua_isnil(L, -1)) {
+            op.i[2] = check_weight(L, lua_gettop(L), 1);
+            check_vector(L, (int)op.i[2], c->p->n_vocab, "logits bias");
+        }
+        lua_pop(L, 1);
     }
     /* The output value is the scratch row for the last token's hidden state. */
     emit_op(L, &op, (int)t->ne[0]);
@@ -538,11 +806,16 @@ int archspec_build(const gguf_file *g, const char *common, size_t common_len, co
     spec_ctx c = {g, p};
     static const luaL_Reg fns[] = {
         {"gguf", l_gguf}, {"hparam", l_hparam}, {"gguf_len", l_gguf_len}, {"model", l_model},
+        {"gguf_arr", l_gguf_arr}, {"hparam_layer", l_hparam_layer},
         {"weight", l_weight}, {"embed", l_embed}, {"rms_norm", l_rms_norm}, {"matmul", l_matmul},
         {"rope", l_rope}, {"attention", l_attention}, {"swiglu", l_swiglu}, {"add", l_add},
         {"logits", l_logits}, {"layer_norm", l_layer_norm}, {"scale", l_scale},
         {"gelu", l_gelu}, {"geglu", l_geglu}, {"split", l_split},
-        {"embed_positions", l_embed_positions}, {NULL, NULL}};
+        {"embed_positions", l_embed_positions}, {"mul_row", l_mul_row}, {"mul", l_mul},
+        {"relu_sqr", l_relu_sqr}, {"xielu", l_xielu}, {"tanh", l_tanh}, {"sub", l_sub},
+        {"concat", l_concat}, {"match_norm", l_match_norm}, {"mix_groups", l_mix_groups},
+        {"axpy_groups", l_axpy_groups}, {"add_groups", l_add_groups},
+        {"gaussian_topk", l_gaussian_topk}, {"pos_log_scale", l_pos_log_scale}, {NULL, NULL}};
     lua_pushglobaltable(L);
     lua_pushlightuserdata(L, &c);
     luaL_setfuncs(L, fns, 1);

@@ -49,6 +49,23 @@ int cc_spec_file(const char *name, char **data, size_t *len, char *err, size_t e
     return spec_file_read(name, data, len, err, err_len);
 }
 
+void cc_supported_archs(char *buf, size_t cap) {
+    if (!cap) return;
+    buf[0] = 0;
+    char **names = NULL, err[256];
+    size_t n = 0;
+    if (spec_file_list("archspecs", ".lua", &names, &n, err, sizeof err)) return;
+    for (size_t i = 0; i < n; i++) {
+        /* "archspecs/qwen2.lua"; not common.lua, nor a Hugging Face mapping
+         * table ("llama.hf.lua": architecture names have no dot) */
+        const char *f = names[i] + strlen("archspecs/");
+        size_t len = strlen(f) - 4, l = strlen(buf);
+        if (!strcmp(f, "common.lua") || memchr(f, '.', len)) continue;
+        snprintf(buf + l, cap - l, "%s%.*s", l ? ", " : "", (int)len, f);
+    }
+    spec_file_names_free(names, n);
+}
+
 /* ---- compute precisions ------------------------------------------------------ */
 
 /* Choose the compiled type of every weight that only matmuls read (IR_MATMUL
@@ -66,7 +83,8 @@ static int apply_precision(ir_program *p, int precision, char *err, size_t err_l
         const ir_op *op = &p->ops[o];
         int is_mm = op->code == IR_MATMUL || op->code == IR_LOGITS;
         if (op->w >= 0) mm[op->w] |= is_mm ? 1 : 2;
-        if (op->code == IR_LAYER_NORM && op->i[0] >= 0) mm[op->i[0]] |= 2;
+        for (int k = 0; k < IR_MAX_I; k++)
+            if ((ir_info(op->code)->wi >> k & 1) && op->i[k] >= 0) mm[op->i[k]] |= 2;
     }
     int rc = 0;
     for (int w = 0; w < p->n_weights && !rc; w++) {
@@ -127,10 +145,11 @@ int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src
             goto done;
         }
         snprintf(spec_name, sizeof spec_name, "archspecs/%.*s.lua", (int)arch.len, arch.ptr);
-        char e2[256];
+        char e2[256], list[1024];
         if (cc_spec_file(spec_name, &spec, &spec_len, e2, sizeof e2)) {
-            snprintf(err, err_len, "architecture '%.*s' is not supported yet (no %s)",
-                     (int)arch.len, arch.ptr, spec_name);
+            cc_supported_archs(list, sizeof list);
+            snprintf(err, err_len, "architecture '%.*s' is not supported; supported: %s",
+                     (int)arch.len, arch.ptr, list);
             goto done;
         }
     }

@@ -71,6 +71,10 @@ int cc_build_bundle_program(const gguf_file *g, const cc_options *o, const char 
 /* Read a project file (archspecs/…, templates/…): from $CINFER_SPEC_DIR when
  * set, else the copy embedded in the binary.  *data is malloc'd, NUL-terminated. */
 int cc_spec_file(const char *name, char **data, size_t *len, char *err, size_t err_len);
+/* The architectures this build has archspecs for, sorted, ", "-separated
+ * ("gemma, gemma2, ..."; from $CINFER_SPEC_DIR/archspecs when that is set),
+ * truncated to cap bytes. */
+void cc_supported_archs(char *buf, size_t cap);
 
 /* 1 when the C compiler AOT builds run ($CC, else "cc") cannot be found
  * (not an executable path, nor a program in $PATH), its name in name[cap];

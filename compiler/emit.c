@@ -173,12 +173,25 @@ static int expand_op(sbuf *b, const ir_program *p, const ir_op *op, const long *
         size_t kl = (size_t)(q - d - 1);
         const char *k = d + 1;
 #define IS(lit) (kl == sizeof(lit) - 1 && memcmp(k, lit, kl) == 0)
+        /* "opt_" + a placeholder: a null pointer when that input or weight is absent */
+        if (kl > 4 && !memcmp(k, "opt_", 4)) {
+            k += 4;
+            kl -= 4;
+            if ((kl == 3 && !memcmp(k, "in", 2) && k[2] >= '0' && k[2] < '0' + IR_MAX_IN &&
+                 op->in[k[2] - '0'] < 0) ||
+                (kl == 1 && k[0] == 'w' && op->w < 0)) {
+                sb_puts(b, "(float *)0");
+                s = q;
+                continue;
+            }
+        }
         if (IS("out") && op->out >= 0) put_buf(b, val_off, op->out);
         else if (kl == 3 && !memcmp(k, "in", 2) && k[2] >= '0' && k[2] < '0' + IR_MAX_IN && op->in[k[2] - '0'] >= 0)
             put_buf(b, val_off, op->in[k[2] - '0']);
         else if (IS("w") && op->w >= 0) sb_printf(b, "W[%d]", op->w);
-        else if (IS("wi0")) {
-            if (op->i[0] >= 0) sb_printf(b, "W[%lld]", (long long)op->i[0]);
+        else if (kl == 3 && !memcmp(k, "wi", 2) && k[2] >= '0' && k[2] < '0' + IR_MAX_I &&
+                 (ir_info(op->code)->wi >> (k[2] - '0') & 1)) {
+            if (op->i[k[2] - '0'] >= 0) sb_printf(b, "W[%lld]", (long long)op->i[k[2] - '0']);
             else sb_puts(b, "(const void *)0");
         }
         else if (IS("wname") && op->w >= 0) sb_puts(b, p->weights[op->w].name);

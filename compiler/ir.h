@@ -16,31 +16,52 @@
 
 #include "formats/gguf.h"
 
-/* Op vocabulary.  Keep ir_op_info in ir.c in the same order. */
+/* Op vocabulary.  Keep ir_op_info in ir.c in the same order.  "wiN": param
+ * i[N] holds a further weight id (-1: none). */
 typedef enum {
     IR_EMBED,     /* out(n) = get_rows(w0, tokens) */
     IR_POS_EMBED, /* out(n) = get_rows(w0, positions) — learned absolute positions */
     IR_RMS_NORM,  /* out(n) = rms_norm(in0, w0, f[0]=eps) over i[0] groups of i[1] per token */
-    IR_LAYER_NORM,/* out(n) = layer_norm(in0, w0, bias i[0] (weight id or -1), f[0]=eps) */
+    IR_LAYER_NORM,/* out(n) = layer_norm(in0, w0, bias wi0, f[0]=eps) */
     IR_MATMUL,    /* out(i[0]=n_out) = in0(i[1]=n_in) · w0ᵀ */
     IR_ADD_ROW,   /* out(n) = in0 + w0 (bias, broadcast over tokens); in place */
     IR_SCALE,     /* out(n) = in0 * f[0]; in place */
-    IR_ROPE,      /* out = rope(in0; i[0]=n_head, i[1]=head_dim, i[2]=n_rot, i[3]=mode, f[0]=freq_base); in place */
-    IR_ATTENTION, /* out(n_head*head_dim) = attn(in0=q, in1=k, in2=v; i[0]=layer, i[1]=n_head,
-                   * i[2]=n_head_kv, i[3]=head_dim, i[4]=window (0: none), f[0]=scale, f[1]=softcap) */
+    IR_ROPE,      /* out = rope(in0; i[0]=n_head, i[1]=head_dim, i[2]=n_rot, i[3]=mode, f[0]=freq_base;
+                   * YaRN f[1]=freq_scale, f[2]=ext_factor, f[3]=attn_factor, f[4]=beta_fast,
+                   * f[5]=beta_slow, i[4]=n_ctx_orig; w0 = freq factors (n_rot/2) or -1); in place */
+    IR_ATTENTION, /* out(n_head*head_dim) = attn(in0=q, in1=k, in2=v (both -1: read layer i[0]'s
+                   * cache as filled); i[0]=layer, i[1]=n_head, i[2]=n_head_kv, i[3]=head_dim,
+                   * i[4]=window (0: none), f[0]=scale, f[1]=softcap) */
     IR_SWIGLU,    /* out(n) = silu(in0) * in1 */
     IR_GEGLU,     /* out(n) = gelu(in0) * in1 */
     IR_GELU,      /* out(n) = gelu(in0); in place */
     IR_ADD,       /* out(n) = in0 + in1; in place */
     IR_SPLIT,     /* out(n) = columns [i[0], i[0]+n) of in0 (width i[1]) */
-    IR_LOGITS,    /* E->logits = last or all rows of in0(i[1]=n_in) · w0ᵀ (i[0]=n_vocab), then
-                   * * f[0] (scale) and capped c·tanh(l/c) with c = f[1] when > 0 */
+    IR_LOGITS,    /* E->logits = last or all rows of in0(i[1]=n_in) · w0ᵀ (i[0]=n_vocab) + bias wi2,
+                   * then * f[0] (scale) and capped c·tanh(l/c) with c = f[1] when > 0 */
+    /* issue-19 families */
+    IR_MUL_ROW,   /* out(n) = in0 * w0 per row (w0 of n, or of 1: a scalar); in place */
+    IR_MUL,       /* out(n) = in0 * in1; in place */
+    IR_RELU_SQR,  /* out(n) = max(in0, 0)²; in place */
+    IR_XIELU,     /* out(n) = xielu(in0; f[0]=alpha_n, f[1]=alpha_p, f[2]=beta, f[3]=eps, raw GGUF
+                   * values); in place */
+    IR_MATMUL_SLICE,/* out(i[0]=n_out) = in0(i[1]=n_in) · (matrix i[2] of the 3-D w0)ᵀ; i[3] = its
+                   * byte offset in w0 (w0 keeps its file type) */
+    IR_TANH,      /* out(n) = tanh(in0); in place */
+    IR_SUB,       /* out(n) = in0 - in1; in place */
+    IR_CONCAT,    /* out(n) = [in0 | in1] per row */
+    IR_MATCH_NORM,/* out(n) = each of the i[0] groups of in0 rescaled to |in1| (width n / i[0]); in place */
+    IR_MIX_GROUPS,/* out(n) = group j: Σ_k in1[j*i[0]+k] · group k of in0 (i[0] groups) */
+    IR_AXPY_GROUPS,/* out(n) = group j: in1 * (in2[j] + f[0]) + group j of in0 (i[0] groups); in place */
+    IR_ADD_GROUPS,/* out(n) = group g of in0 + in1 for g >= i[1] (i[0] groups); in place */
+    IR_GAUSSIAN_TOPK,/* out(n) = max(in0 - (mean + f[0] std), 0) per row; in place */
+    IR_POS_LOG_SCALE,/* out(n) = in0 * (1 + f[0] ln(1 + floor((pos + f[1]) / i[0]))) per token; in place */
     IR_OP_COUNT
 } ir_opcode;
 
 #define IR_MAX_IN 3
-#define IR_MAX_I 6
-#define IR_MAX_F 2
+#define IR_MAX_I 8
+#define IR_MAX_F 6
 
 typedef struct {
     ir_opcode code;
@@ -90,6 +111,8 @@ typedef struct {
     int n_in;           /* activation inputs */
     int has_w;          /* takes a weight */
     int inplace;        /* 1: output may share in0's buffer; 2: must (the kernel works in place) */
+    unsigned wi;        /* bit N: i[N] is a further weight id (-1: none), read as is (never
+                         * repacked: biases) */
 } ir_op_info;
 
 const ir_op_info *ir_info(ir_opcode c);

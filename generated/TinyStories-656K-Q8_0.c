@@ -18,7 +18,7 @@
 #ifndef CINFER_PRELUDE_H
 #define CINFER_PRELUDE_H
 
-#define CF_ABI_VERSION 2
+#define CF_ABI_VERSION 3
 
 /* ggml type ids as used in calls (same values as enum ggml_type in gguf.h). */
 #define CF_F32 0
@@ -56,20 +56,31 @@ typedef struct cf_kernels {
     /* y (n_tokens, n) = rows ids[t] of w (rows of n elements of `type`), as f32. */
     void (*get_rows)(cf_env *E, float *y, const void *w, int type, int n, const int *ids,
                      int n_tokens);
-    /* y (n_tokens, n) = x / sqrt(mean(x²) + eps) * w; w (n) f32. */
+    /* y (n_tokens, n) = x / sqrt(mean(x²) + eps) * w; w (n) f32, or NULL: no weight. */
     void (*rms_norm)(cf_env *E, float *y, const float *x, const float *w, int n, float eps,
                      int n_tokens);
     /* In place on x (n_tokens, n_head * head_dim): rotate the first n_rot dims
-     * of each head by angle pos * freq_base^(-2i/n_rot), layout `mode`. */
+     * of each head by angle pos * freq_base^(-2i/n_rot), layout `mode`.  YaRN
+     * (ggml_rope_ext): angle θ becomes freq_scale·θ blended back toward θ by
+     * ext_factor over the dims of the ramp that beta_fast, beta_slow and
+     * n_ctx_orig define, and cos/sin are multiplied by attn_factor (times
+     * 1 + 0.1·ln(1/freq_scale) when ext_factor != 0).  Plain RoPE is
+     * freq_scale 1, ext_factor 0, attn_factor 1.  freq_factors (n_rot / 2)
+     * or NULL: pair i's θ is first divided by freq_factors[i] (ggml_rope_ext's
+     * c tensor: Llama 3.1 rope_freqs, Gemma 4's proportional RoPE). */
     void (*rope)(cf_env *E, float *x, int n_head, int head_dim, int n_rot, float freq_base,
-                 int mode, int n_tokens);
+                 int mode, float freq_scale, float ext_factor, float attn_factor,
+                 float beta_fast, float beta_slow, int n_ctx_orig, const float *freq_factors,
+                 int n_tokens);
     /* Causal multi-head attention with GQA over the KV cache of `layer`:
      * store k, v (n_tokens, n_head_kv * head_dim) at positions pos..pos+n_tokens-1,
      * then out (n_tokens, n_head * head_dim) = softmax(q kᵀ * scale) v over
      * positions 0..pos+t.  Query head h reads kv head h / (n_head / n_head_kv).
      * window > 0: a query at position p sees only keys p-window+1..p (sliding
      * window).  softcap > 0: scores become softcap·tanh(score/softcap) before
-     * the softmax (Gemma 2). */
+     * the softmax (Gemma 2).  k == v == NULL: nothing is stored and the
+     * queries read the cache of `layer` as an earlier layer of the same call
+     * filled it (Gemma 3n/4 layers that share another layer's KV). */
     void (*attention)(cf_env *E, float *out, const float *q, const float *k, const float *v,
                       int layer, int n_head, int n_head_kv, int head_dim, float scale,
                       int window, float softcap, int n_tokens);
@@ -94,9 +105,52 @@ typedef struct cf_kernels {
     /* y (n_tokens, n_y) = columns [col0, col0 + n_y) of x (n_tokens, n_x). */
     void (*copy_cols)(cf_env *E, float *y, const float *x, int n_x, int col0, int n_y,
                       int n_tokens);
-    /* In place on logits (n_rows, n_vocab): *= scale, then c·tanh(l/c) if softcap c > 0. */
-    void (*logits_post)(cf_env *E, float *logits, int n_vocab, int n_rows, float scale,
-                        float softcap);
+    /* In place on logits (n_rows, n_vocab): += bias (n_vocab) when not NULL (phi2's
+     * output.bias), then *= scale, then c·tanh(l/c) if softcap c > 0. */
+    void (*logits_post)(cf_env *E, float *logits, const float *bias, int n_vocab, int n_rows,
+                        float scale, float softcap);
+
+    /* ---- products and activations (issue-19 families) ------------------------
+     * mul_row: y = x * w per row, w (n) f32, or n_w == 1: times w[0] (scalar
+     * weights).  mul: y = a * b elementwise.  relu_sqr: y = max(x, 0)².
+     * xielu: Apertus's xIELU from the GGUF's raw alpha_n, alpha_p, beta, eps
+     * (runtime/kernels/kern_elem.h has the formula).  All (n_tokens, n); y
+     * may alias the first input. */
+    void (*mul_row)(cf_env *E, float *y, const float *x, const float *w, int n_w, int n,
+                    int n_tokens);
+    void (*mul)(cf_env *E, float *y, const float *a, const float *b, int n, int n_tokens);
+    void (*relu_sqr)(cf_env *E, float *y, const float *x, int n, int n_tokens);
+    void (*xielu)(cf_env *E, float *y, const float *x, float alpha_n, float alpha_p, float beta,
+                  float eps, int n, int n_tokens);
+    /* y = x * (1 + scale · ln(1 + floor((pos + offset) / floor_scale))) per
+     * token row at position pos (llama.cpp's attention temperature tuning:
+     * Llama 4, Ministral 3).  y may alias x. */
+    void (*pos_log_scale)(cf_env *E, float *y, const float *x, float scale, int floor_scale,
+                          float offset, int n, int n_tokens);
+    /* y = tanh(x); y = a - b; y (n_tokens, n_a + n_b) = [a | b] per row. */
+    void (*tanh_)(cf_env *E, float *y, const float *x, int n, int n_tokens);
+    void (*sub)(cf_env *E, float *y, const float *a, const float *b, int n, int n_tokens);
+    void (*concat)(cf_env *E, float *y, const float *a, int n_a, const float *b, int n_b,
+                   int n_tokens);
+
+    /* ---- groups of a row (Gemma 3n's AltUp streams) -------------------------
+     * A row of n_group * n floats holds n_group groups of n; |v| is the
+     * magnitude sqrt(Σ v²).  match_norm: y_g = x_g · |ref| / |x_g|, ref
+     * (n_tokens, n).  mix_groups: y_j = Σ_k c[j n_group + k] x_k, c (n_tokens,
+     * n_group²), y does not alias x.  axpy_groups: y_j = v (c_j + bias) + p_j,
+     * v (n_tokens, n), c (n_tokens, n_group).  add_groups: y_g = x_g + v for
+     * g >= g0.  gaussian_topk: per row of n, max(x - (mean + std_mul · std), 0)
+     * (Gemma 3n's activation sparsity).  runtime/kernels/kern_elem.h has the
+     * roundings. */
+    void (*match_norm)(cf_env *E, float *y, const float *x, const float *ref, int n, int n_group,
+                       int n_tokens);
+    void (*mix_groups)(cf_env *E, float *y, const float *x, const float *c, int n, int n_group,
+                       int n_tokens);
+    void (*axpy_groups)(cf_env *E, float *y, const float *p, const float *v, const float *c,
+                        float bias, int n, int n_group, int n_tokens);
+    void (*add_groups)(cf_env *E, float *y, const float *x, const float *v, int n, int n_group,
+                       int g0, int n_tokens);
+    void (*gaussian_topk)(cf_env *E, float *y, const float *x, float std_mul, int n, int n_tokens);
 } cf_kernels;
 
 /* Everything one forward call sees.  Filled by the runtime. */
@@ -256,71 +310,71 @@ void cf_forward(cf_env *E) {
     const void *const *const W = E->W;
     float *const A = E->arena;
     const int T = E->n_tokens;
-#line 32 "archspecs/llama.lua"
+#line 35 "archspecs/llama.lua"
     K->get_rows(E, A + 0, W[0], 8, 128, E->tokens, T); /* token_embd.weight */
-#line 36 "archspecs/llama.lua"
+#line 39 "archspecs/llama.lua"
     K->rms_norm(E, A + 65536, A + 0, (const float *)W[2], 128, 9.99999997e-07f, T * 1); /* blk.0.attn_norm.weight */
-#line 37 "archspecs/llama.lua"
+#line 40 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 65536, W[3], 101, 128, 128, T); /* blk.0.attn_q.weight */
-#line 38 "archspecs/llama.lua"
+#line 41 "archspecs/llama.lua"
     K->matmul(E, A + 196608, A + 65536, W[4], 101, 64, 128, T); /* blk.0.attn_k.weight */
-#line 39 "archspecs/llama.lua"
+#line 42 "archspecs/llama.lua"
     K->matmul(E, A + 229376, A + 65536, W[5], 101, 64, 128, T); /* blk.0.attn_v.weight */
-#line 40 "archspecs/llama.lua"
-    K->rope(E, A + 131072, 8, 16, 16, 10000.0f, 0, T);
-#line 41 "archspecs/llama.lua"
-    K->rope(E, A + 196608, 4, 16, 16, 10000.0f, 0, T);
-#line 42 "archspecs/llama.lua"
+#line 43 "archspecs/llama.lua"
+    K->rope(E, A + 131072, 8, 16, 16, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
+#line 45 "archspecs/llama.lua"
+    K->rope(E, A + 196608, 4, 16, 16, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
+#line 47 "archspecs/llama.lua"
     K->attention(E, A + 65536, A + 131072, A + 196608, A + 229376, 0, 8, 4, 16, 0.25f, 0, 0.0f, T);
-#line 44 "archspecs/llama.lua"
+#line 49 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 65536, W[6], 101, 128, 128, T); /* blk.0.attn_output.weight */
-#line 44 "archspecs/llama.lua"
+#line 49 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 131072, 128, T);
-#line 46 "archspecs/llama.lua"
+#line 51 "archspecs/llama.lua"
     K->rms_norm(E, A + 65536, A + 0, (const float *)W[7], 128, 9.99999997e-07f, T * 1); /* blk.0.ffn_norm.weight */
-#line 47 "archspecs/llama.lua"
-    K->matmul(E, A + 262144, A + 65536, W[8], 101, 384, 128, T); /* blk.0.ffn_gate.weight */
-#line 48 "archspecs/llama.lua"
-    K->matmul(E, A + 458752, A + 65536, W[9], 101, 384, 128, T); /* blk.0.ffn_up.weight */
-#line 49 "archspecs/llama.lua"
-    K->swiglu(E, A + 655360, A + 262144, A + 458752, 384, T);
-#line 49 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 655360, W[10], 101, 128, 384, T); /* blk.0.ffn_down.weight */
-#line 49 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 65536, 128, T);
-#line 36 "archspecs/llama.lua"
-    K->rms_norm(E, A + 65536, A + 0, (const float *)W[11], 128, 9.99999997e-07f, T * 1); /* blk.1.attn_norm.weight */
-#line 37 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 65536, W[12], 101, 128, 128, T); /* blk.1.attn_q.weight */
-#line 38 "archspecs/llama.lua"
-    K->matmul(E, A + 196608, A + 65536, W[13], 101, 64, 128, T); /* blk.1.attn_k.weight */
-#line 39 "archspecs/llama.lua"
-    K->matmul(E, A + 229376, A + 65536, W[14], 101, 64, 128, T); /* blk.1.attn_v.weight */
-#line 40 "archspecs/llama.lua"
-    K->rope(E, A + 131072, 8, 16, 16, 10000.0f, 0, T);
-#line 41 "archspecs/llama.lua"
-    K->rope(E, A + 196608, 4, 16, 16, 10000.0f, 0, T);
-#line 42 "archspecs/llama.lua"
-    K->attention(E, A + 65536, A + 131072, A + 196608, A + 229376, 1, 8, 4, 16, 0.25f, 0, 0.0f, T);
-#line 44 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 65536, W[15], 101, 128, 128, T); /* blk.1.attn_output.weight */
-#line 44 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 131072, 128, T);
-#line 46 "archspecs/llama.lua"
-    K->rms_norm(E, A + 65536, A + 0, (const float *)W[16], 128, 9.99999997e-07f, T * 1); /* blk.1.ffn_norm.weight */
-#line 47 "archspecs/llama.lua"
-    K->matmul(E, A + 262144, A + 65536, W[17], 101, 384, 128, T); /* blk.1.ffn_gate.weight */
-#line 48 "archspecs/llama.lua"
-    K->matmul(E, A + 458752, A + 65536, W[18], 101, 384, 128, T); /* blk.1.ffn_up.weight */
-#line 49 "archspecs/llama.lua"
-    K->swiglu(E, A + 655360, A + 262144, A + 458752, 384, T);
-#line 49 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 655360, W[19], 101, 128, 384, T); /* blk.1.ffn_down.weight */
-#line 49 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 65536, 128, T);
 #line 52 "archspecs/llama.lua"
-    K->rms_norm(E, A + 65536, A + 0, (const float *)W[1], 128, 9.99999997e-07f, T * 1); /* output_norm.weight */
+    K->matmul(E, A + 262144, A + 65536, W[8], 101, 384, 128, T); /* blk.0.ffn_gate.weight */
 #line 53 "archspecs/llama.lua"
-    if (E->hidden) K->copy_cols(E, E->hidden, A + 65536, 128, 0, 128, T); if (E->logits_all) { K->matmul(E, E->logits, A + 65536, W[0], 8, 2048, 128, T); } else { K->last_row(E, A + 0, A + 65536, 128, T); K->matmul(E, E->logits, A + 0, W[0], 8, 2048, 128, 1); } K->logits_post(E, E->logits, 2048, E->logits_all ? T : 1, 1.0f, 0.0f); /* token_embd.weight */
+    K->matmul(E, A + 458752, A + 65536, W[9], 101, 384, 128, T); /* blk.0.ffn_up.weight */
+#line 54 "archspecs/llama.lua"
+    K->swiglu(E, A + 655360, A + 262144, A + 458752, 384, T);
+#line 54 "archspecs/llama.lua"
+    K->matmul(E, A + 65536, A + 655360, W[10], 101, 128, 384, T); /* blk.0.ffn_down.weight */
+#line 54 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 65536, 128, T);
+#line 39 "archspecs/llama.lua"
+    K->rms_norm(E, A + 65536, A + 0, (const float *)W[11], 128, 9.99999997e-07f, T * 1); /* blk.1.attn_norm.weight */
+#line 40 "archspecs/llama.lua"
+    K->matmul(E, A + 131072, A + 65536, W[12], 101, 128, 128, T); /* blk.1.attn_q.weight */
+#line 41 "archspecs/llama.lua"
+    K->matmul(E, A + 196608, A + 65536, W[13], 101, 64, 128, T); /* blk.1.attn_k.weight */
+#line 42 "archspecs/llama.lua"
+    K->matmul(E, A + 229376, A + 65536, W[14], 101, 64, 128, T); /* blk.1.attn_v.weight */
+#line 43 "archspecs/llama.lua"
+    K->rope(E, A + 131072, 8, 16, 16, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
+#line 45 "archspecs/llama.lua"
+    K->rope(E, A + 196608, 4, 16, 16, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
+#line 47 "archspecs/llama.lua"
+    K->attention(E, A + 65536, A + 131072, A + 196608, A + 229376, 1, 8, 4, 16, 0.25f, 0, 0.0f, T);
+#line 49 "archspecs/llama.lua"
+    K->matmul(E, A + 131072, A + 65536, W[15], 101, 128, 128, T); /* blk.1.attn_output.weight */
+#line 49 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 131072, 128, T);
+#line 51 "archspecs/llama.lua"
+    K->rms_norm(E, A + 65536, A + 0, (const float *)W[16], 128, 9.99999997e-07f, T * 1); /* blk.1.ffn_norm.weight */
+#line 52 "archspecs/llama.lua"
+    K->matmul(E, A + 262144, A + 65536, W[17], 101, 384, 128, T); /* blk.1.ffn_gate.weight */
+#line 53 "archspecs/llama.lua"
+    K->matmul(E, A + 458752, A + 65536, W[18], 101, 384, 128, T); /* blk.1.ffn_up.weight */
+#line 54 "archspecs/llama.lua"
+    K->swiglu(E, A + 655360, A + 262144, A + 458752, 384, T);
+#line 54 "archspecs/llama.lua"
+    K->matmul(E, A + 65536, A + 655360, W[19], 101, 128, 384, T); /* blk.1.ffn_down.weight */
+#line 54 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 65536, 128, T);
+#line 57 "archspecs/llama.lua"
+    K->rms_norm(E, A + 65536, A + 0, (const float *)W[1], 128, 9.99999997e-07f, T * 1); /* output_norm.weight */
+#line 58 "archspecs/llama.lua"
+    if (E->hidden) K->copy_cols(E, E->hidden, A + 65536, 128, 0, 128, T); if (E->logits_all) { K->matmul(E, E->logits, A + 65536, W[0], 8, 2048, 128, T); } else { K->last_row(E, A + 0, A + 65536, 128, T); K->matmul(E, E->logits, A + 0, W[0], 8, 2048, 128, 1); } K->logits_post(E, E->logits, (const float *)(const void *)0, 2048, E->logits_all ? T : 1, 1.0f, 0.0f); /* token_embd.weight */
 #line 75 "templates/forward.c.in"
 }

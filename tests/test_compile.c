@@ -132,6 +132,52 @@ TEST(compile, archspec_errors_name_file_and_line) {
     EXPECT(spec_error(model, "io.open('/etc/passwd')\n", err, sizeof err) != 0);
 }
 
+/* The ops of the issue-19 families check what they are given, at the line
+ * that called them. */
+TEST(compile, family_op_errors_name_the_line) {
+    NEED_SHARED(m, "models/stories260K/stories260K.gguf");
+    char model[1024], err[1024];
+    snprintf(model, sizeof model, "%s", m);
+    const char *head = "model{n_vocab=512, n_embd=64, n_layer=5}\n"
+                       "local x = embed(weight('token_embd.weight', {64, 512}))\n";
+    char src[2048];
+    /* k = v = nil reads a cache no earlier op of that layer filled */
+    snprintf(src, sizeof src, "%sattention(x, nil, nil, {layer = 1, n_head = 8, head_dim = 8})\n", head);
+    EXPECT(spec_error(model, src, err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "bad.lua:3:") && strstr(err, "no earlier attention op"), "message: %s", err);
+    /* ... or one of another width */
+    snprintf(src, sizeof src, "%sattention(x, x, x, {layer = 1, n_head = 8, head_dim = 8})\n"
+                              "attention(x, nil, nil, {layer = 1, n_head = 16, n_head_kv = 4, head_dim = 4})\n", head);
+    EXPECT(spec_error(model, src, err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "bad.lua:4:") && strstr(err, "width differs"), "message: %s", err);
+    /* RoPE frequency factors: n_rot / 2 values */
+    snprintf(src, sizeof src, "%srope(x, {n_head = 8, head_dim = 8, freq_factors = weight('blk.0.attn_norm.weight', {64})})\n",
+             head);
+    EXPECT(spec_error(model, src, err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "bad.lua:3:") && strstr(err, "n_rot/2 = 4"), "message: %s", err);
+    /* mul_row: a weight of the width or one element */
+    snprintf(src, sizeof src, "%smul_row(x, weight('blk.0.ffn_down.weight', {172, 64}))\n", head);
+    EXPECT(spec_error(model, src, err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "bad.lua:3:") && strstr(err, "mul_row"), "message: %s", err);
+    /* logits bias: n_vocab values */
+    snprintf(src, sizeof src, "%slogits(weight('output.weight', {64, 512}), x, {bias = weight('blk.0.attn_norm.weight', {64})})\n",
+             head);
+    EXPECT(spec_error(model, src, err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "bad.lua:3:") && strstr(err, "logits bias"), "message: %s", err);
+    /* a matrix of a 3-D weight: a 2-D one has none */
+    snprintf(src, sizeof src, "%smatmul(weight('blk.0.attn_q.weight', {64, 64}), x, nil, {slice = 1})\n", head);
+    EXPECT(spec_error(model, src, err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "bad.lua:3:") && strstr(err, "needs a 3-D weight"), "message: %s", err);
+    /* groups: the width must be whole groups */
+    snprintf(src, sizeof src, "%smix_groups(x, split(x, 0, 10))\n", head);
+    EXPECT(spec_error(model, src, err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "bad.lua:3:") && strstr(err, "mix_groups"), "message: %s", err);
+    /* a variant an archspec does not implement */
+    EXPECT(spec_error(model, "\nnot_supported(ARCH .. '.attention.sliding_window', 4096)\n", err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "bad.lua:2:") && strstr(err, "not supported: llama.attention.sliding_window=4096"),
+               "message: %s", err);
+}
+
 TEST(compile, unsupported_architecture_is_clear) {
     NEED_SHARED(m, "models/arch/mamba.gguf");
     char model[1024], err[1024];
@@ -142,7 +188,10 @@ TEST(compile, unsupported_architecture_is_clear) {
     cc_options o = {0};
     EXPECT(gguf_open(model, &g, err, sizeof err) == 0);
     EXPECT(cc_generate(g, &o, &src, &len, err, sizeof err) != 0);
-    EXPECT_MSG(strstr(err, "mamba") && strstr(err, "not supported"), "message: %s", err);
+    EXPECT_MSG(strstr(err, "architecture 'mamba' is not supported; supported: ") &&
+                   strstr(err, "llama") && strstr(err, "gemma3n, gemma4") && !strstr(err, "common") &&
+                   !strstr(err, ".hf"),
+               "message: %s", err);
     free(src);
     gguf_close(g);
 }

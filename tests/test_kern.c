@@ -411,6 +411,13 @@ TEST(kern, rms_norm) {
         E.K->rms_norm(&E, y2, x + N, w, N, 1e-5f, 1);
         int at = 0;
         EXPECT_MSG(same_bits(y + N, y2, N, &at), "in-place rms_norm differs at %d", at);
+        /* no weight (Gemma 4's v norm): the weighted result with w = 1 */
+        static float ones[N], yw[N * NT];
+        for (int i = 0; i < N; i++) ones[i] = 1.0f;
+        E.K->rms_norm(&E, y, x, NULL, N, 1e-5f, NT);
+        E.K->rms_norm(&E, yw, x, ones, N, 1e-5f, NT);
+        EXPECT_MSG(same_bits(y, yw, N * NT, &at), "%s rms_norm without weight differs from w = 1 at %d",
+                   kern_isa_name(isa), at);
     }
 }
 
@@ -455,11 +462,13 @@ TEST(kern, add_last_row) {
     E.K->last_row(&E, a, a, 4, 1);
 }
 
-/* RoPE in double from the definition: pair i rotated by pos * base^(-2i/n_rot). */
-static void rope_naive(double *x, int n_head, int head_dim, int n_rot, double base, int mode, int pos) {
+/* RoPE in double from the definition: pair i rotated by pos * base^(-2i/n_rot)
+ * (/ ff[i] with frequency factors). */
+static void rope_naive(double *x, int n_head, int head_dim, int n_rot, double base, int mode, int pos,
+                       const float *ff) {
     for (int h = 0; h < n_head; h++)
         for (int i = 0; i < n_rot / 2; i++) {
-            double th = pos * pow(base, -2.0 * i / n_rot), c = cos(th), s = sin(th);
+            double th = pos * pow(base, -2.0 * i / n_rot) / (ff ? ff[i] : 1.0), c = cos(th), s = sin(th);
             int i0 = mode == CF_ROPE_NEOX ? i : 2 * i, i1 = mode == CF_ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
             double *v = x + h * head_dim, x0 = v[i0], x1 = v[i1];
             v[i0] = x0 * c - x1 * s;
@@ -474,26 +483,76 @@ TEST(kern, rope_norm_neox) {
     rnd_fill(x0, NT * NH * HD, -1, 1);
     const int modes[2] = {CF_ROPE_NORM, CF_ROPE_NEOX};
     const int rots[2] = {HD, 8}; /* full and partial rotation */
+    /* frequency divisors (rope_freqs): Llama 3.1's 1 -> 8 ramp, Gemma 4's 1e30 (pair held) */
+    const float ff[HD / 2] = {1, 1, 1.5f, 2, 4, 8, 1e30f, 1e30f};
     for (int isa = 0; isa < n_isas(); isa++)
         for (int m = 0; m < 2; m++)
-            for (int rr = 0; rr < 2; rr++) {
+            for (int rr = 0; rr < 4; rr++) {
+                const float *f = rr >= 2 ? ff : NULL;
+                const int n_rot = rots[rr % 2];
                 memcpy(x, x0, sizeof x);
                 cf_env E = {.K = kern_table(isa), .pos = 7};
-                E.K->rope(&E, x, NH, HD, rots[rr], 10000.0f, modes[m], NT);
+                E.K->rope(&E, x, NH, HD, n_rot, 10000.0f, modes[m], 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, f, NT);
                 for (int t = 0; t < NT; t++) {
                     for (int i = 0; i < NH * HD; i++) ref[i] = x0[t * NH * HD + i];
-                    rope_naive(ref, NH, HD, rots[rr], 10000.0, modes[m], 7 + t);
+                    rope_naive(ref, NH, HD, n_rot, 10000.0, modes[m], 7 + t, f);
                     for (int i = 0; i < NH * HD; i++) {
                         float got = x[t * NH * HD + i];
-                        if (i % HD >= rots[rr]) {
+                        if (i % HD >= n_rot) {
                             EXPECT_MSG(got == x0[t * NH * HD + i], "rope touched dim %d >= n_rot", i % HD);
                         } else if (!(fabs(got - ref[i]) <= 2e-5)) {
-                            test_fail(__FILE__, __LINE__, "rope mode %d n_rot %d t %d [%d] = %.9g, want %.9g",
-                                      modes[m], rots[rr], t, i, got, ref[i]);
+                            test_fail(__FILE__, __LINE__, "rope mode %d n_rot %d%s t %d [%d] = %.9g, want %.9g",
+                                      modes[m], n_rot, f ? " freq factors" : "", t, i, got, ref[i]);
                             break;
                         }
                     }
                 }
+            }
+}
+
+/* ggml_rope_yarn_corr_dims + rope_yarn, in double (pair i from theta / ff[i]) */
+static void yarn_naive(double *x, int n_rot, double base, int mode, int pos, double fs, double ext,
+                       double attn, double bf, double bs, int n_orig, const float *ff) {
+    double lo = floor(n_rot * log(n_orig / (bf * 2 * M_PI)) / (2 * log(base)));
+    double hi = ceil(n_rot * log(n_orig / (bs * 2 * M_PI)) / (2 * log(base)));
+    lo = lo > 0 ? lo : 0;
+    hi = hi < n_rot - 1 ? hi : n_rot - 1;
+    for (int i = 0; i < n_rot / 2; i++) {
+        double te = pos * pow(base, -2.0 * i / n_rot) / (ff ? ff[i] : 1.0), ti = fs * te;
+        double y = (i - lo) / (hi - lo > 0.001 ? hi - lo : 0.001);
+        double mix = (1 - (y < 0 ? 0 : y > 1 ? 1 : y)) * ext, th = ti * (1 - mix) + te * mix;
+        double m = attn * (ext != 0 ? 1 + 0.1 * log(1 / fs) : 1);
+        int i0 = mode == CF_ROPE_NEOX ? i : 2 * i, i1 = mode == CF_ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
+        double a = x[i0], b = x[i1];
+        x[i0] = (a * cos(th) - b * sin(th)) * m;
+        x[i1] = (a * sin(th) + b * cos(th)) * m;
+    }
+}
+
+TEST(kern, rope_yarn) {
+    enum { HD = 16, NH = 2, NT = 3 };
+    float x[NT * NH * HD], x0[NT * NH * HD];
+    rnd_fill(x0, NT * NH * HD, -1, 1);
+    const float ff[HD / 2] = {1, 1, 1, 2, 2, 4, 8, 8};
+    for (int isa = 0; isa < n_isas(); isa++)
+        for (int mode = 0; mode <= 2; mode += 2)
+            for (int with_ff = 0; with_ff < 2; with_ff++) {
+                memcpy(x, x0, sizeof x);
+                cf_env E = {.K = kern_table(isa), .pos = 37};
+                /* Ministral 3's scaling: factor 4, original context 32, base 1e6 */
+                const float fs = 1.0f / 4, attn = 1.0f / (1.0f + 0.1f * logf(4.0f));
+                const float *f = with_ff ? ff : NULL;
+                E.K->rope(&E, x, NH, HD, HD, 1000000.0f, mode, fs, 1.0f, attn, 32.0f, 1.0f, 32, f, NT);
+                for (int t = 0; t < NT; t++)
+                    for (int h = 0; h < NH; h++) {
+                        double ref[HD];
+                        for (int i = 0; i < HD; i++) ref[i] = x0[(t * NH + h) * HD + i];
+                        yarn_naive(ref, HD, 1000000.0, mode, 37 + t, fs, 1.0, attn, 32, 1, 32, f);
+                        for (int i = 0; i < HD; i++)
+                            EXPECT_MSG(fabs(x[(t * NH + h) * HD + i] - ref[i]) <= 3e-5,
+                                       "yarn mode %d%s t %d h %d [%d] = %.7g, want %.7g", mode,
+                                       with_ff ? " freq factors" : "", t, h, i, x[(t * NH + h) * HD + i], ref[i]);
+                    }
             }
 }
 
@@ -546,6 +605,22 @@ static void attention_case(int isa, pool *P, int hd) {
             if (!(fabs(out[i] - want[i]) <= 2e-6)) {
                 test_fail(__FILE__, __LINE__, "%s attention hd=%d threads=%d pos=%d out[%d] = %.9g, want %.9g",
                           kern_isa_name(isa), hd, pool_n_threads(P), pos, i, out[i], want[i]);
+                break;
+            }
+    }
+    /* k = v = NULL (a layer sharing layer 1's KV): nothing stored, the same cache read */
+    {
+        float kc_before[CTX * 2 * 32];
+        memcpy(kc_before, kc, sizeof(float) * CTX * kv_dim);
+        rnd_fill(q, NH * hd, -2, 2);
+        E.pos = 5, E.n_tokens = 1;
+        E.K->attention(&E, out, q, NULL, NULL, 1, NH, NKV, hd, scale, 0, 0.0f, 1);
+        EXPECT_MSG(!memcmp(kc_before, kc, sizeof(float) * CTX * kv_dim), "shared-KV attention wrote the cache");
+        attention_naive(want, q, kc, vc, NH, NKV, hd, scale, 5, 1);
+        for (int i = 0; i < NH * hd; i++)
+            if (!(fabs(out[i] - want[i]) <= 2e-6)) {
+                test_fail(__FILE__, __LINE__, "%s shared-KV attention hd=%d out[%d] = %.9g, want %.9g",
+                          kern_isa_name(isa), hd, i, out[i], want[i]);
                 break;
             }
     }

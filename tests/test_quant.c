@@ -13,6 +13,7 @@
  */
 #include <cJSON.h>
 #include <math.h>
+#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -256,10 +257,23 @@ TEST(quant, requantize_from_quantized_and_f16) {
     gguf_close(gq4);
 }
 
+/* lowercase hex sha256 of a file into hex[65]; 0, or -1 when unreadable */
+static int file_sha256_hex(const char *path, char hex[65]) {
+    size_t len = 0;
+    char *data = read_file(path, &len);
+    if (!data) return -1;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    int ok = EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) && n == 32;
+    free(data);
+    for (unsigned i = 0; ok && i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    return ok ? 0 : -1;
+}
+
 /* llama-quantize's default rules without overrides: output.weight → Q6_K for
  * Q4_0 (Q8_0 keeps Q8_0), token_embd follows the type; stories260K's ffn
  * width 172 takes the fallbacks (Q4_K → Q5_0 → F16), its 64-wide output
- * cannot be Q6_K (→ Q8_0), and Q8_0 has no fallback at all (an error). */
+ * cannot be Q6_K (→ Q8_0), and Q8_0 (a 32-block type) falls back to F16. */
 TEST(quant, default_rules_and_fallbacks) {
     NEED_SHARED(f32_path, SYNTH "F32.gguf");
     char in[1024], out[1024], err[512];
@@ -298,17 +312,25 @@ TEST(quant, default_rules_and_fallbacks) {
     EXPECT_MSG(cinfer_model_open(out, NULL, &m, err, sizeof err) == 0, "%s", err);
     cinfer_model_close(m);
 
-    /* Q8_0 has no fallback for ffn_down's 172-wide rows */
-    char bad[1024];
-    snprintf(bad, sizeof bad, "%s/never.gguf", test_tmpdir());
+    /* Q8_0 has no smaller block for ffn_down's 172-wide rows: F16, as
+     * llama-quantize writes them ("must use F16 due to unusual shape"); the
+     * whole file is byte for byte llama-quantize's (llama.cpp 0.5.0
+     * build/bin/llama-quantize stories260K.gguf out.gguf Q8_0: sha256 below) */
     o = quant_options_default();
     o.ftype = QUANT_FTYPE_Q8_0;
-    EXPECT_EQ_I(quant_file(in, bad, &o, NULL, err, sizeof err), QUANT_EUNSUPPORTED);
-    EXPECT_MSG(strstr(err, "ffn_down") != NULL, "message: %s", err);
-    EXPECT(!file_exists(bad));
-    char partial[1100];
-    snprintf(partial, sizeof partial, "%s.partial", bad);
-    EXPECT(!file_exists(partial));
+    EXPECT_MSG(quant_file(in, out, &o, &st, err, sizeof err) == 0, "%s", err);
+    EXPECT_EQ_I(st.n_fallback, 5);
+    g = NULL;
+    EXPECT(gguf_open(out, &g, err, sizeof err) == 0);
+    if (g) {
+        EXPECT_EQ_I(gguf_find_tensor(g, "blk.0.ffn_down.weight")->type, GGML_TYPE_F16);
+        EXPECT_EQ_I(gguf_find_tensor(g, "blk.0.ffn_up.weight")->type, GGML_TYPE_Q8_0);
+        EXPECT_EQ_I(gguf_find_tensor(g, "output.weight")->type, GGML_TYPE_Q8_0);
+        gguf_close(g);
+    }
+    char hex[65] = "";
+    EXPECT(file_sha256_hex(out, hex) == 0);
+    EXPECT_STR_EQ(hex, "ff8701a45da28293b7af11a695ab33575b692e9b109a2eae6238c906c31415da");
 }
 
 /* Errors leave nothing under the final name (nor a .partial). */

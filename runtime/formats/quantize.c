@@ -248,7 +248,10 @@ static int get_type_impl(qstate *qs, int new_type, const gguf_tensor *t, int fty
     return new_type;
 }
 
-/* llama-quant.cpp tensor_type_fallback: a row length the type cannot hold. */
+/* llama-quant.cpp tensor_type_fallback: a row length the type cannot hold.
+ * 256-blocks demote to a 32-block type; a 32-block type (Q4_0 ... Q8_0,
+ * IQ4_NL) has nothing smaller, and a row that no 32-block fits is written
+ * as F16, as llama-quantize does ("must use F16 due to unusual shape"). */
 static int type_fallback(qstate *qs, const gguf_tensor *t, int type, int *fell_back, char *err,
                          size_t err_len) {
     *fell_back = 0;
@@ -256,12 +259,18 @@ static int type_fallback(qstate *qs, const gguf_tensor *t, int type, int *fell_b
     int r;
     switch (type) {
     case GGML_TYPE_Q2_K:
-    case GGML_TYPE_Q3_K: r = GGML_TYPE_Q4_0; break;
+    case GGML_TYPE_Q3_K:
+    case GGML_TYPE_TQ1_0:
+    case GGML_TYPE_TQ2_0: r = GGML_TYPE_Q4_0; break;
     case GGML_TYPE_Q4_K: r = GGML_TYPE_Q5_0; break;
     case GGML_TYPE_Q5_K: r = GGML_TYPE_Q5_1; break;
     case GGML_TYPE_Q6_K: r = GGML_TYPE_Q8_0; break;
     case GGML_TYPE_IQ4_XS: r = GGML_TYPE_IQ4_NL; break;
     default:
+        if (type_blck(type) <= 32) {
+            r = type;
+            break;
+        }
         return qfail(err, err_len, QUANT_EUNSUPPORTED,
                      "tensor '%s': row length %lld is not a multiple of %u (block of %s), and %s has no fallback type",
                      t->name, (long long)t->ne[0], type_blck(type), ggml_type_name((uint32_t)type),

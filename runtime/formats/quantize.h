@@ -24,8 +24,9 @@
  * Q6_K's 256-value blocks); token_embd.weight keeps the file type; the K and
  * IQ4 mixtures give attn_v/ffn_down more bits in some layers.  A row length
  * the chosen type cannot hold falls back as current llama.cpp does (Q2_K,
- * Q3_K → Q4_0, Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, IQ4_XS → IQ4_NL, then
- * F16); other types have no fallback and the tensor is an error.
+ * Q3_K, TQ1_0, TQ2_0 → Q4_0, Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0,
+ * IQ4_XS → IQ4_NL; a 32-block type keeps its type), then F16 when the row
+ * still is not a whole number of blocks.
  *
  * Input tensors of any type the kernels can dequantize (kern.h
  * kern_dequant_row) are converted to f32 and re-quantized; a tensor whose

@@ -327,19 +327,43 @@ void kern_drv_swiglu(int isa, cf_env *E, float *y, const float *g, const float *
 
 /* ---- rope ------------------------------------------------------------------- */
 
-/* ggml_compute_forward_rope_f32 with freq_scale 1, ext_factor 0, attn_factor 1:
- * theta starts at the position (float) and is multiplied by
- * theta_scale = powf(freq_base, -2/n_rot) once per pair, in float. */
+/* ggml_compute_forward_rope_f32: theta starts at the position (float) and is
+ * multiplied by theta_scale = powf(freq_base, -2/n_rot) once per pair, in
+ * float; with freq factors pair i starts from theta / freq_factors[i]
+ * (ggml_rope_cache_init); YaRN (rope_yarn, ggml_rope_yarn_corr_dims) mixes
+ * the interpolated angle freq_scale·theta back toward theta by a ramp over
+ * the pair index and scales cos and sin by mscale. */
+static float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return n_dims * logf(n_ctx_orig / (n_rot * 2 * (float)M_PI)) / (2 * logf(base));
+}
+
 void kern_drv_rope(cf_env *E, float *x, int n_head, int head_dim, int n_rot, float freq_base,
-                     int mode, int n_tok) {
+                   int mode, float freq_scale, float ext_factor, float attn_factor, float beta_fast,
+                   float beta_slow, int n_ctx_orig, const float *freq_factors, int n_tok) {
     const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
     const int half = n_rot / 2;
+    float corr[2] = {0.0f, 0.0f};
+    if (ext_factor != 0.0f) {
+        const float lo = floorf(yarn_corr_dim(n_rot, n_ctx_orig, beta_fast, freq_base));
+        const float hi = ceilf(yarn_corr_dim(n_rot, n_ctx_orig, beta_slow, freq_base));
+        corr[0] = lo > 0 ? lo : 0;
+        corr[1] = hi < n_rot - 1 ? hi : (float)(n_rot - 1);
+    }
+    const float mscale = ext_factor != 0.0f ? attn_factor * (1.0f + 0.1f * logf(1.0f / freq_scale))
+                                            : attn_factor;
     for (int t = 0; t < n_tok; t++) {
         float *row = x + (size_t)t * n_head * head_dim;
-        float theta = (float)(E->pos + t);
+        float theta_base = (float)(E->pos + t);
         for (int i = 0; i < half; i++) {
-            const float c = cosf(theta), s = sinf(theta);
-            theta *= theta_scale;
+            const float theta_extrap = freq_factors ? theta_base / freq_factors[i] : theta_base;
+            float theta = freq_scale * theta_extrap;
+            if (ext_factor != 0.0f) {
+                const float y = ((float)i - corr[0]) / fmaxf(0.001f, corr[1] - corr[0]);
+                const float mix = (1 - fminf(1, fmaxf(0, y))) * ext_factor; /* rope_yarn_ramp */
+                theta = theta * (1 - mix) + theta_extrap * mix;
+            }
+            const float c = cosf(theta) * mscale, s = sinf(theta) * mscale;
+            theta_base *= theta_scale;
             for (int h = 0; h < n_head; h++) {
                 float *hx = row + (size_t)h * head_dim;
                 int i0 = mode == CF_ROPE_NEOX ? i : 2 * i;
@@ -493,9 +517,12 @@ void kern_drv_attention(int isa, cf_env *E, float *out, const float *q, const fl
         fill_nan(out, (long)n_tok * n_head * head_dim);
         return;
     }
-    /* Store first (all threads read every stored row afterwards). */
-    memcpy(kc + (size_t)E->pos * kv_dim, k, (size_t)n_tok * kv_dim * sizeof(float));
-    memcpy(vc + (size_t)E->pos * kv_dim, v, (size_t)n_tok * kv_dim * sizeof(float));
+    /* Store first (all threads read every stored row afterwards).  No k, v:
+     * an earlier layer of this forward call stored them (shared KV). */
+    if (k) {
+        memcpy(kc + (size_t)E->pos * kv_dim, k, (size_t)n_tok * kv_dim * sizeof(float));
+        memcpy(vc + (size_t)E->pos * kv_dim, v, (size_t)n_tok * kv_dim * sizeof(float));
+    }
     att_job j = {E, isa_ops(isa), isa, out, q, kc, vc, n_head, n_head_kv, head_dim, n_tok, E->pos,
                  scale, window, softcap};
     long work = (long)n_tok * n_head * head_dim * (E->pos + n_tok) * 2;

@@ -279,7 +279,8 @@ void kern_drv_rms_norm(int isa, cf_env *E, float *y, const float *x, const float
                        int n_tok);
 void kern_drv_swiglu(int isa, cf_env *E, float *y, const float *g, const float *u, int n, int n_tok);
 void kern_drv_rope(cf_env *E, float *x, int n_head, int head_dim, int n_rot, float freq_base, int mode,
-                   int n_tok);
+                   float freq_scale, float ext_factor, float attn_factor, float beta_fast, float beta_slow,
+                   int n_ctx_orig, const float *freq_factors, int n_tok);
 void kern_drv_attention(int isa, cf_env *E, float *out, const float *q, const float *k, const float *v,
                         int layer, int n_head, int n_head_kv, int head_dim, float scale, int window,
                         float softcap, int n_tok);

@@ -427,6 +427,11 @@ static void avx2_rms_norm_row(float *y, const float *x, const float *w, int n, f
     const float mean = (float)(sum / n);
     const float scale = 1.0f / sqrtf(mean + eps);
     const __m256 vs = _mm256_set1_ps(scale);
+    if (!w) { /* no weight: x * scale (Gemma 4's v norm) */
+        for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vs));
+        for (; i < n; i++) y[i] = x[i] * scale;
+        return;
+    }
     for (i = 0; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs),
                                               _mm256_loadu_ps(w + i)));

@@ -1,7 +1,9 @@
 /*
  * kern_elem.c — the elementwise and normalisation kernels that model
  * families beyond llama need: bias add, scale, GELU (and GEGLU), LayerNorm,
- * column split, and the logits post-processing (scale, soft-capping).
+ * column split, the logits post-processing (bias, scale, soft-capping), and
+ * the products and activations of the issue-19 families (per-column and
+ * scalar weights, elementwise products, ReLU², xIELU).
  *
  * They are memory-bound and tiny next to the matmuls, so one portable
  * implementation serves every ISA (the compiler vectorises the plain loops).
@@ -101,14 +103,172 @@ void kern_copy_cols(cf_env *E, float *y, const float *x, int n_x, int col0, int 
         memcpy(y + (size_t)t * n_y, x + (size_t)t * n_x + col0, (size_t)n_y * sizeof *y);
 }
 
-void kern_logits_post(cf_env *E, float *logits, int n_vocab, int n_rows, float scale,
-                      float softcap) {
+void kern_logits_post(cf_env *E, float *logits, const float *bias, int n_vocab, int n_rows,
+                      float scale, float softcap) {
     (void)E;
     size_t total = (size_t)n_vocab * (size_t)n_rows;
+    if (bias)
+        for (size_t i = 0; i < total; i++) logits[i] += bias[i % (size_t)n_vocab];
     if (scale != 1.0f)
         for (size_t i = 0; i < total; i++) logits[i] *= scale;
     if (softcap > 0.0f) {
         const float inv = 1.0f / softcap;
         for (size_t i = 0; i < total; i++) logits[i] = tanhf(logits[i] * inv) * softcap;
+    }
+}
+
+/* ---- products and activations ------------------------------------------------------ */
+
+void kern_mul_row(cf_env *E, float *y, const float *x, const float *w, int n_w, int n, int n_tok) {
+    (void)E;
+    for (int t = 0; t < n_tok; t++)
+        for (int i = 0; i < n; i++)
+            y[(size_t)t * n + i] = x[(size_t)t * n + i] * w[n_w == 1 ? 0 : i];
+}
+
+void kern_mul(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok) {
+    (void)E;
+    size_t total = (size_t)n * (size_t)n_tok;
+    for (size_t i = 0; i < total; i++) y[i] = a[i] * b[i];
+}
+
+void kern_relu_sqr(cf_env *E, float *y, const float *x, int n, int n_tok) {
+    (void)E;
+    size_t total = (size_t)n * (size_t)n_tok;
+    for (size_t i = 0; i < total; i++) {
+        const float r = x[i] > 0.0f ? x[i] : 0.0f;
+        y[i] = r * r;
+    }
+}
+
+/* ggml_compute_softplus_f32 */
+static float softplus_f32(float x) { return x > 20.0f ? x : logf(1 + expf(x)); }
+
+void kern_xielu(cf_env *E, float *y, const float *x, float alpha_n, float alpha_p, float beta,
+                float eps, int n, int n_tok) {
+    (void)E;
+    const float a_n = beta + softplus_f32(alpha_n), a_p = softplus_f32(alpha_p);
+    size_t total = (size_t)n * (size_t)n_tok;
+    for (size_t i = 0; i < total; i++) {
+        const float v = x[i];
+        if (v > 0.0f) {
+            y[i] = a_p * v * v + beta * v;
+        } else {
+            const float m = fminf(v, eps);
+            y[i] = (expm1f(m) - v) * a_n + beta * v;
+        }
+    }
+}
+
+void kern_tanh(cf_env *E, float *y, const float *x, int n, int n_tok) {
+    (void)E;
+    size_t total = (size_t)n * (size_t)n_tok;
+    for (size_t i = 0; i < total; i++) y[i] = tanhf(x[i]);
+}
+
+void kern_sub(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok) {
+    (void)E;
+    size_t total = (size_t)n * (size_t)n_tok;
+    for (size_t i = 0; i < total; i++) y[i] = a[i] - b[i];
+}
+
+void kern_concat(cf_env *E, float *y, const float *a, int n_a, const float *b, int n_b, int n_tok) {
+    (void)E;
+    for (int t = 0; t < n_tok; t++) {
+        float *yr = y + (size_t)t * (n_a + n_b);
+        memmove(yr, a + (size_t)t * n_a, (size_t)n_a * sizeof *y);
+        memmove(yr + n_a, b + (size_t)t * n_b, (size_t)n_b * sizeof *y);
+    }
+}
+
+/* ---- groups of a row ------------------------------------------------------------------ */
+
+static float magnitude(const float *v, int n) {
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += (double)(v[i] * v[i]);
+    return sqrtf((float)s);
+}
+
+void kern_match_norm(cf_env *E, float *y, const float *x, const float *ref, int n, int n_group,
+                     int n_tok) {
+    (void)E;
+    for (int t = 0; t < n_tok; t++) {
+        const float target = magnitude(ref + (size_t)t * n, n);
+        for (int g = 0; g < n_group; g++) {
+            const float *xg = x + ((size_t)t * n_group + g) * n;
+            float *yg = y + ((size_t)t * n_group + g) * n;
+            const float m = magnitude(xg, n);
+            for (int i = 0; i < n; i++) yg[i] = (xg[i] * target) / m;
+        }
+    }
+}
+
+void kern_mix_groups(cf_env *E, float *y, const float *x, const float *c, int n, int n_group,
+                     int n_tok) {
+    (void)E;
+    for (int t = 0; t < n_tok; t++) {
+        const float *xr = x + (size_t)t * n_group * n, *cr = c + (size_t)t * n_group * n_group;
+        float *yr = y + (size_t)t * n_group * n;
+        for (int j = 0; j < n_group; j++)
+            for (int i = 0; i < n; i++) {
+                float s = 0.0f;
+                for (int k = 0; k < n_group; k++) s += xr[(size_t)k * n + i] * cr[j * n_group + k];
+                yr[(size_t)j * n + i] = s;
+            }
+    }
+}
+
+void kern_axpy_groups(cf_env *E, float *y, const float *p, const float *v, const float *c,
+                      float bias, int n, int n_group, int n_tok) {
+    (void)E;
+    for (int t = 0; t < n_tok; t++)
+        for (int j = 0; j < n_group; j++) {
+            const float cj = c[(size_t)t * n_group + j] + bias;
+            const float *pj = p + ((size_t)t * n_group + j) * n, *vt = v + (size_t)t * n;
+            float *yj = y + ((size_t)t * n_group + j) * n;
+            for (int i = 0; i < n; i++) yj[i] = vt[i] * cj + pj[i];
+        }
+}
+
+void kern_add_groups(cf_env *E, float *y, const float *x, const float *v, int n, int n_group,
+                     int g0, int n_tok) {
+    (void)E;
+    for (int t = 0; t < n_tok; t++)
+        for (int g = 0; g < n_group; g++) {
+            const float *xg = x + ((size_t)t * n_group + g) * n, *vt = v + (size_t)t * n;
+            float *yg = y + ((size_t)t * n_group + g) * n;
+            for (int i = 0; i < n; i++) yg[i] = g >= g0 ? xg[i] + vt[i] : xg[i];
+        }
+}
+
+void kern_gaussian_topk(cf_env *E, float *y, const float *x, float std_mul, int n, int n_tok) {
+    (void)E;
+    const float inv_n1 = 1.0f / (float)(n - 1);
+    for (int t = 0; t < n_tok; t++) {
+        const float *xr = x + (size_t)t * n;
+        float *yr = y + (size_t)t * n;
+        double sum = 0.0;
+        for (int i = 0; i < n; i++) sum += (double)xr[i];
+        const float mean = (float)sum / (float)n;
+        double ss = 0.0;
+        for (int i = 0; i < n; i++) {
+            const float d = xr[i] - mean;
+            ss += (double)(d * d);
+        }
+        const float std = sqrtf((float)ss * inv_n1);
+        const float cutoff = mean + std * std_mul;
+        for (int i = 0; i < n; i++) {
+            const float d = xr[i] - cutoff;
+            yr[i] = d > 0.0f ? d : 0.0f;
+        }
+    }
+}
+
+void kern_pos_log_scale(cf_env *E, float *y, const float *x, float scale, int floor_scale,
+                        float offset, int n, int n_tok) {
+    for (int t = 0; t < n_tok; t++) {
+        const float pos = (float)(E->pos + t);
+        const float s = (float)(log(floorf((pos + offset) / (float)floor_scale) + 1.0) * scale + 1.0);
+        for (int i = 0; i < n; i++) y[(size_t)t * n + i] = x[(size_t)t * n + i] * s;
     }
 }

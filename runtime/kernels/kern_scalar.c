@@ -171,6 +171,10 @@ void kern_sc_rms_norm_row(float *y, const float *x, const float *w, int n, float
     for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
     float mean = (float)(sum / n);
     float scale = 1.0f / sqrtf(mean + eps);
+    if (!w) { /* ggml_rms_norm without the weight multiply (Gemma 4's v norm) */
+        for (int i = 0; i < n; i++) y[i] = x[i] * scale;
+        return;
+    }
     for (int i = 0; i < n; i++) {
         float v = x[i] * scale;
         y[i] = v * w[i];

@@ -68,6 +68,19 @@ static void matmul_drv(int isa, cf_env *E, float *y, const float *x, const void 
         .layer_norm = kern_layer_norm,                                                      \
         .copy_cols = kern_copy_cols,                                                        \
         .logits_post = kern_logits_post,                                                    \
+        .mul_row = kern_mul_row,                                                            \
+        .mul = kern_mul,                                                                    \
+        .relu_sqr = kern_relu_sqr,                                                          \
+        .xielu = kern_xielu,                                                                \
+        .pos_log_scale = kern_pos_log_scale,                                                \
+        .tanh_ = kern_tanh,                                                                 \
+        .sub = kern_sub,                                                                    \
+        .concat = kern_concat,                                                              \
+        .match_norm = kern_match_norm,                                                      \
+        .mix_groups = kern_mix_groups,                                                      \
+        .axpy_groups = kern_axpy_groups,                                                    \
+        .add_groups = kern_add_groups,                                                      \
+        .gaussian_topk = kern_gaussian_topk,                                                \
     };
 
 KERN_TABLE(scalar, KERN_ISA_SCALAR)
