@@ -476,16 +476,19 @@ TEST(cli, small_messages) {
 TEST(cli, serve_open_host_warns) {
     NEED_SHARED(m, STORIES);
     char cmd[2048], *out = NULL;
-    /* serve until it says where it listens (at most 5 s), then SIGTERM */
-    static const char RUN[] = "%s serve %s --host 0.0.0.0 %s--port 0 --no-webui 2>%s/serve.err & p=$!; i=0; "
-                              "while ! grep -q 'API at' %s/serve.err && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "
-                              "kill $p; wait $p; cat %s/serve.err";
+    /* serve until it says where it listens (at most 20 s), then SIGTERM; each run
+     * its own log, created before the server starts (a shared one could still
+     * hold the previous run's "API at" when the loop first looks) */
+    static const char RUN[] = ": > %s/%s; %s serve %s --host 0.0.0.0 %s--port 0 --no-webui 2>%s/%s & p=$!; i=0; "
+                              "while ! grep -q 'API at' %s/%s && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done; "
+                              "kill $p; wait $p; cat %s/%s";
     const char *t = test_tmpdir();
-    snprintf(cmd, sizeof cmd, RUN, cinfer_bin(), m, "", t, t, t);
+    snprintf(cmd, sizeof cmd, RUN, t, "open.err", cinfer_bin(), m, "", t, "open.err", t, "open.err", t, "open.err");
     run_cmd(cmd, false, &out);
     EXPECT_MSG(out && strstr(out, "warning: listening on 0.0.0.0 without --api-key"), "%s", out ? out : "");
     free(out);
-    snprintf(cmd, sizeof cmd, RUN, cinfer_bin(), m, "--api-key k ", t, t, t);
+    snprintf(cmd, sizeof cmd, RUN, t, "keyed.err", cinfer_bin(), m, "--api-key k ", t, "keyed.err", t, "keyed.err", t,
+             "keyed.err");
     run_cmd(cmd, false, &out);
     EXPECT_MSG(out && strstr(out, "API at") && !strstr(out, "warning"), "%s", out ? out : "");
     free(out);
