@@ -26,7 +26,7 @@
  *   add_groups(x, v, {from})  gaussian_topk(x, std_mul)
  *   pos_log_scale(x, {scale, floor_scale, offset})  (attention temperature tuning)
  *   moe_route(logits, {k, gating, norm, scale, bias, n_group, n_group_used}) → route
- *   moe_matmul(w_exps, x, route [, bias])  moe_sum(y, route)
+ *   moe_matmul(w_exps, x, route [, bias])  moe_sum(y, route [, expert_scale])
  *   mul_sigmoid(x, g)  swiglu_oai(g, u, {alpha, limit})
  *   head_split(x, n_head, off, width)  head_concat(a, b, n_head)
  *   head_matmul(w, x, {n_head, n_out, head_rows, row0, transposed})
@@ -696,14 +696,22 @@ static int l_moe_matmul(lua_State *L) {
     return emit_op(L, &op, k * n_out);
 }
 
-/* moe_sum(y, route): Σ over the k slots of y (width k * n) weighted by the route → width n. */
+/* moe_sum(y, route [, expert_scale]): Σ over the k slots of y (width k * n)
+ * weighted by the route → width n; expert_scale an F32 vector of one value
+ * per expert multiplying its slots first (Gemma 4's ffn_down_exps.scale). */
 static int l_moe_sum(lua_State *L) {
     ir_op op = new_op(IR_MOE_SUM);
     op.in[0] = check_value(L, 1);
     op.in[1] = check_value_kind(L, 2, IR_VAL_ROUTE);
-    int k = (int)route_op(L, op.in[1])->i[1], n = value_n(L, op.in[0]);
+    const ir_op *r = route_op(L, op.in[1]);
+    int k = (int)r->i[1], n = value_n(L, op.in[0]);
     if (n % k) return luaL_error(L, "moe_sum: width %d is not k = %d slots", n, k);
     op.i[0] = k;
+    op.i[1] = -1;
+    if (!lua_isnoneornil(L, 3)) {
+        op.i[1] = check_weight(L, 3, 1);
+        check_vector(L, (int)op.i[1], (int)r->i[0], "moe_sum expert_scale");
+    }
     return emit_op(L, &op, n / k);
 }
 

@@ -62,7 +62,8 @@ typedef enum {
                    * i[3]=norm, i[4]=n_group, i[5]=n_group_used, selection bias wi6, f[0]=scale */
     IR_MOE_MATMUL,/* out(i[3]*i[0]) slot j = expert route(in1)[j] of w0 (i[2] matrices of i[0]=n_out
                    * rows of i[1]=n_in) · in0 (width n_in, or k*n_in per slot when i[4]); bias wi5 */
-    IR_MOE_SUM,   /* out(n) = Σ_j weight_j of route in1 · slot j of in0 (width i[0]=k * n) */
+    IR_MOE_SUM,   /* out(n) = Σ_j weight_j of route in1 · slot j of in0 (width i[0]=k * n), each
+                   * slot first times its expert's entry of the per-expert scale wi1 */
     IR_MUL_SIGMOID,/* out(n) = in0 * sigmoid(in1), in1 of width n or i[0]=1; in place */
     IR_SWIGLU_OAI,/* out(n) = clamped swiglu(in0=gate, in1=up; f[0]=alpha, f[1]=limit) */
     IR_HEAD_SPLIT,/* out(i[0]*i[3]) = per head h of in0 (i[0] heads of i[1]): columns [i[2], +i[3]) */

@@ -190,9 +190,11 @@ typedef struct cf_kernels {
                        int type, int n_out, int n_in, int n_expert, int k, int x_per_slot,
                        const float *bias, float *scratch, int n_tokens);
     /* y (n_tokens, n) = Σ_j weight_j · x_j over the k slots of x (n_tokens,
-     * k * n), in slot order. */
-    void (*moe_sum)(cf_env *E, float *y, const float *x, const float *route, int n, int k,
-                    int n_tokens);
+     * k * n), in slot order.  expert_scale (n_expert) or NULL: slot j is
+     * first multiplied by expert_scale[its expert] (Gemma 4's
+     * ffn_down_exps.scale; ggml rounds (x_j · s) · weight_j). */
+    void (*moe_sum)(cf_env *E, float *y, const float *x, const float *route,
+                    const float *expert_scale, int n, int k, int n_tokens);
     /* y = x * sigmoid(g): g (n_tokens, n_g) with n_g = n (elementwise) or 1
      * (one gate per token).  y may alias x. */
     void (*mul_sigmoid)(cf_env *E, float *y, const float *x, const float *g, int n, int n_g,

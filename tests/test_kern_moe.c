@@ -149,14 +149,23 @@ TEST(kern_moe, weighted_sum) {
             memcpy(route + t * 2 * K2 + K2 + j, &id, 4);
         }
     cf_env E = {.K = kern_table(KERN_ISA_SCALAR)};
-    E.K->moe_sum(&E, y, x, route, N, K2, T);
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < N; i++) {
-            /* llama.cpp's order: products, then slot 0 + slot 1 + slot 2 */
-            float want = x[(t * K2 + 0) * N + i] * route[t * 2 * K2 + 0];
-            for (int j = 1; j < K2; j++) want += x[(t * K2 + j) * N + i] * route[t * 2 * K2 + j];
-            EXPECT_MSG(y[t * N + i] == want, "moe_sum [%d][%d] = %.9g, want %.9g", t, i, y[t * N + i], want);
-        }
+    const float es[K2] = {0.5f, 1.7f, -0.3f}; /* per-expert output scales (Gemma 4) */
+    for (int with_s = 0; with_s < 2; with_s++) {
+        E.K->moe_sum(&E, y, x, route, with_s ? es : NULL, N, K2, T);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < N; i++) {
+                /* llama.cpp's order: (slot · scale) · weight, then slot 0 + slot 1 + slot 2 */
+                float want = 0;
+                for (int j = 0; j < K2; j++) {
+                    float v = x[(t * K2 + j) * N + i];
+                    if (with_s) v *= es[j];
+                    v *= route[t * 2 * K2 + j];
+                    want = j ? want + v : v;
+                }
+                EXPECT_MSG(y[t * N + i] == want, "moe_sum%s [%d][%d] = %.9g, want %.9g", with_s ? " scaled" : "",
+                           t, i, y[t * N + i], want);
+            }
+    }
 }
 
 /* ---- the expert matmul --------------------------------------------------------------- */

@@ -464,6 +464,7 @@ MOE_TEST(deepseek2, "deepseek2")
 MOE_TEST(deepseek2_lite, "deepseek2-lite")
 MOE_TEST(gpt_oss, "gpt-oss")
 MOE_TEST(glm4moe, "glm4moe")
+MOE_TEST(mellum, "mellum")
 
 /* ---- model families IV (issue 19): the decoder families -------------------
  * Each family's archgen model: F32 with f32 activations against <name>.json
@@ -487,7 +488,7 @@ static const parity_bound B_FAM_GEMMA4 = {"gemma4", 5e-3, 32, 0};
 static const parity_bound B_FAM_Q8 = {"issue-19 families, q8 activations", 0.25, 28, 1e-5};
 static parity_bound fam_bound(const char *family) {
     static const char *const gelu[] = {"falcon", "gptneox", "phi2", "gemma3n"};
-    if (!strcmp(family, "gemma4")) return B_FAM_GEMMA4;
+    if (!strcmp(family, "gemma4") || !strcmp(family, "gemma4-moe")) return B_FAM_GEMMA4;
     for (size_t i = 0; i < sizeof gelu / sizeof *gelu; i++)
         if (!strcmp(family, gelu[i])) return B_FAM_GELU;
     return B_FAM;
@@ -531,6 +532,7 @@ FAM_TEST(nemotron, "nemotron")
 FAM_TEST(arcee, "arcee")
 FAM_TEST(apertus, "apertus")
 FAM_TEST(gemma4, "gemma4")
+FAM_TEST(gemma4_moe, "gemma4-moe")
 FAM_TEST(gemma3n, "gemma3n")
 FAM_TEST(mistral3, "mistral3")
 

@@ -152,12 +152,22 @@ void kern_moe_route(cf_env *E, float *route, const float *logits, const float *b
                     gating, norm, scale, n_group, n_group_used);
 }
 
-void kern_moe_sum(cf_env *E, float *y, const float *x, const float *route, int n, int k,
-                  int n_tok) {
+void kern_moe_sum(cf_env *E, float *y, const float *x, const float *route,
+                  const float *expert_scale, int n, int k, int n_tok) {
     (void)E;
     for (int t = 0; t < n_tok; t++) {
         const float *w = route + (size_t)t * 2 * k, *xt = x + (size_t)t * k * n;
         float *yt = y + (size_t)t * n;
+        if (expert_scale) { /* ggml: (experts · down_exps_s[e]) · weight, then the sum */
+            for (int j = 0; j < k; j++) {
+                const float s = expert_scale[kern_route_id(w, k, j)];
+                for (int i = 0; i < n; i++) {
+                    const float v = xt[(size_t)j * n + i] * s * w[j];
+                    yt[i] = j ? yt[i] + v : v;
+                }
+            }
+            continue;
+        }
         for (int i = 0; i < n; i++) yt[i] = xt[i] * w[0];
         for (int j = 1; j < k; j++)
             for (int i = 0; i < n; i++) yt[i] += xt[(size_t)j * n + i] * w[j];

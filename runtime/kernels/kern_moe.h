@@ -19,8 +19,8 @@ void kern_moe_route(cf_env *E, float *route, const float *logits, const float *b
 void kern_moe_matmul(int isa, cf_env *E, float *y, const float *x, const float *route,
                      const void *w, int type, int n_out, int n_in, int n_expert, int k,
                      int x_per_slot, const float *bias, float *scratch, int n_tok);
-void kern_moe_sum(cf_env *E, float *y, const float *x, const float *route, int n, int k,
-                  int n_tok);
+void kern_moe_sum(cf_env *E, float *y, const float *x, const float *route,
+                  const float *expert_scale, int n, int k, int n_tok);
 void kern_head_matmul(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
                       int n_out, int n_in, int n_head, int head_rows, int row0, int transposed,
                       float *scratch, int n_tok);
