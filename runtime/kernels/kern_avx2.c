@@ -78,6 +78,20 @@ static inline void codes_iq4_nl(const kern_block_iq4_nl *b, __m128i *lo, __m128i
     *hi = _mm_shuffle_epi8(tbl, *hi);
 }
 
+static inline void codes_mxfp4(const kern_block_mxfp4 *b, __m128i *lo, __m128i *hi) {
+    const __m128i tbl = _mm_loadu_si128((const __m128i *)kern_mxfp4_values);
+    nibbles(b->qs, lo, hi);
+    *lo = _mm_shuffle_epi8(tbl, *lo);
+    *hi = _mm_shuffle_epi8(tbl, *hi);
+}
+
+/* The block scale of each type with value = code * scale. */
+#define BSCALE_q4_0(b) h2f((b)->d)
+#define BSCALE_q5_0(b) h2f((b)->d)
+#define BSCALE_q8_0(b) h2f((b)->d)
+#define BSCALE_iq4_nl(b) h2f((b)->d)
+#define BSCALE_mxfp4(b) kern_e8m0_half((b)->e)
+
 /* q5_0: code = (nibble | bit << 4) - 16; as int8 that is nibble | (bit ? 0 : 0xf0). */
 static inline void codes_q5_0(const kern_block_q5_0 *b, __m128i *lo, __m128i *hi) {
     const __m128i f0 = _mm_set1_epi8((char)0xf0);
@@ -151,12 +165,13 @@ void kern_avx2_dequant_bf16(const void *src, float *dst, int n) {
         for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {                  \
             __m128i lo, hi;                                                           \
             codes_##tname(b, &lo, &hi);                                               \
-            block_store(lo, hi, _mm256_set1_ps(h2f(b->d)), dst);                      \
+            block_store(lo, hi, _mm256_set1_ps(BSCALE_##tname(b)), dst);              \
         }                                                                             \
     }
 DEQUANT_D(q4_0)
 DEQUANT_D(q5_0)
 DEQUANT_D(iq4_nl)
+DEQUANT_D(mxfp4)
 
 void kern_avx2_dequant_q4_1(const void *src, float *dst, int n) {
     const kern_block_q4_1 *b = src;
@@ -253,20 +268,21 @@ float kern_avx2_dot_bf16(const void *w, const float *x, int n) {
         int i = 0;                                                                    \
         for (; i + 2 <= nb; i += 2, b += 2, x += 2 * KERN_QK) {                       \
             codes_##tname(b, &lo, &hi);                                               \
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[0].d)), block_sum(lo, hi, x), acc0); \
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(BSCALE_##tname(b)), block_sum(lo, hi, x), acc0); \
             codes_##tname(b + 1, &lo, &hi);                                           \
-            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[1].d)),                       \
+            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(BSCALE_##tname(b + 1)),              \
                                    block_sum(lo, hi, x + KERN_QK), acc1);             \
         }                                                                             \
         if (i < nb) {                                                                 \
             codes_##tname(b, &lo, &hi);                                               \
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b->d)), block_sum(lo, hi, x), acc0); \
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(BSCALE_##tname(b)), block_sum(lo, hi, x), acc0); \
         }                                                                             \
         return hsum(_mm256_add_ps(acc0, acc1));                                       \
     }
 DOT_D(q4_0)
 DOT_D(q5_0)
 DOT_D(iq4_nl)
+DOT_D(mxfp4)
 
 static inline void codes_q8_0(const kern_block_q8_0 *b, __m128i *lo, __m128i *hi) {
     *lo = _mm_loadu_si128((const __m128i *)b->qs);

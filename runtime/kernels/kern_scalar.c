@@ -98,6 +98,20 @@ void kern_sc_dequant_iq4_nl(const void *src, float *dst, int n) {
     }
 }
 
+/* kvalues_mxfp4 (ggml-common.h): twice the E2M1 values */
+const int8_t kern_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+void kern_sc_dequant_mxfp4(const void *src, float *dst, int n) {
+    const kern_block_mxfp4 *b = src;
+    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
+        const float d = kern_e8m0_half(b->e);
+        for (int j = 0; j < KERN_QK / 2; j++) {
+            dst[j] = (float)kern_mxfp4_values[b->qs[j] & 0x0f] * d;
+            dst[j + KERN_QK / 2] = (float)kern_mxfp4_values[b->qs[j] >> 4] * d;
+        }
+    }
+}
+
 /* ==== scalar leaves: dot = Σ dequant(w)[i] * x[i], sequential f32 sum ===== */
 
 #define DOT_CHUNK 256
@@ -126,6 +140,7 @@ SCALAR_DOT(q5_0, 32, 22)
 SCALAR_DOT(q5_1, 32, 24)
 SCALAR_DOT(q8_0, 32, 34)
 SCALAR_DOT(iq4_nl, 32, 18)
+SCALAR_DOT(mxfp4, 32, 17)
 
 float kern_sc_dot_f32(const void *w, const float *x, int n) {
     const float *a = w;
