@@ -559,6 +559,9 @@ int cinfer_model_n_embd(const cinfer_model *m);
  * model's batch (min(n_ctx_train, 4096) tokens) at once.  0 for a generative
  * model. */
 int cinfer_model_is_encoder(const cinfer_model *m);
+/* Tokens one forward call evaluates (the compiled batch: longer prompts take
+ * several calls); an encoder's longest input. */
+int cinfer_model_n_batch(const cinfer_model *m);
 
 /* The pooling the model's file declares (`<arch>.pooling_type`, written by
  * llama.cpp's converter for embedding models: BGE CLS, MiniLM/E5/Nomic mean)

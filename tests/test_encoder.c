@@ -17,7 +17,10 @@
  *     against llama.cpp's own run of the same Q8_0 file;
  *   the GGUF's pooling_type is the model's pooling (bert CLS, nomic-bert mean);
  *   an encoder refuses generation, an input longer than its batch, and gives
- *     the same vector whatever the session evaluated before.
+ *     the same vector whatever the session evaluated before;
+ *   served: /v1/embeddings pools as the file says (and as asked), the
+ *     generating endpoints answer 400 naming /v1/embeddings, /v1/models and
+ *     Ollama's /api/show say what it is.
  */
 #include <cJSON.h>
 #include <math.h>
@@ -27,6 +30,7 @@
 
 #include "cinfer.h"
 #include "formats/quantize.h"
+#include "http_client.h"
 #include "test.h"
 
 #define ARCH_DATA "tests/data/arch"
@@ -204,4 +208,71 @@ TEST(encoder, library) {
     cinfer_session_free(s);
     cinfer_model_close(m);
     cinfer_model_close(mn);
+}
+
+/* cinfer serve on an encoder. */
+TEST(encoder, served) {
+    if (!shared_path("models/stories260K/stories260K.gguf")) SKIP("../shared/models/stories260K absent");
+    char bert[1200];
+    if (encoder_model("bert", "f32", bert, sizeof bert)) return;
+    cJSON *ref = read_json(ARCH_DATA "/bert.json");
+    http_srv f;
+    if (!ref || http_srv_start(&f, bert, NULL, NULL, (srv_options){.model_name = "bge", .n_threads = 1})) {
+        cJSON_Delete(ref);
+        return;
+    }
+    long st;
+    /* "Once upon a time": the reference's first prompt; default pooling = the file's (CLS) */
+    cJSON *j = http_post_json(f.base, "/v1/embeddings", "{\"input\":\"Once upon a time\"}", NULL, &st);
+    EXPECT_EQ_I(st, 200);
+    const cJSON *pr = cJSON_GetArrayItem(cJSON_GetObjectItem(ref, "prompts"), 0);
+    for (int q = 0; q < 2; q++) {
+        const char *pool = q ? "mean" : "cls";
+        if (q) {
+            cJSON_Delete(j);
+            j = http_post_json(f.base, "/v1/embeddings", "{\"input\":\"Once upon a time\",\"pooling\":\"mean\"}",
+                               NULL, &st);
+            EXPECT_EQ_I(st, 200);
+        }
+        const cJSON *emb = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "data"), 0), "embedding");
+        const cJSON *want = cJSON_GetObjectItem(cJSON_GetObjectItem(pr, "embeddings"), pool);
+        float v[128];
+        int n = cJSON_GetArraySize(emb);
+        EXPECT_EQ_I(n, 128);
+        for (int i = 0; i < n && i < 128; i++) v[i] = (float)cJSON_GetArrayItem(emb, i)->valuedouble;
+        double maxabs, c = n == 128 ? cosine(v, want, 128, &maxabs) : 0;
+        EXPECT_MSG(c >= 0.99999, "served %s embedding: cosine %.9f to llama.cpp's", pool, c);
+    }
+    cJSON_Delete(j);
+    static const char *const gen[][2] = {
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"},
+        {"/v1/completions", "{\"prompt\":\"hi\"}"},
+        {"/api/generate", "{\"model\":\"bge\",\"prompt\":\"hi\",\"stream\":false}"},
+    };
+    for (size_t i = 0; i < sizeof gen / sizeof *gen; i++) {
+        j = http_post_json(f.base, gen[i][0], gen[i][1], NULL, &st);
+        char *t = j ? cJSON_PrintUnformatted(j) : NULL;
+        EXPECT_MSG(st == 400 && t && strstr(t, "embedding model") && strstr(t, "/v1/embeddings"), "%s: %ld %s",
+                   gen[i][0], st, t ? t : "");
+        free(t);
+        cJSON_Delete(j);
+    }
+    j = http_post_json(f.base, "/v1/models", NULL, NULL, &st);
+    const cJSON *m0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "data"), 0);
+    EXPECT(cJSON_IsTrue(cJSON_GetObjectItem(m0, "encoder")) && cJSON_IsFalse(cJSON_GetObjectItem(m0, "chat")));
+    cJSON_Delete(j);
+    j = http_post_json(f.base, "/api/show", "{\"model\":\"bge\"}", NULL, &st);
+    char *caps = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "capabilities"));
+    EXPECT_MSG(caps && !strcmp(caps, "[\"embedding\"]"), "capabilities %s", caps ? caps : "(none)");
+    free(caps);
+    cJSON_Delete(j);
+    /* 600 tokens: more than the encoder evaluates at once (512) */
+    char body[8192] = "{\"input\":[1";
+    for (int i = 1; i < 600; i++) snprintf(body + strlen(body), sizeof body - strlen(body), ",%d", 300 + i % 100);
+    strcat(body, "]}");
+    j = http_post_json(f.base, "/v1/embeddings", body, NULL, &st);
+    EXPECT_EQ_I(st, 400);
+    cJSON_Delete(j);
+    http_srv_stop(&f);
+    cJSON_Delete(ref);
 }

@@ -954,6 +954,7 @@ int cinfer_chat(cinfer_session *s, const cinfer_message *msgs, size_t n,
 
 int cinfer_model_n_embd(const cinfer_model *m) { return m->mod->desc->n_embd; }
 int cinfer_model_is_encoder(const cinfer_model *m) { return m->mod->desc->encoder != 0; }
+int cinfer_model_n_batch(const cinfer_model *m) { return m->mod->desc->n_batch; }
 
 int cinfer_model_pooling(const cinfer_model *m) {
     char key[96];
