@@ -18,7 +18,7 @@ Q        := $(if $(filter 1,$(V)),,@)
 # node-check` says whether this machine has it.
 DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-openssl-dev \
             libmicrohttpd-dev libxxhash-dev libssl-dev libedit-dev pkg-config tmux python3-jsonschema \
-            chromium libsodium-dev dpkg-dev \
+            chromium libsodium-dev dpkg-dev python3-jinja2 \
             gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 # arm64 static archives for aarch64 bundles (dpkg --add-architecture arm64 first: make deps does it)
 DEB_PKGS_ARM64 := libc6:arm64 libsodium-dev:arm64 libxxhash-dev:arm64 libedit-dev:arm64 libbsd-dev:arm64 \
