@@ -177,3 +177,182 @@ TEST(chat_fam, templates_match_jinja2) {
     cJSON_Delete(ref);
     free(json);
 }
+
+/* ---- tool-call syntaxes (runtime/text/chat_tools.h) ----------------------------------- */
+
+#include "text/chat_tools.h"
+
+/* The calls of the round-trip conversation: what each template writes for
+ * them must parse back to them. */
+static const char RT_CALLS[] =
+    "[{\"id\":\"call00001\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\","
+    "\"unit\":\"celsius\"}}},{\"id\":\"call00002\",\"type\":\"function\",\"function\":{\"name\":\"search_docs\","
+    "\"arguments\":{\"query\":\"rain gear\",\"max_results\":3,\"exact\":false,\"tags\":[\"rain\",\"gear\"]}}}]";
+
+static int json_equal_text(const char *a, const char *b) {
+    cJSON *x = cJSON_Parse(a), *y = cJSON_Parse(b);
+    int eq = x && y && cJSON_Compare(x, y, 1);
+    cJSON_Delete(x);
+    cJSON_Delete(y);
+    return eq;
+}
+
+/* Render [user] + generation prompt and [user, assistant with RT_CALLS]; the
+ * second minus the first is the assistant turn, which must split into
+ * exactly RT_CALLS. */
+static void roundtrip(const char *file, const chat_template *t, const chat_tool_syntax *syn, const cJSON *tools) {
+    cJSON *calls = cJSON_Parse(RT_CALLS);
+    cJSON *m1 = cJSON_Parse("[{\"role\":\"user\",\"content\":\"Weather in Paris, and rain gear?\"}]");
+    cJSON *m2 = cJSON_Duplicate(m1, 1), *am = cJSON_CreateObject();
+    cJSON_AddStringToObject(am, "role", "assistant");
+    cJSON_AddStringToObject(am, "content", "");
+    cJSON_AddItemToObject(am, "tool_calls", calls);
+    cJSON_AddItemToArray(m2, am);
+    cJSON *c1 = chat_context_new(m1, tools, true, "<s>", "</s>"), *c2 = chat_context_new(m2, tools, false, "<s>", "</s>");
+    struct tm now = fixed_time();
+    jinja_render_opts opts = {.now = &now};
+    char *o1 = NULL, *o2 = NULL, err[512];
+    size_t l1 = 0, l2 = 0;
+    int r1 = chat_template_render(t, c1, &opts, &o1, &l1, err, sizeof err);
+    int r2 = r1 ? r1 : chat_template_render(t, c2, &opts, &o2, &l2, err, sizeof err);
+    EXPECT_MSG(!r1 && !r2, "%s: render: %s", file, err);
+    if (!r1 && !r2) {
+        /* the shared prefix, then the assistant's text (templates differ in
+         * what the generation prompt adds: take the longest common prefix,
+         * backed up to the start of the first block) */
+        size_t k = 0;
+        while (k < l1 && k < l2 && o1[k] == o2[k]) k++;
+        size_t back = strlen(syn->trigger);
+        const char *turn = strstr(o2 + (k > back ? k - back : 0), syn->trigger);
+        if (!turn) turn = o2 + l2;
+        size_t tl = (size_t)(o2 + l2 - turn);
+        chat_tool_call got[8] = {{0}};
+        int n = 0;
+        size_t content = 0;
+        /* the turn ends where the template closes it: parse up to the last closer / args end */
+        const char *last = NULL;
+        if (syn->closer[0])
+            for (const char *p = turn; (p = strstr(p, syn->closer)); p++) last = p + strlen(syn->closer);
+        else { /* NAME_ARGS: up to the end of the last JSON object */
+            const char *p = strrchr(turn, '}');
+            last = p ? p + 1 : NULL;
+        }
+        size_t used = last ? (size_t)(last - turn) : tl;
+        int rc = chat_tool_split(syn, turn, used, tools, &content, got, 8, &n);
+        EXPECT_MSG(rc == 0 && n == 2, "%s: split rc %d, %d calls of \"%.*s\"", file, rc, n, (int)used, turn);
+        for (int i = 0; i < n && i < 2; i++) {
+            const cJSON *f = cJSON_GetObjectItem(cJSON_GetArrayItem(calls, i), "function");
+            char *want = cJSON_PrintUnformatted(cJSON_GetObjectItem(f, "arguments"));
+            EXPECT_STR_EQ(got[i].name, cJSON_GetObjectItem(f, "name")->valuestring);
+            EXPECT_MSG(json_equal_text(got[i].arguments, want), "%s: call %d arguments %s, wrote %s", file, i,
+                       got[i].arguments, want);
+            free(want);
+        }
+        chat_tool_calls_free(got, n);
+    }
+    free(o1);
+    free(o2);
+    cJSON_Delete(c1);
+    cJSON_Delete(c2);
+    cJSON_Delete(m1);
+    cJSON_Delete(m2);
+}
+
+TEST(chat_fam, tool_calls_roundtrip) {
+    cJSON *spec = read_json(CHAT_DATA "/conversations_families.json");
+    const cJSON *tools = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "conversations"), 0), "tools");
+    int n_checked = 0;
+    for (size_t i = 0; i < N_TEMPLATES; i++) {
+        if (TEMPLATES[i].family == CHAT_FAMILY_SMOLLM3) continue; /* renders no assistant calls */
+        /* Command R(+)'s "Action: ```json [...]```" (directly-answer included) is not read */
+        if (TEMPLATES[i].family == CHAT_FAMILY_COMMAND_R) continue;
+        const chat_tool_syntax *syn = chat_tool_syntax_for(TEMPLATES[i].family);
+        char *path = template_path(i);
+        size_t len;
+        char *src = path ? read_file(path, &len) : NULL;
+        free(path);
+        if (!src) continue; /* ../shared absent: Command R7B */
+        chat_template *t = NULL;
+        char err[512];
+        if (chat_template_parse(src, len, &t, err, sizeof err)) test_fail(__FILE__, __LINE__, "%s: %s", TEMPLATES[i].file, err);
+        free(src);
+        if (!t) continue;
+        if (!syn) {
+            test_fail(__FILE__, __LINE__, "%s: no tool-call syntax for family %s", TEMPLATES[i].file,
+                      chat_family_name(TEMPLATES[i].family));
+        } else {
+            roundtrip(TEMPLATES[i].file, t, syn, tools);
+            n_checked++;
+        }
+        chat_template_free(t);
+    }
+    EXPECT(n_checked >= 9);
+    cJSON_Delete(spec);
+}
+
+/* Model-written blocks of every syntax, the odd corners, and what is refused. */
+TEST(chat_fam, tool_call_parsers) {
+    cJSON *tools = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                               "\"properties\":{\"code\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"},"
+                               "\"ok\":{\"type\":\"boolean\"}}}}}]");
+    static const struct {
+        chat_family fam;
+        const char *text;
+        int n_calls;       /* -1: refused */
+        const char *name0, *args0, *content;
+    } cases[] = {
+        {CHAT_FAMILY_HERMES, "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>\n<tool_call>\n"
+                             "{\"name\": \"g\", \"arguments\": \"{\\\"b\\\": [2]}\"}\n</tool_call>", 2, "f", "{\"a\":1}", "Sure.\n"},
+        {CHAT_FAMILY_HERMES, "<tool_call>\n{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>", -1, NULL, NULL, ""},
+        {CHAT_FAMILY_HERMES, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}", -1, NULL, NULL, ""},
+        {CHAT_FAMILY_EXAONE4, "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": \"y\"}}</tool_call>", 1, "f",
+         "{\"x\":\"y\"}", ""},
+        {CHAT_FAMILY_NEMOTRON, "<TOOLCALL>[{\"name\": \"f\", \"arguments\": {}}, {\"name\": \"g\", \"arguments\": {\"k\": "
+                               "null}}]</TOOLCALL>", 2, "f", "{}", ""},
+        {CHAT_FAMILY_NEMOTRON, "<TOOLCALL>[]</TOOLCALL>", -1, NULL, NULL, ""},
+        {CHAT_FAMILY_COMMAND_R7B, "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"f\", \"parameters\": "
+                                  "{\"q\": \"x\"}}\n]<|END_ACTION|>", 1, "f", "{\"q\":\"x\"}", ""},
+        {CHAT_FAMILY_MISTRAL3, "[TOOL_CALLS]f[ARGS]{\"a\": {\"b\": [1, 2]}}[TOOL_CALLS]g[CALL_ID]abc123XYZ[ARGS]{}", 2, "f",
+         "{\"a\":{\"b\":[1,2]}}", ""},
+        {CHAT_FAMILY_MISTRAL3, "[TOOL_CALLS]f{\"a\": 1}", -1, NULL, NULL, ""},
+        {CHAT_FAMILY_MISTRAL3, "[TOOL_CALLS]f[ARGS]{\"a\": 1} trailing", -1, NULL, NULL, ""},
+        {CHAT_FAMILY_GEMMA4, "<|tool_call>call:f{city:<|\"|>São Paulo, BR<|\"|>,days:3,hot:true,tags:[<|\"|>a<|\"|>,"
+                             "<|\"|>b<|\"|>],where:{lat:-23.5,name:<|\"|>x{}<|\"|>}}<tool_call|>", 1, "f",
+         "{\"city\":\"São Paulo, BR\",\"days\":3,\"hot\":true,\"tags\":[\"a\",\"b\"],\"where\":{\"lat\":-23.5,\"name\":\"x{}\"}}",
+         ""},
+        {CHAT_FAMILY_GEMMA4, "<|tool_call>call:f{}<tool_call|><|tool_call>call:g{n:<|\"|>1<|\"|>}<tool_call|>", 2, "f", "{}",
+         ""},
+        {CHAT_FAMILY_GEMMA4, "<|tool_call>call:f{a:<|\"|>open}<tool_call|>", -1, NULL, NULL, ""},
+        {CHAT_FAMILY_GLM45, "ok\n<tool_call>f\n<arg_key>code</arg_key>\n<arg_value>123</arg_value>\n<arg_key>n</arg_key>\n"
+                            "<arg_value>7</arg_value>\n<arg_key>ok</arg_key><arg_value>true</arg_value>\n</tool_call>", 1, "f",
+         "{\"code\":\"123\",\"n\":7,\"ok\":true}", "ok\n"},
+        {CHAT_FAMILY_GLM45, "<tool_call>f<arg_key>a</arg_key>x</tool_call>", -1, NULL, NULL, ""},
+        {CHAT_FAMILY_GLM45, "<tool_call>g<arg_key>code</arg_key><arg_value>123</arg_value></tool_call>", 1, "g",
+         "{\"code\":123}", ""}, /* no schema for g: JSON text is read as JSON */
+        {CHAT_FAMILY_QWEN3_CODER, "<tool_call>\n<function=f>\n<parameter=code>\nline 1\nline 2\n</parameter>\n<parameter=ok>\n"
+                                  "True\n</parameter>\n</function>\n</tool_call>", 1, "f",
+         "{\"code\":\"line 1\\nline 2\",\"ok\":true}", ""},
+        {CHAT_FAMILY_QWEN3_CODER, "<tool_call>\n<function=f>\n<parameter=code>x</function>\n</tool_call>", -1, NULL, NULL, ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const chat_tool_syntax *syn = chat_tool_syntax_for(cases[i].fam);
+        chat_tool_call calls[8] = {{0}};
+        int n = 0;
+        size_t content = 0;
+        int rc = chat_tool_split(syn, cases[i].text, strlen(cases[i].text), tools, &content, calls, 8, &n);
+        if (cases[i].n_calls < 0) {
+            EXPECT_MSG(rc < 0, "case %zu (%s): accepted \"%s\"", i, chat_family_name(cases[i].fam), cases[i].text);
+        } else {
+            EXPECT_MSG(rc == 0 && n == cases[i].n_calls, "case %zu (%s): rc %d, %d calls", i,
+                       chat_family_name(cases[i].fam), rc, n);
+            if (n > 0) {
+                EXPECT_STR_EQ(calls[0].name, cases[i].name0);
+                EXPECT_MSG(json_equal_text(calls[0].arguments, cases[i].args0), "case %zu: arguments %s, expected %s", i,
+                           calls[0].arguments, cases[i].args0);
+            }
+            EXPECT_EQ_I(content, strlen(cases[i].content));
+        }
+        chat_tool_calls_free(calls, n);
+    }
+    cJSON_Delete(tools);
+}
