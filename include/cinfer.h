@@ -198,6 +198,11 @@ int cinfer_model_save_giw(const cinfer_model *m, const char *path, char *err, si
  * ids do not fit (call again with *n_ids). */
 int cinfer_tokenize(const cinfer_model *m, const char *text, size_t len, int add_special,
                     int parse_special, int32_t *ids, size_t n_max, size_t *n_ids);
+/* The bytes of token id with special tokens as their text ("<tool_call>",
+ * "[ARGS]"; llama_token_to_piece with special = true): returns their count
+ * n and copies them (NUL added when n < cap) when n <= cap; CINFER_EARG for
+ * an id out of range.  May be an incomplete UTF-8 sequence. */
+int cinfer_token_text(const cinfer_model *m, int32_t id, char *buf, size_t cap);
 /* Bytes of ids (control tokens omitted).  Writes up to cap bytes plus a NUL
  * when it fits; *n_out = bytes needed.  CINFER_EARG when it does not fit or
  * an id is out of range. */

@@ -428,6 +428,11 @@ int cinfer_tokenize(const cinfer_model *m, const char *text, size_t len, int add
     return rc == 0 ? 0 : rc == TOK_ENOMEM ? CINFER_ENOMEM : CINFER_EARG;
 }
 
+int cinfer_token_text(const cinfer_model *m, int32_t id, char *buf, size_t cap) {
+    int n = tok_decode_token(m->vocab, id, true, buf, cap);
+    return n < 0 ? CINFER_EARG : n;
+}
+
 int cinfer_detokenize(const cinfer_model *m, const int32_t *ids, size_t n_ids, char *buf,
                       size_t cap, size_t *n_out) {
     int rc = tok_decode(m->vocab, ids, n_ids, 0, buf, cap, n_out);

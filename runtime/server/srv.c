@@ -1398,6 +1398,13 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
         if (template_vars(api, r, &vars, &j->reason_out, b)) goto out;
         cJSON *ma = srvx_messages(api, r, b);
         if (!ma) goto out;
+        /* what the family's template needs besides: Mistral's 9-character call ids,
+         * SmolLM3's tools as xml_tools (srv_tools.c) */
+        if (srvx_fit_template(s->m, j->x, ma, &vars)) {
+            cJSON_Delete(ma);
+            srv_bad(b, 500, NULL, "out of memory");
+            goto out;
+        }
         char *mj = cJSON_PrintUnformatted(ma), err[256] = "out of memory";
         cJSON_Delete(ma);
         const char *tj = j->x ? j->x->tools_json : NULL;
