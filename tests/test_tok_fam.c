@@ -26,6 +26,7 @@
 #include "gguf_edit.h"
 #include "test.h"
 #include "text/tok.h"
+#include "text/tok_impl.h"
 
 #define TOK_DATA "tests/data/tok"
 #define SPM_REL "vocab/llama.cpp/ggml-vocab-llama-spm.gguf"
@@ -136,32 +137,51 @@ static void check_both(const tok_vocab *v, const char *ref_name, int check_bytes
     EXPECT(check_vectors(v, TOK_DATA "/texts.inp", out2, ref_name, check_bytes) >= 30);
 }
 
-/* The BPE vocabulary with pre-tokenizer `pre`, without its BOS keys (so the
- * name's own defaults show: tekken adds BOS, glm4 has none). */
-static void check_pre(const char *pre) {
+/* The pre-tokenizers on the BPE vocabulary: loaded once, each name's
+ * stages and merge rule switched in (what tok_load_gguf does for the name:
+ * tok_pre_init and ignore_merges; the ids depend on nothing else), against
+ * llama.cpp on the same vocabulary with tokenizer.ggml.pre set to the name
+ * (tools/tok-refs.sh).  A second file checks the defaults the names bring
+ * (glm4: no BOS; tekken: adds BOS; others: BOS 11, not added), loaded
+ * through tok_load_gguf with the BOS keys dropped. */
+TEST(tok_fam, pre_tokenizers) {
     NEED_SHARED(bpe, BPE_REL);
     if (!shared_path(TEXTS_REL)) SKIP("../shared/%s absent", TEXTS_REL);
-    char src[1024], path[1024], ref[64];
+    char src[1024];
     snprintf(src, sizeof src, "%s", bpe);
-    snprintf(path, sizeof path, "%s/bpe-%s.gguf", test_tmpdir(), pre);
-    snprintf(ref, sizeof ref, "pre-%s", pre);
-    static const char *const drop[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.add_bos_token", NULL};
-    gguf_kv_set set[] = {{"tokenizer.ggml.pre", gguf_val_str(pre)}};
-    if (gguf_edit_copy_vals(src, path, drop, set, 1)) return;
-    tok_vocab *v = load_vocab(path);
+    tok_vocab *v = load_vocab(src);
     if (!v) return;
-    check_both(v, ref, 1);
-    /* llama.cpp's defaults of the name (BPE: BOS 11 unless the name says otherwise) */
-    EXPECT_EQ_I(tok_bos(v), !strcmp(pre, "glm4") ? -1 : 11);
-    EXPECT_EQ_I(tok_add_bos(v), !strcmp(pre, "tekken"));
+    static const char *const names[] = {"tekken", "glm4", "seed-coder", "hunyuan-dense", "roberta-bpe"};
+    char err[256];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const pre_def *def = tok_pre_lookup(names[i], strlen(names[i]));
+        EXPECT_MSG(def, "pre-tokenizer %s unknown", names[i]);
+        if (!def) continue;
+        for (int k = 0; k < v->n_pre; k++) tok_regex_free(v->pre[k].re);
+        v->n_pre = 0;
+        if (tok_pre_init(v, def, err, sizeof err)) {
+            test_fail(__FILE__, __LINE__, "%s: %s", names[i], err);
+            continue;
+        }
+        v->ignore_merges = def->ignore_merges;
+        char ref[64];
+        snprintf(ref, sizeof ref, "pre-%s", names[i]);
+        check_both(v, ref, 1);
+    }
     tok_free(v);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/bpe-defaults.gguf", test_tmpdir());
+    static const char *const drop[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.add_bos_token", NULL};
+    static const struct { const char *pre; int bos, add_bos; } want[] = {
+        {"glm4", -1, 0}, {"tekken", 11, 1}, {"seed-coder", 11, 0}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        gguf_kv_set set[] = {{"tokenizer.ggml.pre", gguf_val_str(want[i].pre)}};
+        if (gguf_edit_copy_vals(src, path, drop, set, 1) || !(v = load_vocab(path))) return;
+        EXPECT_MSG(tok_bos(v) == want[i].bos && tok_add_bos(v) == want[i].add_bos, "%s: bos %d add_bos %d",
+                   want[i].pre, tok_bos(v), tok_add_bos(v));
+        tok_free(v);
+    }
 }
-
-TEST(tok_fam, pre_tekken) { check_pre("tekken"); }
-TEST(tok_fam, pre_glm4) { check_pre("glm4"); }
-TEST(tok_fam, pre_seed_coder) { check_pre("seed-coder"); }
-TEST(tok_fam, pre_hunyuan_dense) { check_pre("hunyuan-dense"); }
-TEST(tok_fam, pre_roberta_bpe) { check_pre("roberta-bpe"); }
 
 static void check_ugm_spm(const char *name, int space_prefix, int remove_ws) {
     NEED_SHARED(spm, SPM_REL);
