@@ -5,27 +5,39 @@
  * conversations into the chat template's message array.
  *
  * Tool calls.  The template renders the tools (chat_context_new's "tools").
- * The call syntax supported for generation and parsing is Hermes'
- * (CHAT_FAMILY_HERMES, CHAT_FAMILY_QWEN3):
+ * The call syntax is the template family's (runtime/text/chat_tools.h,
+ * chat_tool_syntax_for): Hermes/Qwen/SmolLM3/EXAONE 4 JSON objects,
+ * e.g.
  *
  *   <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>
  *
- * found by rendering a probe conversation with one assistant tool call and
- * looking for that text.  The call object is generated under a grammar
- * compiled from
+ * Nemotron / Command R7B JSON arrays, Mistral 3 name[ARGS]{json}, Gemma 4
+ * key:value, GLM <arg_key>/<arg_value>, Qwen3-Coder/Nemotron 3
+ * <parameter=k> — confirmed by rendering a probe conversation with one
+ * assistant tool call and looking for the syntax's own text
+ * (template_syntax).  JSON bodies are generated under a grammar compiled
+ * from
  *   {"anyOf": [{"type":"object","properties":{"name":{"const":NAME},"arguments":PARAMETERS},
  *               "required":["name","arguments"],"additionalProperties":false}, ...]}
- * so the arguments always validate against the chosen tool's parameters.
- * tool_choice "required" / a named tool: the opener "<tool_call>\n" is
- * appended to the prompt and the grammar runs from the first token.
- * "auto": free generation; when the model samples the opener's token the
- * first pass stops, the opener's newline is appended and a second pass runs
- * under the grammar on the same session (its KV cache is reused) — the lazy
- * grammar of llama.cpp's grammar triggers.  Parallel calls (unless
- * parallel_tool_calls: false / disable_parallel_tool_use: true): after a
- * call, "\n</tool_call>\n" is appended and another call follows, under the
- * grammar, when the opener is then the model's most likely token; at most
- * SRVX_MAX_CALLS.
+ * (the syntax's own key names; an array of them for the array syntaxes), so
+ * the arguments always validate against the chosen tool's parameters.
+ * Mistral's name is restricted to the tools' names by a logit mask
+ * (mask_call_name), then its JSON runs under that tool's grammar.  The
+ * free-form syntaxes (Gemma 4, GLM, Qwen3-Coder) are written without a
+ * grammar up to the closer and parsed (chat_tool_parse_body); a block that
+ * does not parse stays text.
+ * tool_choice "required" / a named tool: the syntax's opener is appended to
+ * the prompt and the grammar runs from the first token.  "auto": free
+ * generation; when the model samples the trigger's token the first pass
+ * stops, the rest of the opener is appended and a second pass runs (under
+ * the grammar where there is one) on the same session (its KV cache is
+ * reused) — the lazy grammar of llama.cpp's grammar triggers.  Parallel
+ * calls (unless parallel_tool_calls: false / disable_parallel_tool_use:
+ * true): after a call, the closer and the syntax's text between two blocks
+ * are appended and another call follows when the trigger is then the
+ * model's most likely token; at most SRVX_MAX_CALLS.  The array syntaxes
+ * hold every call in one block; a cut array keeps its complete elements
+ * (salvage_array).
  *
  * Logprobs.  Reported from the logits the sampler actually received: the
  * model's logits after the grammar mask (disallowed tokens are -inf) and
