@@ -129,7 +129,7 @@ int cli_embed(int argc, char **argv) {
     }
     if (!model) return usage_to(stderr);
     char cached[4096], err[1024];
-    if (cli_resolve_model("embed", &model, cached, sizeof cached, 1)) return 1;
+    if (cli_resolve_model("embed", &model, cached, sizeof cached, CLI_MODEL_RUN)) return 1;
     cinfer_model *m = NULL;
     cinfer_session *s = NULL;
     int status = 1;
