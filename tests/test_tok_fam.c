@@ -3,7 +3,8 @@
  * need (tests/data/tok/README.md): every text's ids equal llama.cpp's.
  *
  *  - pre-tokenizers tekken (Mistral 3), glm4 (GLM-4), seed-coder (Seed-OSS),
- *    hunyuan-dense (Hunyuan), roberta-bpe (RoBERTa-vocabulary BERTs): the
+ *    hunyuan-dense (Hunyuan), roberta-bpe (RoBERTa-vocabulary BERTs), mellum2
+ *    (Mellum 2; StarCoder's regex): the
  *    byte-level BPE vocabulary of ../shared's ggml-vocab-llama-bpe.gguf
  *    with tokenizer.ggml.pre set to the name, so only the regex differs;
  *  - UGM (tokenizer.ggml.model "t5": T5, XLM-RoBERTa BERTs): ../shared's
@@ -151,7 +152,7 @@ TEST(tok_fam, pre_tokenizers) {
     snprintf(src, sizeof src, "%s", bpe);
     tok_vocab *v = load_vocab(src);
     if (!v) return;
-    static const char *const names[] = {"tekken", "glm4", "seed-coder", "hunyuan-dense", "roberta-bpe"};
+    static const char *const names[] = {"tekken", "glm4", "seed-coder", "hunyuan-dense", "roberta-bpe", "mellum2"};
     char err[256];
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         const pre_def *def = tok_pre_lookup(names[i], strlen(names[i]));

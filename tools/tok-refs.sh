@@ -53,7 +53,7 @@ refs() {
     echo "  REF     $OUT/$name.out $OUT/$name-texts.out"
 }
 
-for pre in tekken glm4 seed-coder hunyuan-dense roberta-bpe; do
+for pre in tekken glm4 seed-coder hunyuan-dense roberta-bpe mellum2; do
     "$BUILD/tools/gguf_set" "$V/ggml-vocab-llama-bpe.gguf" "$W/bpe-$pre.gguf" "tokenizer.ggml.pre=str:$pre" \
         tokenizer.ggml.bos_token_id=drop tokenizer.ggml.add_bos_token=drop
     refs "pre-$pre" "$W/bpe-$pre.gguf"

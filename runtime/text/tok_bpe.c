@@ -126,7 +126,7 @@ static const pre_def pre_defs[] = {
     {NAMES("deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"), rx_deepseek_v3, false, false, false, false, false},
     {NAMES("falcon"), rx_falcon, true, false, false, false, false},
     {NAMES("mpt"), rx_gpt2, true, false, false, false, false},
-    {NAMES("starcoder", "refact", "codeshell", "exaone", "minerva-7b"), rx_starcoder, true, false, false, false, false},
+    {NAMES("starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2"), rx_starcoder, true, false, false, false, false},
     {NAMES("command-r", "smollm"), rx_starcoder, false, false, false, false, false},
     {NAMES("gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "olmo", "jais", "exaone4",
            "a.x-4.0", "mellum", "modern-bert"),
