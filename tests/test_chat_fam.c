@@ -231,7 +231,12 @@ static void roundtrip(const char *file, const chat_template *t, const chat_tool_
         size_t content = 0;
         /* the turn ends where the template closes it: parse up to the last closer / args end */
         const char *last = NULL;
-        if (syn->closer[0])
+        if (syn->closer[0] && syn->kind == CHAT_CALLS_JSON_ARRAY) { /* one block: up to its closer (Command R+
+                                                                     * writes its instructions after the turn) */
+            size_t ol = strlen(syn->opener);
+            const char *p = strstr(strncmp(turn, syn->opener, ol) ? turn : turn + ol, syn->closer);
+            last = p ? p + strlen(syn->closer) : NULL;
+        } else if (syn->closer[0])
             for (const char *p = turn; (p = strstr(p, syn->closer)); p++) last = p + strlen(syn->closer);
         else { /* NAME_ARGS: up to the end of the last JSON object */
             const char *p = strrchr(turn, '}');
@@ -264,8 +269,6 @@ TEST(chat_fam, tool_calls_roundtrip) {
     int n_checked = 0;
     for (size_t i = 0; i < N_TEMPLATES; i++) {
         if (TEMPLATES[i].family == CHAT_FAMILY_SMOLLM3) continue; /* renders no assistant calls */
-        /* Command R(+)'s "Action: ```json [...]```" (directly-answer included) is not read */
-        if (TEMPLATES[i].family == CHAT_FAMILY_COMMAND_R) continue;
         const chat_tool_syntax *syn = chat_tool_syntax_for(TEMPLATES[i].family);
         char *path = template_path(i);
         size_t len;
@@ -286,7 +289,7 @@ TEST(chat_fam, tool_calls_roundtrip) {
         }
         chat_template_free(t);
     }
-    EXPECT(n_checked >= 9);
+    EXPECT(n_checked >= 10);
     cJSON_Delete(spec);
 }
 
@@ -310,6 +313,9 @@ TEST(chat_fam, tool_call_parsers) {
         {CHAT_FAMILY_NEMOTRON, "<TOOLCALL>[{\"name\": \"f\", \"arguments\": {}}, {\"name\": \"g\", \"arguments\": {\"k\": "
                                "null}}]</TOOLCALL>", 2, "f", "{}", ""},
         {CHAT_FAMILY_NEMOTRON, "<TOOLCALL>[]</TOOLCALL>", -1, NULL, NULL, ""},
+        {CHAT_FAMILY_COMMAND_R, "Let me look.\nAction:\n```json\n[\n    {\n        \"tool_name\": \"f\",\n        "
+                                "\"parameters\": {\"n\": 2}\n    }\n]```\n", 1, "f", "{\"n\":2}", "Let me look.\n"},
+        {CHAT_FAMILY_COMMAND_R, "Action:\n```json\n[{\"tool_name\": \"f\", \"parameters\": {}}]", -1, NULL, NULL, ""},
         {CHAT_FAMILY_COMMAND_R7B, "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"f\", \"parameters\": "
                                   "{\"q\": \"x\"}}\n]<|END_ACTION|>", 1, "f", "{\"q\":\"x\"}", ""},
         {CHAT_FAMILY_MISTRAL3, "[TOOL_CALLS]f[ARGS]{\"a\": {\"b\": [1, 2]}}[TOOL_CALLS]g[CALL_ID]abc123XYZ[ARGS]{}", 2, "f",

@@ -33,11 +33,11 @@
 
 static const char TOOLS[] =
     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather of a city\","
-    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":12},"
-    "\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":7}},\"required\":[\"city\",\"days\"],"
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":12,"
+    "\"description\":\"City name\"},\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":7,\"description\":\"Days\"}},\"required\":[\"city\",\"days\"],"
     "\"additionalProperties\":false}}},"
     "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"description\":\"Time in a zone\","
-    "\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{\"enum\":[\"UTC\",\"CET\"]}},\"required\":[\"zone\"],"
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{\"enum\":[\"UTC\",\"CET\"],\"description\":\"Time zone\"}},\"required\":[\"zone\"],"
     "\"additionalProperties\":false}}}]";
 
 /* a call's arguments against its tool's schema in TOOLS */
@@ -116,6 +116,7 @@ static const struct {
     {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", 1, 1},
     {"Mistral-Small-3.2-24B-Instruct-2506.jinja", 0, 1},
     {"google-gemma-4-31B-it.jinja", 0, 0},
+    {"CohereForAI-c4ai-command-r-plus-tool_use.jinja", 1, 1},
 };
 
 static void check_family(size_t i) {
@@ -181,6 +182,7 @@ TEST(serve_fam, nemotron) { check_family(2); }
 TEST(serve_fam, command_r7b) { check_family(3); }
 TEST(serve_fam, mistral_small3) { check_family(4); }
 TEST(serve_fam, gemma4) { check_family(5); }
+TEST(serve_fam, command_r_plus) { check_family(6); }
 
 /* Every family's template renders a conversation with earlier calls and
  * their results as the server converts it (srvx_messages, then
@@ -195,6 +197,7 @@ TEST(serve_fam, history_renders_everywhere) {
         {"GLM-4.7-Flash.jinja", 0},                  {"NVIDIA-Nemotron-Nano-v2.jinja", 0},
         {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", 0}, {"LGAI-EXAONE-EXAONE-4.0.jinja", 0},
         {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", 1},
+        {"CohereForAI-c4ai-command-r-plus-tool_use.jinja", 1},
     };
     char body[8192];
     snprintf(body, sizeof body, HISTORY, TOOLS);

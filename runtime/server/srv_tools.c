@@ -11,8 +11,8 @@
  *
  *   <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>
  *
- * Nemotron / Command R7B JSON arrays, Mistral 3 name[ARGS]{json}, Gemma 4
- * key:value, GLM <arg_key>/<arg_value>, Qwen3-Coder/Nemotron 3
+ * Nemotron / Command R7B / Command R(+) ("Action:") JSON arrays, Mistral 3
+ * name[ARGS]{json}, Gemma 4 key:value, GLM <arg_key>/<arg_value>, Qwen3-Coder/Nemotron 3
  * <parameter=k> — confirmed by rendering a probe conversation with one
  * assistant tool call and looking for the syntax's own text
  * (template_syntax).  JSON bodies are generated under a grammar compiled
@@ -31,7 +31,9 @@
  * generation; when the model samples the trigger's token the first pass
  * stops, the rest of the opener is appended and a second pass runs (under
  * the grammar where there is one) on the same session (its KV cache is
- * reused) — the lazy grammar of llama.cpp's grammar triggers.  Parallel
+ * reused) — the lazy grammar of llama.cpp's grammar triggers.  A trigger
+ * that is not one token (Command R(+)'s plain-text "Action:") has no lazy
+ * pass: "auto" replies are text there, forced and named calls work.  Parallel
  * calls (unless parallel_tool_calls: false / disable_parallel_tool_use:
  * true): after a call, the closer and the syntax's text between two blocks
  * are appended and another call follows when the trigger is then the
@@ -933,7 +935,7 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
                 if (x->tool_mode == SRVX_TOOLS_REQUIRED) {
                     srv_bad(b, 400, "tool_choice",
                          "forced tool calls need a chat template whose tool-call syntax cinfer reads (Hermes/Qwen "
-                         "<tool_call>, Mistral [TOOL_CALLS], Gemma 4, GLM, Nemotron, EXAONE, Command R7B, ...); this "
+                         "<tool_call>, Mistral [TOOL_CALLS], Gemma 4, GLM, Nemotron, EXAONE, Command R, ...); this "
                          "model's template has none");
                     goto fail;
                 }

@@ -33,6 +33,10 @@ static const chat_tool_syntax SYNTAXES[] = {
      NULL, "<TOOLCALL>[{\"name\": \"probe_fn\""},
     {CHAT_FAMILY_COMMAND_R7B, CHAT_CALLS_JSON_ARRAY, "<|START_ACTION|>", "<|START_ACTION|>", "<|END_ACTION|>", "",
      "tool_name", "parameters", "tool_call_id", "\"tool_name\": \"probe_fn\""},
+    /* Command R(+): a plain-text "Action:" and a fenced JSON list (no special token: a
+     * forced or named call only, see srv_tools.c) */
+    {CHAT_FAMILY_COMMAND_R, CHAT_CALLS_JSON_ARRAY, "Action:", "Action:\n```json\n", "```", "", "tool_name",
+     "parameters", NULL, "\"tool_name\": \"probe_fn\""},
     {CHAT_FAMILY_MISTRAL3, CHAT_CALLS_NAME_ARGS, "[TOOL_CALLS]", "[TOOL_CALLS]", "", "", NULL, NULL, NULL,
      "[TOOL_CALLS]probe_fn["},
     {CHAT_FAMILY_GEMMA4, CHAT_CALLS_GEMMA4, "<|tool_call>", "<|tool_call>call:", "<tool_call|>", "", NULL, NULL, NULL,

@@ -29,7 +29,8 @@ typedef enum {
     CHAT_CALLS_JSON_OBJECT = 1,
     /* opener [{call}, {call}, ...] closer: every call of the turn in one block
      * (Nemotron's {"name","arguments"}; Command R7B's {"tool_call_id",
-     * "tool_name", "parameters"}) */
+     * "tool_name", "parameters"}; Command R(+)'s {"tool_name", "parameters"}
+     * after "Action:\n```json\n", closed by "```") */
     CHAT_CALLS_JSON_ARRAY,
     /* opener name[ARGS]{...}, or name[CALL_ID]id[ARGS]{...}: one call per
      * block, the block ends with the JSON (Mistral 3) */
@@ -59,8 +60,8 @@ typedef struct {
 } chat_tool_syntax;
 
 /* The syntax of family f, or NULL when cinfer reads no tool calls of that
- * family (CHAT_FAMILY_LLAMA3_TOOLS, Command R(+) and others: their calls are
- * plain text to the server).  Static storage. */
+ * family (CHAT_FAMILY_LLAMA3_TOOLS and others: their calls are plain text to
+ * the server).  Static storage. */
 const chat_tool_syntax *chat_tool_syntax_for(chat_family f);
 
 /* One parsed call: malloc'd NUL-terminated name and arguments (the text of
