@@ -60,7 +60,7 @@ SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_S
 
 .PHONY: bundle-deps deb-pkgs-arm64 aarch64 test-aarch64 bench-bundle
 .PHONY: all test check check-layout demo deps deb-pkgs node-check golden fuzz bench clean help install unicode bench-tok \
-        bench-matmul fuzz-hf fuzz-tokjson bench-grammar arch-models arch-models-quant arch-refs tok-refs
+        bench-matmul fuzz-hf fuzz-tokjson bench-grammar arch-models arch-models-quant arch-refs tok-refs tok-vocabs
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
@@ -269,6 +269,12 @@ arch-models-quant: $(BUILD)/arch-models/.stamp $(BUILD)/cinfer
 # build, see tests/data/arch/README.md).  ARCH_REFS="name ..." limits it to some families.
 arch-refs: $(BUILD)/tools/archgen $(BUILD)/cinfer
 	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/arch-refs.sh $(ARCH_REFS)
+# llama.cpp's tokenizer test vocabularies that tok_fam reads (Gemma 4, Command R,
+# XLM-RoBERTa's UGM) into $(BUILD)/llama-vocab, from the llama.cpp source the npm
+# package node-llama-cpp ships (tools/tok_vocabs.sh; an install step, .ci/run runs it).
+tok-vocabs: $(BUILD)/llama-vocab/ggml-vocab-nomic-bert-moe.gguf
+$(BUILD)/llama-vocab/ggml-vocab-nomic-bert-moe.gguf: tools/tok_vocabs.sh
+	@BUILD=$(BUILD) sh tools/tok_vocabs.sh
 # Regenerate tests/data/tok (llama.cpp's ids for the new tokenizers and
 # pre-tokenizers; tools/tok-refs.sh, tests/data/tok/README.md).
 tok-refs: $(BUILD)/libcinfer.a
@@ -469,6 +475,7 @@ help:
 	@echo "make arch-models  one random-weight test model per family into build/arch-models (tools/archgen.c)"
 	@echo "make arch-models-quant  their Q8_0/Q4_0 variants (cinfer quantize) into build/arch-models/{q8_0,q4_0}"
 	@echo "make arch-refs  regenerate tests/data/arch from llama.cpp (ARCH_REFS=\"name ...\"; tools/arch-refs.sh)"
+	@echo "make tok-vocabs llama.cpp's Gemma 4 / Command R / XLM-RoBERTa test vocabularies for tok_fam (npm: node-llama-cpp)"
 	@echo "make tok-refs   regenerate tests/data/tok: llama.cpp's ids for the UGM/Gemma 4 tokenizers and new pre-tokenizers"
 	@echo "make bench-bundle  bundle start-up and heap vs cinfer run and llama.cpp"
 	@echo "make bundle-deps  static cJSON/libmicrohttpd for bundles (Debian source packages; network)"

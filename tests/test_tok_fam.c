@@ -10,7 +10,7 @@
  *  - UGM (tokenizer.ggml.model "t5": T5, XLM-RoBERTa BERTs): ../shared's
  *    ggml-vocab-llama-spm.gguf read as a unigram vocabulary, with
  *    add_space_prefix, and with remove_extra_whitespaces; and, when
- *    llama.cpp's source tree is at ../peer/llama-src (or $CINFER_LLAMA_SRC),
+ *    llama.cpp's vocabularies are there (make tok-vocabs, llama_src_path),
  *    its ggml-vocab-nomic-bert-moe.gguf: XLM-RoBERTa's 250k pieces with the
  *    precompiled charsmap (NFKC);
  *  - Gemma 4's tokenizer (tokenizer.ggml.model "gemma4") and Command R's
@@ -34,11 +34,21 @@
 #define BPE_REL "vocab/llama.cpp/ggml-vocab-llama-bpe.gguf"
 #define TEXTS_REL "vocab/llama.cpp/ggml-vocab-llama-bpe.gguf.inp"
 
-/* A file of llama.cpp's source tree (models/...), or NULL. */
+/* A file of llama.cpp's models/ folder (rel "models/NAME"), or NULL: from
+ * $CINFER_LLAMA_SRC (a llama.cpp source tree), else $CINFER_BUILD/llama-vocab
+ * (`make tok-vocabs`: the same files of the llama.cpp node-llama-cpp ships),
+ * else ../peer/llama-src. */
 static const char *llama_src_path(const char *rel) {
     static char path[1024];
-    const char *root = getenv("CINFER_LLAMA_SRC");
-    snprintf(path, sizeof path, "%s/%s", root && *root ? root : "../peer/llama-src", rel);
+    const char *root = getenv("CINFER_LLAMA_SRC"), *build = getenv("CINFER_BUILD");
+    const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
+    if (root && *root) {
+        snprintf(path, sizeof path, "%s/%s", root, rel);
+        return access(path, R_OK) ? NULL : path;
+    }
+    snprintf(path, sizeof path, "%s/llama-vocab/%s", build && *build ? build : "build", base);
+    if (!access(path, R_OK)) return path;
+    snprintf(path, sizeof path, "../peer/llama-src/%s", rel);
     return access(path, R_OK) ? NULL : path;
 }
 
@@ -212,7 +222,7 @@ TEST(tok_fam, ugm_llama_spm_remove_ws) { check_ugm_spm("ugm-llama-spm-ws", 0, 1)
 
 TEST(tok_fam, ugm_xlm_roberta_charsmap) {
     const char *p = llama_src_path("models/ggml-vocab-nomic-bert-moe.gguf");
-    if (!p) SKIP("llama.cpp's models/ggml-vocab-nomic-bert-moe.gguf absent (../peer/llama-src or $CINFER_LLAMA_SRC)");
+    if (!p) SKIP("llama.cpp's models/ggml-vocab-nomic-bert-moe.gguf absent: run make tok-vocabs");
     if (!shared_path(TEXTS_REL)) SKIP("../shared/%s absent", TEXTS_REL);
     char path[1024];
     snprintf(path, sizeof path, "%s", p);
@@ -238,7 +248,7 @@ static void check_llama_vectors(const char *vocab_name, int check_bytes) {
     char rel[256], vpath[1024], ipath[1100], opath[1100];
     snprintf(rel, sizeof rel, "models/ggml-vocab-%s.gguf", vocab_name);
     const char *p = llama_src_path(rel);
-    if (!p) SKIP("llama.cpp's %s absent (../peer/llama-src or $CINFER_LLAMA_SRC)", rel);
+    if (!p) SKIP("llama.cpp's %s absent: run make tok-vocabs", rel);
     snprintf(vpath, sizeof vpath, "%s", p);
     snprintf(ipath, sizeof ipath, "%s.inp", vpath);
     snprintf(opath, sizeof opath, "%s.out", vpath);
