@@ -29,6 +29,9 @@ chat_family chat_detect_family(const char *s) {
     if (has(s, "<|tool_call>")) return CHAT_FAMILY_GEMMA4;
     if (has(s, "<arg_key>")) return CHAT_FAMILY_GLM45;
     if (has(s, "<TOOLCALL>")) return CHAT_FAMILY_NEMOTRON;
+    /* Seed-OSS writes Qwen3-Coder's blocks inside <seed:tool_call>, with Python-repr
+     * values (lists as ['a', 'b']): not a syntax cinfer reads */
+    if (has(s, "<seed:tool_call>")) return CHAT_FAMILY_UNKNOWN;
     if (has(s, "<function=") && has(s, "<parameter=")) return CHAT_FAMILY_QWEN3_CODER;
     if (has(s, "[|endofturn|]") && has(s, "<tool_call>")) return CHAT_FAMILY_EXAONE4;
     if (has(s, "[TOOL_CALLS]") && has(s, "[ARGS]")) return CHAT_FAMILY_MISTRAL3;
