@@ -77,7 +77,9 @@ void eng_ctx_free(eng_ctx *c);
 /* Evaluate n tokens at position c->n_past (in batches of desc->n_batch) and
  * advance n_past.  Afterwards eng_logits() holds the last token's logits
  * (n_vocab floats).  Errors: -1 when the context would overflow (nothing is
- * evaluated) or a token id is out of range. */
+ * evaluated) or a token id is out of range.  An encoder (desc->encoder) has
+ * no logits (its output goes to env.hidden) and evaluates one input whole:
+ * n_past must be 0 (eng_truncate(c, 0) first) and n <= desc->n_batch. */
 int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len);
 /* Logits of the last evaluated token: (n_vocab). Valid until the next eval. */
 const float *eng_logits(const eng_ctx *c);
