@@ -298,12 +298,13 @@ static int plan_ladder(plan_ctx *L, int precision, int n_ctx, uint64_t mem, cinf
         char text[2048];
         cinfer_plan_format(out, text, sizeof text);
         L->mc->free(cur);
-        char *w = text; /* one line: parts joined by "; ", runs of spaces squeezed */
-        for (const char *c = text; *c; c++) {
+        char line[2048], *w = line; /* one line: parts joined by "; ", runs of spaces squeezed */
+        for (const char *c = text; *c && w < line + sizeof line - 3; c++) {
             if (*c == '\n') *w++ = ';', *w++ = ' ';
-            else if (*c != ' ' || (w > text && w[-1] != ' ')) *w++ = *c;
+            else if (*c != ' ' || (w > line && w[-1] != ' ')) *w++ = *c;
         }
         *w = 0;
+        memcpy(text, line, (size_t)(w - line) + 1);
         return fail(err, err_len, CINFER_ENOMEM,
                     "budget %.1f MiB: nothing fits; the smallest plan (%s, %d positions) needs %.1f MiB: %s",
                     MIB(mem), prec_name(out->precision), out->n_ctx, MIB(out->peak_bytes), text);
