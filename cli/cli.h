@@ -91,6 +91,10 @@ int cli_parse_bytes(const char *prog, const char *v, uint64_t *out);
  * "PROG: memory: STEP" line each on stderr, and with verbose its plan. */
 struct cinfer_model;
 void cli_print_budget(const char *prog, const struct cinfer_model *m, int verbose);
+/* For a model with streamed weights, one stderr line "PROG: stream: read
+ * ahead X MiB, dropped Y MiB, N major faults, Z MiB read from storage"
+ * (getrusage ru_majflt; /proc/self/io read_bytes, when readable). */
+void cli_print_stream_stats(const char *prog, const struct cinfer_model *m);
 /* CLOCK_MONOTONIC in milliseconds. */
 double cli_now_ms(void);
 /* Peak resident set of this process in bytes (getrusage ru_maxrss; on Linux

@@ -340,3 +340,26 @@ void cli_print_budget(const char *prog, const cinfer_model *m, int verbose) {
         fprintf(stderr, "%s\n", text);
     }
 }
+
+void cli_print_stream_stats(const char *prog, const cinfer_model *m) {
+    uint64_t ahead, dropped;
+    if (cinfer_model_stream_stats(m, &ahead, &dropped)) return;
+    struct rusage ru;
+    long majflt = getrusage(RUSAGE_SELF, &ru) ? -1 : ru.ru_majflt;
+    unsigned long long read_bytes = 0;
+    int have_io = 0;
+    FILE *f = fopen("/proc/self/io", "r");
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "read_bytes: %llu", &read_bytes) == 1) have_io = 1;
+    if (f) fclose(f);
+    char io[64] = "";
+    if (have_io) snprintf(io, sizeof io, ", %.1f MiB read from storage", read_bytes / 1048576.0);
+    unsigned long long size = 0, resident = 0;
+    FILE *sm = fopen("/proc/self/statm", "r");
+    if (!sm || fscanf(sm, "%llu %llu", &size, &resident) != 2) resident = 0;
+    if (sm) fclose(sm);
+    fprintf(stderr, "%s: stream: read ahead %.1f MiB, dropped %.1f MiB, %ld major faults%s, RSS now %.1f MiB\n",
+            prog, ahead / 1048576.0, dropped / 1048576.0, majflt, io,
+            resident * (double)sysconf(_SC_PAGESIZE) / 1048576.0);
+}

@@ -14,13 +14,14 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: cinfer plan MODEL [--quant P] [-c N] [-t N] [--mem BYTES] [--json]\n"
+            "usage: cinfer plan MODEL [--quant P] [-c N] [-t N] [--mem BYTES] [--stream-weights] [--json]\n"
             "  the memory `cinfer run MODEL` with these options will hold, by part, and its peak\n"
             "  --quant P     compute precision: " CLI_QUANT_HELP
             "  -c N          context positions (default: min(training context, 4096))\n"
             "  -t N          threads (default: physical cores)\n"
             "  --mem BYTES   a budget (480M, 2G): walk the ladder (precision, then context) until\n"
             "                the peak fits, printing each step; exit 1 when nothing fits\n"
+            "  --stream-weights  plan a streamed run (only a window of layers resident)\n"
             "  --json        one JSON object instead of the table\n");
 }
 
@@ -51,6 +52,7 @@ static cJSON *plan_json(const cinfer_plan *p, const char *steps, int fits) {
     NUM("runtime_bytes", p->runtime_bytes);
     NUM("peak_bytes", p->peak_bytes);
     NUM("mem_bytes", p->mem_bytes);
+    NUM("streamed_bytes", p->streamed_bytes);
 #undef NUM
     cJSON_AddBoolToObject(o, "fits", fits);
     for (const char *s = steps; s && *s;) {
@@ -75,6 +77,7 @@ int cli_plan(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else if (!strcmp(f, "--json")) json = 1;
+        else if (!strcmp(f, "--stream-weights")) po.stream_weights = 1;
         else if (!strcmp(f, "--quant") || !strcmp(f, "-c") || !strcmp(f, "--ctx-size") ||
                  !strcmp(f, "-t") || !strcmp(f, "--threads") || !strcmp(f, "--mem")) {
             if (!v) {

@@ -120,6 +120,16 @@ typedef struct {
     uint64_t mem_bytes;
     int n_ctx;
     int n_threads;
+    /* Streaming weights (`--stream-weights`, docs/memory.md): compute from
+     * the file mapping (precision auto means native here; other precisions
+     * are CINFER_EARG, except a .giw's own), nothing prefaulted, a helper
+     * thread mapping stream_ahead layers (0: 1) ahead of the forward pass and
+     * dropping the layers behind it from the process, so a model larger
+     * than memory runs at the speed its storage reads.  Only the layer
+     * window, the weights outside layers (embeddings, output) and the
+     * context stay resident.  One session at a time should evaluate. */
+    int stream_weights;
+    int stream_ahead;
 } cinfer_model_options;
 
 /* Map the GGUF file at path, load its tokenizer and compile its forward pass.
@@ -243,6 +253,8 @@ typedef struct {
     uint64_t peak_bytes;      /* runtime + tokenizer + compiler + weights
                                * + max(load, kv_cache + arena + scratch + logits) */
     uint64_t mem_bytes;       /* the budget planned against; 0: none */
+    uint64_t streamed_bytes;  /* streamed: the mapped weights the window stands for (weights
+                               * then counts only the window); 0: not streamed */
 } cinfer_plan;
 
 typedef struct {
@@ -254,6 +266,10 @@ typedef struct {
                          * weights are smaller than the last), then halve the context
                          * (down to 128 positions), until the peak fits */
     const char *archspec_path; /* NULL: the built-in archspecs */
+    int stream_weights;        /* plan a streamed run (cinfer_model_options.stream_weights):
+                                * weights resident = outside layers + (stream_ahead + 1)
+                                * layers; the ladder then only shortens the context */
+    int stream_ahead;
 } cinfer_plan_options;
 
 /* Plan a run of the model at path (anything cinfer_model_open reads).
@@ -274,6 +290,10 @@ void cinfer_plan_format(const cinfer_plan *p, char *buf, size_t cap);
  * ("" when none were needed).  Returns 0, or CINFER_EARG when the model was
  * opened without a budget.  The string is valid until cinfer_model_close. */
 int cinfer_model_budget(const cinfer_model *m, cinfer_plan *plan, const char **steps);
+
+/* Streamed weights (cinfer_model_options.stream_weights): bytes the read-ahead
+ * thread mapped in and dropped so far.  CINFER_EARG when not streaming. */
+int cinfer_model_stream_stats(const cinfer_model *m, uint64_t *read_ahead_bytes, uint64_t *dropped_bytes);
 
 /* ---- tokens ----------------------------------------------------------------- */
 

@@ -172,6 +172,7 @@ typedef struct {
     uint64_t runtime_bytes, tokenizer_bytes;
     uint64_t compiler_bytes;   /* measured at the first compile */
     int compiled;
+    int stream, stream_ahead;  /* plan streamed weights */
 } plan_ctx;
 
 static uint64_t plan_peak(const cinfer_plan *p) {
@@ -202,6 +203,16 @@ static int plan_fill(plan_ctx *L, const cf_model_desc *d, int precision, int n_c
                                               parts.kinds[k].mapped, parts.kinds[k].n_tensors,
                                               parts.kinds[k].bytes};
     p->weights_bytes = parts.weights_bytes;
+    if (L->stream) { /* resident: what lies outside layers, and the window of layers */
+        uint64_t layer_max, in_layers, global;
+        stream_layer_bytes(L->g, d, &layer_max, &in_layers, &global);
+        int ahead = L->stream_ahead > 0 ? L->stream_ahead : 1;
+        /* the layer being read, `ahead` being read ahead, and the one behind
+         * until the helper has dropped it */
+        uint64_t window = (uint64_t)(ahead + 2 < d->n_layer ? ahead + 2 : d->n_layer) * layer_max;
+        p->streamed_bytes = in_layers;
+        p->weights_bytes = parts.weights_bytes - in_layers + (window < in_layers ? window : in_layers);
+    }
     p->embd_bytes = parts.embd_bytes;
     p->load_bytes = parts.load_bytes;
     p->kv_cache_bytes = parts.kv_bytes;
@@ -325,6 +336,8 @@ void cinfer_plan_format(const cinfer_plan *p, char *buf, size_t cap) {
         PUT("weights    %-8s %-9s %4d tensors %10.1f MiB\n", p->weights[k].type_name,
             p->weights[k].mapped ? "mapped" : "converted", p->weights[k].n_tensors, MIB(p->weights[k].bytes));
     if (p->embd_bytes) PUT("  (token_embd read by row: %.1f MiB of that at n_ctx)\n", MIB(p->embd_bytes));
+    if (p->streamed_bytes)
+        PUT("  (streamed: %.1f MiB of layers, a window of them resident)\n", MIB(p->streamed_bytes));
     PUT("weights    total %31.1f MiB\n", MIB(p->weights_bytes));
     if (p->load_bytes) PUT("load       sources in flight %19.1f MiB\n", MIB(p->load_bytes));
     PUT("kv cache   F32, %6d positions %14.1f MiB\n", p->n_ctx, MIB(p->kv_cache_bytes));
@@ -349,8 +362,13 @@ int cinfer_plan_model(const char *path, const cinfer_plan_options *opts, cinfer_
     if (o.precision < 0 || o.precision >= CINFER_PRECISION_COUNT || o.n_ctx < 0 || o.n_threads < 0)
         return fail(err, err_len, CINFER_EARG, "plan: precision %d (0..%d), n_ctx %d, n_threads %d (>= 0)",
                     o.precision, CINFER_PRECISION_COUNT - 1, o.n_ctx, o.n_threads);
-    plan_ctx L = {.mc = &mc, .n_threads = o.n_threads,
+    plan_ctx L = {.mc = &mc, .n_threads = o.n_threads, .stream = o.stream_weights != 0,
+                  .stream_ahead = o.stream_ahead, .fixed = o.stream_weights != 0,
                   .co = {.mode = CC_JIT, .archspec_path = o.archspec_path}};
+    if (o.stream_weights && o.precision != CINFER_PRECISION_AUTO && o.precision != CINFER_PRECISION_NATIVE)
+        return fail(err, err_len, CINFER_EARG, "plan: streaming computes from the file mapping: precision %s "
+                    "cannot stream (native, or a .giw)", prec_name(o.precision));
+    if (o.stream_weights && o.precision == CINFER_PRECISION_AUTO) o.precision = CINFER_PRECISION_NATIVE;
     L.runtime_bytes = memplan_rss_now();
     const uint64_t anon0 = memplan_anon_now();
     gguf_file *g = NULL;
@@ -372,11 +390,21 @@ int cinfer_plan_model(const char *path, const cinfer_plan_options *opts, cinfer_
                   path, prec_name(giw_prec), prec_name(o.precision));
     else {
         if (giw_prec >= 0) o.precision = giw_prec, L.fixed = 1;
+        else if (o.stream_weights) o.precision = CINFER_PRECISION_NATIVE;
         rc = plan_ladder(&L, o.precision, o.n_ctx, o.mem_bytes, out, NULL, steps, steps_cap, err, err_len);
     }
     tok_free(v);
     gguf_close(g);
     return rc;
+}
+
+int cinfer_model_stream_stats(const cinfer_model *m, uint64_t *read_ahead_bytes, uint64_t *dropped_bytes) {
+    if (!m->em.stream) return CINFER_EARG;
+    stream_stats st;
+    stream_get_stats(m->em.stream, &st);
+    if (read_ahead_bytes) *read_ahead_bytes = st.populated_bytes;
+    if (dropped_bytes) *dropped_bytes = st.dropped_bytes;
+    return 0;
 }
 
 int cinfer_model_budget(const cinfer_model *m, cinfer_plan *plan, const char **steps) {
@@ -440,6 +468,13 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
             goto bad;
         }
         o.precision = giw_prec;
+    } else if (o.stream_weights) {
+        if (o.precision != CINFER_PRECISION_AUTO && o.precision != CINFER_PRECISION_NATIVE) {
+            rc = fail(err, err_len, CINFER_EARG, "%s: streaming computes from the file mapping: precision %s "
+                      "cannot stream (native, or a .giw saved in it)", path, cinfer_precision_name(o.precision));
+            goto bad;
+        }
+        o.precision = CINFER_PRECISION_NATIVE;
     }
     m->precision = o.precision;
     cc_options co = {.mode = o.compile == CINFER_AOT ? CC_AOT : CC_JIT,
@@ -468,7 +503,8 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
             goto bad;
         }
         uint64_t now = memplan_anon_now();
-        plan_ctx L = {.g = m->g, .mc = mc, .co = co, .fixed = giw_prec >= 0, .n_threads = o.n_threads,
+        plan_ctx L = {.g = m->g, .mc = mc, .co = co, .fixed = giw_prec >= 0 || o.stream_weights,
+                      .n_threads = o.n_threads, .stream = o.stream_weights != 0, .stream_ahead = o.stream_ahead,
                       .runtime_bytes = rss_start,
                       .tokenizer_bytes = (now > anon_start ? now - anon_start : 0) + gguf_data_offset(m->g)};
         rc = plan_ladder(&L, o.precision, o.n_ctx, o.mem_bytes, &m->budget, &m->mod, m->budget_steps,
@@ -486,8 +522,10 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
         rc = fail(err, err_len, CINFER_EFORMAT, "%s: %s", path, e);
         goto bad;
     }
-    if (eng_model_bind_threads(&m->em, m->g, m->mod->desc, m->mod->forward, 0, o.progress ? repack_progress : NULL,
-                               &o, e, sizeof e)) {
+    if (o.stream_weights ? eng_model_bind_streamed(&m->em, m->g, m->mod->desc, m->mod->forward, o.stream_ahead,
+                                                   e, sizeof e)
+                         : eng_model_bind_threads(&m->em, m->g, m->mod->desc, m->mod->forward, 0,
+                                                  o.progress ? repack_progress : NULL, &o, e, sizeof e)) {
         rc = fail(err, err_len, strstr(e, "out of memory") ? CINFER_ENOMEM : CINFER_EFORMAT, "%s", e);
         goto bad;
     }
