@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 typedef struct {
     const char *lo, *hi; /* [lo, hi) of one tensor's data */
@@ -81,8 +83,13 @@ static void *helper_main(void *arg) {
             int g = (cur + k) % n;
             if (!__atomic_exchange_n(&s->resident[g], 1, __ATOMIC_RELAXED)) for_group(s, g, 1);
         }
+        /* what it read ahead for a window the forward pass has left already
+         * (it ran late); never the layer being computed */
+        int now = __atomic_load_n(&s->cur, __ATOMIC_RELAXED);
         for (int g = 0; g < n; g++)
-            if (!in[g] && __atomic_exchange_n(&s->resident[g], 0, __ATOMIC_RELAXED)) for_group(s, g, 0);
+            if (!in[g] && g != now && (g - now + n) % n > s->ahead &&
+                __atomic_exchange_n(&s->resident[g], 0, __ATOMIC_RELAXED))
+                for_group(s, g, 0);
         pthread_mutex_lock(&s->lock);
     }
     pthread_mutex_unlock(&s->lock);
@@ -154,6 +161,15 @@ int stream_new(const gguf_file *g, const cf_model_desc *d, const void *const *W,
         while (i < s->n_spans && s->by_group[i].group < l) i++;
         s->group_first[l] = i;
     }
+    /* 4 KiB mappings for the layers: a file mapping aligned to 2 MiB may
+     * otherwise be mapped in huge folios, whose faults map far more than
+     * the bytes read (measured: every layer resident after the first token) */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (int k = 0; k < s->n_spans; k++)
+        if (s->spans[k].group >= 0) {
+            uintptr_t lo = (uintptr_t)s->spans[k].lo & ~(page - 1), hi = ((uintptr_t)s->spans[k].hi + page - 1) & ~(page - 1);
+            (void)madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE); /* advice: failure costs only memory */
+        }
     uint64_t lmax, ltot, glob;
     stream_layer_bytes(g, d, &lmax, &ltot, &glob);
     s->st = (stream_stats){.layer_bytes_max = lmax, .global_bytes = glob, .n_layers = s->n_groups, .ahead = s->ahead};
@@ -210,9 +226,12 @@ void stream_touch(eng_stream *s, const void *w) {
      * pool's workers spinning on every core the helper may run late, and
      * the resident window must not grow while it waits (a zap of one
      * layer's page-table entries: tens of microseconds) */
-    if (prev >= 0 && (g - prev + s->n_groups) % s->n_groups > s->ahead &&
-        __atomic_exchange_n(&s->resident[prev], 0, __ATOMIC_RELAXED))
+    if (prev >= 0 && (g - prev + s->n_groups) % s->n_groups > s->ahead) {
+        /* unconditionally: its pages may have been faulted in again after
+         * the helper last dropped it */
+        __atomic_store_n(&s->resident[prev], 0, __ATOMIC_RELAXED);
         for_group(s, prev, 0);
+    }
     __atomic_store_n(&s->resident[g], 1, __ATOMIC_RELAXED); /* the compute threads map it now */
     pthread_mutex_lock(&s->lock);
     s->want = g;
