@@ -332,8 +332,10 @@ void cli_print_budget(const char *prog, const cinfer_model *m, int verbose) {
         fprintf(stderr, "%s: memory: %.*s\n", prog, n, s);
         s += n + (nl != NULL);
     }
-    fprintf(stderr, "%s: memory: %s, %d positions, planned peak %.1f MiB of %.1f MiB\n", prog,
-            cinfer_precision_name(p.precision), p.n_ctx, p.peak_bytes / 1048576.0, p.mem_bytes / 1048576.0);
+    char keep[64] = "";
+    if (p.streamed_bytes) snprintf(keep, sizeof keep, ", streamed (first %d layers resident)", p.stream_keep);
+    fprintf(stderr, "%s: memory: %s, %d positions%s, planned peak %.1f MiB of %.1f MiB\n", prog,
+            cinfer_precision_name(p.precision), p.n_ctx, keep, p.peak_bytes / 1048576.0, p.mem_bytes / 1048576.0);
     if (verbose) {
         char text[2048];
         cinfer_plan_format(&p, text, sizeof text);

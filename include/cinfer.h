@@ -255,6 +255,8 @@ typedef struct {
     uint64_t mem_bytes;       /* the budget planned against; 0: none */
     uint64_t streamed_bytes;  /* streamed: the mapped weights the window stands for (weights
                                * then counts only the window); 0: not streamed */
+    int stream_keep;          /* streamed with a budget: the first layers kept resident
+                               * because the budget has room for them (counted in weights) */
 } cinfer_plan;
 
 typedef struct {

@@ -337,7 +337,9 @@ void cinfer_plan_format(const cinfer_plan *p, char *buf, size_t cap) {
             p->weights[k].mapped ? "mapped" : "converted", p->weights[k].n_tensors, MIB(p->weights[k].bytes));
     if (p->embd_bytes) PUT("  (token_embd read by row: %.1f MiB of that at n_ctx)\n", MIB(p->embd_bytes));
     if (p->streamed_bytes)
-        PUT("  (streamed: %.1f MiB of layers, a window of them resident)\n", MIB(p->streamed_bytes));
+        PUT("  (streamed: %.1f MiB of layers, a window of them%s resident)\n", MIB(p->streamed_bytes),
+            p->stream_keep ? " and the first ones" : "");
+    if (p->stream_keep) PUT("  (the first %d layers stay resident: the budget has room)\n", p->stream_keep);
     PUT("weights    total %31.1f MiB\n", MIB(p->weights_bytes));
     if (p->load_bytes) PUT("load       sources in flight %19.1f MiB\n", MIB(p->load_bytes));
     PUT("kv cache   F32, %6d positions %14.1f MiB\n", p->n_ctx, MIB(p->kv_cache_bytes));
@@ -425,6 +427,7 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
     *out = NULL;
     cinfer_model_options o = opts ? *opts : (cinfer_model_options){0};
     const uint64_t rss_start = memplan_rss_now(), anon_start = memplan_anon_now();
+    int stream_keep = 0; /* streamed layers the budget keeps resident */
     cinfer_model *m = calloc(1, sizeof *m);
     if (!m) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
     pthread_mutex_init(&m->gv_lock, NULL);
@@ -510,6 +513,16 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
         rc = plan_ladder(&L, o.precision, o.n_ctx, o.mem_bytes, &m->budget, &m->mod, m->budget_steps,
                          sizeof m->budget_steps, err, err_len);
         if (rc) goto bad;
+        if (o.stream_weights) { /* room left in the budget keeps the first layers resident */
+            uint64_t layer_max, in_layers, global;
+            stream_layer_bytes(m->g, m->mod->desc, &layer_max, &in_layers, &global);
+            uint64_t room = o.mem_bytes - m->budget.peak_bytes;
+            if (layer_max) stream_keep = (int)(room / layer_max < 1u << 20 ? room / layer_max : 1u << 20);
+            if (stream_keep > m->mod->desc->n_layer) stream_keep = m->mod->desc->n_layer;
+            m->budget.weights_bytes += (uint64_t)stream_keep * layer_max;
+            m->budget.peak_bytes += (uint64_t)stream_keep * layer_max;
+            m->budget.stream_keep = stream_keep;
+        }
         m->has_budget = 1;
         m->precision = m->budget.precision;
     } else if (mc->build(m->g, &co, &m->mod, e, sizeof e)) {
@@ -523,7 +536,7 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
         goto bad;
     }
     if (o.stream_weights ? eng_model_bind_streamed(&m->em, m->g, m->mod->desc, m->mod->forward, o.stream_ahead,
-                                                   e, sizeof e)
+                                                   stream_keep, e, sizeof e)
                          : eng_model_bind_threads(&m->em, m->g, m->mod->desc, m->mod->forward, 0,
                                                   o.progress ? repack_progress : NULL, &o, e, sizeof e)) {
         rc = fail(err, err_len, strstr(e, "out of memory") ? CINFER_ENOMEM : CINFER_EFORMAT, "%s", e);

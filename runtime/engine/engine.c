@@ -224,9 +224,9 @@ int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc
 }
 
 int eng_model_bind_streamed(eng_model *m, const gguf_file *g, const cf_model_desc *d,
-                            void (*forward)(cf_env *), int ahead, char *err, size_t err_len) {
+                            void (*forward)(cf_env *), int ahead, int keep, char *err, size_t err_len) {
     if (bind_core(m, g, d, forward, 1, NULL, NULL, 1, err, err_len)) return -1;
-    if (stream_new(g, d, m->W, ahead, &m->stream, err, err_len)) {
+    if (stream_new(g, d, m->W, ahead, keep, &m->stream, err, err_len)) {
         eng_model_release(m);
         return -1;
     }

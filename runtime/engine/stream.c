@@ -23,6 +23,7 @@ struct eng_stream {
     span *by_group; /* (n_spans) sorted by group: the helper's view */
     int *group_first; /* (n_groups + 1) index into by_group */
     int ahead;
+    int keep;         /* groups < keep are never dropped */
     int cur;          /* compute thread: the layer it is in (-2: none yet) */
     /* shared with the helper, under lock */
     pthread_mutex_t lock;
@@ -87,7 +88,7 @@ static void *helper_main(void *arg) {
          * (it ran late); never the layer being computed */
         int now = __atomic_load_n(&s->cur, __ATOMIC_RELAXED);
         for (int g = 0; g < n; g++)
-            if (!in[g] && g != now && (g - now + n) % n > s->ahead &&
+            if (!in[g] && g >= s->keep && g != now && (g - now + n) % n > s->ahead &&
                 __atomic_exchange_n(&s->resident[g], 0, __ATOMIC_RELAXED))
                 for_group(s, g, 0);
         pthread_mutex_lock(&s->lock);
@@ -132,8 +133,8 @@ void stream_layer_bytes(const gguf_file *g, const cf_model_desc *d, uint64_t *la
     free(sp);
 }
 
-int stream_new(const gguf_file *g, const cf_model_desc *d, const void *const *W, int ahead, eng_stream **out,
-               char *err, size_t err_len) {
+int stream_new(const gguf_file *g, const cf_model_desc *d, const void *const *W, int ahead, int keep,
+               eng_stream **out, char *err, size_t err_len) {
     *out = NULL;
     eng_stream *s = calloc(1, sizeof *s);
     if (!s || build_spans(g, d, W, &s->spans, &s->n_spans, &s->n_groups)) {
@@ -142,6 +143,7 @@ int stream_new(const gguf_file *g, const cf_model_desc *d, const void *const *W,
     }
     s->g = g;
     s->ahead = ahead < 1 ? 1 : ahead;
+    s->keep = keep > 0 ? keep : 0;
     s->cur = s->want = -2;
     s->by_group = malloc(((size_t)s->n_spans + 1) * sizeof *s->by_group);
     s->group_first = calloc((size_t)s->n_groups + 2, sizeof *s->group_first);
@@ -172,7 +174,8 @@ int stream_new(const gguf_file *g, const cf_model_desc *d, const void *const *W,
         }
     uint64_t lmax, ltot, glob;
     stream_layer_bytes(g, d, &lmax, &ltot, &glob);
-    s->st = (stream_stats){.layer_bytes_max = lmax, .global_bytes = glob, .n_layers = s->n_groups, .ahead = s->ahead};
+    s->st = (stream_stats){.layer_bytes_max = lmax, .global_bytes = glob, .n_layers = s->n_groups, .ahead = s->ahead,
+                         .keep = s->keep < s->n_groups ? s->keep : s->n_groups};
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
     if (s->n_groups > 0 && pthread_create(&s->helper, NULL, helper_main, s)) {
@@ -226,7 +229,7 @@ void stream_touch(eng_stream *s, const void *w) {
      * pool's workers spinning on every core the helper may run late, and
      * the resident window must not grow while it waits (a zap of one
      * layer's page-table entries: tens of microseconds) */
-    if (prev >= 0 && (g - prev + s->n_groups) % s->n_groups > s->ahead) {
+    if (prev >= s->keep && (prev - g + s->n_groups) % s->n_groups > s->ahead) { /* prev outside [g, g + ahead] */
         /* unconditionally: its pages may have been faulted in again after
          * the helper last dropped it */
         __atomic_store_n(&s->resident[prev], 0, __ATOMIC_RELAXED);

@@ -31,12 +31,15 @@ typedef struct {
     uint64_t global_bytes;    /* weights outside any layer, always resident */
     int n_layers;             /* layer groups */
     int ahead;
+    int keep;                 /* layers 0..keep-1 stay resident once read */
 } stream_stats;
 
 /* Group the weights of W (desc's slots; those inside g's mapping) by layer
- * and start the helper thread; ahead >= 1 layers are read ahead.
+ * and start the helper thread; ahead >= 1 layers are read ahead; the first
+ * keep layers are never dropped (a budget with room for them: they are not
+ * read again every token).
  * Errors: -1, "stream: cannot start the read-ahead thread". */
-int stream_new(const gguf_file *g, const cf_model_desc *desc, const void *const *W, int ahead,
+int stream_new(const gguf_file *g, const cf_model_desc *desc, const void *const *W, int ahead, int keep,
                eng_stream **out, char *err, size_t err_len);
 /* Stop the helper and free.  stream_free(NULL) is a no-op. */
 void stream_free(eng_stream *s);
