@@ -392,3 +392,7 @@ TEST(memplan, stream_under_limit) {
     free(ref);
     free(e0);
 }
+
+/* MLA (a latent K cache, no V cache: kv_dim_v 0) and MoE experts. */
+TEST(memplan, rss_deepseek2) { plan_vs_rss("models/arch/deepseek2.gguf"); }
+TEST(memplan, rss_qwen2moe) { plan_vs_rss("models/arch/qwen2moe.gguf"); }

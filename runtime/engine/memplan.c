@@ -104,9 +104,11 @@ int memplan_parts_of(const gguf_file *g, const cf_model_desc *d, int n_ctx, int 
             }
     }
     for (int k = 0; k < n_flight; k++) out->load_bytes += in_flight[k];
-    /* eng_ctx_new: K and V per layer, F32 */
+    /* eng_ctx_new: K and V per layer, F32 (V of kv_dim_v: MLA's latent cache has none) */
     for (int l = 0; l < d->n_layer; l++)
-        out->kv_bytes += 2 * (uint64_t)n_ctx * (uint64_t)(d->kv_dim[l] > 0 ? d->kv_dim[l] : 1) * sizeof(float);
+        out->kv_bytes += (uint64_t)n_ctx * sizeof(float) *
+                         ((uint64_t)(d->kv_dim[l] > 0 ? d->kv_dim[l] : 1) +
+                          (uint64_t)(d->kv_dim_v[l] > 0 ? d->kv_dim_v[l] : 0));
     /* the arena holds every value as (n_batch, width) rows; a batch of T
      * tokens writes the first T rows of each, and no batch exceeds n_ctx */
     uint64_t t_max = (uint64_t)(n_ctx < d->n_batch ? n_ctx : d->n_batch);
