@@ -65,14 +65,12 @@ int memplan_parts_of(const gguf_file *g, const cf_model_desc *d, int n_ctx, int 
      * any other is converted into the anonymous region, 64-byte aligned. */
     uint64_t in_flight[64] = {0}; /* the n_threads largest converted sources, descending */
     int n_flight = n_threads < 64 ? n_threads : 64;
-    long n_in_max = 0;
     uint64_t act_row_max = 0; /* bytes of the widest converted activation row */
     for (int i = 0; i < d->n_weights; i++) {
         const gguf_tensor *t = gguf_find_tensor(g, d->weight_names[i]);
         if (!t)
             return snprintf(err, err_len, "tensor '%s': compiled code needs it, the file lacks it",
                             d->weight_names[i]), -1;
-        if (d->weight_shapes[i * 4] > n_in_max) n_in_max = d->weight_shapes[i * 4];
         int dst = d->weight_types[i];
         if (dst != CF_F32) { /* f32 weights keep f32 activations: no converted row */
             size_t rb = dst >= GGUF_CINFER_TYPE_FIRST ? (size_t)t->ne[0] / 32 * 34 /* Q8_0 rows */
@@ -117,7 +115,6 @@ int memplan_parts_of(const gguf_file *g, const cf_model_desc *d, int n_ctx, int 
      * only the part in use is resident: each thread's kernel scratch, and in
      * thread 0's the matmul activations converted to their vec_dot_type,
      * a row per token of the batch (kern_q8_mm.c, kern_r8_mm.c) */
-    (void)n_in_max;
     out->scratch_bytes = (uint64_t)n_threads * ((kern_scratch_bytes(n_ctx) + 63) & ~(size_t)63);
     if (act_quant) out->scratch_bytes += t_max * act_row_max;
     /* eng_ctx logits (one row) and positions; the session's token history
