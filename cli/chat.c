@@ -238,14 +238,15 @@ static int open_progress(void *user, const char *stage, double done, double tota
 static void usage(FILE *f) {
     fprintf(f, "usage: cinfer chat MODEL [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                "                   [--min-p P] [--seed S] [-t THREADS] [-c N_CTX] [--aot] [--show-prompt]\n"
-               "                   [--quant auto|native|f32|int8|int8int8|int4|int4mix] [-v]\n"
+               "                   [--quant auto|native|f32|int8|int8int8|int4|int4mix] [--mem BYTES] [-v]\n"
                "  MODEL: a GGUF or .giw file, or REPO[:FILE] pulled with cinfer pull.\n"
                "  interactive on a terminal: line editing and a history kept in $XDG_CACHE_HOME/cinfer/\n"
                "  chat_history; /help lists the commands (/reset, /save FILE, /load FILE, /exit);\n"
                "  Ctrl-C stops a reply, Ctrl-D leaves;\n"
                "  otherwise one user message per input line, one reply per message.\n"
                "  --seed S: default random (printed with -v), -1 = random, S = reproducible.\n"
-               "  When the conversation outgrows -c, the oldest turns are dropped (the system prompt stays).\n");
+               "  When the conversation outgrows -c, the oldest turns are dropped (the system prompt stays).\n"
+               "  --mem BYTES (480M, 2G): a memory budget; the ladder's steps go to stderr (docs/memory.md).\n");
 }
 
 /* How chat_main gets its model: `cinfer chat MODEL` compiles one (and
@@ -301,6 +302,8 @@ static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn o
         else if (v && !strcmp(f, "-c")) so.n_ctx = (int)strtol(argv[++i], &end, 10);
         else if (v && !strcmp(f, "--quant")) {
             if ((mo.precision = cli_parse_precision("cinfer chat", argv[++i])) < 0) return 2;
+        } else if (v && !strcmp(f, "--mem") && !lk) {
+            if (cli_parse_bytes("cinfer chat", argv[++i], &mo.mem_bytes)) return 2;
         } else if (f[0] == '-' && f[1]) {
             fprintf(stderr, "cinfer chat: unknown or incomplete option '%s'\n", f);
             return usage(stderr), 2;
@@ -330,9 +333,15 @@ static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn o
     mo.progress = open_progress;
     mo.progress_user = &prog;
     err[0] = 0;
+    mo.n_ctx = so.n_ctx;
+    mo.n_threads = so.n_threads;
     int orc = open_model(model, &mo, lk, &m, err, sizeof err);
     cli_progress_end(&prog);
     if (!orc && cli_refuse_encoder("cinfer chat", m, model)) goto done;
+    if (!orc && mo.mem_bytes) {
+        cli_print_budget("cinfer chat", m, verbose);
+        so.n_ctx = 0; /* the context the budget chose */
+    }
     if (orc || cinfer_session_new(m, &so, &s, err, sizeof err)) {
         if (err[0]) fprintf(stderr, "cinfer chat: %s\n", err);
         goto done;

@@ -49,6 +49,9 @@ typedef struct {
     int confidence;          /* --confidence: print the decisions' distributions (stderr) */
     int n_given;             /* -n was given */
     int quant_given;         /* --quant was given */
+    uint64_t mem_bytes;      /* --mem: the memory budget (0: none) */
+    int stream_weights;      /* --stream-weights */
+    int stream_ahead;        /* --stream-ahead N */
     int seed_random;         /* the seed was drawn at random (no --seed, or --seed -1) */
     const char *stop[RUN_MAX_STOP]; /* --stop STR (repeatable) */
     int n_stop;
@@ -97,7 +100,11 @@ static void run_usage(FILE *f, int prebuilt) {
     if (!prebuilt)
         fprintf(f,
             "  --jit | --aot           compile in memory with libtcc (default) or with cc -O3\n"
-            "  --quant P               compute precision: " CLI_QUANT_HELP);
+            "  --quant P               compute precision: " CLI_QUANT_HELP
+            "  --mem BYTES             memory budget (480M, 2G): the most precise plan that fits,\n"
+            "                          each step on stderr (precision, then context; docs/memory.md)\n"
+            "  --stream-weights        run from the file mapping a few layers at a time (models larger\n"
+            "                          than memory; native precision); --stream-ahead N layers (1)\n");
     fprintf(f,
             "  --activations f32|q8    matmul activations: f32 (exact dequantized weights) or\n"
             "                          q8 (quantized per row like llama.cpp; faster; the default for\n"
@@ -189,6 +196,12 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
                 return -1;
             }
         }
+        else if (!strcmp(f, "--mem") && !prebuilt) {
+            NEED_VAL();
+            if (cli_parse_bytes(run_name, v, &a->mem_bytes)) return -1;
+        }
+        else if (!strcmp(f, "--stream-weights") && !prebuilt) a->stream_weights = 1;
+        else if (!strcmp(f, "--stream-ahead") && !prebuilt) { NUM(1, 64); a->stream_ahead = (int)d; }
         else if (!strcmp(f, "--jit")) a->mode = CC_JIT;
         else if (!strcmp(f, "--aot")) a->mode = CC_AOT;
         else if (!strcmp(f, "--no-bos")) a->no_bos = 1;
@@ -371,7 +384,9 @@ static int open_compiled(run_args *a, const cli_linked *lk, cinfer_model **m, ch
     cli_progress_begin(&prog, "repacking weights", "MiB", 0, 1048576);
     cinfer_model_options mo = {.compile = a->mode == CC_AOT ? CINFER_AOT : CINFER_JIT,
                                .archspec_path = a->archspec, .verbose = a->verbose,
-                               .precision = a->precision, .progress = on_progress, .progress_user = &prog};
+                               .precision = a->precision, .progress = on_progress, .progress_user = &prog,
+                               .mem_bytes = a->mem_bytes, .n_ctx = a->n_ctx, .n_threads = a->n_threads,
+                               .stream_weights = a->stream_weights, .stream_ahead = a->stream_ahead};
     char cc_name[256];
     int opened = cinfer_model_open(a->model, &mo, m, err, err_len);
     if (opened && a->mode == CC_AOT && cc_compiler_missing(cc_name, sizeof cc_name)) {
@@ -383,6 +398,10 @@ static int open_compiled(run_args *a, const cli_linked *lk, cinfer_model **m, ch
         opened = cinfer_model_open(a->model, &mo, m, err, err_len);
     }
     cli_progress_end(&prog);
+    if (!opened && a->mem_bytes) {
+        cli_print_budget(run_name, *m, a->verbose);
+        a->n_ctx = 0; /* the context the budget chose */
+    }
     return opened;
 }
 
@@ -552,6 +571,7 @@ stats:
             res.gen_ms > 0 ? res.n_generated * 1e3 / res.gen_ms : 0.0, rs.t_first_ms,
             a.n_threads > 0 ? a.n_threads : pool_default_threads(), kern_cpu_label(),
             cinfer_precision_name(cinfer_model_precision(m)), (cli_peak_rss_bytes() / 1048576.0));
+    cli_print_stream_stats("cinfer", m);
     goto done;
 fail:
     fprintf(stderr, "%s: %s\n", run_name, err);

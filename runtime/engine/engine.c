@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,10 +123,9 @@ static void populate_mapped(eng_model *m, const gguf_file *g, const cf_model_des
     }
 }
 
-int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc *d,
-                           void (*forward)(cf_env *), int n_threads,
-                           void (*progress)(void *user, size_t done, size_t total), void *progress_user,
-                           char *err, size_t err_len) {
+static int bind_core(eng_model *m, const gguf_file *g, const cf_model_desc *d, void (*forward)(cf_env *),
+                     int n_threads, void (*progress)(void *user, size_t done, size_t total),
+                     void *progress_user, int streamed, char *err, size_t err_len) {
     memset(m, 0, sizeof *m);
     m->W = calloc((size_t)d->n_weights, sizeof *m->W);
     repack_job *jobs = calloc((size_t)d->n_weights, sizeof *jobs);
@@ -151,6 +151,12 @@ int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc
         if ((int)t->type == dst) {
             m->W[i] = t->data;
             continue;
+        }
+        if (streamed) {
+            snprintf(err, err_len, "tensor '%s': streaming needs its file type %s, compiled for %s "
+                     "(use --quant native or a .giw)", t->name, ggml_type_name(t->type),
+                     ggml_type_name((uint32_t)dst));
+            goto fail;
         }
         /* W[i] stays NULL until the region exists; jobs are in weight order */
         /* Conversions a precision asks for: anything with a kernel → F32, and
@@ -199,7 +205,7 @@ int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc
         m->n_repacked = n_jobs;
     }
     free(jobs);
-    populate_mapped(m, g, d);
+    if (!streamed) populate_mapped(m, g, d);
     m->g = g;
     m->desc = d;
     m->forward = forward;
@@ -210,6 +216,23 @@ fail:
     return -1;
 }
 
+int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc *d,
+                           void (*forward)(cf_env *), int n_threads,
+                           void (*progress)(void *user, size_t done, size_t total), void *progress_user,
+                           char *err, size_t err_len) {
+    return bind_core(m, g, d, forward, n_threads, progress, progress_user, 0, err, err_len);
+}
+
+int eng_model_bind_streamed(eng_model *m, const gguf_file *g, const cf_model_desc *d,
+                            void (*forward)(cf_env *), int ahead, int keep, char *err, size_t err_len) {
+    if (bind_core(m, g, d, forward, 1, NULL, NULL, 1, err, err_len)) return -1;
+    if (stream_new(g, d, m->W, ahead, keep, &m->stream, err, err_len)) {
+        eng_model_release(m);
+        return -1;
+    }
+    return 0;
+}
+
 int eng_model_bind(eng_model *m, const gguf_file *g, const cf_model_desc *d,
                    void (*forward)(cf_env *), char *err, size_t err_len) {
     return eng_model_bind_threads(m, g, d, forward, 0, NULL, NULL, err, err_len);
@@ -217,6 +240,8 @@ int eng_model_bind(eng_model *m, const gguf_file *g, const cf_model_desc *d,
 
 void eng_model_release(eng_model *m) {
     if (!m) return;
+    stream_free(m->stream);
+    m->stream = NULL;
     if (m->region) munmap(m->region, m->repacked_bytes);
     free(m->W);
     m->region = NULL;
@@ -239,6 +264,14 @@ void eng_ctx_free(eng_ctx *c) {
     free(c->positions);
     pool_free(c->pool);
     free(c);
+}
+
+/* cf_kernels.matmul when streaming: say which weight comes next, then multiply. */
+static void stream_matmul(cf_env *E, float *y, const float *x, const void *w, int type, int n_out, int n_in,
+                          int n_tokens) {
+    eng_ctx *c = (eng_ctx *)((char *)E - offsetof(eng_ctx, env));
+    stream_touch(c->m->stream, w);
+    c->kern_base->matmul(E, y, x, w, type, n_out, n_in, n_tokens);
 }
 
 /* Widest matmul input: ne[0] of every weight bounds it. */
@@ -285,8 +318,11 @@ int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, in
         eng_ctx_free(c);
         return snprintf(err, err_len, "out of memory for a %d-position context", n_ctx), -1;
     }
+    c->kern_base = kern_table(kern_best_isa());
+    c->kern_stream = *c->kern_base;
+    c->kern_stream.matmul = stream_matmul;
     c->env = (cf_env){
-        .K = kern_table(kern_best_isa()),
+        .K = m->stream ? &c->kern_stream : c->kern_base,
         .W = m->W,
         .arena = c->arena,
         .kv_k = c->kv_k,

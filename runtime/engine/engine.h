@@ -15,6 +15,7 @@
 #include "formats/gguf.h"
 #include "base/pool.h"
 #include "prelude.h"
+#include "stream.h"
 
 typedef struct {
     const gguf_file *g;        /* borrowed: must outlive the model */
@@ -26,6 +27,7 @@ typedef struct {
     int n_repacked;            /* weights repacked at bind */
     size_t repacked_bytes;     /* bytes of `region` */
     double repack_ms;          /* wall time of the repacking */
+    eng_stream *stream;        /* streamed weights (eng_model_bind_streamed), or NULL */
 } eng_model;
 
 typedef struct {
@@ -41,6 +43,8 @@ typedef struct {
     int logits_all; /* keep logits of every token of the last eval batch */
     int n_logits;   /* rows valid in logits after the last eval */
     cf_env env;
+    const cf_kernels *kern_base; /* the ISA's kernel table; env.K is kern_stream when streaming */
+    cf_kernels kern_stream;      /* kern_base with matmul reporting its weight to the stream */
 } eng_ctx;
 
 /* Bind every weight slot of desc to the tensor of the same name in g, checking
@@ -62,6 +66,13 @@ int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc
 /* eng_model_bind_threads with the default thread count. */
 int eng_model_bind(eng_model *m, const gguf_file *g, const cf_model_desc *desc,
                    void (*forward)(cf_env *), char *err, size_t err_len);
+/* Bind for streaming (stream.h, docs/memory.md): every weight must compute
+ * in its file type (native precision, or a .giw), nothing is prefaulted,
+ * and a helper thread reads `ahead` layers ahead of the forward pass and
+ * drops the others, except the first `keep`.  Errors: -1, "tensor 'X': streaming needs its file
+ * type Q8_0, compiled for Q8_0_R8 (use --quant native or a .giw)". */
+int eng_model_bind_streamed(eng_model *m, const gguf_file *g, const cf_model_desc *desc,
+                            void (*forward)(cf_env *), int ahead, int keep, char *err, size_t err_len);
 void eng_model_release(eng_model *m);
 
 /* n_ctx <= 0: min(desc->n_ctx_train, 4096).  n_threads <= 0: physical cores.
