@@ -58,28 +58,35 @@ static_assert(CF_F32 == 0 && CF_F16 == 1 && CF_Q4_0 == 2 && CF_Q4_1 == 3 && CF_Q
 
 static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
     [CF_F32] = {"F32", 1, 4, {kern_sc_dequant_f32, kern_sc_dequant_f32}, {kern_sc_dot_f32, KERN_SIMD(kern_avx2_dot_f32, kern_neon_dot_f32)}, CF_F32, {0}},
-    [CF_F16] = {"F16", 1, 2, {kern_sc_dequant_f16, KERN_SIMD(kern_avx2_dequant_f16, kern_neon_dequant_f16)}, {kern_sc_dot_f16, KERN_SIMD(kern_avx2_dot_f16, kern_neon_dot_f16)}, CF_F16, {0}},
+    [CF_F16] = {"F16", 1, 2, {kern_sc_dequant_f16, KERN_SIMD(kern_avx2_dequant_f16, kern_neon_dequant_f16)}, {kern_sc_dot_f16, KERN_SIMD(kern_avx2_dot_f16, kern_neon_dot_f16)}, CF_F16, {0},
+                {0}, {0}, {NULL, KERN_SIMD(kern_avx2_mv_f16, NULL)}},
     [CF_BF16] = {"BF16", 1, 2, {kern_sc_dequant_bf16, KERN_SIMD(kern_avx2_dequant_bf16, kern_sc_dequant_bf16)}, {kern_sc_dot_bf16, KERN_SIMD(kern_avx2_dot_bf16, kern_sc_dot_bf16)},
-                CF_BF16, {0}},
+                CF_BF16, {0}, {0}, {0}, {NULL, KERN_SIMD(kern_avx2_mv_bf16, NULL)}},
     [CF_Q4_0] = {"Q4_0", 32, 18, {kern_sc_dequant_q4_0, KERN_SIMD(kern_avx2_dequant_q4_0, kern_neon_dequant_q4_0)}, {kern_sc_dot_q4_0, KERN_SIMD(kern_avx2_dot_q4_0, kern_neon_dot_q4_0)},
                 CF_Q8_0, {kern_sc_dotq_q4_0, KERN_SIMD(kern_avx2_dotq_q4_0, kern_neon_dotq_q4_0)},
-                {kern_sc_gemm4_q4_0, KERN_SIMD(kern_avx2_gemm4_q4_0, kern_neon_gemm4_q4_0)}},
+                {kern_sc_gemm4_q4_0, KERN_SIMD(kern_avx2_gemm4_q4_0, kern_neon_gemm4_q4_0)},
+                {kern_sc_gemv4_q4_0, KERN_SIMD(kern_avx2_gemv4_q4_0, kern_sc_gemv4_q4_0)}, {NULL, KERN_SIMD(kern_avx2_mv_q4_0, NULL)}},
     [CF_Q4_1] = {"Q4_1", 32, 20, {kern_sc_dequant_q4_1, KERN_SIMD(kern_avx2_dequant_q4_1, kern_sc_dequant_q4_1)}, {kern_sc_dot_q4_1, KERN_SIMD(kern_avx2_dot_q4_1, kern_sc_dot_q4_1)},
                 KERN_T_Q8_1, {kern_sc_dotq_q4_1, KERN_SIMD(kern_avx2_dotq_q4_1, kern_sc_dotq_q4_1)},
-                {kern_sc_gemm4_q4_1, KERN_SIMD(kern_avx2_gemm4_q4_1, kern_sc_gemm4_q4_1)}},
+                {kern_sc_gemm4_q4_1, KERN_SIMD(kern_avx2_gemm4_q4_1, kern_sc_gemm4_q4_1)},
+                {kern_sc_gemv4_q4_1, KERN_SIMD(kern_avx2_gemv4_q4_1, kern_sc_gemv4_q4_1)}, {NULL, KERN_SIMD(kern_avx2_mv_q4_1, NULL)}},
     [CF_Q5_0] = {"Q5_0", 32, 22, {kern_sc_dequant_q5_0, KERN_SIMD(kern_avx2_dequant_q5_0, kern_sc_dequant_q5_0)}, {kern_sc_dot_q5_0, KERN_SIMD(kern_avx2_dot_q5_0, kern_sc_dot_q5_0)},
                 CF_Q8_0, {kern_sc_dotq_q5_0, KERN_SIMD(kern_avx2_dotq_q5_0, kern_sc_dotq_q5_0)},
-                {kern_sc_gemm4_q5_0, KERN_SIMD(kern_avx2_gemm4_q5_0, kern_sc_gemm4_q5_0)}},
+                {kern_sc_gemm4_q5_0, KERN_SIMD(kern_avx2_gemm4_q5_0, kern_sc_gemm4_q5_0)},
+                {kern_sc_gemv4_q5_0, KERN_SIMD(kern_avx2_gemv4_q5_0, kern_sc_gemv4_q5_0)}, {NULL, KERN_SIMD(kern_avx2_mv_q5_0, NULL)}},
     [CF_Q5_1] = {"Q5_1", 32, 24, {kern_sc_dequant_q5_1, KERN_SIMD(kern_avx2_dequant_q5_1, kern_sc_dequant_q5_1)}, {kern_sc_dot_q5_1, KERN_SIMD(kern_avx2_dot_q5_1, kern_sc_dot_q5_1)},
                 KERN_T_Q8_1, {kern_sc_dotq_q5_1, KERN_SIMD(kern_avx2_dotq_q5_1, kern_sc_dotq_q5_1)},
-                {kern_sc_gemm4_q5_1, KERN_SIMD(kern_avx2_gemm4_q5_1, kern_sc_gemm4_q5_1)}},
+                {kern_sc_gemm4_q5_1, KERN_SIMD(kern_avx2_gemm4_q5_1, kern_sc_gemm4_q5_1)},
+                {kern_sc_gemv4_q5_1, KERN_SIMD(kern_avx2_gemv4_q5_1, kern_sc_gemv4_q5_1)}, {NULL, KERN_SIMD(kern_avx2_mv_q5_1, NULL)}},
     [CF_Q8_0] = {"Q8_0", 32, 34, {kern_sc_dequant_q8_0, KERN_SIMD(kern_avx2_dequant_q8_0, kern_neon_dequant_q8_0)}, {kern_sc_dot_q8_0, KERN_SIMD(kern_avx2_dot_q8_0, kern_neon_dot_q8_0)},
                 CF_Q8_0, {kern_sc_dotq_q8_0, KERN_SIMD(kern_avx2_dotq_q8_0, kern_neon_dotq_q8_0)},
-                {kern_sc_gemm4_q8_0, KERN_SIMD(kern_avx2_gemm4_q8_0, kern_neon_gemm4_q8_0)}},
+                {kern_sc_gemm4_q8_0, KERN_SIMD(kern_avx2_gemm4_q8_0, kern_neon_gemm4_q8_0)},
+                {kern_sc_gemv4_q8_0, KERN_SIMD(kern_avx2_gemv4_q8_0, kern_sc_gemv4_q8_0)}, {NULL, KERN_SIMD(kern_avx2_mv_q8_0, NULL)}},
     [CF_IQ4_NL] = {"IQ4_NL", 32, 18, {kern_sc_dequant_iq4_nl, KERN_SIMD(kern_avx2_dequant_iq4_nl, kern_sc_dequant_iq4_nl)},
                    {kern_sc_dot_iq4_nl, KERN_SIMD(kern_avx2_dot_iq4_nl, kern_sc_dot_iq4_nl)}, CF_Q8_0,
                    {kern_sc_dotq_iq4_nl, KERN_SIMD(kern_avx2_dotq_iq4_nl, kern_sc_dotq_iq4_nl)},
-                {kern_sc_gemm4_iq4_nl, KERN_SIMD(kern_avx2_gemm4_iq4_nl, kern_sc_gemm4_iq4_nl)}},
+                   {kern_sc_gemm4_iq4_nl, KERN_SIMD(kern_avx2_gemm4_iq4_nl, kern_sc_gemm4_iq4_nl)},
+                   {kern_sc_gemv4_iq4_nl, KERN_SIMD(kern_avx2_gemv4_iq4_nl, kern_sc_gemv4_iq4_nl)}, {NULL, KERN_SIMD(kern_avx2_mv_iq4_nl, NULL)}},
 /* 256-element super-block types: kern_kquants.c (scalar), kern_kquants_avx2.c */
 /* neon_dotq: the NEON integer dot (kern_q8_neon.c) or the scalar one */
 #define KQ_TYPE_N(id, NAME, t, neon_dotq)                                                 \
@@ -202,43 +209,77 @@ typedef struct {
     size_t row_bytes;
 } mm_job;
 
+/* The weights of rows [r0, r0 + nr) x columns [k0, k0 + kc) as an f32 tile:
+ * F32 in place, everything else dequantized into `tile` (nr <= KERN_MM_ROWS
+ * rows of KERN_MM_KC floats; R8: r0 and nr multiples of 8).  *ws = row stride. */
+static const float *w_tile(const mm_job *j, float *tile, long r0, int nr, int k0, int kc, size_t *ws) {
+    if (j->type == CF_F32) {
+        *ws = (size_t)j->n_in;
+        return (const float *)j->w + (size_t)r0 * j->n_in + k0;
+    }
+    *ws = KERN_MM_KC;
+    if (kern_type_is_r8(j->type)) {
+        kern_r8_deq_rows(j->isa, j->type, j->w, j->n_in, (int)r0, nr, k0, kc, tile, KERN_MM_KC);
+        return tile;
+    }
+    const kern_dequant_fn deq = j->ty->dequant[j->isa];
+    const size_t off = (size_t)(k0 / j->ty->blck) * (size_t)j->ty->type_size;
+    for (int r = 0; r < nr; r++)
+        deq(j->w + (size_t)(r0 + r) * j->row_bytes + off, tile + (size_t)r * KERN_MM_KC, kc);
+    return tile;
+}
+
+/* Mat-vec rows [r0, r1): per row the arithmetic of the mat-mat path for one
+ * token — tile_mm over each KERN_MM_KC slice, the slices' sums added to y in
+ * order — so a token's result never depends on the batch it came in.  Types
+ * with a fused leaf (mv: weights decoded in registers, bit-identical to
+ * dequant + tile_mm) skip the tile; the others go through an L1 tile of
+ * MV_ROWS rows (8: one 8-row group for R8 too; 8 FMA chains in flight). */
+#define MV_ROWS 8
+static_assert(MV_ROWS == KERN_R8_ROWS, "a mat-vec step is one R8 row group");
+
+static void mm_vec_rows(const mm_job *j, long r0, long r1) {
+    const kern_mv_fn mv = j->ty->mv[j->isa];
+    const int step = MV_ROWS; /* R8: one row group */
+    _Alignas(64) float tile[MV_ROWS * KERN_MM_KC];
+    for (long rb = r0; rb < r1; rb += step) {
+        const int nr = r1 - rb < step ? (int)(r1 - rb) : step;
+        for (int k0 = 0; k0 < j->n_in; k0 += KERN_MM_KC) {
+            const int kc = j->n_in - k0 < KERN_MM_KC ? j->n_in - k0 : KERN_MM_KC;
+            if (mv) {
+                mv(j->w + (size_t)rb * j->row_bytes + (size_t)(k0 / j->ty->blck) * j->ty->type_size,
+                   j->row_bytes, nr, j->x + k0, kc, j->y + rb, k0 > 0);
+                continue;
+            }
+            size_t ws;
+            const float *wt = w_tile(j, tile, rb, nr, k0, kc, &ws);
+            j->ops->tile_mm(wt, ws, nr, j->x + k0, (size_t)j->n_in, 1, kc, j->y + rb, (size_t)j->n_out,
+                            k0 > 0);
+        }
+    }
+}
+
 static void mm_vec_worker(void *arg, int ith, int nth) {
     const mm_job *j = arg;
-    kern_dot_fn dot = j->ty->dot[j->isa];
     long r0, r1;
     if (kern_type_is_r8(j->type)) { /* whole 8-row groups */
-        split(j->n_out / 8, ith, nth, &r0, &r1);
-        kern_r8_dot_groups(j->isa, j->type, j->w, j->n_in, r0, r1, j->x, j->y);
-        return;
+        split(j->n_out / KERN_R8_ROWS, ith, nth, &r0, &r1);
+        r0 *= KERN_R8_ROWS;
+        r1 *= KERN_R8_ROWS;
+    } else {
+        split(j->n_out, ith, nth, &r0, &r1);
     }
-    split(j->n_out, ith, nth, &r0, &r1);
-    for (long r = r0; r < r1; r++) j->y[r] = dot(j->w + (size_t)r * j->row_bytes, j->x, j->n_in);
+    mm_vec_rows(j, r0, r1);
 }
 
 static void mm_mat_tiles(const mm_job *j, float *tile, long tile0, long tile1) {
-    kern_dequant_fn deq = j->ty->dequant[j->isa];
-    int blck = j->ty->blck, tsz = j->ty->type_size;
     for (long tl = tile0; tl < tile1; tl++) {
         long r0 = tl * KERN_MM_ROWS;
         int nr = j->n_out - r0 < KERN_MM_ROWS ? (int)(j->n_out - r0) : KERN_MM_ROWS;
         for (int k0 = 0; k0 < j->n_in; k0 += KERN_MM_KC) {
             int kc = j->n_in - k0 < KERN_MM_KC ? j->n_in - k0 : KERN_MM_KC;
-            const float *wt;
-            size_t ws;
-            if (kern_type_is_r8(j->type)) { /* nr is a multiple of 8 (n_out % 8 == 0) */
-                kern_r8_deq_rows(j->isa, j->type, j->w, j->n_in, (int)r0, nr, k0, kc, tile, KERN_MM_KC);
-                wt = tile;
-                ws = KERN_MM_KC;
-            } else if (j->type == CF_F32) { /* already f32: multiply in place */
-                wt = (const float *)j->w + (size_t)r0 * j->n_in + k0;
-                ws = (size_t)j->n_in;
-            } else {
-                for (int r = 0; r < nr; r++)
-                    deq(j->w + (size_t)(r0 + r) * j->row_bytes + (size_t)(k0 / blck) * tsz,
-                        tile + (size_t)r * KERN_MM_KC, kc);
-                wt = tile;
-                ws = KERN_MM_KC;
-            }
+            size_t ws; /* R8: nr is a multiple of 8 (n_out % 8 == 0) */
+            const float *wt = w_tile(j, tile, r0, nr, k0, kc, &ws);
             j->ops->tile_mm(wt, ws, nr, j->x + k0, (size_t)j->n_in, j->n_tok, kc, j->y + r0,
                             (size_t)j->n_out, k0 > 0);
         }

@@ -235,6 +235,18 @@ typedef void (*kern_dot_q_fn)(const void *w, const void *a, size_t a_stride, int
 /* s[0..3] = dot(w, a_t) over n elements for the 4 tokens of a, activation
  * blocks interleaved by token (kern_block_q8x4, kern_q8.h). */
 typedef void (*kern_gemm4_fn)(const void *w, const void *a, int n, float *s);
+/* s[0..3] = dot(w_r, a) over n elements for the 4 weight rows w_r = (const
+ * char *)w + r * w_stride (0: one row four times) and the token in slot 0 of
+ * the kern_block_q8x4 blocks a: per row exactly the float work gemm4 does for
+ * one of its tokens, so mat-vec and mat-mat results agree bit for bit. */
+typedef void (*kern_gemv4_fn)(const void *w, size_t w_stride, const void *a, int n, float *s);
+/* Fused mat-vec slice: for rows r < n_rows (row r at (const char *)w + r *
+ * row_bytes, pointing at the slice's first block) y[r] = s_r, or y[r] += s_r
+ * when accumulate, where s_r = Σ_k dequant(w_r)[k] · x[k] over k < kc is
+ * computed exactly as the ISA's tile_mm computes it for one token on the
+ * dequantized row (kern.c, "matmul": the batch-invariance contract). */
+typedef void (*kern_mv_fn)(const void *w, size_t row_bytes, int n_rows, const float *x, int kc,
+                           float *y, int accumulate);
 
 typedef struct {
     const char *name;
@@ -245,6 +257,8 @@ typedef struct {
     int vec_dot_type;                      /* act_quant: activations' ggml type (CF_F32: none) */
     kern_dot_q_fn dot_q[KERN_ISA_COUNT];   /* act_quant: integer dot; NULL for F32/F16/BF16/Q8_K */
     kern_gemm4_fn gemm4[KERN_ISA_COUNT];   /* act_quant mat-mat, Q8_0/Q8_1 types; NULL: dot_q */
+    kern_gemv4_fn gemv4[KERN_ISA_COUNT];   /* act_quant mat-vec, the types with gemm4 */
+    kern_mv_fn mv[KERN_ISA_COUNT];         /* f32 mat-vec, fused; NULL: dequantized tile + tile_mm */
 } kern_type_ops;
 
 /* The leaves an ISA supplies to the shared drivers in kern.c. */
@@ -331,6 +345,18 @@ float kern_avx2_dot_q5_0(const void *w, const float *x, int n);
 float kern_avx2_dot_q5_1(const void *w, const float *x, int n);
 float kern_avx2_dot_q8_0(const void *w, const float *x, int n);
 float kern_avx2_dot_iq4_nl(const void *w, const float *x, int n);
+#define KERN_AVX2_MV_DECL(t)                                                               \
+    void kern_avx2_mv_##t(const void *w, size_t row_bytes, int n_rows, const float *x, int kc, \
+                          float *y, int accumulate);
+KERN_AVX2_MV_DECL(f16)
+KERN_AVX2_MV_DECL(bf16)
+KERN_AVX2_MV_DECL(q4_0)
+KERN_AVX2_MV_DECL(q4_1)
+KERN_AVX2_MV_DECL(q5_0)
+KERN_AVX2_MV_DECL(q5_1)
+KERN_AVX2_MV_DECL(q8_0)
+KERN_AVX2_MV_DECL(iq4_nl)
+#undef KERN_AVX2_MV_DECL
 
 /* kern_neon.c (aarch64): the f32 row primitives and the F16, Q4_0, Q8_0 leaves */
 extern const kern_isa_ops kern_neon_ops;

@@ -82,12 +82,15 @@ void kern_q8x4_pack(int vdt, const void *const rows[4], int n, kern_block_q8x4 *
     X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(iq4_nl) X(q2_k) X(q3_k) X(q4_k) X(q5_k)   \
     X(q6_k) X(iq4_xs) X(iq3_xxs) X(iq3_s) X(tq1_0) X(tq2_0)
 
-/* The 32-element types, which also have a 4-token kern_gemm4_fn on kern_block_q8x4. */
+/* The 32-element types, which also have a 4-token kern_gemm4_fn on kern_block_q8x4
+ * and its 4-row transpose kern_gemv4_fn. */
 #define KERN_Q8_GEMM4_TYPES(X) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(iq4_nl)
 
 #define KERN_Q8_GEMM4_DECL(t)                                                           \
     void kern_sc_gemm4_##t(const void *w, const void *a, int n, float *s);             \
-    void kern_avx2_gemm4_##t(const void *w, const void *a, int n, float *s);
+    void kern_avx2_gemm4_##t(const void *w, const void *a, int n, float *s);           \
+    void kern_sc_gemv4_##t(const void *w, size_t ws, const void *a, int n, float *s);  \
+    void kern_avx2_gemv4_##t(const void *w, size_t ws, const void *a, int n, float *s);
 KERN_Q8_GEMM4_TYPES(KERN_Q8_GEMM4_DECL)
 #undef KERN_Q8_GEMM4_DECL
 
