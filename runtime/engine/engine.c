@@ -300,6 +300,148 @@ int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, in
     return 0;
 }
 
+/* ==== non-finite logits =======================================================
+ * eng_eval checks the logits of every batch (one pass over n_logits x n_vocab
+ * floats; a forward pass costs thousands of times more).  When one is inf or
+ * NaN, the batch runs once more through a kernel table whose entries check
+ * each output they write, to name the first op, its weight and its layer that
+ * produced a non-finite value.  The rerun recomputes the same KV rows from
+ * the same inputs with the same kernels, so the cache is unchanged. */
+
+static int all_finite(const float *x, size_t n) {
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
+}
+
+typedef struct {
+    cf_env env;                /* first: the wrappers get &env and find the rest */
+    cf_kernels table;          /* the real table with the checked ops swapped in */
+    const cf_kernels *real;
+    const cf_model_desc *desc;
+    const char *last_weight;   /* most recent op's weight, for ops without one */
+    int last_layer;
+    char what[256];            /* the first non-finite output, described */
+} eng_check;
+
+static int layer_of(const char *name) {
+    int l;
+    return name && sscanf(name, "blk.%d.", &l) == 1 ? l : -1;
+}
+
+/* Record op's output y (n floats) when it is the first non-finite one. */
+static void check_out(eng_check *C, const char *op, const void *w, int layer, const float *y, size_t n) {
+    const char *name = NULL;
+    for (int i = 0; w && i < C->desc->n_weights; i++)
+        if (C->env.W[i] == w) name = C->desc->weight_names[i];
+    if (name) C->last_weight = name;
+    if (layer < 0) layer = name ? layer_of(name) : C->last_layer;
+    if (layer >= 0) C->last_layer = layer;
+    if (C->what[0] || all_finite(y, n)) return;
+    const char *wn = name ? name : C->last_weight, *sep = !wn ? "" : name ? " " : " after ";
+    if (layer >= 0)
+        snprintf(C->what, sizeof C->what, "layer %d: the output of %s%s%s", layer, op, sep, wn ? wn : "");
+    else
+        snprintf(C->what, sizeof C->what, "the output of %s%s%s (outside the layers)", op, sep,
+                 wn ? wn : "");
+}
+
+#define CHK(E) ((eng_check *)(E))
+
+static void chk_matmul(cf_env *E, float *y, const float *x, const void *w, int type, int n_out, int n_in,
+                       int n_tok) {
+    CHK(E)->real->matmul(E, y, x, w, type, n_out, n_in, n_tok);
+    check_out(CHK(E), "matmul", w, -1, y, (size_t)n_out * n_tok);
+}
+static void chk_get_rows(cf_env *E, float *y, const void *w, int type, int n, const int *ids, int n_tok) {
+    CHK(E)->real->get_rows(E, y, w, type, n, ids, n_tok);
+    check_out(CHK(E), "get_rows", w, -1, y, (size_t)n * n_tok);
+}
+static void chk_rms_norm(cf_env *E, float *y, const float *x, const float *w, int n, float eps, int n_tok) {
+    CHK(E)->real->rms_norm(E, y, x, w, n, eps, n_tok);
+    check_out(CHK(E), "rms_norm", w, -1, y, (size_t)n * n_tok);
+}
+static void chk_rope(cf_env *E, float *x, int n_head, int head_dim, int n_rot, float freq_base, int mode,
+                     int n_tok) {
+    CHK(E)->real->rope(E, x, n_head, head_dim, n_rot, freq_base, mode, n_tok);
+    check_out(CHK(E), "rope", NULL, -1, x, (size_t)n_head * head_dim * n_tok);
+}
+static void chk_attention(cf_env *E, float *out, const float *q, const float *k, const float *v, int layer,
+                          int n_head, int n_head_kv, int head_dim, float scale, int window, float softcap,
+                          int n_tok) {
+    CHK(E)->real->attention(E, out, q, k, v, layer, n_head, n_head_kv, head_dim, scale, window, softcap, n_tok);
+    check_out(CHK(E), "attention", NULL, layer, out, (size_t)n_head * head_dim * n_tok);
+}
+static void chk_swiglu(cf_env *E, float *y, const float *g, const float *u, int n, int n_tok) {
+    CHK(E)->real->swiglu(E, y, g, u, n, n_tok);
+    check_out(CHK(E), "swiglu", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_add(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok) {
+    CHK(E)->real->add(E, y, a, b, n, n_tok);
+    check_out(CHK(E), "add", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_add_row(cf_env *E, float *y, const float *x, const float *b, int n, int n_tok) {
+    CHK(E)->real->add_row(E, y, x, b, n, n_tok);
+    check_out(CHK(E), "add_row", b, -1, y, (size_t)n * n_tok);
+}
+static void chk_scale(cf_env *E, float *y, const float *x, float s, int n, int n_tok) {
+    CHK(E)->real->scale(E, y, x, s, n, n_tok);
+    check_out(CHK(E), "scale", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_gelu(cf_env *E, float *y, const float *x, int n, int n_tok) {
+    CHK(E)->real->gelu(E, y, x, n, n_tok);
+    check_out(CHK(E), "gelu", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_geglu(cf_env *E, float *y, const float *g, const float *u, int n, int n_tok) {
+    CHK(E)->real->geglu(E, y, g, u, n, n_tok);
+    check_out(CHK(E), "geglu", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_layer_norm(cf_env *E, float *y, const float *x, const float *w, const float *b, int n,
+                           float eps, int n_tok) {
+    CHK(E)->real->layer_norm(E, y, x, w, b, n, eps, n_tok);
+    check_out(CHK(E), "layer_norm", w, -1, y, (size_t)n * n_tok);
+}
+static void chk_logits_post(cf_env *E, float *logits, int n_vocab, int n_rows, float scale, float softcap) {
+    CHK(E)->real->logits_post(E, logits, n_vocab, n_rows, scale, softcap);
+    check_out(CHK(E), "logits_post", NULL, -1, logits, (size_t)n_vocab * n_rows);
+}
+
+/* Rerun the batch in c->env with checked kernels; describe the first
+ * non-finite output in what. */
+static void diagnose_nonfinite(eng_ctx *c, char *what, size_t what_len) {
+    eng_check *C = calloc(1, sizeof *C);
+    if (!C) {
+        snprintf(what, what_len, "no memory to find the layer");
+        return;
+    }
+    C->real = c->env.K;
+    C->desc = c->m->desc;
+    C->last_layer = -1;
+    C->table = *C->real; /* ops added later run unchecked rather than not at all */
+    C->table.matmul = chk_matmul;
+    C->table.get_rows = chk_get_rows;
+    C->table.rms_norm = chk_rms_norm;
+    C->table.rope = chk_rope;
+    C->table.attention = chk_attention;
+    C->table.swiglu = chk_swiglu;
+    C->table.add = chk_add;
+    C->table.add_row = chk_add_row;
+    C->table.scale = chk_scale;
+    C->table.gelu = chk_gelu;
+    C->table.geglu = chk_geglu;
+    C->table.layer_norm = chk_layer_norm;
+    C->table.logits_post = chk_logits_post;
+    C->env = c->env;
+    C->env.K = &C->table;
+    c->m->forward(&C->env);
+    snprintf(what, what_len, "%s", C->what[0] ? C->what : "not reproduced by a checked rerun");
+    free(C);
+}
+
 int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len) {
     const cf_model_desc *d = c->m->desc;
     if (n <= 0) return 0;
@@ -317,8 +459,15 @@ int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len) {
         for (int t = 0; t < nb; t++) c->positions[t] = c->n_past + t;
         c->env.n_tokens = nb;
         c->m->forward(&c->env);
-        c->n_past += nb;
         c->n_logits = c->logits_all ? nb : 1;
+        if (!all_finite(c->logits, (size_t)c->n_logits * (size_t)d->n_vocab)) {
+            char what[300];
+            diagnose_nonfinite(c, what, sizeof what);
+            c->n_logits = 0;
+            return snprintf(err, err_len, "non-finite logits (inf/NaN) for the tokens at positions %d..%d; "
+                            "first in %s", c->n_past, c->n_past + nb - 1, what), -1;
+        }
+        c->n_past += nb;
     }
     return 0;
 }

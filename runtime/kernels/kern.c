@@ -232,8 +232,8 @@ static const float *w_tile(const mm_job *j, float *tile, long r0, int nr, int k0
 /* Mat-vec rows [r0, r1): per row the arithmetic of the mat-mat path for one
  * token — tile_mm over each KERN_MM_KC slice, the slices' sums added to y in
  * order — so a token's result never depends on the batch it came in.  Types
- * with a fused leaf (mv: weights decoded in registers, bit-identical to
- * dequant + tile_mm) skip the tile; the others go through an L1 tile of
+ * with a fused leaf (mv, and R8's kern_r8_mv: weights decoded in registers,
+ * bit-identical to dequant + tile_mm) skip the tile; the others go through an L1 tile of
  * MV_ROWS rows (8: one 8-row group for R8 too; 8 FMA chains in flight). */
 #define MV_ROWS 8
 static_assert(MV_ROWS == KERN_R8_ROWS, "a mat-vec step is one R8 row group");
@@ -251,6 +251,9 @@ static void mm_vec_rows(const mm_job *j, long r0, long r1) {
                    j->row_bytes, nr, j->x + k0, kc, j->y + rb, k0 > 0);
                 continue;
             }
+            if (kern_type_is_r8(j->type) && /* nr == 8: one row group; NEON: the tile below */
+                kern_r8_mv(j->isa, j->type, j->w, j->n_in, (int)rb, k0, kc, j->x + k0, j->y + rb, k0 > 0) == 0)
+                continue;
             size_t ws;
             const float *wt = w_tile(j, tile, rb, nr, k0, kc, &ws);
             j->ops->tile_mm(wt, ws, nr, j->x + k0, (size_t)j->n_in, 1, kc, j->y + rb, (size_t)j->n_out,

@@ -531,17 +531,25 @@ static void avx2_rms_norm_row(float *y, const float *x, const float *w, int n, f
     }
 }
 
-static void avx2_swiglu_row(float *y, const float *g, const float *u, int n) {
+static inline __m256 swiglu8(__m256 vg, __m256 vu) {
     const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    __m256 silu = _mm256_div_ps(vg, _mm256_add_ps(one, exp8(_mm256_xor_ps(vg, sign))));
+    return _mm256_mul_ps(silu, vu);
+}
+
+/* The tail (n % 8) goes through the vector code too: the driver splits rows
+ * of a batch at multiples of 8 from its start, so an element is in a tail or
+ * not depending on the batch — and expf differs from exp8 in the last bit. */
+static void avx2_swiglu_row(float *y, const float *g, const float *u, int n) {
     int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 vg = _mm256_loadu_ps(g + i);
-        __m256 silu = _mm256_div_ps(vg, _mm256_add_ps(one, exp8(_mm256_xor_ps(vg, sign))));
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
-    }
-    for (; i < n; i++) {
-        float s = g[i] / (1.0f + expf(-g[i]));
-        y[i] = s * u[i];
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, swiglu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+    if (i < n) {
+        float tg[8] = {0}, tu[8] = {0}, ty[8];
+        memcpy(tg, g + i, (size_t)(n - i) * sizeof *g);
+        memcpy(tu, u + i, (size_t)(n - i) * sizeof *u);
+        _mm256_storeu_ps(ty, swiglu8(_mm256_loadu_ps(tg), _mm256_loadu_ps(tu)));
+        memcpy(y + i, ty, (size_t)(n - i) * sizeof *y);
     }
 }
 

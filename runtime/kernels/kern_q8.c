@@ -474,6 +474,12 @@ void kern_q8x4_pack(int vdt, const void *const rows[4], int n, kern_block_q8x4 *
         }
 }
 
+int kern_q8x4_overflows(const kern_block_q8x4 *q, int nb, int t) {
+    for (int b = 0; b < nb; b++)
+        if (isinf(q[b].d[t]) || isinf(q[b].s[t])) return 1;
+    return 0;
+}
+
 /* Scalar reference: token t's ggml row rebuilt from the interleaved blocks
  * (d and s are f16 values, so the round trip is exact), then the 1-token dot. */
 #define SC_GEMM4(t, ablock)                                                               \

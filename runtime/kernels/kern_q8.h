@@ -74,6 +74,11 @@ typedef struct {
 /* out (n/32 blocks) = the 4 rows rows[t] (ggml Q8_0 or Q8_1 blocks, vdt;
  * NULL: a zero token) interleaved. */
 void kern_q8x4_pack(int vdt, const void *const rows[4], int n, kern_block_q8x4 *out);
+/* 1 when token slot t (0..3) of the nb blocks q has a scale that overflowed
+ * its f16 (d: |x| above ~8.3e6; Q8_1's s = d·Σq: a block sum of a few
+ * thousand): its integer dots would be inf or NaN, so the drivers compute
+ * that token with f32 activations instead (a per-token choice: batch-invariant). */
+int kern_q8x4_overflows(const kern_block_q8x4 *q, int nb, int t);
 
 /* ---- integer dots (kern_dot_q_fn, kern.h) ------------------------------------ */
 

@@ -250,15 +250,6 @@ static void round_rows(int isa, const kern_type_ops *ty, const act_format *af, c
     }
 }
 
-/* Token t of quads q (kern_block_q8x4, nb blocks each) has a scale (d, or
- * Q8_1's s = d·Σq) that overflowed its f16 (|x| above ~8.3e6 for d, a few
- * thousand for s): its integer dots would be inf/NaN. */
-static int quad_token_overflows(const kern_block_q8x4 *q, int nb, int t) {
-    for (int b = 0; b < nb; b++)
-        if (isinf(q[b].d[t % 4]) || isinf(q[b].s[t % 4])) return 1;
-    return 0;
-}
-
 static void q8_run_chunk(int isa, cf_env *E, const kern_type_ops *ty, const act_format *af,
                          float *y, const float *x, const void *w, int type, int n_out, int n_in,
                          int n_tok, uint8_t *buf) {
@@ -299,7 +290,7 @@ static void q8_run_chunk(int isa, cf_env *E, const kern_type_ops *ty, const act_
      * exact f32 activations instead — a per-token choice, so batch-invariant. */
     if (gemm4)
         for (int t = 0; t < n_tok; t++)
-            if (quad_token_overflows((const kern_block_q8x4 *)(buf + (size_t)(t & ~3) * arb), nb, t))
+            if (kern_q8x4_overflows((const kern_block_q8x4 *)(buf + (size_t)(t & ~3) * arb), nb, t % 4))
                 kern_matmul_f32act(isa, E, y + (size_t)t * n_out, x + (size_t)t * n_in, w, type, n_out,
                                    n_in, 1);
 }
