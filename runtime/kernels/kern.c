@@ -4,22 +4,33 @@
  * kern_scalar.c, the CPU probes kern_cpu.c, and the cf_kernels tables that
  * bind these drivers (and the q8/r8 paths) per ISA kern_table.c.
  *
- * Split of work.  An ISA supplies leaves: per weight type a dequant_row and a
- * dot_row (kern_type_ops), plus a few f32 row primitives (kern_isa_ops:
- * the matmul tile, attention dot/axpy/softmax, rms_norm, swiglu).  The
- * drivers here own everything else — partitioning over the pool, the matmul
- * tiling, the KV-cache writes, RoPE — so the scalar and AVX2 tables differ
- * only in their leaves and the reference path exercises the same drivers.
+ * Split of work.  An ISA supplies leaves: per weight type a dequant_row
+ * and, where it pays, a fused mat-vec leaf (kern_type_ops.mv), plus a few
+ * f32 row primitives (kern_isa_ops: the matmul tile, attention
+ * dot/axpy/softmax, rms_norm, swiglu).  The drivers here own everything
+ * else — partitioning over the pool, the matmul tiling, the KV-cache
+ * writes, RoPE — so the scalar and AVX2 tables differ only in their leaves
+ * and the reference path exercises the same drivers.
  *
- * matmul.  n_tokens == 1 (decode) is a mat-vec: each thread takes a
- * contiguous range of output rows and runs the type's fused dot_row straight
- * on the quantized blocks (memory bound; one pass over the weights).
- * n_tokens > 1 is a mat-mat: each thread takes ranges of KERN_MM_ROWS-row
- * tiles; per tile and per KERN_MM_KC-wide slice of the input dimension it
- * dequantizes the rows once into its scratch tile (L1-resident) and the
- * ISA's tile_mm multiplies that tile with every token row, accumulating into
- * y.  Weights are read once per call whatever n_tokens is.  The partition
- * never changes the arithmetic, so results do not depend on the thread count.
+ * matmul.  n_tokens > 1 is a mat-mat: each thread takes ranges of
+ * KERN_MM_ROWS-row tiles; per tile and per KERN_MM_KC-wide slice of the
+ * input dimension it dequantizes the rows once into its scratch tile
+ * (L1-resident) and the ISA's tile_mm multiplies that tile with every token
+ * row, accumulating into y.  Weights are read once per call whatever
+ * n_tokens is.  n_tokens == 1 (decode) is a mat-vec over contiguous row
+ * ranges per thread, one pass over the weights.
+ *
+ * Batch invariance (the contract every matmul path keeps, checked by
+ * tests/test_kern_batch.c).  A token's outputs are the same bits whatever
+ * batch it is in: the mat-mat defines the arithmetic — per (row, token) and
+ * slice, tile_mm's sum over the exactly dequantized weights, the slices'
+ * sums added to y in order — and the mat-vec reproduces it, through the
+ * type's mv leaf (weights decoded in registers into the dequant leaf's
+ * values, tile_mm's FMA order), R8's kern_r8_mv, or the same dequantized
+ * tile and tile_mm with one token.  So decoding token by token, a prefill in
+ * one batch and a reused KV prefix give identical logits.  The partition
+ * never changes the arithmetic either: results do not depend on the thread
+ * count.
  *
  * The code here is compiled without ISA flags; AVX2 code lives only behind
  * the function pointers of kern_avx2.c.
@@ -57,43 +68,36 @@ static_assert(CF_F32 == 0 && CF_F16 == 1 && CF_Q4_0 == 2 && CF_Q4_1 == 3 && CF_Q
 /* ==== the type table ======================================================= */
 
 static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
-    [CF_F32] = {"F32", 1, 4, {kern_sc_dequant_f32, kern_sc_dequant_f32}, {kern_sc_dot_f32, KERN_SIMD(kern_avx2_dot_f32, kern_neon_dot_f32)}, CF_F32, {0}},
-    [CF_F16] = {"F16", 1, 2, {kern_sc_dequant_f16, KERN_SIMD(kern_avx2_dequant_f16, kern_neon_dequant_f16)}, {kern_sc_dot_f16, KERN_SIMD(kern_avx2_dot_f16, kern_neon_dot_f16)}, CF_F16, {0},
-                {0}, {0}, {NULL, KERN_SIMD(kern_avx2_mv_f16, NULL)}},
-    [CF_BF16] = {"BF16", 1, 2, {kern_sc_dequant_bf16, KERN_SIMD(kern_avx2_dequant_bf16, kern_sc_dequant_bf16)}, {kern_sc_dot_bf16, KERN_SIMD(kern_avx2_dot_bf16, kern_sc_dot_bf16)},
-                CF_BF16, {0}, {0}, {0}, {NULL, KERN_SIMD(kern_avx2_mv_bf16, NULL)}},
-    [CF_Q4_0] = {"Q4_0", 32, 18, {kern_sc_dequant_q4_0, KERN_SIMD(kern_avx2_dequant_q4_0, kern_neon_dequant_q4_0)}, {kern_sc_dot_q4_0, KERN_SIMD(kern_avx2_dot_q4_0, kern_neon_dot_q4_0)},
-                CF_Q8_0, {kern_sc_dotq_q4_0, KERN_SIMD(kern_avx2_dotq_q4_0, kern_neon_dotq_q4_0)},
-                {kern_sc_gemm4_q4_0, KERN_SIMD(kern_avx2_gemm4_q4_0, kern_neon_gemm4_q4_0)},
-                {kern_sc_gemv4_q4_0, KERN_SIMD(kern_avx2_gemv4_q4_0, kern_sc_gemv4_q4_0)}, {NULL, KERN_SIMD(kern_avx2_mv_q4_0, NULL)}},
-    [CF_Q4_1] = {"Q4_1", 32, 20, {kern_sc_dequant_q4_1, KERN_SIMD(kern_avx2_dequant_q4_1, kern_sc_dequant_q4_1)}, {kern_sc_dot_q4_1, KERN_SIMD(kern_avx2_dot_q4_1, kern_sc_dot_q4_1)},
-                KERN_T_Q8_1, {kern_sc_dotq_q4_1, KERN_SIMD(kern_avx2_dotq_q4_1, kern_sc_dotq_q4_1)},
-                {kern_sc_gemm4_q4_1, KERN_SIMD(kern_avx2_gemm4_q4_1, kern_sc_gemm4_q4_1)},
-                {kern_sc_gemv4_q4_1, KERN_SIMD(kern_avx2_gemv4_q4_1, kern_sc_gemv4_q4_1)}, {NULL, KERN_SIMD(kern_avx2_mv_q4_1, NULL)}},
-    [CF_Q5_0] = {"Q5_0", 32, 22, {kern_sc_dequant_q5_0, KERN_SIMD(kern_avx2_dequant_q5_0, kern_sc_dequant_q5_0)}, {kern_sc_dot_q5_0, KERN_SIMD(kern_avx2_dot_q5_0, kern_sc_dot_q5_0)},
-                CF_Q8_0, {kern_sc_dotq_q5_0, KERN_SIMD(kern_avx2_dotq_q5_0, kern_sc_dotq_q5_0)},
-                {kern_sc_gemm4_q5_0, KERN_SIMD(kern_avx2_gemm4_q5_0, kern_sc_gemm4_q5_0)},
-                {kern_sc_gemv4_q5_0, KERN_SIMD(kern_avx2_gemv4_q5_0, kern_sc_gemv4_q5_0)}, {NULL, KERN_SIMD(kern_avx2_mv_q5_0, NULL)}},
-    [CF_Q5_1] = {"Q5_1", 32, 24, {kern_sc_dequant_q5_1, KERN_SIMD(kern_avx2_dequant_q5_1, kern_sc_dequant_q5_1)}, {kern_sc_dot_q5_1, KERN_SIMD(kern_avx2_dot_q5_1, kern_sc_dot_q5_1)},
-                KERN_T_Q8_1, {kern_sc_dotq_q5_1, KERN_SIMD(kern_avx2_dotq_q5_1, kern_sc_dotq_q5_1)},
-                {kern_sc_gemm4_q5_1, KERN_SIMD(kern_avx2_gemm4_q5_1, kern_sc_gemm4_q5_1)},
-                {kern_sc_gemv4_q5_1, KERN_SIMD(kern_avx2_gemv4_q5_1, kern_sc_gemv4_q5_1)}, {NULL, KERN_SIMD(kern_avx2_mv_q5_1, NULL)}},
-    [CF_Q8_0] = {"Q8_0", 32, 34, {kern_sc_dequant_q8_0, KERN_SIMD(kern_avx2_dequant_q8_0, kern_neon_dequant_q8_0)}, {kern_sc_dot_q8_0, KERN_SIMD(kern_avx2_dot_q8_0, kern_neon_dot_q8_0)},
-                CF_Q8_0, {kern_sc_dotq_q8_0, KERN_SIMD(kern_avx2_dotq_q8_0, kern_neon_dotq_q8_0)},
-                {kern_sc_gemm4_q8_0, KERN_SIMD(kern_avx2_gemm4_q8_0, kern_neon_gemm4_q8_0)},
-                {kern_sc_gemv4_q8_0, KERN_SIMD(kern_avx2_gemv4_q8_0, kern_sc_gemv4_q8_0)}, {NULL, KERN_SIMD(kern_avx2_mv_q8_0, NULL)}},
-    [CF_IQ4_NL] = {"IQ4_NL", 32, 18, {kern_sc_dequant_iq4_nl, KERN_SIMD(kern_avx2_dequant_iq4_nl, kern_sc_dequant_iq4_nl)},
-                   {kern_sc_dot_iq4_nl, KERN_SIMD(kern_avx2_dot_iq4_nl, kern_sc_dot_iq4_nl)}, CF_Q8_0,
-                   {kern_sc_dotq_iq4_nl, KERN_SIMD(kern_avx2_dotq_iq4_nl, kern_sc_dotq_iq4_nl)},
-                   {kern_sc_gemm4_iq4_nl, KERN_SIMD(kern_avx2_gemm4_iq4_nl, kern_sc_gemm4_iq4_nl)},
-                   {kern_sc_gemv4_iq4_nl, KERN_SIMD(kern_avx2_gemv4_iq4_nl, kern_sc_gemv4_iq4_nl)}, {NULL, KERN_SIMD(kern_avx2_mv_iq4_nl, NULL)}},
+    /* name, block, bytes, {dequant}, vec_dot_type, {dot_q}, {gemm4}, {gemv4}, {mv} per ISA
+     * (KERN_SIMD: the AVX2 leaf on x86-64, the NEON one on aarch64) */
+    [CF_F32] = {"F32", 1, 4, {kern_sc_dequant_f32, kern_sc_dequant_f32}, CF_F32},
+    [CF_F16] = {"F16", 1, 2, {kern_sc_dequant_f16, KERN_SIMD(kern_avx2_dequant_f16, kern_neon_dequant_f16)}, CF_F16,
+                {0}, {0}, {0}, {NULL, KERN_SIMD(kern_avx2_mv_f16, NULL)}},
+    [CF_BF16] = {"BF16", 1, 2, {kern_sc_dequant_bf16, KERN_SIMD(kern_avx2_dequant_bf16, kern_sc_dequant_bf16)}, CF_BF16,
+                 {0}, {0}, {0}, {NULL, KERN_SIMD(kern_avx2_mv_bf16, NULL)}},
+/* the 32-element types: Q8_0 or Q8_1 activations, 4-token and 4-row leaves,
+ * fused mat-vec (x86-64; NEON: the dequantized tile).  N: the NEON slot's
+ * leaves, kern_neon_* (kern_neon.c, kern_q8_neon.c) or the scalar kern_sc_*. */
+#define Q32_TYPE(id, NAME, t, VDT, N)                                                              \
+    [id] = {NAME, KERN_QK, (int)sizeof(kern_block_##t),                                            \
+            {kern_sc_dequant_##t, KERN_SIMD(kern_avx2_dequant_##t, kern_##N##_dequant_##t)}, VDT,   \
+            {kern_sc_dotq_##t, KERN_SIMD(kern_avx2_dotq_##t, kern_##N##_dotq_##t)},                \
+            {kern_sc_gemm4_##t, KERN_SIMD(kern_avx2_gemm4_##t, kern_##N##_gemm4_##t)},             \
+            {kern_sc_gemv4_##t, KERN_SIMD(kern_avx2_gemv4_##t, kern_sc_gemv4_##t)},                \
+            {NULL, KERN_SIMD(kern_avx2_mv_##t, NULL)}}
+    Q32_TYPE(CF_Q4_0, "Q4_0", q4_0, CF_Q8_0, neon),
+    Q32_TYPE(CF_Q4_1, "Q4_1", q4_1, KERN_T_Q8_1, sc),
+    Q32_TYPE(CF_Q5_0, "Q5_0", q5_0, CF_Q8_0, sc),
+    Q32_TYPE(CF_Q5_1, "Q5_1", q5_1, KERN_T_Q8_1, sc),
+    Q32_TYPE(CF_Q8_0, "Q8_0", q8_0, CF_Q8_0, neon),
+    Q32_TYPE(CF_IQ4_NL, "IQ4_NL", iq4_nl, CF_Q8_0, sc),
+#undef Q32_TYPE
 /* 256-element super-block types: kern_kquants.c (scalar), kern_kquants_avx2.c */
 /* neon_dotq: the NEON integer dot (kern_q8_neon.c) or the scalar one */
 #define KQ_TYPE_N(id, NAME, t, neon_dotq)                                                 \
     [id] = {NAME, KERN_QK_K, (int)sizeof(kern_block_##t),                                 \
-            {kern_sc_dequant_##t, KERN_SIMD(kern_avx2_dequant_##t, kern_sc_dequant_##t)},   \
-            {kern_sc_dot_##t, KERN_SIMD(kern_avx2_dot_##t, kern_sc_dot_##t)},               \
-            KERN_T_Q8_K, {kern_sc_dotq_##t, KERN_SIMD(kern_avx2_dotq_##t, neon_dotq)}}
+            {kern_sc_dequant_##t, KERN_SIMD(kern_avx2_dequant_##t, kern_sc_dequant_##t)}, KERN_T_Q8_K, \
+            {kern_sc_dotq_##t, KERN_SIMD(kern_avx2_dotq_##t, neon_dotq)}}
 #define KQ_TYPE(id, NAME, t) KQ_TYPE_N(id, NAME, t, kern_sc_dotq_##t)
     KQ_TYPE(KERN_T_Q2_K, "Q2_K", q2_k),
     KQ_TYPE(KERN_T_Q3_K, "Q3_K", q3_k),
@@ -102,8 +106,7 @@ static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
     KQ_TYPE_N(KERN_T_Q6_K, "Q6_K", q6_k, kern_neon_dotq_q6_k),
     /* Q8_K is ggml's activation format, not a matmul weight type there: f32 activations */
     [KERN_T_Q8_K] = {"Q8_K", KERN_QK_K, (int)sizeof(kern_block_q8_k),
-                     {kern_sc_dequant_q8_k, KERN_SIMD(kern_avx2_dequant_q8_k, kern_sc_dequant_q8_k)},
-                     {kern_sc_dot_q8_k, KERN_SIMD(kern_avx2_dot_q8_k, kern_sc_dot_q8_k)}, CF_F32, {0}},
+                     {kern_sc_dequant_q8_k, KERN_SIMD(kern_avx2_dequant_q8_k, kern_sc_dequant_q8_k)}, CF_F32},
     KQ_TYPE(KERN_T_IQ4_XS, "IQ4_XS", iq4_xs),
     KQ_TYPE(KERN_T_IQ3_XXS, "IQ3_XXS", iq3_xxs),
     KQ_TYPE(KERN_T_IQ3_S, "IQ3_S", iq3_s),
@@ -113,8 +116,8 @@ static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
 #undef KQ_TYPE_N
     /* row-interleaved (kern.h, kern_r8.c): no per-row leaves; matmul goes to
      * kern_r8_matmul.  type_size is the ggml block's, per row (kern_row_bytes). */
-    [CF_Q4_0_R8] = {"q4_0_r8", 32, 18, {0}, {0}, CF_Q8_0, {0}},
-    [CF_Q8_0_R8] = {"q8_0_r8", 32, 34, {0}, {0}, CF_Q8_0, {0}},
+    [CF_Q4_0_R8] = {"q4_0_r8", 32, 18, {0}, CF_Q8_0},
+    [CF_Q8_0_R8] = {"q8_0_r8", 32, 34, {0}, CF_Q8_0},
 };
 
 const kern_type_ops *kern_type_ops_get(int type) {
@@ -603,8 +606,11 @@ void kern_dequant_row_isa(int isa, int type, const void *src, float *dst, int n)
 
 float kern_dot_row(int isa, int type, const void *w_row, const float *x, int n) {
     const kern_type_ops *t = kern_type_ops_get(type);
-    if (!t || !kern_isa_available(isa) || !t->dot[isa] || n % t->blck) return NAN;
-    return t->dot[isa](w_row, x, n);
+    if (!t || !kern_isa_available(isa) || !t->dequant[isa] || n % t->blck) return NAN;
+    float y;
+    const mm_job j = {NULL, isa_ops(isa), t, isa, &y, x, w_row, type, 1, n, 1, kern_row_bytes(type, n)};
+    mm_vec_rows(&j, 0, 1);
+    return y;
 }
 
 float kern_f16_to_f32(uint16_t h) { return f16_to_f32(h); }

@@ -5,16 +5,16 @@
  * nothing in it may run before kern_best_isa() said yes: no constructors, no
  * code reachable from the scalar table.
  *
- * Weight dots work on the quantized blocks directly: each block's 32 codes
- * are widened to f32 in registers (vpmovsxbd + vcvtdq2ps), multiplied with
- * the activations, and the block sum is scaled by d with one FMA.  Dequant
- * leaves produce exactly the scalar reference values (q * d is exact in f32;
- * q * d + m is one rounding either way), so the mat-mat path multiplies the
- * same numbers as llama.cpp on an F32-dequantized model.
+ * Dequant leaves produce exactly the scalar reference values (q * d is exact
+ * in f32; q * d + m is one rounding either way), so the f32 matmul
+ * multiplies the same numbers as llama.cpp on an F32-dequantized model; the
+ * fused mat-vec leaves (mv, below) decode the same values in registers.
  *
  * tile_mm is a register-blocked dot-product GEMM: 4 weight rows x 3 tokens =
  * 12 ymm accumulators, 3 activation vectors and 1 weight vector live per
- * step (16 registers), i.e. 12 FMAs per 7 loads.
+ * step (16 registers), i.e. 12 FMAs per 7 loads; one token takes 8 rows (8
+ * chains).  Every (row, token) is one 8-lane FMA chain in element order plus
+ * hsum: the arithmetic every f32 matmul path reproduces (kern.c "matmul").
  *
  * exp: Cephes-style expf (range reduction by ln2 in two parts, degree-6
  * polynomial), within ~1-2 ulp of libm over [-87.3, 88.3]; above it returns
@@ -92,14 +92,6 @@ static inline void codes_q5_1(const kern_block_q5_1 *b, __m128i *lo, __m128i *hi
     nibbles(b->qs, lo, hi);
     *lo = _mm_or_si128(*lo, _mm_and_si128(bits16_to_mask(qh & 0xffff), x10));
     *hi = _mm_or_si128(*hi, _mm_and_si128(bits16_to_mask(qh >> 16), x10));
-}
-
-/* Σ codes * x over one block of 32 */
-static inline __m256 block_sum(__m128i lo, __m128i hi, const float *x) {
-    __m256 s = _mm256_mul_ps(i8x8_lo(lo), _mm256_loadu_ps(x));
-    s = _mm256_fmadd_ps(i8x8_hi(lo), _mm256_loadu_ps(x + 8), s);
-    s = _mm256_fmadd_ps(i8x8_lo(hi), _mm256_loadu_ps(x + 16), s);
-    return _mm256_fmadd_ps(i8x8_hi(hi), _mm256_loadu_ps(x + 24), s);
 }
 
 /* The 32 exact values of one block as 4 x 8 floats (element order):
@@ -189,10 +181,9 @@ DEQUANT_32(q5_1)
 DEQUANT_32(q8_0)
 DEQUANT_32(iq4_nl)
 
-/* ==== dot leaves ============================================================== */
+/* ==== f32 dot (attention scores) ============================================== */
 
-float kern_avx2_dot_f32(const void *w, const float *x, int n) {
-    const float *a = w;
+static float avx2_dot_f32(const float *a, const float *x, int n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     int i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -206,93 +197,6 @@ float kern_avx2_dot_f32(const void *w, const float *x, int n) {
     for (; i < n; i++) s += a[i] * x[i];
     return s;
 }
-
-float kern_avx2_dot_f16(const void *w, const float *x, int n) {
-    const uint16_t *a = w;
-#define F16X8(o) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i + (o))))
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(F16X8(0), _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(F16X8(8), _mm256_loadu_ps(x + i + 8), s1);
-        s2 = _mm256_fmadd_ps(F16X8(16), _mm256_loadu_ps(x + i + 16), s2);
-        s3 = _mm256_fmadd_ps(F16X8(24), _mm256_loadu_ps(x + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(F16X8(0), _mm256_loadu_ps(x + i), s0);
-#undef F16X8
-    float s = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++) s += h2f(a[i]) * x[i];
-    return s;
-}
-
-float kern_avx2_dot_bf16(const void *w, const float *x, int n) {
-    const uint16_t *a = w;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(bf16x8_load(a + i), _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(bf16x8_load(a + i + 8), _mm256_loadu_ps(x + i + 8), s1);
-        s2 = _mm256_fmadd_ps(bf16x8_load(a + i + 16), _mm256_loadu_ps(x + i + 16), s2);
-        s3 = _mm256_fmadd_ps(bf16x8_load(a + i + 24), _mm256_loadu_ps(x + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(bf16x8_load(a + i), _mm256_loadu_ps(x + i), s0);
-    float s = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++) {
-        uint32_t u = (uint32_t)a[i] << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        s += f * x[i];
-    }
-    return s;
-}
-
-/* Types with value = code * d: acc += d * Σ code * x, two blocks per step so
- * the two accumulator chains overlap. */
-#define DOT_D(tname)                                                                  \
-    float kern_avx2_dot_##tname(const void *w, const float *x, int n) {              \
-        const kern_block_##tname *b = w;                                              \
-        const int nb = n / KERN_QK;                                                   \
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;                               \
-        __m128i lo, hi;                                                               \
-        int i = 0;                                                                    \
-        for (; i + 2 <= nb; i += 2, b += 2, x += 2 * KERN_QK) {                       \
-            codes_##tname(b, &lo, &hi);                                               \
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[0].d)), block_sum(lo, hi, x), acc0); \
-            codes_##tname(b + 1, &lo, &hi);                                           \
-            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b[1].d)),                       \
-                                   block_sum(lo, hi, x + KERN_QK), acc1);             \
-        }                                                                             \
-        if (i < nb) {                                                                 \
-            codes_##tname(b, &lo, &hi);                                               \
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b->d)), block_sum(lo, hi, x), acc0); \
-        }                                                                             \
-        return hsum(_mm256_add_ps(acc0, acc1));                                       \
-    }
-DOT_D(q4_0)
-DOT_D(q5_0)
-DOT_D(iq4_nl)
-
-DOT_D(q8_0)
-
-/* Types with value = code * d + m: acc += d * Σ code * x + m * Σ x. */
-#define DOT_DM(tname, CODES)                                                          \
-    float kern_avx2_dot_##tname(const void *w, const float *x, int n) {              \
-        const kern_block_##tname *b = w;                                              \
-        const int nb = n / KERN_QK;                                                   \
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;                               \
-        for (int i = 0; i < nb; i++, b++, x += KERN_QK) {                             \
-            __m128i lo, hi;                                                           \
-            CODES;                                                                    \
-            __m256 sx = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)), \
-                                      _mm256_add_ps(_mm256_loadu_ps(x + 16),          \
-                                                    _mm256_loadu_ps(x + 24)));        \
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b->d)), block_sum(lo, hi, x), acc0); \
-            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b->m)), sx, acc1);              \
-        }                                                                             \
-        return hsum(_mm256_add_ps(acc0, acc1));                                       \
-    }
-DOT_DM(q4_1, nibbles(b->qs, &lo, &hi))
-DOT_DM(q5_1, codes_q5_1(b, &lo, &hi))
 
 /* ==== tile_mm: register-blocked y = W·Xᵀ on an f32 tile ======================= */
 
@@ -447,8 +351,6 @@ MV_16(bf16, bf16x8_load, bf16_scalar)
 #undef F16X8
 
 /* ==== f32 row primitives ======================================================== */
-
-static float avx2_dot_f32(const float *a, const float *b, int n) { return kern_avx2_dot_f32(a, b, n); }
 
 static void avx2_axpy(float *y, float a, const float *x, int n) {
     __m256 va = _mm256_set1_ps(a);

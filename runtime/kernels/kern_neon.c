@@ -103,21 +103,6 @@ const kern_isa_ops kern_neon_ops = {
 
 void kern_neon_dequant_f16(const void *src, float *dst, int n) { f16_to_f32_row(src, dst, n); }
 
-float kern_neon_dot_f32(const void *w, const float *x, int n) { return dot_f32(w, x, n); }
-
-float kern_neon_dot_f16(const void *w, const float *x, int n) {
-    const uint16_t *h = w;
-    float32x4_t s0 = vdupq_n_f32(0), s1 = s0;
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        s0 = vfmaq_f32(s0, f16x4_load(h + i), vld1q_f32(x + i));
-        s1 = vfmaq_f32(s1, f16x4_load(h + i + 4), vld1q_f32(x + i + 4));
-    }
-    float s = vaddvq_f32(vaddq_f32(s0, s1));
-    for (; i < n; i++) s += f16_to_f32(h[i]) * x[i];
-    return s;
-}
-
 /* codes - 8 of one Q4_0 block as 32 int8: [0..15] low nibbles, [16..31] high */
 static inline void q4_0_codes(const kern_block_q4_0 *b, int8x16_t *lo, int8x16_t *hi) {
     const uint8x16_t q = vld1q_u8(b->qs);
@@ -158,36 +143,4 @@ void kern_neon_dequant_q8_0(const void *src, float *dst, int n) {
         s8x16_scale(vld1q_s8(b->qs + 16), d, v);
         for (int k = 0; k < 4; k++) vst1q_f32(dst + 16 + 4 * k, v[k]);
     }
-}
-
-/* Σ_k q[k] * x[k] for 16 int8 codes against 16 floats, into acc */
-static inline float32x4_t s8x16_dot(float32x4_t acc, int8x16_t q, const float *x) {
-    const int16x8_t l = vmovl_s8(vget_low_s8(q)), h = vmovl_s8(vget_high_s8(q));
-    acc = vfmaq_f32(acc, vcvtq_f32_s32(vmovl_s16(vget_low_s16(l))), vld1q_f32(x));
-    acc = vfmaq_f32(acc, vcvtq_f32_s32(vmovl_s16(vget_high_s16(l))), vld1q_f32(x + 4));
-    acc = vfmaq_f32(acc, vcvtq_f32_s32(vmovl_s16(vget_low_s16(h))), vld1q_f32(x + 8));
-    return vfmaq_f32(acc, vcvtq_f32_s32(vmovl_s16(vget_high_s16(h))), vld1q_f32(x + 12));
-}
-
-/* per block: d * Σ q·x (the block's scale applied once, as the AVX2 leaves do) */
-float kern_neon_dot_q4_0(const void *w, const float *x, int n) {
-    const kern_block_q4_0 *b = w;
-    float32x4_t acc = vdupq_n_f32(0);
-    for (int i = 0; i < n / KERN_QK; i++, b++, x += KERN_QK) {
-        int8x16_t lo, hi;
-        q4_0_codes(b, &lo, &hi);
-        const float32x4_t s = s8x16_dot(s8x16_dot(vdupq_n_f32(0), lo, x), hi, x + 16);
-        acc = vfmaq_f32(acc, s, vdupq_n_f32(f16_to_f32(b->d)));
-    }
-    return vaddvq_f32(acc);
-}
-
-float kern_neon_dot_q8_0(const void *w, const float *x, int n) {
-    const kern_block_q8_0 *b = w;
-    float32x4_t acc = vdupq_n_f32(0);
-    for (int i = 0; i < n / KERN_QK; i++, b++, x += KERN_QK) {
-        const float32x4_t s = s8x16_dot(s8x16_dot(vdupq_n_f32(0), vld1q_s8(b->qs), x), vld1q_s8(b->qs + 16), x + 16);
-        acc = vfmaq_f32(acc, s, vdupq_n_f32(f16_to_f32(b->d)));
-    }
-    return vaddvq_f32(acc);
 }

@@ -28,7 +28,16 @@
  *
  * Dots: integer sums per block are exact (int32); how the float products of
  * scales and sums are accumulated differs between the scalar reference, the
- * AVX2 leaves and ggml (tests bound that difference).
+ * AVX2 leaves and ggml (tests bound that difference) — but within one ISA a
+ * token's float work is the same in the mat-vec and the mat-mat: dot_q does
+ * each token alike whatever nt, gemv4 is gemm4 transposed, and both drivers
+ * sum the same Q8_KC slices in the same order (batch invariance, kern.h).
+ *
+ * Range.  Where ggml's formats overflow, cinfer leaves them: an F16
+ * activation beyond 65504 stays its f32 value (kern_q8_mm.c round_rows); a
+ * token whose Q8_0 d or Q8_1 s overflowed f16 (kern_q8x4_overflows) is
+ * computed with f32 activations.  Both are decisions per element or per
+ * token, so batch invariance holds; in range the numbers are ggml's.
  */
 #ifndef CINFER_KERN_Q8_H
 #define CINFER_KERN_Q8_H
