@@ -3,7 +3,8 @@
  *  - prefix reuse changes no logit: a cold prefill and the same tokens as a
  *    cached prefix, decoded tokens and a batch give bit-identical logits, for a model
  *    file of every weight type in ../shared/models/synthetic, both activation
- *    modes, and the precisions that repack (R8, from Q4_0/Q8_0 and from F16);
+ *    modes, and the precisions that repack (R8, from Q4_0/Q8_0 and from F16),
+ *    and for the other architectures' ops (models/arch: gpt2, gemma2, qwen3, phi3);
  *    the kernels' side of it is tests/test_kern_batch.c;
  *  - activations far beyond f16 range (the F16, Q8_0 and Q4_1 files with
  *    their FFN weights scaled up, so ffn_down sees |x| of 1e5..1e7) give
@@ -63,16 +64,23 @@ static long first_diff(const float *a, const float *b, long n) {
 /* One file of each weight type (the K-quant mixes add Q3_K, Q4_K, Q5_K, Q6_K;
  * IQ3_XS has IQ3_XXS and IQ3_S), in the default precision; repacking
  * precisions on the files they repack. */
+#define S(t) SYNTH t ".gguf"
 static const struct {
-    const char *file;
+    const char *rel;
     int precision;
 } g_cases[] = {
-    {"F32", 0},     {"F16", 0},      {"BF16", 0},     {"Q8_0", 0},     {"Q4_0", 0},    {"Q4_1", 0},
-    {"Q5_0", 0},    {"Q5_1", 0},     {"IQ4_NL", 0},   {"Q2_K", 0},     {"Q3_K_L", 0},  {"Q4_K_M", 0},
-    {"Q6_K", 0},    {"IQ4_XS", 0},   {"IQ3_XS", 0},   {"TQ1_0", 0},    {"TQ2_0", 0},
-    {"Q8_0", CINFER_PRECISION_NATIVE}, {"Q4_0", CINFER_PRECISION_NATIVE},
-    {"F16", CINFER_PRECISION_INT8},    {"F16", CINFER_PRECISION_INT4},
+    {S("F32"), 0},    {S("F16"), 0},    {S("BF16"), 0},   {S("Q8_0"), 0},   {S("Q4_0"), 0},
+    {S("Q4_1"), 0},   {S("Q5_0"), 0},   {S("Q5_1"), 0},   {S("IQ4_NL"), 0}, {S("Q2_K"), 0},
+    {S("Q3_K_L"), 0}, {S("Q4_K_M"), 0}, {S("Q6_K"), 0},   {S("IQ4_XS"), 0}, {S("IQ3_XS"), 0},
+    {S("TQ1_0"), 0},  {S("TQ2_0"), 0},
+    {S("Q8_0"), CINFER_PRECISION_NATIVE}, {S("Q4_0"), CINFER_PRECISION_NATIVE},
+    {S("F16"), CINFER_PRECISION_INT8},    {S("F16"), CINFER_PRECISION_INT4},
+    /* the other ops: LayerNorm, GELU, biases, learned positions (gpt2); soft-capping and a
+     * sliding window (gemma2); per-head norms (qwen3); fused QKV and split (phi3) */
+    {"models/arch/gpt2.gguf", 0},   {"models/arch/gemma2.gguf", 0}, {"models/arch/qwen3.gguf", 0},
+    {"models/arch/phi3.gguf", 0},
 };
+#undef S
 
 TEST(exact, prefix_reuse_every_type) {
     NEED_SHARED(any, SYNTH "F32.gguf");
@@ -81,11 +89,9 @@ TEST(exact, prefix_reuse_every_type) {
      * A..B-1 one at a time (decoding), then the rest as a batch at offset B */
     enum { N = 24, A = 9, B = 15 };
     for (size_t ci = 0; ci < sizeof g_cases / sizeof g_cases[0]; ci++) {
-        char rel[128];
-        snprintf(rel, sizeof rel, SYNTH "%s.gguf", g_cases[ci].file);
-        const char *path = shared_path(rel);
+        const char *rel = g_cases[ci].rel, *path = shared_path(rel);
         if (!path) {
-            test_fail(__FILE__, __LINE__, "../shared/%s absent (the synthetic set is one directory)", rel);
+            test_fail(__FILE__, __LINE__, "../shared/%s absent (the test models come as one directory)", rel);
             continue;
         }
         cinfer_model *m = open_at(path, g_cases[ci].precision);
