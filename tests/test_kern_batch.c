@@ -12,7 +12,7 @@
  * the 32-element and 256-element ggml types, Q8_K, the R8 types under every
  * impl this CPU runs), both activation modes (f32, act_quant), both ISAs;
  * shapes with partial row tiles and groups (n_out 45, R8 40) and inputs
- * spanning several slices of both drivers (KERN_MM_KC 512, Q8_KC 1024) with
+ * spanning several of the f32 driver's KERN_MM_KC (512) slices, with
  * odd block counts (and an odd width for the plain float types).  Attention
  * (the 1- and 4-head SIMD paths and the scalar one, GQA, sliding window,
  * soft-capping) as one batch, two batches and token by token.  The row-wise
@@ -160,7 +160,7 @@ static int check_matmul(const cf_kernels *K, pool *P, const btype *T, int act_qu
     return bad;
 }
 
-/* n_in per type family: several KERN_MM_KC (512) and Q8_KC (1024) slices,
+/* n_in per type family: several KERN_MM_KC (512) slices,
  * an odd number of 32-blocks (the leaves' two accumulator chains), an odd
  * width for the plain float types (the 8-wide tails). */
 static int n_in_for(int type) {

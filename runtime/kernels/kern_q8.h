@@ -31,7 +31,7 @@
  * AVX2 leaves and ggml (tests bound that difference) — but within one ISA a
  * token's float work is the same in the mat-vec and the mat-mat: dot_q does
  * each token alike whatever nt, gemv4 is gemm4 transposed, and both drivers
- * sum the same Q8_KC slices in the same order (batch invariance, kern.h).
+ * give a row's whole input to one leaf call (batch invariance, kern.h).
  *
  * Range.  Where ggml's formats overflow, cinfer leaves them: an F16
  * activation beyond 65504 stays its f32 value (kern_q8_mm.c round_rows); a

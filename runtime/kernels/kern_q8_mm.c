@@ -5,18 +5,24 @@
  *
  * Activation rows are converted once per call, on the calling thread, into
  * thread 0's pool scratch (after the kern_scratch_bytes(n_ctx) the other
- * kernels use; all threads then read them).  n_tokens == 1 is a mat-vec:
- * threads take contiguous row ranges and run the fused dot.  n_tokens > 1 is
- * a mat-mat: threads take Q8_ROWS-row tiles; per tile and per Q8_KC-wide
- * slice of the input it walks the tokens KERN_Q8_NT at a time and calls the
- * 4-token leaf for each row, so each weight block is decoded once per 4
- * tokens while the slice's weights (<= 17 KiB) and the tokens' activations
- * (<= 5 KiB) stay in L1.  The 32-element types (Q8_0/Q8_1 activations) take
+ * kernels use; all threads then read them).  n_tokens > 1 is
+ * a mat-mat: threads take Q8_ROWS-row tiles; per tile it walks the tokens
+ * KERN_Q8_NT at a time and calls the 4-token leaf for each row, so each
+ * weight block is decoded once per 4 tokens while the tile's rows stay in
+ * L2.  The 32-element types (Q8_0/Q8_1 activations) take
  * their tokens as kern_block_q8x4 — 4 tokens' blocks interleaved with f32
  * scales — so their leaf scales 4 tokens with one vector op
  * (kern_gemm4_fn); the 256-element types read the Q8_K rows directly
- * (kern_dot_q_fn, nt <= 4).  Partial sums of the slices accumulate in y, in
- * a fixed order: results do not depend on the thread count.
+ * (kern_dot_q_fn, nt <= 4).  A row's result is one leaf call: results do
+ * not depend on the thread count.
+ *
+ * n_tokens == 1 is a mat-vec over contiguous row ranges per thread that
+ * does each row's float work exactly as the mat-mat does it for one token —
+ * gemv4 (4 weight rows against the token in slot 0 of a kern_block_q8x4
+ * group: gemm4's transpose) for the 32-element types, the same dot_q for the
+ * others — so a decoded token's outputs are the bits it gets in any batch
+ * (kern.h, batch invariance).  A token whose Q8 scales overflowed f16 is recomputed with
+ * f32 activations after the integer pass (kern_q8.h, Range).
  */
 #include "kern_q8.h"
 
@@ -107,7 +113,6 @@ size_t kern_scratch_bytes_act(int n_ctx, int n_batch, int n_in_max) {
 /* ==== the act_quant matmul driver ==================================================== */
 
 #define Q8_ROWS 16   /* output rows per mat-mat tile */
-#define Q8_KC 1024   /* input elements per slice (a multiple of 256) */
 #define Q8_PAR_MIN_WORK 32768L /* as kern.c: below this, one thread */
 #define Q8_STACK_BYTES (128 * 1024)
 
@@ -122,45 +127,30 @@ typedef struct {
     int n_out, n_in, n_tok;
 } q8_job;
 
-/* Bytes from a token's (or quad's) row start to input element k0. */
-static size_t q8_act_offset(const q8_job *j, int k0) {
-    return j->gemm4 ? (size_t)(k0 / KERN_QK) * sizeof(kern_block_q8x4)
-                    : (size_t)(k0 / j->ablck) * (size_t)j->atsize;
-}
-
-/* y = s (first slice) or y += s: the order both workers add slices in */
-static inline void q8_put(float *y, float s, int k0) {
-    if (k0) *y += s;
-    else *y = s;
-}
-
-/* Mat-vec rows [r0, r1) of one token, slice by slice like q8_mat_worker
- * (Q8_KC inputs, partial sums added in y in order), through the leaf whose
- * per-row arithmetic is the mat-mat leaf's for one token: gemv4 for the
- * gemm4 types, the same dot_q otherwise.  So a decoded token's results are
- * bit-identical to its results in a batch. */
+/* Mat-vec rows [r0, r1) of one token through the leaf whose per-row
+ * arithmetic is the mat-mat leaf's for one token: gemv4 for the gemm4 types,
+ * the same dot_q otherwise.  So a decoded token's results are bit-identical
+ * to its results in a batch.  (Neither worker slices the input: measured on
+ * 4096 x 4096 Q4_K and Q4_1, 1 thread, whole rows were 10-20% faster for 64
+ * tokens than 1024-wide slices, and slices cost the mat-vec a call each.) */
 static void q8_vec_rows(const q8_job *j, long r0, long r1) {
-    for (int k0 = 0; k0 < j->n_in; k0 += Q8_KC) {
-        const int kc = j->n_in - k0 < Q8_KC ? j->n_in - k0 : Q8_KC;
-        const size_t wo = (size_t)(k0 / j->wblck) * (size_t)j->wtsize;
-        const uint8_t *a = j->a + q8_act_offset(j, k0);
-        long r = r0;
-        float s[4];
-        if (j->gemv4) {
-            for (; r + 4 <= r1; r += 4) {
-                j->gemv4(j->w + (size_t)r * j->w_row_bytes + wo, j->w_row_bytes, a, kc, s);
-                for (int i = 0; i < 4; i++) q8_put(j->y + r + i, s[i], k0);
-            }
-            for (; r < r1; r++) { /* the last rows: one row in all four lanes */
-                j->gemv4(j->w + (size_t)r * j->w_row_bytes + wo, 0, a, kc, s);
-                q8_put(j->y + r, s[0], k0);
-            }
-        } else {
-            for (; r < r1; r++) {
-                j->dot(j->w + (size_t)r * j->w_row_bytes + wo, a, 0, 1, kc, s);
-                q8_put(j->y + r, s[0], k0);
-            }
-        }
+    float s[4];
+    long r = r0;
+    if (!j->gemv4) {
+        for (; r < r1; r++) j->dot(j->w + (size_t)r * j->w_row_bytes, j->a, 0, 1, j->n_in, j->y + r);
+        return;
+    }
+    /* the 4 rows of a call are a quarter of the range apart, each its own
+     * sequential stream: neighbouring rows (two streams in a 4 KiB page) ran
+     * 2-3x slower from DRAM (kern.c, mm_vec_rows) */
+    const long part = (r1 - r0) / 4;
+    for (; r < r0 + part; r++) {
+        j->gemv4(j->w + (size_t)r * j->w_row_bytes, (size_t)part * j->w_row_bytes, j->a, j->n_in, s);
+        for (int i = 0; i < 4; i++) j->y[r + i * part] = s[i];
+    }
+    for (r = r0 + 4 * part; r < r1; r++) { /* the last rows: one row in all four lanes */
+        j->gemv4(j->w + (size_t)r * j->w_row_bytes, 0, j->a, j->n_in, s);
+        j->y[r] = s[0];
     }
 }
 
@@ -177,19 +167,15 @@ static void q8_mat_worker(void *arg, int ith, int nth) {
     for (long tl = t0; tl < t1; tl++) {
         const int r0 = (int)(tl * Q8_ROWS);
         const int r1 = j->n_out - r0 < Q8_ROWS ? j->n_out : r0 + Q8_ROWS;
-        for (int k0 = 0; k0 < j->n_in; k0 += Q8_KC) {
-            const int kc = j->n_in - k0 < Q8_KC ? j->n_in - k0 : Q8_KC;
-            const size_t wo = (size_t)(k0 / j->wblck) * (size_t)j->wtsize;
-            for (int tb = 0; tb < j->n_tok; tb += KERN_Q8_NT) {
-                const int nt = j->n_tok - tb < KERN_Q8_NT ? j->n_tok - tb : KERN_Q8_NT;
-                /* gemm4: a_row_bytes is one token's share of a 4-token group */
-                const uint8_t *a = j->a + (size_t)tb * j->a_row_bytes + q8_act_offset(j, k0);
-                for (int r = r0; r < r1; r++) {
-                    if (j->gemm4) j->gemm4(j->w + (size_t)r * j->w_row_bytes + wo, a, kc, s);
-                    else j->dot(j->w + (size_t)r * j->w_row_bytes + wo, a, j->a_row_bytes, nt, kc, s);
-                    float *yr = j->y + (size_t)tb * (size_t)j->n_out + r;
-                    for (int t = 0; t < nt; t++) q8_put(yr + (size_t)t * j->n_out, s[t], k0);
-                }
+        for (int tb = 0; tb < j->n_tok; tb += KERN_Q8_NT) {
+            const int nt = j->n_tok - tb < KERN_Q8_NT ? j->n_tok - tb : KERN_Q8_NT;
+            /* gemm4: a_row_bytes is one token's share of a 4-token group */
+            const uint8_t *a = j->a + (size_t)tb * j->a_row_bytes;
+            for (int r = r0; r < r1; r++) {
+                if (j->gemm4) j->gemm4(j->w + (size_t)r * j->w_row_bytes, a, j->n_in, s);
+                else j->dot(j->w + (size_t)r * j->w_row_bytes, a, j->a_row_bytes, nt, j->n_in, s);
+                float *yr = j->y + (size_t)tb * (size_t)j->n_out + r;
+                for (int t = 0; t < nt; t++) yr[(size_t)t * j->n_out] = s[t];
             }
         }
     }

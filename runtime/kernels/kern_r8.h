@@ -63,8 +63,7 @@ void kern_r8_matmul_impl(int impl, cf_env *E, float *y, const float *x, const vo
 /* f32-activation helpers for kern.c's kern_matmul_f32act (isa's impl):
  * deq_rows: rows r0..r0+nr-1 (r0, nr multiples of 8), columns k0..k0+kc-1
  * (multiples of 32) of the R8 matrix w (rows of n_in) as f32 into
- * dst[r * ld + k]; dot_groups: y[8g + r] = Σ_k w[8g + r][k] x[k] for row
- * groups g0 <= g < g1. */
+ * dst[r * ld + k] (the mat-mat tile). */
 void kern_r8_deq_rows(int isa, int type, const void *w, int n_in, int r0, int nr, int k0, int kc,
                       float *dst, size_t ld);
 /* The mat-vec slice of the row group holding rows r0..r0+7: y[r] (=, or +=
