@@ -248,6 +248,7 @@ static const float *w_tile(const mm_job *j, float *tile, long r0, int nr, int k0
  * rows in the lanes. */
 #define MV_ROWS 8
 static_assert(MV_ROWS == KERN_R8_ROWS, "a mat-vec step is one R8 row group");
+#define MV_TILE_LD (KERN_MM_KC + 16) /* tile row stride in floats: padded off 4 KiB multiples */
 
 /* Rows r, r + stride, ..., nr of them (nr <= MV_ROWS), the whole input:
  * y[r + i * stride] = row r + i * stride times x. */
@@ -262,14 +263,14 @@ static void mv_rows_strided(const mm_job *j, float *tile, long r, long stride, i
             continue;
         }
         const float *wt = tile;
-        size_t ws = KERN_MM_KC;
+        size_t ws = MV_TILE_LD;
         if (j->type == CF_F32) { /* already f32: multiply in place */
             wt = (const float *)j->w + (size_t)r * j->n_in + k0;
             ws = (size_t)stride * j->n_in;
         } else {
             for (int i = 0; i < nr; i++)
                 j->ty->dequant[j->isa](j->w + (size_t)(r + i * stride) * j->row_bytes + off,
-                                       tile + (size_t)i * KERN_MM_KC, kc);
+                                       tile + (size_t)i * MV_TILE_LD, kc);
         }
         j->ops->tile_mm(wt, ws, nr, j->x + k0, (size_t)j->n_in, 1, kc, t, 1, k0 > 0);
     }
@@ -277,7 +278,7 @@ static void mv_rows_strided(const mm_job *j, float *tile, long r, long stride, i
 }
 
 static void mm_vec_rows(const mm_job *j, long r0, long r1) {
-    _Alignas(64) float tile[MV_ROWS * KERN_MM_KC];
+    _Alignas(64) float tile[MV_ROWS * MV_TILE_LD];
     if (kern_type_is_r8(j->type)) { /* r0, r1 multiples of 8 */
         for (long rb = r0; rb < r1; rb += KERN_R8_ROWS)
             for (int k0 = 0; k0 < j->n_in; k0 += KERN_MM_KC) {
