@@ -366,9 +366,11 @@ static void chk_rms_norm(cf_env *E, float *y, const float *x, const float *w, in
     check_out(CHK(E), "rms_norm", w, -1, y, (size_t)n * n_tok);
 }
 static void chk_rope(cf_env *E, float *x, int n_head, int head_dim, int n_rot, float freq_base, int mode,
-                     int n_tok) {
-    CHK(E)->real->rope(E, x, n_head, head_dim, n_rot, freq_base, mode, n_tok);
-    check_out(CHK(E), "rope", NULL, -1, x, (size_t)n_head * head_dim * n_tok);
+                     float freq_scale, float ext_factor, float attn_factor, float beta_fast, float beta_slow,
+                     int n_ctx_orig, const float *freq_factors, int n_tok) {
+    CHK(E)->real->rope(E, x, n_head, head_dim, n_rot, freq_base, mode, freq_scale, ext_factor, attn_factor,
+                       beta_fast, beta_slow, n_ctx_orig, freq_factors, n_tok);
+    check_out(CHK(E), "rope", freq_factors, -1, x, (size_t)n_head * head_dim * n_tok);
 }
 static void chk_attention(cf_env *E, float *out, const float *q, const float *k, const float *v, int layer,
                           int n_head, int n_head_kv, int head_dim, float scale, int window, float softcap,
@@ -405,9 +407,66 @@ static void chk_layer_norm(cf_env *E, float *y, const float *x, const float *w, 
     CHK(E)->real->layer_norm(E, y, x, w, b, n, eps, n_tok);
     check_out(CHK(E), "layer_norm", w, -1, y, (size_t)n * n_tok);
 }
-static void chk_logits_post(cf_env *E, float *logits, int n_vocab, int n_rows, float scale, float softcap) {
-    CHK(E)->real->logits_post(E, logits, n_vocab, n_rows, scale, softcap);
-    check_out(CHK(E), "logits_post", NULL, -1, logits, (size_t)n_vocab * n_rows);
+static void chk_logits_post(cf_env *E, float *logits, const float *bias, int n_vocab, int n_rows, float scale,
+                            float softcap) {
+    CHK(E)->real->logits_post(E, logits, bias, n_vocab, n_rows, scale, softcap);
+    check_out(CHK(E), "logits_post", bias, -1, logits, (size_t)n_vocab * n_rows);
+}
+static void chk_mul_row(cf_env *E, float *y, const float *x, const float *w, int n_w, int n, int n_tok) {
+    CHK(E)->real->mul_row(E, y, x, w, n_w, n, n_tok);
+    check_out(CHK(E), "mul_row", w, -1, y, (size_t)n * n_tok);
+}
+static void chk_mul(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok) {
+    CHK(E)->real->mul(E, y, a, b, n, n_tok);
+    check_out(CHK(E), "mul", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_relu_sqr(cf_env *E, float *y, const float *x, int n, int n_tok) {
+    CHK(E)->real->relu_sqr(E, y, x, n, n_tok);
+    check_out(CHK(E), "relu_sqr", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_xielu(cf_env *E, float *y, const float *x, float alpha_n, float alpha_p, float beta, float eps,
+                      int n, int n_tok) {
+    CHK(E)->real->xielu(E, y, x, alpha_n, alpha_p, beta, eps, n, n_tok);
+    check_out(CHK(E), "xielu", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_pos_log_scale(cf_env *E, float *y, const float *x, float scale, int floor_scale, float offset,
+                              int n, int n_tok) {
+    CHK(E)->real->pos_log_scale(E, y, x, scale, floor_scale, offset, n, n_tok);
+    check_out(CHK(E), "pos_log_scale", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_tanh(cf_env *E, float *y, const float *x, int n, int n_tok) {
+    CHK(E)->real->tanh_(E, y, x, n, n_tok);
+    check_out(CHK(E), "tanh", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_sub(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok) {
+    CHK(E)->real->sub(E, y, a, b, n, n_tok);
+    check_out(CHK(E), "sub", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_concat(cf_env *E, float *y, const float *a, int n_a, const float *b, int n_b, int n_tok) {
+    CHK(E)->real->concat(E, y, a, n_a, b, n_b, n_tok);
+    check_out(CHK(E), "concat", NULL, -1, y, (size_t)(n_a + n_b) * n_tok);
+}
+static void chk_match_norm(cf_env *E, float *y, const float *x, const float *ref, int n, int n_group, int n_tok) {
+    CHK(E)->real->match_norm(E, y, x, ref, n, n_group, n_tok);
+    check_out(CHK(E), "match_norm", NULL, -1, y, (size_t)n * n_group * n_tok);
+}
+static void chk_mix_groups(cf_env *E, float *y, const float *x, const float *c, int n, int n_group, int n_tok) {
+    CHK(E)->real->mix_groups(E, y, x, c, n, n_group, n_tok);
+    check_out(CHK(E), "mix_groups", NULL, -1, y, (size_t)n * n_group * n_tok);
+}
+static void chk_axpy_groups(cf_env *E, float *y, const float *p, const float *v, const float *c, float bias, int n,
+                            int n_group, int n_tok) {
+    CHK(E)->real->axpy_groups(E, y, p, v, c, bias, n, n_group, n_tok);
+    check_out(CHK(E), "axpy_groups", NULL, -1, y, (size_t)n * n_group * n_tok);
+}
+static void chk_add_groups(cf_env *E, float *y, const float *x, const float *v, int n, int n_group, int g0,
+                           int n_tok) {
+    CHK(E)->real->add_groups(E, y, x, v, n, n_group, g0, n_tok);
+    check_out(CHK(E), "add_groups", NULL, -1, y, (size_t)n * n_group * n_tok);
+}
+static void chk_gaussian_topk(cf_env *E, float *y, const float *x, float std_mul, int n, int n_tok) {
+    CHK(E)->real->gaussian_topk(E, y, x, std_mul, n, n_tok);
+    check_out(CHK(E), "gaussian_topk", NULL, -1, y, (size_t)n * n_tok);
 }
 
 /* Rerun the batch in c->env with checked kernels; describe the first
@@ -435,6 +494,19 @@ static void diagnose_nonfinite(eng_ctx *c, char *what, size_t what_len) {
     C->table.geglu = chk_geglu;
     C->table.layer_norm = chk_layer_norm;
     C->table.logits_post = chk_logits_post;
+    C->table.mul_row = chk_mul_row;
+    C->table.mul = chk_mul;
+    C->table.relu_sqr = chk_relu_sqr;
+    C->table.xielu = chk_xielu;
+    C->table.pos_log_scale = chk_pos_log_scale;
+    C->table.tanh_ = chk_tanh;
+    C->table.sub = chk_sub;
+    C->table.concat = chk_concat;
+    C->table.match_norm = chk_match_norm;
+    C->table.mix_groups = chk_mix_groups;
+    C->table.axpy_groups = chk_axpy_groups;
+    C->table.add_groups = chk_add_groups;
+    C->table.gaussian_topk = chk_gaussian_topk;
     C->env = c->env;
     C->env.K = &C->table;
     c->m->forward(&C->env);
