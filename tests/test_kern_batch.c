@@ -172,25 +172,33 @@ TEST(kern_batch, matmul_every_type) {
     pool *P = NULL;
     EXPECT_EQ_I(pool_new(2, &P), 0);
     EXPECT_EQ_I(pool_reserve(P, kern_scratch_bytes_act(16, MM_TOK, 2304)), 0);
-    for (int ti = 0; ti < N_TYPES; ti++) {
-        const btype *T = &g_types[ti];
-        const int r8 = kern_type_is_r8(T->type), n_out = r8 ? 40 : 45, n_in = n_in_for(T->type);
-        for (int isa = 0; isa < n_isas(); isa++) {
-            const cf_kernels *K = kern_table(isa);
-            for (int aq = 0; aq < 2; aq++) {
-                if (!r8 || isa == KERN_ISA_SCALAR) {
-                    check_matmul(K, P, T, aq, n_out, n_in, kern_isa_name(isa));
-                    continue;
+    /* aarch64: the plain NEON integer leaves, then the dotprod ones where the
+     * CPU has them (elsewhere dp 1 is refused: one pass) */
+    for (int dp = 0; dp < 2; dp++) {
+        if (kern_neon_force_dotprod(dp)) continue;
+        for (int ti = 0; ti < N_TYPES; ti++) {
+            const btype *T = &g_types[ti];
+            const int r8 = kern_type_is_r8(T->type), n_out = r8 ? 40 : 45, n_in = n_in_for(T->type);
+            for (int isa = 0; isa < n_isas(); isa++) {
+                const cf_kernels *K = kern_table(isa);
+                char name[32];
+                snprintf(name, sizeof name, "%s%s", kern_isa_name(isa), dp ? "+dotprod" : "");
+                for (int aq = 0; aq < 2; aq++) {
+                    if (!r8 || isa == KERN_ISA_SCALAR) {
+                        check_matmul(K, P, T, aq, n_out, n_in, name);
+                        continue;
+                    }
+                    for (int impl = KERN_R8_AVX2; impl < KERN_R8_IMPL_COUNT; impl++) { /* every R8 impl here */
+                        if (!kern_r8_impl_available(impl)) continue;
+                        EXPECT_EQ_I(kern_r8_force_impl(impl), 0);
+                        check_matmul(K, P, T, aq, n_out, n_in, kern_r8_impl_name(impl));
+                    }
+                    kern_r8_force_impl(-1);
                 }
-                for (int impl = KERN_R8_AVX2; impl < KERN_R8_IMPL_COUNT; impl++) { /* every R8 impl here */
-                    if (!kern_r8_impl_available(impl)) continue;
-                    EXPECT_EQ_I(kern_r8_force_impl(impl), 0);
-                    check_matmul(K, P, T, aq, n_out, n_in, kern_r8_impl_name(impl));
-                }
-                kern_r8_force_impl(-1);
             }
         }
     }
+    kern_neon_force_dotprod(-1);
     pool_free(P);
 }
 
@@ -335,9 +343,10 @@ TEST(kern_batch, row_ops) {
                 case 2: K->gelu(&E, y, at, N, nt); break;
                 case 3: K->geglu(&E, y, at, bt, N, nt); break;
                 case 4: K->layer_norm(&E, y, at, w, bias, N, 1e-5f, nt); break;
-                case 5: /* 7 heads of 143 (odd), the first 100 rotated, neox layout */
+                case 5: /* 7 heads of 143 (odd), the first 100 rotated, neox layout, YaRN */
                     memcpy(y, at, sizeof(float) * (size_t)N * nt);
-                    K->rope(&E, y, 7, 143, 100, 10000.0f, CF_ROPE_NEOX, nt);
+                    K->rope(&E, y, 7, 143, 100, 10000.0f, CF_ROPE_NEOX, 0.25f, 1.0f, 1.0f, 32.0f, 1.0f, 4096,
+                            NULL, nt);
                     break;
                 case 6: K->add_row(&E, y, at, bias, N, nt); break;
                 }

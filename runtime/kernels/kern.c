@@ -83,7 +83,7 @@ static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
             {kern_sc_dequant_##t, KERN_SIMD(kern_avx2_dequant_##t, kern_##N##_dequant_##t)}, VDT,   \
             {kern_sc_dotq_##t, KERN_SIMD(kern_avx2_dotq_##t, kern_##N##_dotq_##t)},                \
             {kern_sc_gemm4_##t, KERN_SIMD(kern_avx2_gemm4_##t, kern_##N##_gemm4_##t)},             \
-            {kern_sc_gemv4_##t, KERN_SIMD(kern_avx2_gemv4_##t, kern_sc_gemv4_##t)},                \
+            {kern_sc_gemv4_##t, KERN_SIMD(kern_avx2_gemv4_##t, kern_##N##_gemv4_##t)},             \
             {NULL, KERN_SIMD(kern_avx2_mv_##t, NULL)}}
     Q32_TYPE(CF_Q4_0, "Q4_0", q4_0, CF_Q8_0, neon),
     Q32_TYPE(CF_Q4_1, "Q4_1", q4_1, KERN_T_Q8_1, sc),

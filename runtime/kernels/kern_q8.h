@@ -123,6 +123,8 @@ void kern_neon_dotq_q4_k(const void *w, const void *a, size_t as, int nt, int n,
 void kern_neon_dotq_q6_k(const void *w, const void *a, size_t as, int nt, int n, float *s);
 void kern_neon_gemm4_q4_0(const void *w, const void *a, int n, float *s);
 void kern_neon_gemm4_q8_0(const void *w, const void *a, int n, float *s);
+void kern_neon_gemv4_q4_0(const void *w, size_t ws, const void *a, int n, float *s);
+void kern_neon_gemv4_q8_0(const void *w, size_t ws, const void *a, int n, float *s);
 /* ... and each build on its own (tests) */
 #define KERN_NEON_INT_DECL(sfx)                                                                   \
     void kern_dotq_q4_0_##sfx(const void *w, const void *a, size_t as, int nt, int n, float *s); \
@@ -130,7 +132,9 @@ void kern_neon_gemm4_q8_0(const void *w, const void *a, int n, float *s);
     void kern_dotq_q4_k_##sfx(const void *w, const void *a, size_t as, int nt, int n, float *s); \
     void kern_dotq_q6_k_##sfx(const void *w, const void *a, size_t as, int nt, int n, float *s); \
     void kern_gemm4_q4_0_##sfx(const void *w, const void *a, int n, float *s);                   \
-    void kern_gemm4_q8_0_##sfx(const void *w, const void *a, int n, float *s);
+    void kern_gemm4_q8_0_##sfx(const void *w, const void *a, int n, float *s);                   \
+    void kern_gemv4_q4_0_##sfx(const void *w, size_t ws, const void *a, int n, float *s);       \
+    void kern_gemv4_q8_0_##sfx(const void *w, size_t ws, const void *a, int n, float *s);
 KERN_NEON_INT_DECL(neon)
 KERN_NEON_INT_DECL(dotprod)
 #undef KERN_NEON_INT_DECL
