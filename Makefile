@@ -254,13 +254,17 @@ $(BUILD)/arch-models/.stamp: $(BUILD)/tools/archgen
 	@touch $@
 arch-models: $(BUILD)/arch-models/.stamp
 # Q8_0 and Q4_0 variants (the quantized references' files), made by cinfer quantize:
-# $(BUILD)/arch-models/q8_0/<name>.gguf and q4_0/<name>.gguf
+# $(BUILD)/arch-models/q8_0/<name>.gguf and q4_0/<name>.gguf (and gpt-oss's MXFP4-experts
+# variant in mxfp4_moe/)
 arch-models-quant: $(BUILD)/arch-models/.stamp $(BUILD)/cinfer
 	@for t in q8_0 q4_0; do mkdir -p $(BUILD)/arch-models/$$t; \
 	  for f in $(BUILD)/arch-models/*.gguf; do n=$$(basename $$f); \
 	    $(BUILD)/cinfer quantize $$f $(BUILD)/arch-models/$$t/$$n --type $$t >/dev/null 2>&1 || \
 	      { echo "cinfer quantize $$f --type $$t failed"; exit 1; }; done; done
-	@echo "  QUANT   $(BUILD)/arch-models/q8_0 $(BUILD)/arch-models/q4_0"
+	@mkdir -p $(BUILD)/arch-models/mxfp4_moe && $(BUILD)/cinfer quantize $(BUILD)/arch-models/gpt-oss.gguf \
+	  $(BUILD)/arch-models/mxfp4_moe/gpt-oss.gguf --type mxfp4_moe >/dev/null 2>&1 || \
+	  { echo "cinfer quantize gpt-oss --type mxfp4_moe failed"; exit 1; }
+	@echo "  QUANT   $(BUILD)/arch-models/q8_0 $(BUILD)/arch-models/q4_0 $(BUILD)/arch-models/mxfp4_moe (gpt-oss)"
 # Regenerate tests/data/arch from llama.cpp (tools/arch-refs.sh; needs the peer
 # build, see tests/data/arch/README.md).  ARCH_REFS="name ..." limits it to some families.
 arch-refs: $(BUILD)/tools/archgen $(BUILD)/cinfer

@@ -184,3 +184,61 @@ function swa_layers(hp, n_pattern)
   end
   return t
 end
+
+-- ---- mixture of experts ---------------------------------------------------------
+
+-- Expert counts: hp.n_expert (expert_count), hp.n_expert_used
+-- (expert_used_count), expert groups for limited routing (expert_group_count,
+-- expert_group_used_count; 0: none).
+function moe_hparams(hp)
+  hp.n_expert      = hparam("expert_count")
+  hp.n_expert_used = hparam("expert_used_count")
+  hp.n_group       = hparam("expert_group_count", 0)
+  hp.n_group_used  = hparam("expert_group_used_count", 0)
+  return hp
+end
+
+-- The routed experts of block p (llama.cpp build_moe_ffn): router
+-- ffn_gate_inp -> moe_route -> per chosen expert down(act(gate h, up h)) ->
+-- weighted sum.  o: n_ff (each expert's width), gating ("softmax", "sigmoid",
+-- "softmax_weight"), norm (renormalise the k weights), scale (routed scaling
+-- factor; 0 or 1: none), sel_bias (selection-bias weight, DeepSeek-V3's
+-- exp_probs_b), act (swiglu, or a function of (gate, up)), biases (router and
+-- expert biases, gpt-oss).  Gate and up may be one fused ffn_gate_up_exps.
+function moe_ffn(h, p, hp, o)
+  local E, ff, k = hp.n_expert, o.n_ff, hp.n_expert_used
+  local rb = o.biases and weight(p .. "ffn_gate_inp.bias", {E}) or nil
+  local logits = matmul(weight(p .. "ffn_gate_inp.weight", {hp.n_embd, E}), h, rb)
+  local grouped = (hp.n_group or 0) > 1
+  local r = moe_route(logits, {k = k, gating = o.gating or "softmax", norm = o.norm,
+                               scale = o.scale or 0, bias = o.sel_bias,
+                               n_group = grouped and hp.n_group or 1,
+                               n_group_used = grouped and hp.n_group_used or 1})
+  local function exps(name, n_in, n_out, x)
+    local b = o.biases and weight(p .. name .. ".bias", {n_out, E}) or nil
+    return moe_matmul(weight(p .. name .. ".weight", {n_in, n_out, E}), x, r, b)
+  end
+  local g, u
+  local fused = weight(p .. "ffn_gate_up_exps.weight", {hp.n_embd, 2 * ff, E}, {optional = true})
+  if fused then
+    if o.biases then not_supported(p .. "ffn_gate_up_exps.weight", "with expert biases", 2) end
+    local gu = moe_matmul(fused, h, r)              -- per slot [gate | up]
+    g, u = head_split(gu, k, 0, ff), head_split(gu, k, ff, ff)
+  else
+    g = exps("ffn_gate_exps", hp.n_embd, ff, h)
+    u = exps("ffn_up_exps", hp.n_embd, ff, h)
+  end
+  return moe_sum(exps("ffn_down_exps", ff, hp.n_embd, (o.act or swiglu)(g, u)), r)
+end
+
+-- The shared expert of block p: a SwiGLU FFN of width n_ff on the _shexp
+-- tensors, scaled by sigmoid(ffn_gate_inp_shexp . h) when gated (qwen2moe).
+function shared_expert(h, p, hp, n_ff, gated)
+  local g = matmul(weight(p .. "ffn_gate_shexp.weight", {hp.n_embd, n_ff}), h)
+  local u = matmul(weight(p .. "ffn_up_shexp.weight", {hp.n_embd, n_ff}), h)
+  local y = matmul(weight(p .. "ffn_down_shexp.weight", {n_ff, hp.n_embd}), swiglu(g, u))
+  if gated then
+    y = mul_sigmoid(y, matmul(weight(p .. "ffn_gate_inp_shexp.weight", {hp.n_embd}), h))
+  end
+  return y
+end

@@ -1,4 +1,4 @@
--- archspecs/gemma4.lua — Gemma 4 (E2B/E4B, 31B; the dense layers).
+-- archspecs/gemma4.lua — Gemma 4 (E2B/E4B, 31B, 26B-A4B).
 -- llama.cpp llm_build_gemma4 (src/models/gemma4.cpp):
 --  * embeddings × sqrt(n_embd); per layer kinds from the
 --    sliding_window_pattern array: sliding layers (window
@@ -22,7 +22,12 @@
 --    slice), RMS-normed by post_norm, to its output;
 --  * layer_output_scale (one value) multiplies each layer's output; final
 --    logit soft-capping; output optional (tied).
--- The MoE layers of the 26B-A4B model (ffn_gate_inp) are refused here.
+--  * MoE layers (26B-A4B: the layers with ffn_gate_inp): the dense GEGLU
+--    MLP (ffn_norm, post_ffw_norm_1) in parallel with expert_count GEGLU
+--    experts (pre_ffw_norm_2, post_ffw_norm_2), summed before post_ffw_norm;
+--    the router reads rms_norm(x) / sqrt(n_embd) · ffn_gate_inp.scale
+--    (softmax, top expert_used_count, renormalised) and each expert's output
+--    is scaled by its ffn_down_exps.scale entry.
 local n_embd   = hparam("embedding_length")
 local n_layer  = hparam("block_count")
 local eps      = hparam("attention.layer_norm_rms_epsilon", 1e-6)
@@ -37,6 +42,9 @@ local window   = hparam("attention.sliding_window")
 local n_shared = hparam("attention.shared_kv_layers", 0)
 local n_pl     = hparam("embedding_length_per_layer_input")
 local final_cap = hparam("final_logit_softcapping", 0.0)
+local n_expert = hparam("expert_count", 0)
+local n_used   = n_expert > 0 and hparam("expert_used_count") or 0
+local n_ff_exp = n_expert > 0 and hparam("expert_feed_forward_length") or 0
 local swa = gguf_arr(ARCH .. ".attention.sliding_window_pattern")
 if not swa or #swa < n_layer then error("gemma4: attention.sliding_window_pattern must be an array of block_count flags") end
 model{ n_vocab = n_vocab, n_embd = n_embd, n_layer = n_layer, n_ctx_train = hparam("context_length", 131072) }
@@ -60,9 +68,7 @@ end
 
 for il = 0, n_layer - 1 do
   local p = "blk." .. il .. "."
-  if weight(p .. "ffn_gate_inp.weight", {n_embd, hparam("expert_count", 0)}, {optional = true}) then
-    not_supported(ARCH .. ".expert_count", hparam("expert_count") .. " (Gemma 4 MoE layers)")
-  end
+  local gate_inp = n_expert > 0 and weight(p .. "ffn_gate_inp.weight", {n_embd, n_expert}, {optional = true})
   local local_layer = is_swa(il)
   local hd = local_layer and hd_swa or hd_full
   local n_head = hparam_layer("attention.head_count", il)
@@ -98,6 +104,25 @@ for il = 0, n_layer - 1 do
   local f = matmul(weight(p .. "ffn_down.weight", {n_ff, n_embd}),
                    geglu(matmul(weight(p .. "ffn_gate.weight", {n_embd, n_ff}), h),
                          matmul(weight(p .. "ffn_up.weight", {n_embd, n_ff}), h)))
+  if gate_inp then
+    f = rms_norm(f, weight(p .. "post_ffw_norm_1.weight", {n_embd}), eps)
+    local r = scale(rms_norm(attn_out, nil, eps), 1.0 / math.sqrt(n_embd))
+    r = mul_row(r, weight(p .. "ffn_gate_inp.scale", {n_embd}))
+    local route = moe_route(matmul(gate_inp, r), {k = n_used, gating = "softmax", norm = true})
+    local he = rms_norm(attn_out, weight(p .. "pre_ffw_norm_2.weight", {n_embd}), eps)
+    local g, u
+    local gu = weight(p .. "ffn_gate_up_exps.weight", {n_embd, 2 * n_ff_exp, n_expert}, {optional = true})
+    if gu then
+      gu = moe_matmul(gu, he, route)                    -- per slot [gate | up]
+      g, u = head_split(gu, n_used, 0, n_ff_exp), head_split(gu, n_used, n_ff_exp, n_ff_exp)
+    else
+      g = moe_matmul(weight(p .. "ffn_gate_exps.weight", {n_embd, n_ff_exp, n_expert}), he, route)
+      u = moe_matmul(weight(p .. "ffn_up_exps.weight", {n_embd, n_ff_exp, n_expert}), he, route)
+    end
+    local d = moe_matmul(weight(p .. "ffn_down_exps.weight", {n_ff_exp, n_embd, n_expert}), geglu(g, u), route)
+    local e = moe_sum(d, route, weight(p .. "ffn_down_exps.scale", {n_expert}, {optional = true}))
+    f = add(f, rms_norm(e, weight(p .. "post_ffw_norm_2.weight", {n_embd}), eps))
+  end
   x = add(rms_norm(f, weight(p .. "post_ffw_norm.weight", {n_embd}), eps), attn_out)
   if pl then
     local g = gelu(matmul(weight(p .. "inp_gate.weight", {n_embd, n_pl}), x))

@@ -158,17 +158,27 @@ static int read_model_info(const char *path, model_info *mi, char *err, size_t e
     if (modelfile_open(path, &g, err, err_len)) return -1;
     memset(mi, 0, sizeof *mi);
     int has_output = gguf_find_tensor(g, "output.weight") != NULL;
+    gguf_str arch = {0};
+    gguf_get_str(g, "general.architecture", &arch, NULL, 0);
+    /* mixtures of experts: a token reads only its expert_used_count of the
+     * expert_count matrices of each expert tensor (and bias) */
+    char key[128];
+    uint32_t n_expert = 0, n_used = 0;
+    snprintf(key, sizeof key, "%.*s.expert_count", (int)(arch.len < 64 ? arch.len : 64), arch.ptr);
+    gguf_get_u32(g, key, &n_expert, NULL, 0);
+    snprintf(key, sizeof key, "%.*s.expert_used_count", (int)(arch.len < 64 ? arch.len : 64), arch.ptr);
+    gguf_get_u32(g, key, &n_used, NULL, 0);
     for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
         const gguf_tensor *t = gguf_tensor_at(g, i);
         mi->n_params += t->n_elems;
         mi->size_bytes += t->n_bytes;
         /* a token reads one row of the embedding table, unless the table is
          * also the output projection (tied embeddings) */
-        if (strcmp(t->name, "token_embd.weight") || !has_output) mi->decode_bytes += t->n_bytes;
+        if (n_expert > 0 && n_used <= n_expert && strstr(t->name, "_exps."))
+            mi->decode_bytes += t->n_bytes / n_expert * n_used;
+        else if (strcmp(t->name, "token_embd.weight") || !has_output) mi->decode_bytes += t->n_bytes;
         else mi->decode_bytes += t->n_bytes / (uint64_t)(t->n_elems / (uint64_t)t->ne[0]);
     }
-    gguf_str arch = {0};
-    gguf_get_str(g, "general.architecture", &arch, NULL, 0);
     uint32_t ftype;
     const char *fname = NULL;
     if (!gguf_get_u32(g, "general.file_type", &ftype, NULL, 0)) {

@@ -19,7 +19,8 @@ static void quantize_usage(FILE *f) {
     fprintf(f,
             "usage: cinfer quantize IN.gguf OUT.gguf --type TYPE [options]\n"
             "  --type TYPE                  f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k_s q3_k_m q3_k_l\n"
-            "                               q4_k_s q4_k_m q5_k_s q5_k_m q6_k iq4_nl iq4_xs\n"
+            "                               q4_k_s q4_k_m q5_k_s q5_k_m q6_k iq4_nl iq4_xs mxfp4_moe\n"
+            "                               (mxfp4_moe: expert tensors MXFP4, everything else Q8_0)\n"
             "                               (q3_k/q4_k/q5_k = the _m mixes; case does not matter)\n"
             "  --pure                       no mixture: every quantized tensor gets the type's base type\n"
             "  --token-embedding-type T     type of token_embd.weight (a tensor type: q8_0, q6_k, f16, ...)\n"

@@ -15,7 +15,8 @@
  *   layer_norm(x, w, b, eps)  matmul(w, x [, bias])
  *   rope(x, {n_head, head_dim, n_rot, mode, freq_base, freq_factors, freq_scale,
  *            ext_factor, attn_factor, beta_fast, beta_slow, n_ctx_orig})
- *   attention(q, k, v, {layer, n_head, n_head_kv, head_dim, scale, window, softcap})
+ *   attention(q, k, v, {layer, n_head, n_head_kv, head_dim, head_dim_v, scale, window,
+ *             softcap, sinks})        v nil: values = the first head_dim_v of each key;
  *                                  k, v nil: read layer's KV cache as an earlier op filled it
  *   swiglu(g, u)  geglu(g, u)  gelu(x)  add(a, b)  scale(x, s)  split(x, off, n)
  *   logits(w, x [, {scale=, softcap=, bias=}])
@@ -24,6 +25,11 @@
  *   groups of a row: match_norm(x, ref)  mix_groups(x, c)  axpy_groups(p, v, c, {bias})
  *   add_groups(x, v, {from})  gaussian_topk(x, std_mul)
  *   pos_log_scale(x, {scale, floor_scale, offset})  (attention temperature tuning)
+ *   moe_route(logits, {k, gating, norm, scale, bias, n_group, n_group_used}) → route
+ *   moe_matmul(w_exps, x, route [, bias])  moe_sum(y, route [, expert_scale])
+ *   mul_sigmoid(x, g)  swiglu_oai(g, u, {alpha, limit})
+ *   head_split(x, n_head, off, width)  head_concat(a, b, n_head)
+ *   head_matmul(w, x, {n_head, n_out, head_rows, row0, transposed})
  * Activation values are tables {n = width} carrying a hidden id.  Every error
  * goes through luaL_error, so it names the archspec file and line; the state
  * is sandboxed (no io/os/require).
@@ -213,8 +219,10 @@ static int l_model(lua_State *L) {
     if (c->p->n_layer < 1 || c->p->n_embd < 1 || c->p->n_vocab < 1)
         return luaL_error(L, "model{}: n_vocab, n_embd and n_layer must be >= 1");
     free(c->p->kv_dim);
+    free(c->p->kv_dim_v);
     c->p->kv_dim = calloc((size_t)c->p->n_layer, sizeof(int));
-    if (!c->p->kv_dim) return luaL_error(L, "out of memory");
+    c->p->kv_dim_v = calloc((size_t)c->p->n_layer, sizeof(int));
+    if (!c->p->kv_dim || !c->p->kv_dim_v) return luaL_error(L, "out of memory");
     return 0;
 }
 
@@ -294,7 +302,8 @@ static int check_weight(lua_State *L, int idx, int need_type_f32) {
 
 /* ---- values and ops ------------------------------------------------------ */
 
-static int check_value(lua_State *L, int idx) {
+/* The value id at idx; kind: the IR_VAL_* it must be. */
+static int check_value_kind(lua_State *L, int idx, int kind) {
     if (!lua_istable(L, idx) || !lua_getmetatable(L, idx))
         return luaL_error(L, "argument #%d: expected an activation value", idx);
     luaL_getmetatable(L, VALUE_MT);
@@ -304,8 +313,15 @@ static int check_value(lua_State *L, int idx) {
     lua_getfield(L, idx, "_v");
     int id = (int)lua_tointeger(L, -1);
     lua_pop(L, 1);
+    int got = ctx_of(L)->p->values[id].kind;
+    if (got != kind)
+        return luaL_error(L, "argument #%d: expected %s, got %s", idx,
+                          kind == IR_VAL_ROUTE ? "a route (from moe_route())" : "an activation value",
+                          got == IR_VAL_ROUTE ? "a route" : "an activation value");
     return id;
 }
+
+static int check_value(lua_State *L, int idx) { return check_value_kind(L, idx, IR_VAL_ACT); }
 
 static int value_n(lua_State *L, int v) { return ctx_of(L)->p->values[v].n; }
 
@@ -461,6 +477,8 @@ static int l_embed_positions(lua_State *L) {
     return emit_op(L, &op, (int)wt(L, op.w)->ne[0]);
 }
 
+/* rope(x, {n_head, head_dim, n_rot, mode, freq_base [, YaRN: freq_scale,
+ * ext_factor, attn_factor, beta_fast, beta_slow, n_ctx_orig]}) */
 static int l_rope(lua_State *L) {
     ir_op op = new_op(IR_ROPE);
     op.in[0] = check_value(L, 1);
@@ -505,6 +523,15 @@ static int l_rope(lua_State *L) {
     return emit_op(L, &op, n);
 }
 
+/* An optional weight field of table t: its id, or -1. */
+static int field_weight(lua_State *L, int t, const char *k) {
+    lua_getfield(L, t, k);
+    int id = -1;
+    if (!lua_isnil(L, -1)) id = check_weight(L, lua_gettop(L), 1);
+    lua_pop(L, 1);
+    return id;
+}
+
 /* attention(q, k, v, {...}).  k and v nil: no new keys/values; the queries
  * read the KV cache of `layer`, which an earlier attention op (of that
  * layer, with k and v) fills in the same forward call — layers that share
@@ -514,16 +541,20 @@ static int l_attention(lua_State *L) {
     ir_op op = new_op(IR_ATTENTION);
     op.in[0] = check_value(L, 1);
     int shared = lua_isnil(L, 2) && lua_isnil(L, 3);
-    if (!shared)
-        for (int k = 1; k < 3; k++) op.in[k] = check_value(L, k + 1);
+    if (!shared) {
+        op.in[1] = check_value(L, 2);
+        op.in[2] = lua_isnil(L, 3) ? -1 : check_value(L, 3);
+    }
     luaL_checktype(L, 4, LUA_TTABLE);
     op.i[0] = field_int(L, 4, "layer", 1, 0);
     op.i[1] = field_int(L, 4, "n_head", 1, 0);
     op.i[2] = field_int(L, 4, "n_head_kv", 0, op.i[1]);
     op.i[3] = field_int(L, 4, "head_dim", 1, 0);
+    op.i[5] = field_int(L, 4, "head_dim_v", 0, op.i[3]);
     op.f[0] = (float)field_num(L, 4, "scale", 0, 1.0 / sqrt((double)op.i[3]));
     op.i[4] = field_int(L, 4, "window", 0, 0);
     op.f[1] = (float)field_num(L, 4, "softcap", 0, 0.0);
+    op.i[6] = field_weight(L, 4, "sinks");
     if (op.f[1] < 0) return luaL_error(L, "attention: softcap must be >= 0");
     if (!c->p->kv_dim) return luaL_error(L, "attention: call model{} first");
     if (op.i[0] >= c->p->n_layer)
@@ -532,28 +563,37 @@ static int l_attention(lua_State *L) {
     if (op.i[2] < 1 || op.i[1] % op.i[2])
         return luaL_error(L, "attention: n_head %I is not a multiple of n_head_kv %I",
                           (lua_Integer)op.i[1], (lua_Integer)op.i[2]);
-    int kv = (int)(op.i[2] * op.i[3]);
+    if (op.i[5] < 1 || (!shared && op.in[2] < 0 && op.i[5] > op.i[3]))
+        return luaL_error(L, "attention: head_dim_v %I must be >= 1 (and <= head_dim %I when the "
+                          "values are the keys' prefix, v = nil)", (lua_Integer)op.i[5],
+                          (lua_Integer)op.i[3]);
+    if (op.i[6] >= 0) check_vector(L, (int)op.i[6], (int)op.i[1], "attention sinks");
+    int kv = (int)(op.i[2] * op.i[3]), kv_v = (int)(op.i[2] * op.i[5]);
     if (shared) {
         if (value_n(L, op.in[0]) != op.i[1] * op.i[3])
             return luaL_error(L, "attention: width q %d does not match n_head %I, head_dim %I",
                               value_n(L, op.in[0]), (lua_Integer)op.i[1], (lua_Integer)op.i[3]);
-        if (c->p->kv_dim[op.i[0]] != kv)
+        if (c->p->kv_dim[op.i[0]] != kv || c->p->kv_dim_v[op.i[0]] != kv_v)
             return luaL_error(L, "attention: k and v nil read layer %I's KV cache, but %s (this "
-                              "op's n_head_kv x head_dim is %d)", (lua_Integer)op.i[0],
+                              "op's n_head_kv x head_dim is %d, x head_dim_v %d)",
+                              (lua_Integer)op.i[0],
                               c->p->kv_dim[op.i[0]] ? "its width differs" :
-                              "no earlier attention op of that layer stored keys", kv);
-        return emit_op(L, &op, (int)(op.i[1] * op.i[3]));
+                              "no earlier attention op of that layer stored keys and values",
+                              kv, kv_v);
+        return emit_op(L, &op, (int)(op.i[1] * op.i[5]));
     }
     if (value_n(L, op.in[0]) != op.i[1] * op.i[3] || value_n(L, op.in[1]) != kv ||
-        value_n(L, op.in[2]) != kv)
+        (op.in[2] >= 0 && value_n(L, op.in[2]) != kv_v))
         return luaL_error(L, "attention: widths q %d, k %d, v %d do not match n_head %I, "
-                          "n_head_kv %I, head_dim %I", value_n(L, op.in[0]), value_n(L, op.in[1]),
-                          value_n(L, op.in[2]), (lua_Integer)op.i[1], (lua_Integer)op.i[2],
-                          (lua_Integer)op.i[3]);
+                          "n_head_kv %I, head_dim %I, head_dim_v %I", value_n(L, op.in[0]),
+                          value_n(L, op.in[1]), op.in[2] >= 0 ? value_n(L, op.in[2]) : 0,
+                          (lua_Integer)op.i[1], (lua_Integer)op.i[2], (lua_Integer)op.i[3],
+                          (lua_Integer)op.i[5]);
     if (c->p->kv_dim[op.i[0]])
         return luaL_error(L, "attention: layer %I already has an attention op", (lua_Integer)op.i[0]);
     c->p->kv_dim[op.i[0]] = kv;
-    return emit_op(L, &op, (int)(op.i[1] * op.i[3]));
+    c->p->kv_dim_v[op.i[0]] = op.in[2] >= 0 ? kv_v : 0;
+    return emit_op(L, &op, (int)(op.i[1] * op.i[5]));
 }
 
 static int binary(lua_State *L, ir_opcode code) {
@@ -570,6 +610,213 @@ static int binary(lua_State *L, ir_opcode code) {
 static int l_swiglu(lua_State *L) { return binary(L, IR_SWIGLU); }
 static int l_geglu(lua_State *L) { return binary(L, IR_GEGLU); }
 static int l_add(lua_State *L) { return binary(L, IR_ADD); }
+
+/* ---- mixture of experts ---------------------------------------------------- */
+
+/* moe_route(logits, {k=, gating="softmax"|"sigmoid"|"softmax_weight", norm=, scale=,
+ * bias=weight, n_group=, n_group_used=}) → route (the k chosen experts and weights
+ * of each token; see cf_kernels.moe_route). */
+static int l_moe_route(lua_State *L) {
+    ir_op op = new_op(IR_MOE_ROUTE);
+    op.in[0] = check_value(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int n_expert = value_n(L, op.in[0]);
+    op.i[0] = n_expert;
+    op.i[1] = field_int(L, 2, "k", 1, 0);
+    lua_getfield(L, 2, "gating");
+    const char *g = lua_isnil(L, -1) ? "softmax" : lua_tostring(L, -1);
+    if (!g) return luaL_error(L, "moe_route: gating must be a string");
+    op.i[2] = !strcmp(g, "softmax") ? CF_GATING_SOFTMAX : !strcmp(g, "sigmoid") ? CF_GATING_SIGMOID
+              : !strcmp(g, "softmax_weight") ? CF_GATING_SOFTMAX_WEIGHT : -1;
+    if (op.i[2] < 0)
+        return luaL_error(L, "moe_route: gating \"%s\": expected \"softmax\", \"sigmoid\" or "
+                          "\"softmax_weight\"", g);
+    lua_pop(L, 1);
+    lua_getfield(L, 2, "norm");
+    op.i[3] = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    op.f[0] = (float)field_num(L, 2, "scale", 0, 1.0);
+    op.i[4] = field_int(L, 2, "n_group", 0, 1);
+    op.i[5] = field_int(L, 2, "n_group_used", 0, op.i[4]);
+    op.i[6] = field_weight(L, 2, "bias");
+    if (op.i[1] < 1 || op.i[1] > n_expert || op.i[1] > KERN_MOE_MAX_K)
+        return luaL_error(L, "moe_route: k %I must be 1..min(n_expert %d, %d)", (lua_Integer)op.i[1],
+                          n_expert, KERN_MOE_MAX_K);
+    if (n_expert > KERN_MOE_MAX_EXPERTS)
+        return luaL_error(L, "moe_route: %d experts, at most %d", n_expert, KERN_MOE_MAX_EXPERTS);
+    if (op.i[4] < 1 || n_expert % op.i[4] || op.i[5] < 1 || op.i[5] > op.i[4] ||
+        op.i[5] * (n_expert / op.i[4]) < op.i[1])
+        return luaL_error(L, "moe_route: %I groups (%I used) of %d experts cannot give k %I",
+                          (lua_Integer)op.i[4], (lua_Integer)op.i[5], n_expert, (lua_Integer)op.i[1]);
+    if (op.i[6] >= 0) check_vector(L, (int)op.i[6], n_expert, "moe_route bias");
+    emit_op(L, &op, (int)(2 * op.i[1]));
+    ctx_of(L)->p->values[ctx_of(L)->p->n_values - 1].kind = IR_VAL_ROUTE;
+    return 1;
+}
+
+static const ir_op *route_op(lua_State *L, int route) {
+    spec_ctx *c = ctx_of(L);
+    return &c->p->ops[c->p->values[route].def];
+}
+
+/* moe_matmul(w, x, route [, bias]): w a 3-D expert tensor [n_in, n_out,
+ * n_expert]; x of width n_in (shared by the k slots) or k * n_in (one row
+ * per slot); bias [n_out, n_expert] F32 or nil.  → width k * n_out. */
+static int l_moe_matmul(lua_State *L) {
+    ir_op op = new_op(IR_MOE_MATMUL);
+    op.w = check_weight(L, 1, 0);
+    op.in[0] = check_value(L, 2);
+    op.in[1] = check_value_kind(L, 3, IR_VAL_ROUTE);
+    const gguf_tensor *t = wt(L, op.w);
+    const ir_op *r = route_op(L, op.in[1]);
+    const int k = (int)r->i[1], n_in = (int)t->ne[0], n_out = (int)t->ne[1];
+    if (t->ne[3] != 1 || t->ne[2] != r->i[0])
+        return luaL_error(L, "moe_matmul: '%s' is [%I, %I, %I], expected [n_in, n_out, %I] (one "
+                          "matrix per expert of the route)", t->name, (lua_Integer)t->ne[0],
+                          (lua_Integer)t->ne[1], (lua_Integer)t->ne[2], (lua_Integer)r->i[0]);
+    int nx = value_n(L, op.in[0]);
+    if (nx != n_in && nx != k * n_in)
+        return luaL_error(L, "moe_matmul: input width %d, expected %d (shared) or %d (k = %d slots)",
+                          nx, n_in, k * n_in, k);
+    op.i[0] = n_out;
+    op.i[1] = n_in;
+    op.i[2] = t->ne[2];
+    op.i[3] = k;
+    op.i[4] = k > 1 && nx == k * n_in; /* one row per slot */
+    op.i[5] = -1;
+    if (!lua_isnoneornil(L, 4)) {
+        op.i[5] = check_weight(L, 4, 1);
+        const gguf_tensor *b = wt(L, (int)op.i[5]);
+        if (b->ne[0] != n_out || b->ne[1] != t->ne[2] || b->n_dims != 2)
+            luaL_error(L, "moe_matmul: bias '%s' is [%I, %I], expected [%d, %I]", b->name,
+                       (lua_Integer)b->ne[0], (lua_Integer)b->ne[1], n_out, (lua_Integer)t->ne[2]);
+    }
+    op.scratch_per_tok = k * (n_in + n_out + 1); /* kern_moe_scratch_floats per token */
+    op.scratch_min = kern_moe_scratch_floats(1, n_in, n_out, k);
+    return emit_op(L, &op, k * n_out);
+}
+
+/* moe_sum(y, route [, expert_scale]): Σ over the k slots of y (width k * n)
+ * weighted by the route → width n; expert_scale an F32 vector of one value
+ * per expert multiplying its slots first (Gemma 4's ffn_down_exps.scale). */
+static int l_moe_sum(lua_State *L) {
+    ir_op op = new_op(IR_MOE_SUM);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value_kind(L, 2, IR_VAL_ROUTE);
+    const ir_op *r = route_op(L, op.in[1]);
+    int k = (int)r->i[1], n = value_n(L, op.in[0]);
+    if (n % k) return luaL_error(L, "moe_sum: width %d is not k = %d slots", n, k);
+    op.i[0] = k;
+    op.i[1] = -1;
+    if (!lua_isnoneornil(L, 3)) {
+        op.i[1] = check_weight(L, 3, 1);
+        check_vector(L, (int)op.i[1], (int)r->i[0], "moe_sum expert_scale");
+    }
+    return emit_op(L, &op, n / k);
+}
+
+/* mul_sigmoid(x, g): x * sigmoid(g), g of x's width or of width 1. */
+static int l_mul_sigmoid(lua_State *L) {
+    ir_op op = new_op(IR_MUL_SIGMOID);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value(L, 2);
+    int n = value_n(L, op.in[0]), ng = value_n(L, op.in[1]);
+    if (ng != n && ng != 1) return luaL_error(L, "mul_sigmoid: gate width %d, expected %d or 1", ng, n);
+    op.i[0] = ng;
+    return emit_op(L, &op, n);
+}
+
+/* swiglu_oai(g, u, {alpha=1.702, limit=7}) */
+static int l_swiglu_oai(lua_State *L) {
+    ir_op op = new_op(IR_SWIGLU_OAI);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value(L, 2);
+    int n = value_n(L, op.in[0]);
+    if (value_n(L, op.in[1]) != n)
+        return luaL_error(L, "swiglu_oai: widths differ (%d vs %d)", n, value_n(L, op.in[1]));
+    op.f[0] = lua_istable(L, 3) ? (float)field_num(L, 3, "alpha", 0, 1.702) : 1.702f;
+    op.f[1] = lua_istable(L, 3) ? (float)field_num(L, 3, "limit", 0, 7.0) : 7.0f;
+    return emit_op(L, &op, n);
+}
+
+/* ---- per-head layouts (MLA) ------------------------------------------------------ */
+
+/* head_split(x, n_head, off, width): of each of x's n_head heads, columns [off, off + width). */
+static int l_head_split(lua_State *L) {
+    ir_op op = new_op(IR_HEAD_SPLIT);
+    op.in[0] = check_value(L, 1);
+    lua_Integer nh = luaL_checkinteger(L, 2), off = luaL_checkinteger(L, 3), w = luaL_checkinteger(L, 4);
+    int n = value_n(L, op.in[0]);
+    if (nh < 1 || n % nh || off < 0 || w < 1 || off + w > n / nh)
+        return luaL_error(L, "head_split: %I heads of width %d, columns [%I, %I) do not fit", nh,
+                          nh > 0 ? n / (int)nh : 0, off, off + w);
+    op.i[0] = nh;
+    op.i[1] = n / nh;
+    op.i[2] = off;
+    op.i[3] = w;
+    return emit_op(L, &op, (int)(nh * w));
+}
+
+/* head_concat(a, b, n_head [, {a_heads=1} / {b_heads=1}]): per head [a_h | b_h];
+ * a side with a_heads / b_heads = 1 is one head that every head repeats
+ * (MLA's shared RoPE key). */
+static int l_head_concat(lua_State *L) {
+    ir_op op = new_op(IR_HEAD_CONCAT);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value(L, 2);
+    lua_Integer nh = luaL_checkinteger(L, 3);
+    int na = value_n(L, op.in[0]), nb = value_n(L, op.in[1]);
+    int a_heads = lua_istable(L, 4) ? field_int(L, 4, "a_heads", 0, (int)nh) : (int)nh;
+    int b_heads = lua_istable(L, 4) ? field_int(L, 4, "b_heads", 0, (int)nh) : (int)nh;
+    if (nh < 1 || (a_heads != nh && a_heads != 1) || (b_heads != nh && b_heads != 1) ||
+        na % a_heads || nb % b_heads)
+        return luaL_error(L, "head_concat: widths %d and %d are not %I heads (or 1 shared head)",
+                          na, nb, nh);
+    op.i[0] = nh;
+    op.i[1] = na / a_heads;
+    op.i[2] = nb / b_heads;
+    op.i[3] = a_heads == 1 ? 0 : op.i[1];
+    op.i[4] = b_heads == 1 ? 0 : op.i[2];
+    op.i[5] = na;
+    op.i[6] = nb;
+    return emit_op(L, &op, (int)(nh * (op.i[1] + op.i[2])));
+}
+
+/* head_matmul(w, x, {n_head=, n_out=, head_rows=, row0=0, transposed=false}):
+ * x of n_head heads of n_in; head h's matrix is rows [h * head_rows + row0, ...)
+ * of w (a 2-D tensor, or 3-D [n_in, head_rows, n_head]). */
+static int l_head_matmul(lua_State *L) {
+    ir_op op = new_op(IR_HEAD_MATMUL);
+    op.w = check_weight(L, 1, 0);
+    op.in[0] = check_value(L, 2);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    const gguf_tensor *t = wt(L, op.w);
+    int nh = field_int(L, 3, "n_head", 1, 0);
+    lua_getfield(L, 3, "transposed");
+    int tr = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    int n = value_n(L, op.in[0]);
+    if (nh < 1 || n % nh) return luaL_error(L, "head_matmul: width %d is not %d heads", n, nh);
+    int n_in = n / nh;
+    long rows = (long)(t->n_elems / (uint64_t)t->ne[0]);
+    int head_rows = field_int(L, 3, "head_rows", 0, (int)(rows / nh));
+    int row0 = field_int(L, 3, "row0", 0, 0);
+    int n_out = field_int(L, 3, "n_out", 0, tr ? (int)t->ne[0] : head_rows - row0);
+    if (tr ? (t->ne[0] != n_out) : (t->ne[0] != n_in))
+        return luaL_error(L, "head_matmul: '%s' has rows of %I, expected %d", t->name,
+                          (lua_Integer)t->ne[0], tr ? n_out : n_in);
+    if (row0 + (tr ? n_in : n_out) > head_rows || (long)head_rows * nh > rows)
+        return luaL_error(L, "head_matmul: %d heads of %d rows (from %d) do not fit '%s' (%ld rows)",
+                          nh, tr ? n_in : n_out, row0, t->name, rows);
+    op.i[0] = n_out;
+    op.i[1] = n_in;
+    op.i[2] = nh;
+    op.i[3] = head_rows;
+    op.i[4] = row0;
+    op.i[5] = tr;
+    op.scratch_per_tok = nh * n_in; /* act_quant: each head's converted row */
+    return emit_op(L, &op, nh * n_out);
+}
 
 /* ---- issue-19 ops ---------------------------------------------------------- */
 
@@ -815,7 +1062,10 @@ int archspec_build(const gguf_file *g, const char *common, size_t common_len, co
         {"relu_sqr", l_relu_sqr}, {"xielu", l_xielu}, {"tanh", l_tanh}, {"sub", l_sub},
         {"concat", l_concat}, {"match_norm", l_match_norm}, {"mix_groups", l_mix_groups},
         {"axpy_groups", l_axpy_groups}, {"add_groups", l_add_groups},
-        {"gaussian_topk", l_gaussian_topk}, {"pos_log_scale", l_pos_log_scale}, {NULL, NULL}};
+        {"gaussian_topk", l_gaussian_topk}, {"pos_log_scale", l_pos_log_scale},
+        {"moe_route", l_moe_route}, {"moe_matmul", l_moe_matmul}, {"moe_sum", l_moe_sum},
+        {"mul_sigmoid", l_mul_sigmoid}, {"swiglu_oai", l_swiglu_oai}, {"head_split", l_head_split},
+        {"head_concat", l_head_concat}, {"head_matmul", l_head_matmul}, {NULL, NULL}};
     lua_pushglobaltable(L);
     lua_pushlightuserdata(L, &c);
     luaL_setfuncs(L, fns, 1);

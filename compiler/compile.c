@@ -68,10 +68,14 @@ void cc_supported_archs(char *buf, size_t cap) {
 
 /* ---- compute precisions ------------------------------------------------------ */
 
-/* Choose the compiled type of every weight that only matmuls read (IR_MATMUL
- * and IR_LOGITS); a weight also read by get_rows (tied embeddings), a norm or
- * a bias keeps its file type.  A tensor already in a repacked type (a .giw)
- * must keep it: it cannot be converted again. */
+/* Choose the compiled type of every weight that only matmuls read
+ * (IR_MATMUL, IR_LOGITS, the experts of IR_MOE_MATMUL); a weight also read
+ * by get_rows (tied embeddings), a norm, a bias, a per-head matmul or any
+ * other op keeps its file type, and so does a router (a matmul whose output
+ * feeds moe_route, through a bias): routing decisions are discrete, so a
+ * rounded router can pick other experts — llama-quantize never quantizes
+ * ffn_gate_inp either.  A tensor already in a repacked type (a .giw) must
+ * keep it: it cannot be converted again. */
 static int apply_precision(ir_program *p, int precision, char *err, size_t err_len) {
     if (precision == CINFER_PRECISION_NATIVE) return 0;
     if (precision < 0 || precision >= CINFER_PRECISION_COUNT)
@@ -81,17 +85,21 @@ static int apply_precision(ir_program *p, int precision, char *err, size_t err_l
     if (!mm) return snprintf(err, err_len, "out of memory"), -1;
     for (int o = 0; o < p->n_ops; o++) {
         const ir_op *op = &p->ops[o];
-        int is_mm = op->code == IR_MATMUL || op->code == IR_LOGITS;
+        int is_mm = op->code == IR_MATMUL || op->code == IR_LOGITS || op->code == IR_MOE_MATMUL;
         if (op->w >= 0) mm[op->w] |= is_mm ? 1 : 2;
         for (int k = 0; k < IR_MAX_I; k++)
             if ((ir_info(op->code)->wi >> k & 1) && op->i[k] >= 0) mm[op->i[k]] |= 2;
+        if (op->code == IR_MOE_ROUTE) {
+            const ir_op *d = &p->ops[p->values[op->in[0]].def];
+            while (d->code == IR_ADD_ROW) d = &p->ops[p->values[d->in[0]].def];
+            if (d->code == IR_MATMUL) mm[d->w] |= 2;
+        }
     }
     int rc = 0;
     for (int w = 0; w < p->n_weights && !rc; w++) {
         const gguf_tensor *t = p->weights[w].t;
-        long n_rows = (long)(t->n_elems / (uint64_t)t->ne[0]);
-        int dst = mm[w] == 1 ? prec_weight_type(precision, t->name, (int)t->type, n_rows,
-                                                        (long)t->ne[0])
+        int dst = mm[w] == 1 ? prec_weight_type(precision, t->name, (int)t->type, (long)t->ne[1],
+                                                (long)t->ne[0])
                              : (int)t->type;
         if ((int)t->type >= GGUF_CINFER_TYPE_FIRST && dst != (int)t->type) {
             snprintf(err, err_len, "tensor '%s' is already repacked as %s: compile %s from the "

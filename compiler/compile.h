@@ -82,6 +82,11 @@ void cc_supported_archs(char *buf, size_t cap);
  * compiler: ..." in that case. */
 int cc_compiler_missing(char *name, size_t cap);
 
+/* The architectures this build has archspecs for, sorted, ", "-separated
+ * ("gemma, gemma2, ..."; from $CINFER_SPEC_DIR/archspecs when that is set),
+ * truncated to cap bytes. */
+void cc_supported_archs(char *buf, size_t cap);
+
 /* The cache directory (created if missing). */
 int cc_cache_dir(char *buf, size_t cap, char *err, size_t err_len);
 

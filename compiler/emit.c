@@ -9,8 +9,9 @@
  * Activation buffers: each IR value needs CF_N_BATCH rows of its width.  A
  * linear scan over the ops assigns arena offsets, reusing the buffers of dead
  * values (first fit) and letting in-place ops (rope, add) take over their
- * first input's buffer when that input dies there.  The result is
- * deterministic: the same IR always gives the same text.
+ * first input's buffer when that input dies there.  An op may ask for scratch
+ * (the expert matmul's gathered rows): a block owned only while the op runs.
+ * The result is deterministic: the same IR always gives the same text.
  */
 #include "emit.h"
 
@@ -87,15 +88,34 @@ typedef struct {
     int owner;      /* value id using it, -1 when free */
 } block;
 
-static int assign_buffers(const ir_program *p, int n_batch, long *val_off, long *arena_floats,
-                          char *err, size_t err_len) {
-    int cap = p->n_values + 1, n = 0;
+/* A free block of at least need floats (first fit), or a new one at the top. */
+static int take_block(block *blk, int *n, long *top, long need, int owner) {
+    for (int k = 0; k < *n; k++)
+        if (blk[k].owner == -1 && blk[k].size >= need) {
+            blk[k].owner = owner;
+            return k;
+        }
+    blk[*n] = (block){*top, need, owner};
+    *top += need;
+    return (*n)++;
+}
+
+/* val_off[v]: arena offset of value v; scratch_off[o]: of op o's scratch. */
+static int assign_buffers(const ir_program *p, int n_batch, long *val_off, long *scratch_off,
+                          long *arena_floats, char *err, size_t err_len) {
+    int cap = p->n_values + p->n_ops + 1, n = 0;
     block *blk = calloc((size_t)cap, sizeof *blk);
     if (!blk) return snprintf(err, err_len, "emit: out of memory"), -1;
     long top = 0;
+    const int SCRATCH = -2; /* owner of the current op's scratch */
     for (int o = 0; o < p->n_ops; o++) {
         const ir_op *op = &p->ops[o];
         int v = op->out;
+        if (op->scratch_per_tok > 0 || op->scratch_min > 0) {
+            long need = (long)op->scratch_per_tok * n_batch;
+            if (need < op->scratch_min) need = op->scratch_min;
+            scratch_off[o] = blk[take_block(blk, &n, &top, need, SCRATCH)].off;
+        }
         if (v >= 0) {
             long need = (long)p->values[v].n * n_batch;
             int got = -1;
@@ -112,21 +132,15 @@ static int assign_buffers(const ir_program *p, int n_batch, long *val_off, long 
                 for (int k = 0; k < n; k++)
                     if (blk[k].owner == op->in[0]) got = k;
             }
-            for (int k = 0; got < 0 && k < n; k++)
-                if (blk[k].owner < 0 && blk[k].size >= need) got = k;
-            if (got < 0) {
-                blk[n] = (block){top, need, -1};
-                top += need;
-                got = n++;
-            }
+            if (got < 0) got = take_block(blk, &n, &top, need, v);
             blk[got].owner = v;
             val_off[v] = blk[got].off;
         }
         /* Free what dies here (after the output is placed: no kernel sees its
-         * output overlap an input unless the op is in place). */
+         * output overlap an input unless the op is in place), and the scratch. */
         for (int k = 0; k < n; k++) {
             int w = blk[k].owner;
-            if (w >= 0 && w != v && p->values[w].last_use <= o) blk[k].owner = -1;
+            if (w == SCRATCH || (w >= 0 && w != v && p->values[w].last_use <= o)) blk[k].owner = -1;
         }
         if (v >= 0 && p->values[v].last_use <= o) /* never read: free now */
             for (int k = 0; k < n; k++)
@@ -158,8 +172,46 @@ static void put_buf(sbuf *b, const long *val_off, int v) {
     sb_printf(b, "A + %ld", val_off[v]);
 }
 
+/* Append the text for placeholder k (kl chars) of op; -1 when it is unknown
+ * or names something the op does not have.  "opt_" + a placeholder: a null
+ * pointer when that input or weight is absent. */
+static int put_placeholder(sbuf *b, const ir_program *p, const ir_op *op, const long *val_off,
+                           long scratch_off, const char *k, size_t kl) {
+#define IS(lit) (kl == sizeof(lit) - 1 && memcmp(k, lit, kl) == 0)
+    if (kl > 4 && !memcmp(k, "opt_", 4)) {
+        const char *r = k + 4;
+        size_t rl = kl - 4;
+        int absent = (rl == 3 && !memcmp(r, "in", 2) && r[2] >= '0' && r[2] < '0' + IR_MAX_IN &&
+                      op->in[r[2] - '0'] < 0) ||
+                     (rl == 1 && r[0] == 'w' && op->w < 0);
+        if (absent) return sb_puts(b, "(float *)0"), 0;
+        return put_placeholder(b, p, op, val_off, scratch_off, r, rl);
+    }
+    if (IS("out") && op->out >= 0) put_buf(b, val_off, op->out);
+    else if (kl == 3 && !memcmp(k, "in", 2) && k[2] >= '0' && k[2] < '0' + IR_MAX_IN && op->in[k[2] - '0'] >= 0)
+        put_buf(b, val_off, op->in[k[2] - '0']);
+    else if (IS("w") && op->w >= 0) sb_printf(b, "W[%d]", op->w);
+    else if (kl == 3 && !memcmp(k, "wi", 2) && k[2] >= '0' && k[2] < '0' + IR_MAX_I &&
+             (ir_info(op->code)->wi >> (k[2] - '0') & 1)) {
+        if (op->i[k[2] - '0'] >= 0) sb_printf(b, "W[%lld]", (long long)op->i[k[2] - '0']);
+        else sb_puts(b, "(const void *)0");
+    }
+    else if (IS("scratch") && (op->scratch_per_tok > 0 || op->scratch_min > 0))
+        sb_printf(b, "A + %ld", scratch_off);
+    else if (IS("wname") && op->w >= 0) sb_puts(b, p->weights[op->w].name);
+    else if (IS("wtype") && op->w >= 0) sb_printf(b, "%d", p->weights[op->w].type);
+    else if (IS("n") && op->out >= 0) sb_printf(b, "%d", p->values[op->out].n);
+    else if (kl == 2 && k[0] == 'i' && k[1] >= '0' && k[1] < '0' + IR_MAX_I)
+        sb_printf(b, "%lld", (long long)op->i[k[1] - '0']);
+    else if (kl == 2 && k[0] == 'f' && k[1] >= '0' && k[1] < '0' + IR_MAX_F)
+        sb_float(b, op->f[k[1] - '0']);
+    else return -1;
+#undef IS
+    return 0;
+}
+
 static int expand_op(sbuf *b, const ir_program *p, const ir_op *op, const long *val_off,
-                     const char *tpl, size_t tpl_len, char *err, size_t err_len) {
+                     long scratch_off, const char *tpl, size_t tpl_len, char *err, size_t err_len) {
     const char *s = tpl, *end = tpl + tpl_len;
     while (s < end) {
         const char *d = memchr(s, '$', (size_t)(end - s));
@@ -172,49 +224,19 @@ static int expand_op(sbuf *b, const ir_program *p, const ir_op *op, const long *
         while (q < end && ((*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '_')) q++;
         size_t kl = (size_t)(q - d - 1);
         const char *k = d + 1;
-#define IS(lit) (kl == sizeof(lit) - 1 && memcmp(k, lit, kl) == 0)
-        /* "opt_" + a placeholder: a null pointer when that input or weight is absent */
-        if (kl > 4 && !memcmp(k, "opt_", 4)) {
-            k += 4;
-            kl -= 4;
-            if ((kl == 3 && !memcmp(k, "in", 2) && k[2] >= '0' && k[2] < '0' + IR_MAX_IN &&
-                 op->in[k[2] - '0'] < 0) ||
-                (kl == 1 && k[0] == 'w' && op->w < 0)) {
-                sb_puts(b, "(float *)0");
-                s = q;
-                continue;
-            }
-        }
-        if (IS("out") && op->out >= 0) put_buf(b, val_off, op->out);
-        else if (kl == 3 && !memcmp(k, "in", 2) && k[2] >= '0' && k[2] < '0' + IR_MAX_IN && op->in[k[2] - '0'] >= 0)
-            put_buf(b, val_off, op->in[k[2] - '0']);
-        else if (IS("w") && op->w >= 0) sb_printf(b, "W[%d]", op->w);
-        else if (kl == 3 && !memcmp(k, "wi", 2) && k[2] >= '0' && k[2] < '0' + IR_MAX_I &&
-                 (ir_info(op->code)->wi >> (k[2] - '0') & 1)) {
-            if (op->i[k[2] - '0'] >= 0) sb_printf(b, "W[%lld]", (long long)op->i[k[2] - '0']);
-            else sb_puts(b, "(const void *)0");
-        }
-        else if (IS("wname") && op->w >= 0) sb_puts(b, p->weights[op->w].name);
-        else if (IS("wtype") && op->w >= 0) sb_printf(b, "%d", p->weights[op->w].type);
-        else if (IS("n") && op->out >= 0) sb_printf(b, "%d", p->values[op->out].n);
-        else if (kl == 2 && k[0] == 'i' && k[1] >= '0' && k[1] < '0' + IR_MAX_I)
-            sb_printf(b, "%lld", (long long)op->i[k[1] - '0']);
-        else if (kl == 2 && k[0] == 'f' && k[1] >= '0' && k[1] < '0' + IR_MAX_F)
-            sb_float(b, op->f[k[1] - '0']);
-        else {
+        if (put_placeholder(b, p, op, val_off, scratch_off, k, kl)) {
             snprintf(err, err_len, "emit: templates/ops.c.in: op '%s' uses unknown or unbound $%.*s",
                      ir_info(op->code)->name, (int)kl, k);
             return -1;
         }
-#undef IS
         s = q;
     }
     return 0;
 }
 
 static void emit_region(sbuf *b, const char *name, const ir_program *p, const emit_options *o,
-                        const long *val_off, long arena_floats, const char *ops, int *rc,
-                        char *err, size_t err_len) {
+                        const long *val_off, const long *scratch_off, long arena_floats,
+                        const char *ops, int *rc, char *err, size_t err_len) {
     if (!strcmp(name, "banner")) {
         sb_printf(b,
                   "/* Generated by cinfer %s from %s for model fingerprint %016llx (%s).\n"
@@ -238,6 +260,8 @@ static void emit_region(sbuf *b, const char *name, const ir_program *p, const em
                   p->n_weights);
     } else if (!strcmp(name, "kv_dim")) {
         for (int l = 0; l < p->n_layer; l++) sb_printf(b, "    %d,\n", p->kv_dim[l]);
+    } else if (!strcmp(name, "kv_dim_v")) {
+        for (int l = 0; l < p->n_layer; l++) sb_printf(b, "    %d,\n", p->kv_dim_v[l]);
     } else if (!strcmp(name, "weight_names")) {
         for (int w = 0; w < p->n_weights; w++) sb_printf(b, "    \"%s\",\n", p->weights[w].name);
     } else if (!strcmp(name, "weight_types")) {
@@ -262,7 +286,7 @@ static void emit_region(sbuf *b, const char *name, const ir_program *p, const em
                 return;
             }
             sb_printf(b, "#line %d \"%s\"\n    ", op->line, p->files[op->file]);
-            if (expand_op(b, p, op, val_off, tpl, tl, err, err_len)) {
+            if (expand_op(b, p, op, val_off, scratch_off[i], tpl, tl, err, err_len)) {
                 *rc = -1;
                 return;
             }
@@ -279,10 +303,16 @@ int emit_c(const ir_program *p, const emit_options *o, char **out, size_t *out_l
            size_t err_len) {
     *out = NULL;
     long *val_off = calloc((size_t)p->n_values + 1, sizeof *val_off);
+    long *scratch_off = calloc((size_t)p->n_ops + 1, sizeof *scratch_off);
     long arena_floats = 0;
-    if (!val_off) return snprintf(err, err_len, "emit: out of memory"), -1;
-    if (assign_buffers(p, o->n_batch, val_off, &arena_floats, err, err_len)) {
+    if (!val_off || !scratch_off) {
         free(val_off);
+        free(scratch_off);
+        return snprintf(err, err_len, "emit: out of memory"), -1;
+    }
+    if (assign_buffers(p, o->n_batch, val_off, scratch_off, &arena_floats, err, err_len)) {
+        free(val_off);
+        free(scratch_off);
         return -1;
     }
     sbuf b = {0};
@@ -317,7 +347,8 @@ int emit_c(const ir_program *p, const emit_options *o, char **out, size_t *out_l
                 rc = -1;
                 break;
             }
-            emit_region(&b, name, p, o, val_off, arena_floats, o->ops_template, &rc, err, err_len);
+            emit_region(&b, name, p, o, val_off, scratch_off, arena_floats, o->ops_template, &rc,
+                        err, err_len);
             const char *n2 = strchr(e, '\n');
             s = n2 ? n2 + 1 : e + strlen(e);
             line = l2 + 1;
@@ -329,6 +360,7 @@ int emit_c(const ir_program *p, const emit_options *o, char **out, size_t *out_l
         line++;
     }
     free(val_off);
+    free(scratch_off);
     if (!rc && b.oom) {
         snprintf(err, err_len, "emit: out of memory");
         rc = -1;

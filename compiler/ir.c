@@ -16,7 +16,7 @@ static const ir_op_info op_info[IR_OP_COUNT] = {
     [IR_ADD_ROW] = {"add_row", 1, 1, 1, 0},
     [IR_SCALE] = {"scale", 1, 0, 1, 0},
     [IR_ROPE] = {"rope", 1, 0, 2, 0},
-    [IR_ATTENTION] = {"attention", 3, 0, 0, 0},
+    [IR_ATTENTION] = {"attention", 3, 0, 0, 1u << 6},
     [IR_SWIGLU] = {"swiglu", 2, 0, 0, 0},
     [IR_GEGLU] = {"geglu", 2, 0, 0, 0},
     [IR_GELU] = {"gelu", 1, 0, 1, 0},
@@ -37,6 +37,14 @@ static const ir_op_info op_info[IR_OP_COUNT] = {
     [IR_ADD_GROUPS] = {"add_groups", 2, 0, 1, 0},
     [IR_GAUSSIAN_TOPK] = {"gaussian_topk", 1, 0, 1, 0},
     [IR_POS_LOG_SCALE] = {"pos_log_scale", 1, 0, 1, 0},
+    [IR_MOE_ROUTE] = {"moe_route", 1, 0, 0, 1u << 6},
+    [IR_MOE_MATMUL] = {"moe_matmul", 2, 1, 0, 1u << 5},
+    [IR_MOE_SUM] = {"moe_sum", 2, 0, 0, 1u << 1},
+    [IR_MUL_SIGMOID] = {"mul_sigmoid", 2, 0, 1, 0},
+    [IR_SWIGLU_OAI] = {"swiglu_oai", 2, 0, 0, 0},
+    [IR_HEAD_SPLIT] = {"head_split", 1, 0, 0, 0},
+    [IR_HEAD_CONCAT] = {"head_concat", 2, 0, 0, 0},
+    [IR_HEAD_MATMUL] = {"head_matmul", 1, 1, 0, 0},
 };
 
 const ir_op_info *ir_info(ir_opcode c) { return (unsigned)c < IR_OP_COUNT ? &op_info[c] : NULL; }
@@ -54,6 +62,7 @@ void ir_free(ir_program *p) {
     free(p->values);
     free(p->ops);
     free(p->kv_dim);
+    free(p->kv_dim_v);
     free(p->arch);
     free(p->archspec_path);
     for (int i = 0; i < p->n_files; i++) free(p->files[i]);
@@ -74,7 +83,8 @@ static int grow(void **arr, int *cap, int need, size_t sz) {
 
 int ir_add_value(ir_program *p, int n, int def) {
     if (grow((void **)&p->values, &p->cap_values, p->n_values + 1, sizeof *p->values)) return -1;
-    p->values[p->n_values] = (ir_value){.n = n, .def = def, .last_use = def, .alias = -1};
+    p->values[p->n_values] = (ir_value){.n = n, .def = def, .last_use = def, .alias = -1,
+                                        .kind = IR_VAL_ACT};
     return p->n_values++;
 }
 

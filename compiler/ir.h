@@ -29,9 +29,10 @@ typedef enum {
     IR_ROPE,      /* out = rope(in0; i[0]=n_head, i[1]=head_dim, i[2]=n_rot, i[3]=mode, f[0]=freq_base;
                    * YaRN f[1]=freq_scale, f[2]=ext_factor, f[3]=attn_factor, f[4]=beta_fast,
                    * f[5]=beta_slow, i[4]=n_ctx_orig; w0 = freq factors (n_rot/2) or -1); in place */
-    IR_ATTENTION, /* out(n_head*head_dim) = attn(in0=q, in1=k, in2=v (both -1: read layer i[0]'s
-                   * cache as filled); i[0]=layer, i[1]=n_head, i[2]=n_head_kv, i[3]=head_dim,
-                   * i[4]=window (0: none), f[0]=scale, f[1]=softcap) */
+    IR_ATTENTION, /* out(n_head*head_dim_v) = attn(in0=q, in1=k, in2=v; in2 -1: values = key prefix;
+                   * in1 and in2 -1: read layer i[0]'s cache as filled); i[0]=layer, i[1]=n_head,
+                   * i[2]=n_head_kv, i[3]=head_dim, i[4]=window (0: none), i[5]=head_dim_v, sinks wi6,
+                   * f[0]=scale, f[1]=softcap) */
     IR_SWIGLU,    /* out(n) = silu(in0) * in1 */
     IR_GEGLU,     /* out(n) = gelu(in0) * in1 */
     IR_GELU,      /* out(n) = gelu(in0); in place */
@@ -56,6 +57,20 @@ typedef enum {
     IR_ADD_GROUPS,/* out(n) = group g of in0 + in1 for g >= i[1] (i[0] groups); in place */
     IR_GAUSSIAN_TOPK,/* out(n) = max(in0 - (mean + f[0] std), 0) per row; in place */
     IR_POS_LOG_SCALE,/* out(n) = in0 * (1 + f[0] ln(1 + floor((pos + f[1]) / i[0]))) per token; in place */
+    /* mixture of experts, latent attention */
+    IR_MOE_ROUTE, /* out(2 i[1]) route of logits in0(i[0]=n_expert): i[1]=k, i[2]=gating (CF_GATING_*),
+                   * i[3]=norm, i[4]=n_group, i[5]=n_group_used, selection bias wi6, f[0]=scale */
+    IR_MOE_MATMUL,/* out(i[3]*i[0]) slot j = expert route(in1)[j] of w0 (i[2] matrices of i[0]=n_out
+                   * rows of i[1]=n_in) · in0 (width n_in, or k*n_in per slot when i[4]); bias wi5 */
+    IR_MOE_SUM,   /* out(n) = Σ_j weight_j of route in1 · slot j of in0 (width i[0]=k * n), each
+                   * slot first times its expert's entry of the per-expert scale wi1 */
+    IR_MUL_SIGMOID,/* out(n) = in0 * sigmoid(in1), in1 of width n or i[0]=1; in place */
+    IR_SWIGLU_OAI,/* out(n) = clamped swiglu(in0=gate, in1=up; f[0]=alpha, f[1]=limit) */
+    IR_HEAD_SPLIT,/* out(i[0]*i[3]) = per head h of in0 (i[0] heads of i[1]): columns [i[2], +i[3]) */
+    IR_HEAD_CONCAT,/* out(i[0]*(i[1]+i[2])) = per head [in0 head (i[1]) | in1 head (i[2])]; i[3], i[4]:
+                   * head strides of in0, in1 (0: one head broadcast), i[5], i[6]: their widths */
+    IR_HEAD_MATMUL,/* out(i[2]*i[0]) = per head h: w0 rows [h*i[3] + i[4], +i[0]) · head h of in0
+                   * (i[2] heads of i[1]); i[5] = 1: transposed (rows [h*i[3] + i[4], +i[1]) of i[0]) */
     IR_OP_COUNT
 } ir_opcode;
 
@@ -72,6 +87,8 @@ typedef struct {
     float f[IR_MAX_F];     /* float params */
     int file;              /* index into ir_program.files of the Lua chunk that created the op */
     int line;              /* and its line there */
+    int scratch_per_tok;   /* floats of op-local scratch ($scratch) per batch token ... */
+    long scratch_min;      /* ... and at least this many; 0, 0: none */
 } ir_op;
 
 typedef struct {
@@ -79,7 +96,10 @@ typedef struct {
     int def;      /* op index that defines it */
     int last_use; /* op index of the last reader (filled by ir_liveness) */
     int alias;    /* value whose buffer this one shares (in-place ops), or -1 */
+    int kind;     /* IR_VAL_ACT, or IR_VAL_ROUTE (read only by the moe ops) */
 } ir_value;
+
+enum { IR_VAL_ACT = 0, IR_VAL_ROUTE = 1 };
 
 typedef struct {
     char *name;              /* GGUF tensor name */
@@ -96,7 +116,8 @@ typedef struct {
     uint64_t fingerprint;    /* gguf_fingerprint */
     /* hyperparameters the runtime needs (set by the archspec) */
     int n_vocab, n_embd, n_layer, n_ctx_train;
-    int *kv_dim;             /* (n_layer) K/V floats per position, from attention ops */
+    int *kv_dim;             /* (n_layer) K floats per position, from attention ops */
+    int *kv_dim_v;           /* (n_layer) V floats per position (0: values read from K) */
     ir_op *ops;
     int n_ops, cap_ops;
     ir_value *values;
@@ -112,7 +133,7 @@ typedef struct {
     int has_w;          /* takes a weight */
     int inplace;        /* 1: output may share in0's buffer; 2: must (the kernel works in place) */
     unsigned wi;        /* bit N: i[N] is a further weight id (-1: none), read as is (never
-                         * repacked: biases) */
+                         * repacked: biases, sinks, selection biases) */
 } ir_op_info;
 
 const ir_op_info *ir_info(ir_opcode c);

@@ -18,7 +18,7 @@
 #ifndef CINFER_PRELUDE_H
 #define CINFER_PRELUDE_H
 
-#define CF_ABI_VERSION 3
+#define CF_ABI_VERSION 4
 
 /* ggml type ids as used in calls (same values as enum ggml_type in gguf.h). */
 #define CF_F32 0
@@ -30,6 +30,7 @@
 #define CF_Q5_0 6
 #define CF_Q5_1 7
 #define CF_BF16 30
+#define CF_MXFP4 39
 /* cinfer's own repacked weight types (compute precisions; layouts in
  * runtime/kernels/kern.h): groups of 8 rows interleaved for SIMD.  Not ggml types:
  * only .giw files (cinfer.* keys) store them. */
@@ -40,6 +41,14 @@
  * "neox" rotates (x[i], x[i + n_rot/2]) — GPT-NeoX, qwen2, phi3, gemma. */
 #define CF_ROPE_NORM 0
 #define CF_ROPE_NEOX 2
+
+/* Expert routing functions (moe_route; llama.cpp's llama_expert_gating_func_type):
+ * SOFTMAX: softmax over all experts, weights are the chosen probabilities;
+ * SIGMOID: per-expert sigmoid (DeepSeek-V3, GLM-4.5);
+ * SOFTMAX_WEIGHT: choose on the raw logits, weights = softmax over the chosen k (gpt-oss). */
+#define CF_GATING_SOFTMAX 1
+#define CF_GATING_SIGMOID 2
+#define CF_GATING_SOFTMAX_WEIGHT 3
 
 typedef struct cf_env cf_env;
 
@@ -73,17 +82,23 @@ typedef struct cf_kernels {
                  float beta_fast, float beta_slow, int n_ctx_orig, const float *freq_factors,
                  int n_tokens);
     /* Causal multi-head attention with GQA over the KV cache of `layer`:
-     * store k, v (n_tokens, n_head_kv * head_dim) at positions pos..pos+n_tokens-1,
-     * then out (n_tokens, n_head * head_dim) = softmax(q kᵀ * scale) v over
-     * positions 0..pos+t.  Query head h reads kv head h / (n_head / n_head_kv).
+     * store k (n_tokens, n_head_kv * head_dim) and v (n_tokens, n_head_kv *
+     * head_dim_v) at positions pos..pos+n_tokens-1, then out (n_tokens, n_head
+     * * head_dim_v) = softmax(q kᵀ * scale) v over positions 0..pos+t; q is
+     * (n_tokens, n_head * head_dim).  Query head h reads kv head
+     * h / (n_head / n_head_kv).  v == NULL, k not: each head's values are the first
+     * head_dim_v floats of its key rows and nothing goes to the V cache (MLA
+     * with absorbed matrices: keys [latent | rope part], values the latent).
      * window > 0: a query at position p sees only keys p-window+1..p (sliding
      * window).  softcap > 0: scores become softcap·tanh(score/softcap) before
-     * the softmax (Gemma 2).  k == v == NULL: nothing is stored and the
-     * queries read the cache of `layer` as an earlier layer of the same call
-     * filled it (Gemma 3n/4 layers that share another layer's KV). */
+     * the softmax (Gemma 2).  sinks (n_head) or NULL: one extra logit per head
+     * that joins the softmax's max and denominator but has no value (gpt-oss).
+     * k == v == NULL: nothing is stored and the queries read the cache of
+     * `layer` as an earlier layer of the same call filled it (Gemma 3n/4
+     * layers that share another layer's KV). */
     void (*attention)(cf_env *E, float *out, const float *q, const float *k, const float *v,
-                      int layer, int n_head, int n_head_kv, int head_dim, float scale,
-                      int window, float softcap, int n_tokens);
+                      const float *sinks, int layer, int n_head, int n_head_kv, int head_dim,
+                      int head_dim_v, float scale, int window, float softcap, int n_tokens);
     /* y (n_tokens, n) = silu(gate) * up. */
     void (*swiglu)(cf_env *E, float *y, const float *gate, const float *up, int n,
                    int n_tokens);
@@ -151,6 +166,64 @@ typedef struct cf_kernels {
     void (*add_groups)(cf_env *E, float *y, const float *x, const float *v, int n, int n_group,
                        int g0, int n_tokens);
     void (*gaussian_topk)(cf_env *E, float *y, const float *x, float std_mul, int n, int n_tokens);
+
+    /* ---- mixture of experts -------------------------------------------------
+     * A route (n_tokens, 2k) holds per token the k chosen experts: k weights
+     * (f32) and then k expert ids (int32 bits in float slots), slot 0 the best
+     * selection score.  moe_route: from router logits (n_tokens, n_expert),
+     * probabilities p by `gating` (CF_GATING_*); selection scores p + bias
+     * (bias (n_expert) or NULL: DeepSeek-V3's exp_probs_b, selection only);
+     * n_group > 1: only experts of the n_group_used groups (n_expert /
+     * n_group consecutive experts each) with the largest sums of their two
+     * best scores compete; the top k scores win; weights = p of the winners
+     * (SOFTMAX_WEIGHT: softmax over the winners' logits), / their sum when
+     * norm, * scale when scale is neither 0 nor 1 (llama.cpp build_moe_ffn). */
+    void (*moe_route)(cf_env *E, float *route, const float *logits, const float *bias,
+                      int n_expert, int k, int gating, int norm, float scale, int n_group,
+                      int n_group_used, int n_tokens);
+    /* y (n_tokens, k * n_out): slot j of token t = W_e · x_t (+ bias_e) with
+     * e = the slot's expert.  w holds n_expert matrices of n_out rows of n_in
+     * elements of `type` one after the other (a 3-D GGUF tensor); bias
+     * (n_expert, n_out) or NULL.  x is (n_tokens, n_in) shared by the slots,
+     * or (n_tokens, k * n_in) one row per slot when x_per_slot.  Only the
+     * chosen experts' rows are read: per token for one token, grouped by
+     * expert for more (each expert's matrix streamed once per call).
+     * scratch: n_tokens * k * (n_in + n_out + 1) floats, and at least
+     * 2 * k * n_in + 64 (the emitter sizes it: kern_moe_scratch_floats). */
+    void (*moe_matmul)(cf_env *E, float *y, const float *x, const float *route, const void *w,
+                       int type, int n_out, int n_in, int n_expert, int k, int x_per_slot,
+                       const float *bias, float *scratch, int n_tokens);
+    /* y (n_tokens, n) = Σ_j weight_j · x_j over the k slots of x (n_tokens,
+     * k * n), in slot order. */
+    void (*moe_sum)(cf_env *E, float *y, const float *x, const float *route, int n, int k,
+                    int n_tokens);
+    /* y = x * sigmoid(g): g (n_tokens, n_g) with n_g = n (elementwise) or 1
+     * (one gate per token).  y may alias x. */
+    void (*mul_sigmoid)(cf_env *E, float *y, const float *x, const float *g, int n, int n_g,
+                        int n_tokens);
+    /* gpt-oss's clamped SwiGLU (ggml_swiglu_oai): with g' = min(g, limit),
+     * u' = clamp(u, -limit, limit): y = g' / (1 + exp(-alpha g')) * (u' + 1). */
+    void (*swiglu_oai)(cf_env *E, float *y, const float *g, const float *u, float alpha,
+                       float limit, int n, int n_tokens);
+
+    /* ---- per-head layouts (multi-head latent attention) ------------------------
+     * head_copy: for each token t and head h < n_head, the n floats at
+     * x + t * x_stride + h * x_head go to y + t * y_stride + h * y_head
+     * (x_head 0: every head copies the same floats).  The generated code
+     * passes column offsets as pointer offsets; y and x do not overlap. */
+    void (*head_copy)(cf_env *E, float *y, int y_stride, int y_head, const float *x, int x_stride,
+                      int x_head, int n, int n_head, int n_tokens);
+    /* Per-head matmul: for each head h, y_h (n_out) = W_h x_h, x_h = the n_in
+     * floats of head h of x (n_tokens, n_head * n_in), y (n_tokens, n_head *
+     * n_out).  W_h is rows [h * head_rows + row0, +n_out) of w (rows of n_in
+     * elements of `type`); transposed: y_h[c] = Σ_i x_h[i] · w[h * head_rows +
+     * row0 + i][c] (rows of n_out elements), the absorbed-MLA product with a
+     * combined kv_b matrix.  With E->act_quant (not transposed) each head's
+     * x_h is converted to the weight's vec_dot_type first, as ggml's batched
+     * mul_mat does, into scratch (n_tokens * n_head * n_in floats). */
+    void (*head_matmul)(cf_env *E, float *y, const float *x, const void *w, int type, int n_out,
+                        int n_in, int n_head, int head_rows, int row0, int transposed,
+                        float *scratch, int n_tokens);
 } cf_kernels;
 
 /* Everything one forward call sees.  Filled by the runtime. */
@@ -159,7 +232,7 @@ struct cf_env {
     const void *const *W; /* (n_weights) tensor data, by weight slot */
     float *arena;         /* activations; cf_model_desc.arena_floats floats */
     float *const *kv_k;   /* (n_layer) each (n_ctx, kv_dim(layer)) */
-    float *const *kv_v;   /* (n_layer) each (n_ctx, kv_dim(layer)) */
+    float *const *kv_v;   /* (n_layer) each (n_ctx, kv_dim_v(layer)); NULL where that is 0 */
     const int *tokens;    /* (n_tokens) input ids */
     const int *positions; /* (n_tokens) pos, pos+1, ... (learned position embeddings) */
     float *logits;        /* (n_logits, n_vocab): last token, or all when logits_all */
@@ -188,7 +261,8 @@ typedef struct cf_model_desc {
     int n_ctx_train;
     int n_batch;          /* max tokens per cf_forward call */
     long arena_floats;    /* activation arena size for n_batch tokens */
-    const int *kv_dim;    /* (n_layer) floats per position in each layer's K and V cache */
+    const int *kv_dim;    /* (n_layer) floats per position in each layer's K cache */
+    const int *kv_dim_v;  /* (n_layer) floats per position in each layer's V cache (0: none) */
     int n_weights;
     const char *const *weight_names; /* (n_weights) GGUF tensor names */
     const int *weight_types;         /* (n_weights) ggml type ids */
@@ -210,11 +284,18 @@ typedef struct cf_model_desc {
 #define CF_N_WEIGHTS 20
 #line 22 "templates/forward.c.in"
 
-/* K/V floats per position, by layer. */
+/* K and V cache floats per position, by layer (V 0: the values are a prefix
+ * of the keys). */
 static const int cf_kv_dim[CF_N_LAYER] = {
     64,
     64,
-#line 28 "templates/forward.c.in"
+#line 29 "templates/forward.c.in"
+};
+
+static const int cf_kv_dim_v[CF_N_LAYER] = {
+    64,
+    64,
+#line 35 "templates/forward.c.in"
 };
 
 /* Weight slots: the runtime binds slot i to tensor cf_weight_names[i] after
@@ -240,7 +321,7 @@ static const char *const cf_weight_names[CF_N_WEIGHTS] = {
     "blk.1.ffn_gate.weight",
     "blk.1.ffn_up.weight",
     "blk.1.ffn_down.weight",
-#line 36 "templates/forward.c.in"
+#line 43 "templates/forward.c.in"
 };
 
 static const int cf_weight_types[CF_N_WEIGHTS] = {
@@ -264,7 +345,7 @@ static const int cf_weight_types[CF_N_WEIGHTS] = {
     101, /* Q8_0_R8 */
     101, /* Q8_0_R8 */
     101, /* Q8_0_R8 */
-#line 42 "templates/forward.c.in"
+#line 49 "templates/forward.c.in"
 };
 
 static const long cf_weight_shapes[CF_N_WEIGHTS * 4] = {
@@ -288,12 +369,12 @@ static const long cf_weight_shapes[CF_N_WEIGHTS * 4] = {
     128, 384, 1, 1,
     128, 384, 1, 1,
     384, 128, 1, 1,
-#line 48 "templates/forward.c.in"
+#line 55 "templates/forward.c.in"
 };
 
 static const cf_model_desc cf_desc = {
     CF_ABI_VERSION, CF_ARCH, CF_FINGERPRINT, CF_N_VOCAB, CF_N_EMBD, CF_N_LAYER,
-    CF_N_CTX_TRAIN, CF_N_BATCH, CF_ARENA_FLOATS, cf_kv_dim, CF_N_WEIGHTS,
+    CF_N_CTX_TRAIN, CF_N_BATCH, CF_ARENA_FLOATS, cf_kv_dim, cf_kv_dim_v, CF_N_WEIGHTS,
     cf_weight_names, cf_weight_types, cf_weight_shapes,
 };
 
@@ -310,71 +391,71 @@ void cf_forward(cf_env *E) {
     const void *const *const W = E->W;
     float *const A = E->arena;
     const int T = E->n_tokens;
-#line 35 "archspecs/llama.lua"
+#line 39 "archspecs/llama.lua"
     K->get_rows(E, A + 0, W[0], 8, 128, E->tokens, T); /* token_embd.weight */
-#line 39 "archspecs/llama.lua"
+#line 43 "archspecs/llama.lua"
     K->rms_norm(E, A + 65536, A + 0, (const float *)W[2], 128, 9.99999997e-07f, T * 1); /* blk.0.attn_norm.weight */
-#line 40 "archspecs/llama.lua"
+#line 44 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 65536, W[3], 101, 128, 128, T); /* blk.0.attn_q.weight */
-#line 41 "archspecs/llama.lua"
+#line 45 "archspecs/llama.lua"
     K->matmul(E, A + 196608, A + 65536, W[4], 101, 64, 128, T); /* blk.0.attn_k.weight */
-#line 42 "archspecs/llama.lua"
+#line 46 "archspecs/llama.lua"
     K->matmul(E, A + 229376, A + 65536, W[5], 101, 64, 128, T); /* blk.0.attn_v.weight */
-#line 43 "archspecs/llama.lua"
-    K->rope(E, A + 131072, 8, 16, 16, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
-#line 45 "archspecs/llama.lua"
-    K->rope(E, A + 196608, 4, 16, 16, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
 #line 47 "archspecs/llama.lua"
-    K->attention(E, A + 65536, A + 131072, A + 196608, A + 229376, 0, 8, 4, 16, 0.25f, 0, 0.0f, T);
+    K->rope(E, A + 131072, 8, 16, 16, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
 #line 49 "archspecs/llama.lua"
+    K->rope(E, A + 196608, 4, 16, 16, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
+#line 51 "archspecs/llama.lua"
+    K->attention(E, A + 65536, A + 131072, A + 196608, A + 229376, (const float *)(const void *)0, 0, 8, 4, 16, 16, 0.25f, 0, 0.0f, T);
+#line 53 "archspecs/llama.lua"
     K->matmul(E, A + 131072, A + 65536, W[6], 101, 128, 128, T); /* blk.0.attn_output.weight */
-#line 49 "archspecs/llama.lua"
+#line 53 "archspecs/llama.lua"
     K->add(E, A + 0, A + 0, A + 131072, 128, T);
-#line 51 "archspecs/llama.lua"
+#line 54 "archspecs/llama.lua"
     K->rms_norm(E, A + 65536, A + 0, (const float *)W[7], 128, 9.99999997e-07f, T * 1); /* blk.0.ffn_norm.weight */
-#line 52 "archspecs/llama.lua"
-    K->matmul(E, A + 262144, A + 65536, W[8], 101, 384, 128, T); /* blk.0.ffn_gate.weight */
-#line 53 "archspecs/llama.lua"
-    K->matmul(E, A + 458752, A + 65536, W[9], 101, 384, 128, T); /* blk.0.ffn_up.weight */
-#line 54 "archspecs/llama.lua"
-    K->swiglu(E, A + 655360, A + 262144, A + 458752, 384, T);
-#line 54 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 655360, W[10], 101, 128, 384, T); /* blk.0.ffn_down.weight */
-#line 54 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 65536, 128, T);
-#line 39 "archspecs/llama.lua"
-    K->rms_norm(E, A + 65536, A + 0, (const float *)W[11], 128, 9.99999997e-07f, T * 1); /* blk.1.attn_norm.weight */
-#line 40 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 65536, W[12], 101, 128, 128, T); /* blk.1.attn_q.weight */
-#line 41 "archspecs/llama.lua"
-    K->matmul(E, A + 196608, A + 65536, W[13], 101, 64, 128, T); /* blk.1.attn_k.weight */
-#line 42 "archspecs/llama.lua"
-    K->matmul(E, A + 229376, A + 65536, W[14], 101, 64, 128, T); /* blk.1.attn_v.weight */
-#line 43 "archspecs/llama.lua"
-    K->rope(E, A + 131072, 8, 16, 16, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
-#line 45 "archspecs/llama.lua"
-    K->rope(E, A + 196608, 4, 16, 16, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
-#line 47 "archspecs/llama.lua"
-    K->attention(E, A + 65536, A + 131072, A + 196608, A + 229376, 1, 8, 4, 16, 0.25f, 0, 0.0f, T);
-#line 49 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 65536, W[15], 101, 128, 128, T); /* blk.1.attn_output.weight */
-#line 49 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 131072, 128, T);
-#line 51 "archspecs/llama.lua"
-    K->rms_norm(E, A + 65536, A + 0, (const float *)W[16], 128, 9.99999997e-07f, T * 1); /* blk.1.ffn_norm.weight */
-#line 52 "archspecs/llama.lua"
-    K->matmul(E, A + 262144, A + 65536, W[17], 101, 384, 128, T); /* blk.1.ffn_gate.weight */
-#line 53 "archspecs/llama.lua"
-    K->matmul(E, A + 458752, A + 65536, W[18], 101, 384, 128, T); /* blk.1.ffn_up.weight */
-#line 54 "archspecs/llama.lua"
-    K->swiglu(E, A + 655360, A + 262144, A + 458752, 384, T);
-#line 54 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 655360, W[19], 101, 128, 384, T); /* blk.1.ffn_down.weight */
-#line 54 "archspecs/llama.lua"
-    K->add(E, A + 0, A + 0, A + 65536, 128, T);
 #line 57 "archspecs/llama.lua"
-    K->rms_norm(E, A + 65536, A + 0, (const float *)W[1], 128, 9.99999997e-07f, T * 1); /* output_norm.weight */
+    K->matmul(E, A + 262144, A + 65536, W[8], 101, 384, 128, T); /* blk.0.ffn_gate.weight */
 #line 58 "archspecs/llama.lua"
+    K->matmul(E, A + 458752, A + 65536, W[9], 101, 384, 128, T); /* blk.0.ffn_up.weight */
+#line 59 "archspecs/llama.lua"
+    K->swiglu(E, A + 655360, A + 262144, A + 458752, 384, T);
+#line 59 "archspecs/llama.lua"
+    K->matmul(E, A + 65536, A + 655360, W[10], 101, 128, 384, T); /* blk.0.ffn_down.weight */
+#line 59 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 65536, 128, T);
+#line 43 "archspecs/llama.lua"
+    K->rms_norm(E, A + 65536, A + 0, (const float *)W[11], 128, 9.99999997e-07f, T * 1); /* blk.1.attn_norm.weight */
+#line 44 "archspecs/llama.lua"
+    K->matmul(E, A + 131072, A + 65536, W[12], 101, 128, 128, T); /* blk.1.attn_q.weight */
+#line 45 "archspecs/llama.lua"
+    K->matmul(E, A + 196608, A + 65536, W[13], 101, 64, 128, T); /* blk.1.attn_k.weight */
+#line 46 "archspecs/llama.lua"
+    K->matmul(E, A + 229376, A + 65536, W[14], 101, 64, 128, T); /* blk.1.attn_v.weight */
+#line 47 "archspecs/llama.lua"
+    K->rope(E, A + 131072, 8, 16, 16, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
+#line 49 "archspecs/llama.lua"
+    K->rope(E, A + 196608, 4, 16, 16, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
+#line 51 "archspecs/llama.lua"
+    K->attention(E, A + 65536, A + 131072, A + 196608, A + 229376, (const float *)(const void *)0, 1, 8, 4, 16, 16, 0.25f, 0, 0.0f, T);
+#line 53 "archspecs/llama.lua"
+    K->matmul(E, A + 131072, A + 65536, W[15], 101, 128, 128, T); /* blk.1.attn_output.weight */
+#line 53 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 131072, 128, T);
+#line 54 "archspecs/llama.lua"
+    K->rms_norm(E, A + 65536, A + 0, (const float *)W[16], 128, 9.99999997e-07f, T * 1); /* blk.1.ffn_norm.weight */
+#line 57 "archspecs/llama.lua"
+    K->matmul(E, A + 262144, A + 65536, W[17], 101, 384, 128, T); /* blk.1.ffn_gate.weight */
+#line 58 "archspecs/llama.lua"
+    K->matmul(E, A + 458752, A + 65536, W[18], 101, 384, 128, T); /* blk.1.ffn_up.weight */
+#line 59 "archspecs/llama.lua"
+    K->swiglu(E, A + 655360, A + 262144, A + 458752, 384, T);
+#line 59 "archspecs/llama.lua"
+    K->matmul(E, A + 65536, A + 655360, W[19], 101, 128, 384, T); /* blk.1.ffn_down.weight */
+#line 59 "archspecs/llama.lua"
+    K->add(E, A + 0, A + 0, A + 65536, 128, T);
+#line 74 "archspecs/llama.lua"
+    K->rms_norm(E, A + 65536, A + 0, (const float *)W[1], 128, 9.99999997e-07f, T * 1); /* output_norm.weight */
+#line 75 "archspecs/llama.lua"
     if (E->hidden) K->copy_cols(E, E->hidden, A + 65536, 128, 0, 128, T); if (E->logits_all) { K->matmul(E, E->logits, A + 65536, W[0], 8, 2048, 128, T); } else { K->last_row(E, A + 0, A + 65536, 128, T); K->matmul(E, E->logits, A + 0, W[0], 8, 2048, 128, 1); } K->logits_post(E, E->logits, (const float *)(const void *)0, 2048, E->logits_all ? T : 1, 1.0f, 0.0f); /* token_embd.weight */
-#line 75 "templates/forward.c.in"
+#line 82 "templates/forward.c.in"
 }

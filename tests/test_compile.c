@@ -189,8 +189,8 @@ TEST(compile, unsupported_architecture_is_clear) {
     EXPECT(gguf_open(model, &g, err, sizeof err) == 0);
     EXPECT(cc_generate(g, &o, &src, &len, err, sizeof err) != 0);
     EXPECT_MSG(strstr(err, "architecture 'mamba' is not supported; supported: ") &&
-                   strstr(err, "llama") && strstr(err, "gemma3n, gemma4") && !strstr(err, "common") &&
-                   !strstr(err, ".hf"),
+                   strstr(err, "llama") && strstr(err, "qwen2moe") && strstr(err, "gemma3n, gemma4") &&
+                   !strstr(err, "common") && !strstr(err, ".hf"),
                "message: %s", err);
     free(src);
     gguf_close(g);
@@ -304,4 +304,80 @@ TEST(cli, bad_arguments_fail_cleanly) {
                    out ? out : "");
         free(out);
     }
+}
+
+/* ---- variants an archspec refuses ------------------------------------------------ */
+
+#include "formats/gguf_write.h"
+
+/* dst = src with metadata key set to v (replaced, or appended), tensors as they are. */
+static int copy_with_key(const char *src, const char *dst, const char *key, gguf_value v) {
+    char err[512];
+    gguf_file *g = NULL;
+    if (gguf_open(src, &g, err, sizeof err)) return test_fail(__FILE__, __LINE__, "%s", err), -1;
+    gguf_out out;
+    if (gguf_out_open(&out, dst, ".partial", g, err, sizeof err)) {
+        gguf_close(g);
+        return test_fail(__FILE__, __LINE__, "%s", err), -1;
+    }
+    gguf_writer *w = &out.w;
+    const gguf_kv_set set[] = {{key, v}};
+    const uint64_t n = gguf_n_tensors(g);
+    gguf_w_header(w, g, n, NULL, NULL, set, 1);
+    for (uint64_t i = 0; i < n; i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        gguf_w_tensor_info(w, t->name, t->n_dims, t->ne, t->type, t->offset);
+    }
+    gguf_w_pad(w, gguf_alignment(g));
+    const uint64_t data0 = w->off;
+    for (uint64_t done = 0; done < n; done++) { /* in offset order */
+        const gguf_tensor *next = NULL;
+        for (uint64_t i = 0; i < n; i++) {
+            const gguf_tensor *t = gguf_tensor_at(g, i);
+            if (t->offset >= w->off - data0 && (!next || t->offset < next->offset)) next = t;
+        }
+        gguf_w_zeros(w, next->offset - (w->off - data0));
+        gguf_w_bytes(w, next->data, (size_t)next->n_bytes);
+    }
+    int rc = w->err || gguf_out_close(&out) || gguf_out_commit(&out, err, sizeof err) ? -1 : 0;
+    gguf_out_abort(&out);
+    gguf_close(g);
+    if (rc) test_fail(__FILE__, __LINE__, "writing %s failed", dst);
+    return rc;
+}
+
+/* The archgen model of family with key set to v must be refused at compile
+ * time with want (and the archspec's file:line), never compiled. */
+static void expect_refused(const char *family, const char *key, gguf_value v, const char *want) {
+    NEED_SHARED(vocab, "models/stories260K/stories260K.gguf");
+    char cmd[2000], src[1200], dst[1200], err[1024], *out = NULL;
+    const char *dir = test_tmpdir(), *build = getenv("CINFER_BUILD");
+    snprintf(src, sizeof src, "%s/%s.gguf", dir, family);
+    snprintf(dst, sizeof dst, "%s/%s-refused.gguf", dir, family);
+    snprintf(cmd, sizeof cmd, "'%s/tools/archgen' -o '%s' --vocab-from '%s' %s", build && *build ? build : "build",
+             dir, vocab, family);
+    int st = run_cmd(cmd, true, &out);
+    EXPECT_MSG(st == 0, "%s: %s", cmd, out ? out : "");
+    free(out);
+    if (st || copy_with_key(src, dst, key, v)) return;
+    gguf_file *g = NULL;
+    char *c = NULL;
+    size_t len;
+    cc_options o = {0};
+    EXPECT(gguf_open(dst, &g, err, sizeof err) == 0);
+    EXPECT(g && cc_generate(g, &o, &c, &len, err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, want) && strstr(err, "archspecs/"), "%s with %s: message: %s", family, key, err);
+    free(c);
+    gguf_close(g);
+}
+
+TEST(compile, moe_variants_not_implemented_are_refused) {
+    expect_refused("deepseek2", "deepseek2.expert_gating_func", gguf_val_u32(4),
+                   "not supported: deepseek2.expert_gating_func=4");
+    expect_refused("qwen3moe", "qwen3moe.rope.scaling.type", gguf_val_str("longrope"),
+                   "not supported: qwen3moe.rope.scaling.type=longrope");
+    expect_refused("glm4moe", "glm4moe.expert_gating_func", gguf_val_u32(4),
+                   "not supported: glm4moe.expert_gating_func=4");
+    expect_refused("deepseek2", "deepseek2.attention.temperature_scale", gguf_val_u32(2),
+                   "not supported: deepseek2.attention.temperature_scale=2");
 }

@@ -40,12 +40,15 @@ static float ref_bf16(uint16_t h) {
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
 static const int8_t iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+/* MXFP4: twice the E2M1 values, scale 2^(e - 128) */
+static const int8_t mxfp4v[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 typedef struct { int type; const char *name; int blck, bytes; } tinfo;
 static const tinfo g_types[] = {
     {CF_F32, "F32", 1, 4},     {CF_F16, "F16", 1, 2},    {CF_BF16, "BF16", 1, 2},
     {CF_Q4_0, "Q4_0", 32, 18}, {CF_Q4_1, "Q4_1", 32, 20}, {CF_Q5_0, "Q5_0", 32, 22},
     {CF_Q5_1, "Q5_1", 32, 24}, {CF_Q8_0, "Q8_0", 32, 34}, {CF_IQ4_NL, "IQ4_NL", 32, 18},
+    {CF_MXFP4, "MXFP4", 32, 17},
 };
 #define N_TYPES (int)(sizeof g_types / sizeof g_types[0])
 
@@ -64,6 +67,9 @@ static void ref_dequant(int type, const uint8_t *p, float *y, int n) {
         switch (type) {
         case CF_Q4_0: qs = p + 2; p += 18;
             for (int j = 0; j < 16; j++) { y[j] = (float)((qs[j] & 15) - 8) * d; y[j + 16] = (float)((qs[j] >> 4) - 8) * d; }
+            break;
+        case CF_MXFP4: d = ldexpf(1.0f, (int)p[0] - 128); qs = p + 1; p += 17;
+            for (int j = 0; j < 16; j++) { y[j] = (float)mxfp4v[qs[j] & 15] * d; y[j + 16] = (float)mxfp4v[qs[j] >> 4] * d; }
             break;
         case CF_IQ4_NL: qs = p + 2; p += 18;
             for (int j = 0; j < 16; j++) { y[j] = (float)iq4nl[qs[j] & 15] * d; y[j + 16] = (float)iq4nl[qs[j] >> 4] * d; }
@@ -114,6 +120,10 @@ static uint8_t *rnd_weights(int type, int n_rows, int n, size_t *row_bytes) {
         } else {
             int bs = (int)(rb / (size_t)(n / 32));
             for (int b = 0; b < n / 32; b++, p += bs) {
+                if (type == CF_MXFP4) { /* E8M0 exponent: 2^-10 .. 2^-5 */
+                    p[0] = (uint8_t)(118 + rnd_u32() % 6);
+                    continue;
+                }
                 uint16_t d = kern_f32_to_f16(rnd_f(0.001f, 0.05f) * (rnd_u32() & 1 ? -1.0f : 1.0f));
                 memcpy(p, &d, 2);
                 if (type == CF_Q4_1 || type == CF_Q5_1) {
@@ -597,7 +607,7 @@ static void attention_case(int isa, pool *P, int hd) {
         rnd_fill(v, nt * kv_dim, -1, 1);
         E.pos = pos;
         E.n_tokens = nt;
-        E.K->attention(&E, out, q, k, v, 1, NH, NKV, hd, scale, 0, 0.0f, nt);
+        E.K->attention(&E, out, q, k, v, NULL, 1, NH, NKV, hd, hd, scale, 0, 0.0f, nt);
         EXPECT_MSG(!memcmp(kc + pos * kv_dim, k, sizeof(float) * nt * kv_dim), "k not stored at pos %d", pos);
         EXPECT_MSG(!memcmp(vc + pos * kv_dim, v, sizeof(float) * nt * kv_dim), "v not stored at pos %d", pos);
         attention_naive(want, q, kc, vc, NH, NKV, hd, scale, pos, nt);
@@ -614,7 +624,7 @@ static void attention_case(int isa, pool *P, int hd) {
         memcpy(kc_before, kc, sizeof(float) * CTX * kv_dim);
         rnd_fill(q, NH * hd, -2, 2);
         E.pos = 5, E.n_tokens = 1;
-        E.K->attention(&E, out, q, NULL, NULL, 1, NH, NKV, hd, scale, 0, 0.0f, 1);
+        E.K->attention(&E, out, q, NULL, NULL, NULL, 1, NH, NKV, hd, hd, scale, 0, 0.0f, 1);
         EXPECT_MSG(!memcmp(kc_before, kc, sizeof(float) * CTX * kv_dim), "shared-KV attention wrote the cache");
         attention_naive(want, q, kc, vc, NH, NKV, hd, scale, 5, 1);
         for (int i = 0; i < NH * hd; i++)

@@ -57,8 +57,8 @@ TEST(kern_att, simd_vs_scalar) {
                     float *kk[1] = {kc[run]}, *vv[1] = {vc[run]};
                     cf_env E = {.K = kern_table(run ? KERN_ISA_AVX2 : KERN_ISA_SCALAR), .pool = pi ? P : NULL,
                                 .n_ctx = CTX, .pos = POS, .kv_k = kk, .kv_v = vv};
-                    E.K->attention(&E, o[run], q, k, v, 0, nh, nkv, hd, 1.0f / sqrtf((float)hd), cfg[c].window,
-                                   cfg[c].softcap, nt);
+                    E.K->attention(&E, o[run], q, k, v, NULL, 0, nh, nkv, hd, hd, 1.0f / sqrtf((float)hd),
+                                   cfg[c].window, cfg[c].softcap, nt);
                 }
                 double worst = 0;
                 for (int i = 0; i < nt * nh * hd; i++) {

@@ -172,6 +172,7 @@ static const wtype g_wt[] = {
     {14, "Q6_K", 256, 210, {208, -1}, VDT_Q8_K}, {23, "IQ4_XS", 256, 136, {0, -1}, VDT_Q8_K},
     {18, "IQ3_XXS", 256, 98, {0, -1}, VDT_Q8_K}, {21, "IQ3_S", 256, 110, {0, -1}, VDT_Q8_K},
     {34, "TQ1_0", 256, 54, {52, -1}, VDT_Q8_K}, {35, "TQ2_0", 256, 66, {64, -1}, VDT_Q8_K},
+    {39, "MXFP4", 32, 17, {-1, -1}, VDT_Q8_0}, /* E8M0 exponent at byte 0 (rnd_rows) */
 };
 #define N_WT (int)(sizeof g_wt / sizeof g_wt[0])
 
@@ -182,6 +183,8 @@ static uint8_t *rnd_rows(const wtype *T, int n_rows, int n, int unit, size_t *ro
     *row_bytes = (size_t)nb * (size_t)T->bytes;
     uint8_t *w = malloc(*row_bytes * (size_t)n_rows + 1);
     for (size_t i = 0; i < *row_bytes * (size_t)n_rows; i++) w[i] = (uint8_t)rnd_u32();
+    if (T->type == 39) /* MXFP4: exponents 2^-10 .. 2^-1 (unit: 2^0) */
+        for (int b = 0; b < nb * n_rows; b++) w[(size_t)b * T->bytes] = (uint8_t)(unit ? 128 : 118 + rnd_u32() % 10);
     for (int b = 0; b < nb * n_rows; b++)
         for (int k = 0; k < 2; k++) {
             if (T->d_off[k] < 0) continue;

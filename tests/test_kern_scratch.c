@@ -138,7 +138,7 @@ TEST(kern_scratch, fallbacks_match_reserved_pool) {
                 cf_env E = {.K = kern_table(kern_best_isa()), .pool = side ? variants[run].p : ok, .n_ctx = N_CTX,
                             .pos = POS, .kv_k = kk, .kv_v = vv};
                 long before = kern_test_scratch_fallbacks;
-                E.K->attention(&E, o[side], q, k, v, 0, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0, 0.0f, nt);
+                E.K->attention(&E, o[side], q, k, v, NULL, 0, nh, nkv, hd, hd, 1.0f / sqrtf((float)hd), 0, 0.0f, nt);
                 long n = kern_test_scratch_fallbacks - before;
                 if (side == 0) EXPECT_EQ_I(n, 0);
                 else if (variants[run].p != shrt) {

@@ -319,6 +319,7 @@ static const parity_bound B_ARCH[] = {
     {"qwen2", 5e-6, 32, 0},      {"qwen3", 5e-6, 32, 0},  {"gemma", 1.5e-3, 32, 0},
     {"gemma2", 5e-4, 32, 0},     {"gemma3", 5e-4, 32, 0}, {"phi3", 5e-6, 32, 0},
     {"granite", 2e-6, 32, 0},    {"starcoder2", 5e-4, 32, 0}, {"gpt2", 5e-4, 32, 0},
+    {"llama-moe", 5e-6, 32, 0},  {"qwen2moe", 5e-6, 32, 0}, {"deepseek2", 5e-6, 32, 0},
 };
 static parity_bound arch_bound(const char *name) {
     for (size_t i = 0; i < sizeof B_ARCH / sizeof B_ARCH[0]; i++)
@@ -339,10 +340,21 @@ ARCH_TEST(granite)
 ARCH_TEST(starcoder2)
 ARCH_TEST(gpt2)
 
+/* mixtures of experts (issue 17): Mixtral-style llama, qwen2moe's shared
+ * expert, deepseek2's latent attention from the combined attn_kv_b of older
+ * converters; the 60-token prompt runs the grouped-by-expert prompt path. */
+TEST(parity_arch, llama_moe) {
+    check_model("models/arch/llama-moe.gguf", "reference/arch/llama-moe.json", arch_bound("llama-moe"));
+}
+ARCH_TEST(qwen2moe)
+ARCH_TEST(deepseek2)
+
 /* ---- the archgen models (tests/data/arch) ---------------------------------
  * tools/archgen.c writes each family's F32 model into the test's temporary
  * directory and formats/quantize makes its quantized variants: the files
  * whose llama.cpp references tests/data/arch holds (README there). */
+
+#include <unistd.h>
 
 #include "formats/quantize.h"
 
@@ -379,6 +391,81 @@ static const char *arch_model(const char *family, const char *variant) {
     return path;
 }
 
+/* ---- mixtures of experts and latent attention on the archgen models ---------
+ * tools/archgen.c writes each family's F32 model (into the test's temporary
+ * directory), formats/quantize its Q8_0 and Q4_0 variants — the files whose
+ * llama.cpp references tests/data/arch holds (README there) — and each is
+ * checked like the models above: F32 with f32 activations, JIT and AOT,
+ * against <name>.json, cosine >= 0.99999; Q8_0 and Q4_0 with activations
+ * quantized like llama.cpp, JIT, against <name>-q8_0.json / <name>-q4_0.json,
+ * cosine >= 0.999 (and the bounds below).  gpt-oss adds its MXFP4-experts
+ * variant (gpt-oss-mxfp4_moe.json). */
+
+/* f32 activations against the F32 references; quantized files (experts
+ * included) with q8 activations against llama.cpp's run of the same file */
+static const parity_bound B_MOE_F32 = {"MoE/MLA families", 2e-5, 32, 0};
+static const parity_bound B_MOE_Q8 = {"MoE/MLA families, Q8_0/Q4_0/MXFP4, q8 activations", 0.2, 28, 1e-6};
+
+static void check_arch(const char *family) {
+    if (!shared_path("models/stories260K/stories260K.gguf")) SKIP("%s absent (the vocabulary)", shared_root());
+    static const char *const variants[] = {"f32", "q8_0", "q4_0", "mxfp4_moe"};
+    for (int v = 0; v < 4; v++) {
+        char ref[600], label[200], model_path[1200];
+        snprintf(ref, sizeof ref, "tests/data/arch/%s%s%s.json", family, v ? "-" : "", v ? variants[v] : "");
+        if (v == 3 && access(ref, R_OK)) continue; /* only gpt-oss has an MXFP4 reference */
+        const char *model = arch_model(family, variants[v]);
+        if (!model) return;
+        snprintf(model_path, sizeof model_path, "%s", model);
+        snprintf(label, sizeof label, "%s %s", family, variants[v]);
+        if (v == 0) check_paths(model_path, ref, label, B_MOE_F32, CC_AOT, 0, 0.99999);
+        else check_paths(model_path, ref, label, B_MOE_Q8, CC_JIT, 1, 0.999);
+    }
+}
+
+/* JIT and AOT logits bit-identical on the MoE/MLA paths too: 2 threads, a
+ * grouped prompt batch then decode steps, default (q8) activations. */
+TEST(parity_moe, jit_aot_bit_identical) {
+    if (!shared_path("models/stories260K/stories260K.gguf")) SKIP("../shared absent (the vocabulary)");
+    static const char *const cases[][2] = {{"qwen2moe", "q4_0"}, {"deepseek2", "q8_0"}, {"gpt-oss", "f32"}};
+    for (int c = 0; c < 3; c++) {
+        const char *m = arch_model(cases[c][0], cases[c][1]);
+        if (!m) return;
+        char path[1200];
+        snprintf(path, sizeof path, "%s", m);
+        int ids[] = {1, 403, 407, 261, 378, 300, 301, 302, 303, 304};
+        float *out[2] = {0};
+        int n_vocab = 0;
+        for (int mode = 0; mode < 2; mode++) {
+            loaded l;
+            if (load_act(path, (cc_mode)mode, 2, 1, &l)) return;
+            char err[256];
+            n_vocab = l.mod->desc->n_vocab;
+            EXPECT(eng_eval(l.ctx, ids, 10, err, sizeof err) == 0);
+            for (int s = 0; s < 3; s++) EXPECT(eng_eval(l.ctx, ids + s, 1, err, sizeof err) == 0);
+            out[mode] = malloc((size_t)n_vocab * sizeof(float));
+            memcpy(out[mode], eng_logits(l.ctx), (size_t)n_vocab * sizeof(float));
+            unload(&l);
+        }
+        EXPECT_MSG(memcmp(out[0], out[1], (size_t)n_vocab * sizeof(float)) == 0, "%s %s: JIT and AOT differ",
+                   cases[c][0], cases[c][1]);
+        free(out[0]);
+        free(out[1]);
+    }
+}
+
+#define MOE_TEST(name, family) \
+    TEST(parity_moe, name) { check_arch(family); }
+MOE_TEST(llama_moe, "llama-moe")
+MOE_TEST(qwen2moe, "qwen2moe")
+MOE_TEST(qwen3moe, "qwen3moe")
+MOE_TEST(granitemoe, "granitemoe")
+MOE_TEST(olmoe, "olmoe")
+MOE_TEST(deepseek2, "deepseek2")
+MOE_TEST(deepseek2_lite, "deepseek2-lite")
+MOE_TEST(gpt_oss, "gpt-oss")
+MOE_TEST(glm4moe, "glm4moe")
+MOE_TEST(mellum, "mellum")
+
 /* ---- model families IV (issue 19): the decoder families -------------------
  * Each family's archgen model: F32 with f32 activations against <name>.json
  * (and cosine >= 0.99999), JIT and AOT, the AOT logits bit-identical to the
@@ -401,7 +488,7 @@ static const parity_bound B_FAM_GEMMA4 = {"gemma4", 5e-3, 32, 0};
 static const parity_bound B_FAM_Q8 = {"issue-19 families, q8 activations", 0.25, 28, 1e-5};
 static parity_bound fam_bound(const char *family) {
     static const char *const gelu[] = {"falcon", "gptneox", "phi2", "gemma3n"};
-    if (!strcmp(family, "gemma4")) return B_FAM_GEMMA4;
+    if (!strcmp(family, "gemma4") || !strcmp(family, "gemma4-moe")) return B_FAM_GEMMA4;
     for (size_t i = 0; i < sizeof gelu / sizeof *gelu; i++)
         if (!strcmp(family, gelu[i])) return B_FAM_GELU;
     return B_FAM;
@@ -445,6 +532,7 @@ FAM_TEST(nemotron, "nemotron")
 FAM_TEST(arcee, "arcee")
 FAM_TEST(apertus, "apertus")
 FAM_TEST(gemma4, "gemma4")
+FAM_TEST(gemma4_moe, "gemma4-moe")
 FAM_TEST(gemma3n, "gemma3n")
 FAM_TEST(mistral3, "mistral3")
 
@@ -547,7 +635,8 @@ TEST(parity, docs_state_the_bounds) {
     parity_bound all[32];
     size_t n = 0;
     const parity_bound *named[] = {&B_SYNTH,  &B_STORIES,    &B_TINY,       &B_Q8_SYNTH,   &B_Q8_TINY,
-                                   &B_Q8_QWEN3_CHAT, &B_FAM, &B_FAM_GELU, &B_FAM_GEMMA4, &B_FAM_Q8};
+                                   &B_Q8_QWEN3_CHAT, &B_FAM, &B_FAM_GELU, &B_FAM_GEMMA4, &B_FAM_Q8,
+                                   &B_MOE_F32, &B_MOE_Q8};
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) all[n++] = *named[i];
     for (size_t i = 0; i < sizeof B_ARCH / sizeof B_ARCH[0]; i++) all[n++] = B_ARCH[i];
     for (size_t i = 0; i < n; i++) {

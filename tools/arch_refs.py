@@ -25,6 +25,9 @@ PROMPTS = [
 ]
 STEPS, N_CTX = 32, 512
 VARIANTS = ["f32", "q8_0", "q4_0"]
+# further cinfer-quantized variants of some families: gpt-oss ships MXFP4 experts
+# (llama-quantize MXFP4_MOE: the 3-D expert tensors MXFP4, the rest Q8_0)
+EXTRA_VARIANTS = {"gpt-oss": ["mxfp4_moe"]}
 ENCODERS = {"bert", "nomic-bert"}  # no logits: pooled embeddings from ref_embed
 
 
@@ -183,12 +186,14 @@ def main():
         f32_path = os.path.join(a.work, name + ".gguf")
         run([a.archgen, "-o", a.work, "--vocab-from", a.vocab_from, name])
         files["f32"] = f32_path
-        for t in ("q8_0", "q4_0"):
+        variants = VARIANTS + EXTRA_VARIANTS.get(name, [])
+        quantized = variants[1:]
+        for t in quantized:
             files[t] = os.path.join(a.work, "%s-%s.gguf" % (name, t))
             run([a.cinfer, "quantize", f32_path, files[t], "--type", t])
         same_as_peer = {}
         if a.llama_quantize:
-            for t in ("q8_0", "q4_0"):
+            for t in quantized:
                 peer = os.path.join(a.work, "%s-%s-llama-quantize.gguf" % (name, t))
                 run([a.llama_quantize, f32_path, peer, t.upper()])
                 same_as_peer[t] = sha256(peer) == sha256(files[t])
@@ -197,7 +202,7 @@ def main():
                     print("warning: %s %s: cinfer quantize and llama-quantize wrote different files" % (name, t))
         entry = dict(arch=arch, exercises=exercises, n_params=None, files={}, refs={})
         results = {}
-        for v in VARIANTS:
+        for v in variants:
             path = files[v]
             entry["files"][v] = dict(sha256=sha256(path), size=os.path.getsize(path))
             if v in same_as_peer:
@@ -227,10 +232,10 @@ def main():
             entry["refs"][v] = ref_name
         if name not in ENCODERS:
             entry["logit_rms"] = [float("%.3g" % rms(p["logits_last"])) for p in results["f32"]]
-            entry["vs_f32"] = {v: compare(results["f32"], results[v]) for v in ("q8_0", "q4_0")}
+            entry["vs_f32"] = {v: compare(results["f32"], results[v]) for v in quantized}
         entry["n_params"] = int(run([a.archgen, "-o", a.work, "--vocab-from", a.vocab_from, name]).split("\t")[2].split()[0])
         families[name] = entry
-        print("ok %-16s %s" % (name, " ".join("%s:%s" % (v, entry["min_top12_gap"][v]) for v in VARIANTS)
+        print("ok %-16s %s" % (name, " ".join("%s:%s" % (v, entry["min_top12_gap"][v]) for v in variants)
                                  if "min_top12_gap" in entry else "(embeddings)"), flush=True)
     if a.stories_embeddings:
         stories_embeddings(a, llama_cpp, settings)

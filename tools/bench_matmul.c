@@ -149,7 +149,7 @@ int main(int argc, char **argv) {
         double t[64];
         for (int r = 0; r < reps && r < 64; r++) {
             double t0 = now();
-            K->attention(&EA, o, q, kc, vc, 0, nh, nkv, hd, 0.125f, 0, 0.0f, n_tok);
+            K->attention(&EA, o, q, kc, vc, NULL, 0, nh, nkv, hd, hd, 0.125f, 0, 0.0f, n_tok);
             t[r] = now() - t0;
         }
         qsort(t, (size_t)(reps < 64 ? reps : 64), sizeof t[0], cmp_d);

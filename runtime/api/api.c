@@ -560,8 +560,9 @@ int cinfer_session_save(const cinfer_session *s, const char *path, char *err, si
     bad |= fwrite(s->tokens, sizeof(int32_t), (size_t)h.n_past, f) != (size_t)h.n_past;
     for (int l = 0; l < d->n_layer && !bad; l++) {
         size_t n = (size_t)h.n_past * (size_t)d->kv_dim[l];
+        size_t nv = (size_t)h.n_past * (size_t)d->kv_dim_v[l];
         bad |= fwrite(s->ctx->kv_k[l], sizeof(float), n, f) != n;
-        bad |= fwrite(s->ctx->kv_v[l], sizeof(float), n, f) != n;
+        if (nv) bad |= fwrite(s->ctx->kv_v[l], sizeof(float), nv, f) != nv;
     }
     if (s->evaluated) bad |= fwrite(eng_logits(s->ctx), sizeof(float), (size_t)d->n_vocab, f) != (size_t)d->n_vocab;
     bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
@@ -595,8 +596,9 @@ int cinfer_session_load(cinfer_session *s, const char *path, char *err, size_t e
     for (int i = 0; !bad && i < h.n_past; i++) bad = s->tokens[i] < 0 || s->tokens[i] >= d->n_vocab;
     for (int l = 0; l < d->n_layer && !bad; l++) {
         size_t n = (size_t)h.n_past * (size_t)d->kv_dim[l];
+        size_t nv = (size_t)h.n_past * (size_t)d->kv_dim_v[l];
         bad |= fread(s->ctx->kv_k[l], sizeof(float), n, f) != n;
-        bad |= fread(s->ctx->kv_v[l], sizeof(float), n, f) != n;
+        if (nv) bad |= fread(s->ctx->kv_v[l], sizeof(float), nv, f) != nv;
     }
     if (!bad && h.n_past > 0) {
         /* logits of the last token follow; restore them into the engine */

@@ -276,8 +276,10 @@ int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, in
     for (int l = 0; ok && l < d->n_layer; l++) {
         size_t n = (size_t)n_ctx * (size_t)(d->kv_dim[l] > 0 ? d->kv_dim[l] : 1);
         c->kv_k[l] = calloc(n, sizeof(float));
-        c->kv_v[l] = calloc(n, sizeof(float));
-        ok = c->kv_k[l] && c->kv_v[l];
+        /* no V cache where the values are the keys' prefix (MLA) */
+        c->kv_v[l] = d->kv_dim_v[l] > 0 ? calloc((size_t)n_ctx * (size_t)d->kv_dim_v[l], sizeof(float))
+                                        : NULL;
+        ok = c->kv_k[l] && (c->kv_v[l] || d->kv_dim_v[l] <= 0);
     }
     if (!ok) {
         eng_ctx_free(c);

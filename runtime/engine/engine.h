@@ -33,7 +33,7 @@ typedef struct {
     pool *pool;
     float *arena;   /* (desc->arena_floats) */
     float **kv_k;   /* (n_layer) each (n_ctx, kv_dim[l]) */
-    float **kv_v;
+    float **kv_v;   /* (n_layer) each (n_ctx, kv_dim_v[l]), NULL where that is 0 */
     float *logits;  /* (n_logits_cap, n_vocab) */
     int *positions; /* (n_batch) positions of the current batch */
     int n_ctx;      /* positions the KV cache holds */

@@ -47,9 +47,8 @@ static int check_types(const gguf_file *g, int p, char *err, size_t err_len) {
     for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
         const gguf_tensor *t = gguf_tensor_at(g, i);
         if (t->type < GGUF_CINFER_TYPE_FIRST || t->type > GGUF_CINFER_TYPE_LAST) continue;
-        const long n_rows = (long)(t->n_elems / (uint64_t)t->ne[0]);
         if (p == CINFER_PRECISION_NATIVE || p == CINFER_PRECISION_F32 ||
-            prec_weight_type(p, t->name, (int)t->type, n_rows, (long)t->ne[0]) != (int)t->type)
+            prec_weight_type(p, t->name, (int)t->type, (long)t->ne[1], (long)t->ne[0]) != (int)t->type)
             return snprintf(err, err_len, "inconsistent .giw: cinfer.precision is %s but tensor '%s' has type %s, "
                             "which %s does not write; re-create the file with `cinfer compile` from the source GGUF",
                             prec_name(p), t->name, ggml_type_name(t->type), prec_name(p)),

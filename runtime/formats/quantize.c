@@ -59,6 +59,7 @@ static const struct {
     {"Q5_K_S", QUANT_FTYPE_Q5_K_S, GGML_TYPE_Q5_K}, {"Q5_K_M", QUANT_FTYPE_Q5_K_M, GGML_TYPE_Q5_K},
     {"Q6_K", QUANT_FTYPE_Q6_K, GGML_TYPE_Q6_K},     {"IQ4_NL", QUANT_FTYPE_IQ4_NL, GGML_TYPE_IQ4_NL},
     {"IQ4_XS", QUANT_FTYPE_IQ4_XS, GGML_TYPE_IQ4_XS},
+    {"MXFP4_MOE", QUANT_FTYPE_MXFP4_MOE, GGML_TYPE_MXFP4},
     /* llama-quantize's aliases */
     {"Q3_K", QUANT_FTYPE_Q3_K_M, GGML_TYPE_Q3_K},   {"Q4_K", QUANT_FTYPE_Q4_K_M, GGML_TYPE_Q4_K},
     {"Q5_K", QUANT_FTYPE_Q5_K_M, GGML_TYPE_Q5_K},
@@ -178,9 +179,12 @@ static int get_type_impl(qstate *qs, int new_type, const gguf_tensor *t, int fty
         if (o->output_type >= 0) {
             new_type = o->output_type;
         } else {
-            if (qs->is_falcon || t->ne[0] % type_blck(new_type)) new_type = GGML_TYPE_Q8_0;
+            if (ftype == QUANT_FTYPE_MXFP4_MOE || qs->is_falcon || t->ne[0] % type_blck(new_type))
+                new_type = GGML_TYPE_Q8_0;
             else if (new_type != GGML_TYPE_Q8_0) new_type = GGML_TYPE_Q6_K;
         }
+    } else if (ftype == QUANT_FTYPE_MXFP4_MOE) { /* experts MXFP4, everything else Q8_0 */
+        new_type = t->ne[2] > 1 ? GGML_TYPE_MXFP4 : GGML_TYPE_Q8_0;
     } else if (cat == CAT_TOKEN_EMBD) {
         if (o->token_embd_type >= 0) new_type = o->token_embd_type;
     } else if (cat_is_attn_v(cat)) {

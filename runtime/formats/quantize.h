@@ -75,10 +75,11 @@ enum quant_ftype {
     QUANT_FTYPE_IQ4_NL = 25,
     QUANT_FTYPE_IQ4_XS = 30,
     QUANT_FTYPE_BF16 = 32,
+    QUANT_FTYPE_MXFP4_MOE = 38, /* expert (3-D) tensors MXFP4, the rest Q8_0 */
 };
 
 /* Parse a file-type name as llama-quantize spells them, case-insensitive:
- * f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k_s, q3_k_m,
+ * f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, mxfp4_moe, q2_k, q3_k_s, q3_k_m,
  * q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, iq4_nl, iq4_xs, and the aliases q3_k (=
  * q3_k_m), q4_k (= q4_k_m), q5_k (= q5_k_m).  Returns 0 and *ftype, or
  * QUANT_EARG. */

@@ -58,9 +58,10 @@ static_assert(sizeof(kern_block_q5_0) == 22, "block_q5_0 is 22 bytes in ggml");
 static_assert(sizeof(kern_block_q5_1) == 24, "block_q5_1 is 24 bytes in ggml");
 static_assert(sizeof(kern_block_q8_0) == 34, "block_q8_0 is 34 bytes in ggml");
 static_assert(sizeof(kern_block_iq4_nl) == 18, "block_iq4_nl is 18 bytes in ggml");
+static_assert(sizeof(kern_block_mxfp4) == 17, "block_mxfp4 is 17 bytes in ggml");
 static_assert(KERN_MM_KC % 256 == 0, "KC must hold whole blocks of every type (K-quants: 256)");
 static_assert(CF_F32 == 0 && CF_F16 == 1 && CF_Q4_0 == 2 && CF_Q4_1 == 3 && CF_Q5_0 == 6 &&
-              CF_Q5_1 == 7 && CF_Q8_0 == 8 && CF_IQ4_NL == 20 && CF_BF16 == 30,
+              CF_Q5_1 == 7 && CF_Q8_0 == 8 && CF_IQ4_NL == 20 && CF_BF16 == 30 && CF_MXFP4 == 39,
               "prelude type ids are ggml's");
 
 #define KERN_TYPE_COUNT 102 /* GGML_TYPE_COUNT is 40; cinfer's R8 types are 100, 101 */
@@ -91,6 +92,7 @@ static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
     Q32_TYPE(CF_Q5_1, "Q5_1", q5_1, KERN_T_Q8_1, sc),
     Q32_TYPE(CF_Q8_0, "Q8_0", q8_0, CF_Q8_0, neon),
     Q32_TYPE(CF_IQ4_NL, "IQ4_NL", iq4_nl, CF_Q8_0, sc),
+    Q32_TYPE(CF_MXFP4, "MXFP4", mxfp4, CF_Q8_0, sc),
 #undef Q32_TYPE
 /* 256-element super-block types: kern_kquants.c (scalar), kern_kquants_avx2.c */
 /* neon_dotq: the NEON integer dot (kern_q8_neon.c) or the scalar one */
@@ -468,30 +470,43 @@ typedef struct {
     int isa;
     float *out;
     const float *q;
-    const float *kc, *vc; /* this layer's caches (n_ctx, kv_dim) */
-    int n_head, n_head_kv, head_dim, n_tok, pos;
+    const float *kc, *vc; /* this layer's caches (n_ctx rows of ks / vs floats) */
+    size_t ks, vs;        /* cache row strides */
+    int n_head, n_head_kv, head_dim, head_dim_v, n_tok, pos;
+    int v_head;           /* offset of kv head h's values in a vc row: h * v_head */
     float scale;
     int window;    /* > 0: sliding window of this many positions */
     float softcap; /* > 0: scores capped softcap·tanh(s/softcap) */
+    const float *sinks; /* (n_head) or NULL */
 } att_job;
+
+/* 1 / the softmax denominator of n scores s (exponentiated in place),
+ * including head h's sink logit when the model has sinks: ggml_soft_max_ext
+ * (max over scores and sink, Σ exp in double, the sink's exp added). */
+static float att_softmax(const att_job *j, float *s, int n, float max, int h) {
+    if (j->sinks && j->sinks[h] > max) max = j->sinks[h];
+    double sum = j->ops->softmax_exp(s, n, max);
+    if (j->sinks) sum += (double)expf(j->sinks[h] - max);
+    return (float)(1.0 / sum);
+}
 
 /* One query head of one token: scores, softmax like ggml_soft_max_ext (scale,
  * max-subtract, exp, sum in double, multiply by (float)(1/sum)), then the
  * probability-weighted sum of value rows. */
 static void att_head(const att_job *j, float *s, int t, int h) {
-    const int kv_dim = j->n_head_kv * j->head_dim, hd = j->head_dim;
+    const int hd = j->head_dim, hdv = j->head_dim_v;
     const int kvh = h / (j->n_head / j->n_head_kv);
     /* keys p0..p_end-1: causal, and within the sliding window when set */
     const int p_end = j->pos + t + 1;
     const int p0 = j->window > 0 && p_end > j->window ? p_end - j->window : 0;
     const int n_kv = p_end - p0;
     const float *qh = j->q + ((size_t)t * j->n_head + h) * hd;
-    const float *kh = j->kc + ((size_t)p0 * kv_dim + (size_t)kvh * hd);
-    const float *vh = j->vc + ((size_t)p0 * kv_dim + (size_t)kvh * hd);
-    float *o = j->out + ((size_t)t * j->n_head + h) * hd;
+    const float *kh = j->kc + ((size_t)p0 * j->ks + (size_t)kvh * hd);
+    const float *vh = j->vc + ((size_t)p0 * j->vs + (size_t)kvh * j->v_head);
+    float *o = j->out + ((size_t)t * j->n_head + h) * hdv;
 #if defined(__x86_64__)
-    if (j->isa == KERN_ISA_AVX2 && hd % 8 == 0) { /* kern_att_avx2.c: register-blocked */
-        float max = kern_avx2_att_scores(qh, kh, (size_t)kv_dim, n_kv, hd, j->scale, s);
+    if (j->isa == KERN_ISA_AVX2 && hd % 8 == 0 && hdv % 8 == 0) { /* kern_att_avx2.c: register-blocked */
+        float max = kern_avx2_att_scores(qh, kh, j->ks, n_kv, hd, j->scale, s);
         if (j->softcap > 0.0f) {
             max = -INFINITY;
             for (int p = 0; p < n_kv; p++) {
@@ -499,44 +514,38 @@ static void att_head(const att_job *j, float *s, int t, int h) {
                 if (s[p] > max) max = s[p];
             }
         }
-        const float inv = (float)(1.0 / j->ops->softmax_exp(s, n_kv, max));
-        kern_avx2_att_wsum(o, s, inv, vh, (size_t)kv_dim, n_kv, hd);
+        const float inv = att_softmax(j, s, n_kv, max, h);
+        kern_avx2_att_wsum(o, s, inv, vh, j->vs, n_kv, hdv);
         return;
     }
 #endif
     float max = -INFINITY;
     for (int p = 0; p < n_kv; p++) {
-        float sc = j->ops->dot_f32(qh, kh + (size_t)p * kv_dim, hd) * j->scale;
+        float sc = j->ops->dot_f32(qh, kh + (size_t)p * j->ks, hd) * j->scale;
         if (j->softcap > 0.0f) sc = tanhf(sc * (1.0f / j->softcap)) * j->softcap;
         s[p] = sc;
         if (sc > max) max = sc;
     }
-    const float inv = (float)(1.0 / j->ops->softmax_exp(s, n_kv, max));
-    memset(o, 0, (size_t)hd * sizeof *o);
-    for (int p = 0; p < n_kv; p++) j->ops->axpy(o, s[p] * inv, vh + (size_t)p * kv_dim, hd);
+    const float inv = att_softmax(j, s, n_kv, max, h);
+    memset(o, 0, (size_t)hdv * sizeof *o);
+    for (int p = 0; p < n_kv; p++) j->ops->axpy(o, s[p] * inv, vh + (size_t)p * j->vs, hdv);
 }
 
-/* Unit u = (kv head, token, head of its group) in that order: a thread's
- * consecutive units read the same kv head's K/V rows (<= n_ctx * head_dim
- * floats each), so those stay in L2 instead of cycling through every kv
- * head's rows per token (measured 3x slower at 512 tokens).  Threads take
- * units round-robin (ith, ith + nth, ...): causal work grows with the
- * token, so contiguous ranges would leave the first thread idle. */
 /* Heads h0..h0+3 of token t, which share one kv head, through the AVX-512
  * leaves (kern_att_avx512.c): each K/V row is read once for the 4 heads.
  * Softmax per head as att_head; s holds 4 rows of ss floats. */
 #if defined(__x86_64__)
 static void att_head4(const att_job *j, float *s, size_t ss, int t, int h0) {
-    const int kv_dim = j->n_head_kv * j->head_dim, hd = j->head_dim;
+    const int hd = j->head_dim, hdv = j->head_dim_v;
     const int kvh = h0 / (j->n_head / j->n_head_kv);
     const int p_end = j->pos + t + 1;
     const int p0 = j->window > 0 && p_end > j->window ? p_end - j->window : 0;
     const int n_kv = p_end - p0;
     const float *qh = j->q + ((size_t)t * j->n_head + h0) * hd;
-    const float *kh = j->kc + ((size_t)p0 * kv_dim + (size_t)kvh * hd);
-    const float *vh = j->vc + ((size_t)p0 * kv_dim + (size_t)kvh * hd);
+    const float *kh = j->kc + ((size_t)p0 * j->ks + (size_t)kvh * hd);
+    const float *vh = j->vc + ((size_t)p0 * j->vs + (size_t)kvh * j->v_head);
     float max[4], inv[4];
-    kern_avx512_att_scores4(qh, (size_t)hd, kh, (size_t)kv_dim, n_kv, hd, j->scale, s, ss, max);
+    kern_avx512_att_scores4(qh, (size_t)hd, kh, j->ks, n_kv, hd, j->scale, s, ss, max);
     for (int h = 0; h < 4; h++) {
         float *sh = s + (size_t)h * ss;
         if (j->softcap > 0.0f) {
@@ -546,10 +555,10 @@ static void att_head4(const att_job *j, float *s, size_t ss, int t, int h0) {
                 if (sh[p] > max[h]) max[h] = sh[p];
             }
         }
-        inv[h] = (float)(1.0 / j->ops->softmax_exp(sh, n_kv, max[h]));
+        inv[h] = att_softmax(j, sh, n_kv, max[h], h0 + h);
     }
-    kern_avx512_att_wsum4(j->out + ((size_t)t * j->n_head + h0) * hd, (size_t)hd, s, ss, inv, vh,
-                          (size_t)kv_dim, n_kv, hd);
+    kern_avx512_att_wsum4(j->out + ((size_t)t * j->n_head + h0) * hdv, (size_t)hdv, s, ss, inv, vh,
+                          j->vs, n_kv, hdv);
 }
 #endif
 
@@ -562,7 +571,7 @@ static void att_head4(const att_job *j, float *s, size_t ss, int t, int h0) {
  * partition. */
 static int att_quads(const att_job *j) {
     return j->isa == KERN_ISA_AVX2 && (j->n_head / j->n_head_kv) % 4 == 0 && j->head_dim % 16 == 0 &&
-           kern_cpu_avx512vnni();
+           j->head_dim_v % 16 == 0 && kern_cpu_avx512vnni();
 }
 
 static void att_units(const att_job *j, float *s, size_t ss, long u0, long n, int step) {
@@ -593,23 +602,28 @@ static void att_worker(void *arg, int ith, int nth) {
 }
 
 void kern_drv_attention(int isa, cf_env *E, float *out, const float *q, const float *k,
-                          const float *v, int layer, int n_head, int n_head_kv, int head_dim,
-                          float scale, int window, float softcap, int n_tok) {
-    const size_t kv_dim = (size_t)n_head_kv * head_dim;
-    float *kc = E->kv_k[layer], *vc = E->kv_v[layer];
-    if (n_head_kv <= 0 || n_head % n_head_kv || E->pos + n_tok > E->n_ctx) {
-        fill_nan(out, (long)n_tok * n_head * head_dim);
+                        const float *v, const float *sinks, int layer, int n_head, int n_head_kv,
+                        int head_dim, int head_dim_v, float scale, int window, float softcap,
+                        int n_tok) {
+    const size_t kv_dim = (size_t)n_head_kv * head_dim, kv_dim_v = (size_t)n_head_kv * head_dim_v;
+    const int v_from_k = k && !v;
+    float *kc = E->kv_k[layer], *vc = v_from_k ? kc : E->kv_v[layer];
+    if (n_head_kv <= 0 || n_head % n_head_kv || E->pos + n_tok > E->n_ctx || !vc ||
+        (v_from_k && head_dim_v > head_dim)) {
+        fill_nan(out, (long)n_tok * n_head * head_dim_v);
         return;
     }
     /* Store first (all threads read every stored row afterwards).  No k, v:
-     * an earlier layer of this forward call stored them (shared KV). */
+     * an earlier layer of this forward call stored them (shared KV); k but
+     * no v: the values are the keys' first head_dim_v floats (latent). */
     if (k) {
         memcpy(kc + (size_t)E->pos * kv_dim, k, (size_t)n_tok * kv_dim * sizeof(float));
-        memcpy(vc + (size_t)E->pos * kv_dim, v, (size_t)n_tok * kv_dim * sizeof(float));
+        if (v) memcpy(vc + (size_t)E->pos * kv_dim_v, v, (size_t)n_tok * kv_dim_v * sizeof(float));
     }
-    att_job j = {E, isa_ops(isa), isa, out, q, kc, vc, n_head, n_head_kv, head_dim, n_tok, E->pos,
-                 scale, window, softcap};
-    long work = (long)n_tok * n_head * head_dim * (E->pos + n_tok) * 2;
+    att_job j = {E, isa_ops(isa), isa, out, q, kc, vc, kv_dim, v_from_k ? kv_dim : kv_dim_v,
+                 n_head, n_head_kv, head_dim, head_dim_v, n_tok, E->pos,
+                 v_from_k ? head_dim : head_dim_v, scale, window, softcap, sinks};
+    long work = (long)n_tok * n_head * (head_dim + head_dim_v) * (E->pos + n_tok);
     run(E, work, att_worker, &j);
 }
 

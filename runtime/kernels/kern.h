@@ -107,7 +107,7 @@ size_t kern_scratch_bytes(int n_ctx);
 #define KERN_MM_TILE_BYTES ((size_t)KERN_MM_ROWS * KERN_MM_KC * sizeof(float))
 
 /* ---- weight types ---------------------------------------------------------
- * Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, and the
+ * Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, and the
  * 256-element super-block types of kern_kquants.h: Q2_K, Q3_K, Q4_K, Q5_K,
  * Q6_K, Q8_K, IQ4_XS, IQ3_XXS, IQ3_S, TQ1_0, TQ2_0 (ids as in prelude.h CF_* /
  * gguf.h enum ggml_type).  Rows of n elements need n to be a multiple of the
@@ -180,6 +180,17 @@ uint16_t kern_f32_to_f16(float f);
 /* Row versions; an isa this CPU lacks runs the scalar code (same results). */
 void kern_f16_to_f32_row(int isa, const uint16_t *src, float *dst, int n);
 void kern_f32_to_f16_row(int isa, const float *src, uint16_t *dst, int n);
+
+/* ---- mixture of experts (kern_moe.c) ----------------------------------------
+ * The largest expert count and top-k the routing and expert kernels take
+ * (DeepSeek-V3: 256 experts, top-8); the compiler refuses more, the kernels
+ * give NaN outputs. */
+#define KERN_MOE_MAX_EXPERTS 1024
+#define KERN_MOE_MAX_K 64
+/* Scratch floats cf_kernels.moe_matmul needs for n_tok tokens: the greater of
+ * n_tok * k * (n_in + n_out + 1) (the rows sorted by expert, their results
+ * and the order) and the converted activations of one token's k slots. */
+long kern_moe_scratch_floats(int n_tok, int n_in, int n_out, int k);
 
 /* ---- row-interleaved repacked types (compute precisions; kern_r8.c) -------
  * CF_Q4_0_R8 (100) and CF_Q8_0_R8 (101) hold ggml Q4_0 / Q8_0 numerics
@@ -306,8 +317,8 @@ void kern_drv_rope(cf_env *E, float *x, int n_head, int head_dim, int n_rot, flo
                    float freq_scale, float ext_factor, float attn_factor, float beta_fast, float beta_slow,
                    int n_ctx_orig, const float *freq_factors, int n_tok);
 void kern_drv_attention(int isa, cf_env *E, float *out, const float *q, const float *k, const float *v,
-                        int layer, int n_head, int n_head_kv, int head_dim, float scale, int window,
-                        float softcap, int n_tok);
+                        const float *sinks, int layer, int n_head, int n_head_kv, int head_dim,
+                        int head_dim_v, float scale, int window, float softcap, int n_tok);
 void kern_drv_add(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok);
 void kern_drv_last_row(cf_env *E, float *y, const float *x, int n, int n_tok);
 
@@ -322,6 +333,7 @@ void kern_sc_dequant_q5_0(const void *src, float *dst, int n);
 void kern_sc_dequant_q5_1(const void *src, float *dst, int n);
 void kern_sc_dequant_q8_0(const void *src, float *dst, int n);
 void kern_sc_dequant_iq4_nl(const void *src, float *dst, int n);
+void kern_sc_dequant_mxfp4(const void *src, float *dst, int n);
 /* the kern_isa_ops leaves an ISA without its own may share */
 double kern_sc_softmax_exp(float *s, int n, float max);
 void kern_sc_rms_norm_row(float *y, const float *x, const float *w, int n, float eps);
@@ -337,6 +349,7 @@ void kern_avx2_dequant_q5_0(const void *src, float *dst, int n);
 void kern_avx2_dequant_q5_1(const void *src, float *dst, int n);
 void kern_avx2_dequant_q8_0(const void *src, float *dst, int n);
 void kern_avx2_dequant_iq4_nl(const void *src, float *dst, int n);
+void kern_avx2_dequant_mxfp4(const void *src, float *dst, int n);
 #define KERN_AVX2_MV_DECL(t)                                                               \
     void kern_avx2_mv_##t(const void *w, size_t row_bytes, int n_rows, const float *x, int kc, \
                           float *y, int accumulate);
@@ -348,6 +361,7 @@ KERN_AVX2_MV_DECL(q5_0)
 KERN_AVX2_MV_DECL(q5_1)
 KERN_AVX2_MV_DECL(q8_0)
 KERN_AVX2_MV_DECL(iq4_nl)
+KERN_AVX2_MV_DECL(mxfp4)
 #undef KERN_AVX2_MV_DECL
 
 /* kern_neon.c (aarch64): the f32 row primitives and the F16, Q4_0, Q8_0 leaves */
@@ -382,5 +396,16 @@ typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[KERN_QK / 2]; } kern_b
 typedef struct { uint16_t d; int8_t qs[KERN_QK]; } kern_block_q8_0;
 typedef struct { uint16_t d; uint8_t qs[KERN_QK / 2]; } kern_block_iq4_nl;
 extern const int8_t kern_iq4nl_values[16];
+/* MXFP4 (OCP microscaling FP4, gpt-oss): an E8M0 exponent e and 32 E2M1
+ * codes; value = kern_mxfp4_values[code] * 2^(e - 128) (the table holds
+ * twice the E2M1 values, so the scale is half of 2^(e - 127)). */
+typedef struct { uint8_t e; uint8_t qs[KERN_QK / 2]; } kern_block_mxfp4;
+extern const int8_t kern_mxfp4_values[16];
+/* ggml_e8m0_to_fp32_half: 2^(e - 128) as f32 (e < 2: the denormals). */
+static inline float kern_e8m0_half(uint8_t e) {
+    union { uint32_t u; float f; } v;
+    v.u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    return v.f;
+}
 
 #endif

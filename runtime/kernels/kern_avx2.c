@@ -74,6 +74,20 @@ static inline void codes_iq4_nl(const kern_block_iq4_nl *b, __m128i *lo, __m128i
     *hi = _mm_shuffle_epi8(tbl, *hi);
 }
 
+static inline void codes_mxfp4(const kern_block_mxfp4 *b, __m128i *lo, __m128i *hi) {
+    const __m128i tbl = _mm_loadu_si128((const __m128i *)kern_mxfp4_values);
+    nibbles(b->qs, lo, hi);
+    *lo = _mm_shuffle_epi8(tbl, *lo);
+    *hi = _mm_shuffle_epi8(tbl, *hi);
+}
+
+/* The block scale of each type with value = code * scale. */
+#define BSCALE_q4_0(b) h2f((b)->d)
+#define BSCALE_q5_0(b) h2f((b)->d)
+#define BSCALE_q8_0(b) h2f((b)->d)
+#define BSCALE_iq4_nl(b) h2f((b)->d)
+#define BSCALE_mxfp4(b) kern_e8m0_half((b)->e)
+
 /* q5_0: code = (nibble | bit << 4) - 16; as int8 that is nibble | (bit ? 0 : 0xf0). */
 static inline void codes_q5_0(const kern_block_q5_0 *b, __m128i *lo, __m128i *hi) {
     const __m128i f0 = _mm_set1_epi8((char)0xf0);
@@ -121,12 +135,13 @@ static inline void codes_q8_0(const kern_block_q8_0 *b, __m128i *lo, __m128i *hi
     static inline void vals_##tname(const kern_block_##tname *b, __m256 v[4]) {       \
         __m128i lo, hi;                                                               \
         codes_##tname(b, &lo, &hi);                                                   \
-        block_vals(lo, hi, _mm256_set1_ps(h2f(b->d)), v);                             \
+        block_vals(lo, hi, _mm256_set1_ps(BSCALE_##tname(b)), v);                     \
     }
 VALS_D(q4_0)
 VALS_D(q5_0)
 VALS_D(q8_0)
 VALS_D(iq4_nl)
+VALS_D(mxfp4)
 
 static inline void vals_q4_1(const kern_block_q4_1 *b, __m256 v[4]) {
     __m128i lo, hi;
@@ -180,6 +195,7 @@ DEQUANT_32(q5_0)
 DEQUANT_32(q5_1)
 DEQUANT_32(q8_0)
 DEQUANT_32(iq4_nl)
+DEQUANT_32(mxfp4)
 
 /* ==== f32 dot (attention scores) ============================================== */
 
@@ -310,6 +326,7 @@ MV_32(q5_0)
 MV_32(q5_1)
 MV_32(q8_0)
 MV_32(iq4_nl)
+MV_32(mxfp4)
 
 static inline float bf16_scalar(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;

@@ -10,7 +10,9 @@
  * Numerics follow ggml so parity holds: LayerNorm sums in double like
  * ggml_compute_forward_norm_f32, GELU is the tanh form read from a table of
  * F16 inputs exactly as ggml_vec_gelu_f32 (GGML_GELU_FP16) does, soft-capping
- * is scale → tanh → scale as llama.cpp builds it for Gemma 2.
+ * is scale → tanh → scale as llama.cpp builds it for Gemma 2.  The MoE and MLA
+ * helpers (sigmoid gate, gpt-oss's clamped SwiGLU, strided per-head copies)
+ * live here too.
  */
 #include "kern_elem.h"
 
@@ -271,4 +273,38 @@ void kern_pos_log_scale(cf_env *E, float *y, const float *x, float scale, int fl
         const float s = (float)(log(floorf((pos + offset) / (float)floor_scale) + 1.0) * scale + 1.0);
         for (int i = 0; i < n; i++) y[(size_t)t * n + i] = x[(size_t)t * n + i] * s;
     }
+}
+
+/* ---- gates and per-head copies (MoE, MLA) -------------------------------------------- */
+
+void kern_mul_sigmoid(cf_env *E, float *y, const float *x, const float *g, int n, int n_g,
+                      int n_tok) {
+    (void)E;
+    for (int t = 0; t < n_tok; t++) {
+        const float *gt = g + (size_t)t * n_g;
+        for (int i = 0; i < n; i++) {
+            const float gi = gt[n_g == 1 ? 0 : i];
+            y[(size_t)t * n + i] = x[(size_t)t * n + i] * (1.0f / (1.0f + expf(-gi)));
+        }
+    }
+}
+
+void kern_swiglu_oai(cf_env *E, float *y, const float *g, const float *u, float alpha, float limit,
+                     int n, int n_tok) {
+    (void)E;
+    size_t total = (size_t)n * (size_t)n_tok;
+    for (size_t i = 0; i < total; i++) {
+        const float x = g[i] < limit ? g[i] : limit;
+        const float v = u[i] < -limit ? -limit : u[i] > limit ? limit : u[i];
+        y[i] = x / (1.0f + expf(alpha * (-x))) * (v + 1.0f);
+    }
+}
+
+void kern_head_copy(cf_env *E, float *y, int y_stride, int y_head, const float *x, int x_stride,
+                    int x_head, int n, int n_head, int n_tok) {
+    (void)E;
+    for (int t = 0; t < n_tok; t++)
+        for (int h = 0; h < n_head; h++)
+            memcpy(y + (size_t)t * y_stride + (size_t)h * y_head,
+                   x + (size_t)t * x_stride + (size_t)h * x_head, (size_t)n * sizeof *y);
 }

@@ -88,4 +88,16 @@ void kern_add_groups(cf_env *E, float *y, const float *x, const float *v, int n,
  * ggml_sub, ggml_relu).  y may alias x. */
 void kern_gaussian_topk(cf_env *E, float *y, const float *x, float std_mul, int n, int n_tok);
 
+/* y = x * sigmoid(g), g (n_tok, n_g) with n_g = n or 1 (a gate per token).
+ * y may alias x.  sigmoid = 1 / (1 + exp(-g)) (ggml_vec_sigmoid_f32). */
+void kern_mul_sigmoid(cf_env *E, float *y, const float *x, const float *g, int n, int n_g,
+                      int n_tok);
+/* ggml_swiglu_oai: g' = min(g, limit), u' = clamp(u, -limit, limit),
+ * y = g' / (1 + exp(-alpha g')) * (u' + 1). */
+void kern_swiglu_oai(cf_env *E, float *y, const float *g, const float *u, float alpha, float limit,
+                     int n, int n_tok);
+/* The strided per-head copy of cf_kernels.head_copy (templates/prelude.h). */
+void kern_head_copy(cf_env *E, float *y, int y_stride, int y_head, const float *x, int x_stride,
+                    int x_head, int n, int n_head, int n_tok);
+
 #endif

@@ -191,6 +191,21 @@ static float dotq_iq4_nl(const kern_block_iq4_nl *x, const kern_block_q8_0 *y, i
     return sumf;
 }
 
+/* ggml_vec_dot_mxfp4_q8_0: d = d_a * 2^(e-128), the two halves' int sums added */
+static float dotq_mxfp4(const kern_block_mxfp4 *x, const kern_block_q8_0 *y, int nb) {
+    float sumf = 0;
+    for (int ib = 0; ib < nb; ib++) {
+        const float d = f16_to_f32(y[ib].d) * kern_e8m0_half(x[ib].e);
+        int sumi1 = 0, sumi2 = 0;
+        for (int j = 0; j < KERN_QK / 2; j++) {
+            sumi1 += y[ib].qs[j] * kern_mxfp4_values[x[ib].qs[j] & 0xf];
+            sumi2 += y[ib].qs[j + KERN_QK / 2] * kern_mxfp4_values[x[ib].qs[j] >> 4];
+        }
+        sumf += d * (float)(sumi1 + sumi2);
+    }
+    return sumf;
+}
+
 /* ---- 256-element types: Σ over sub-blocks of scale * Σ q·a, in int32 ------- */
 
 /* 16 sub-block scales of Q3_K minus 32 (kern_kquants.c q3_k_scales) */
@@ -437,6 +452,7 @@ SC_DOTQ(q5_0, kern_block_q8_0, KERN_QK)
 SC_DOTQ(q5_1, kern_block_q8_1, KERN_QK)
 SC_DOTQ(q8_0, kern_block_q8_0, KERN_QK)
 SC_DOTQ(iq4_nl, kern_block_q8_0, KERN_QK)
+SC_DOTQ(mxfp4, kern_block_q8_0, KERN_QK)
 SC_DOTQ(q2_k, kern_block_q8_k, KERN_QK_K)
 SC_DOTQ(q3_k, kern_block_q8_k, KERN_QK_K)
 SC_DOTQ(q4_k, kern_block_q8_k, KERN_QK_K)
@@ -518,10 +534,12 @@ SC_GEMM4(q4_0, kern_block_q8_0)
 SC_GEMM4(q5_0, kern_block_q8_0)
 SC_GEMM4(q8_0, kern_block_q8_0)
 SC_GEMM4(iq4_nl, kern_block_q8_0)
+SC_GEMM4(mxfp4, kern_block_q8_0)
 SC_GEMV4(q4_0, kern_block_q8_0)
 SC_GEMV4(q5_0, kern_block_q8_0)
 SC_GEMV4(q8_0, kern_block_q8_0)
 SC_GEMV4(iq4_nl, kern_block_q8_0)
+SC_GEMV4(mxfp4, kern_block_q8_0)
 #undef SET_S
 #define SET_S(y, v) ((y)->s = (v))
 SC_GEMM4(q4_1, kern_block_q8_1)

@@ -5,7 +5,7 @@
  *
  * ggml multiplies a quantized weight row by an activation row converted to
  * the weight type's vec_dot_type (ggml-cpu.c type_traits_cpu):
- *   Q4_0 Q5_0 Q8_0 IQ4_NL                        -> Q8_0 (32 int8 + f16 d)
+ *   Q4_0 Q5_0 Q8_0 IQ4_NL MXFP4                  -> Q8_0 (32 int8 + f16 d)
  *   Q4_1 Q5_1                                    -> Q8_1 (Q8_0 + f16 s = d*Σq)
  *   Q2_K..Q6_K IQ3_XXS IQ3_S IQ4_XS TQ1_0 TQ2_0  -> Q8_K (256 int8, f32 d, 16 int16 bsums)
  *   F16 -> F16, BF16 -> BF16, F32 -> F32 (and Q8_K weights: not a ggml matmul type, F32 here)
@@ -93,12 +93,12 @@ int kern_q8x4_overflows(const kern_block_q8x4 *q, int nb, int t);
 
 /* X(name) for every weight type with an integer dot, in table order. */
 #define KERN_Q8_DOT_TYPES(X)                                                            \
-    X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(iq4_nl) X(q2_k) X(q3_k) X(q4_k) X(q5_k)   \
-    X(q6_k) X(iq4_xs) X(iq3_xxs) X(iq3_s) X(tq1_0) X(tq2_0)
+    X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(iq4_nl) X(mxfp4) X(q2_k) X(q3_k) X(q4_k)  \
+    X(q5_k) X(q6_k) X(iq4_xs) X(iq3_xxs) X(iq3_s) X(tq1_0) X(tq2_0)
 
 /* The 32-element types, which also have a 4-token kern_gemm4_fn on kern_block_q8x4
  * and its 4-row transpose kern_gemv4_fn. */
-#define KERN_Q8_GEMM4_TYPES(X) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(iq4_nl)
+#define KERN_Q8_GEMM4_TYPES(X) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(iq4_nl) X(mxfp4)
 
 #define KERN_Q8_GEMM4_DECL(t)                                                           \
     void kern_sc_gemm4_##t(const void *w, const void *a, int n, float *s);             \

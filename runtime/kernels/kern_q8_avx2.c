@@ -225,12 +225,25 @@ INLINE __m256i dec_iq4_nl(const kern_block_iq4_nl *b) {
     return _mm256_shuffle_epi8(tbl, nibbles32(b->qs));
 }
 
+INLINE __m256i dec_mxfp4(const kern_block_mxfp4 *b) {
+    const __m256i tbl = _mm256_broadcastsi128_si256(load16(kern_mxfp4_values));
+    return _mm256_shuffle_epi8(tbl, nibbles32(b->qs));
+}
+/* block scales: f16 d, or MXFP4's E8M0 exponent */
+#define BSCALE_q4_0(b) h2f((b)->d)
+#define BSCALE_q5_0(b) h2f((b)->d)
+#define BSCALE_q8_0(b) h2f((b)->d)
+#define BSCALE_iq4_nl(b) h2f((b)->d)
+#define BSCALE_q4_1(b) h2f((b)->d)
+#define BSCALE_q5_1(b) h2f((b)->d)
+#define BSCALE_mxfp4(b) kern_e8m0_half((b)->e)
+
 /* Block ib of one weight row into token accumulators acc[t] (even blocks)
  * or acc2[t] (odd ones: two chains hide the FMA latency). */
 #define Q8_0_SIGNED_BLOCK(t, ib, ACC)                                                        \
     {                                                                                         \
         const __m256i q = dec_##t(x + (ib)), aq = _mm256_sign_epi8(q, q);                     \
-        const float dw = h2f(x[ib].d);                                                        \
+        const float dw = BSCALE_##t(x + (ib));                                                \
         UNROLL for (int k = 0; k < NT; k++) {                                                 \
             const kern_block_q8_0 *y = (const kern_block_q8_0 *)(a + (size_t)k * as) + (ib);  \
             const __m256i p = _mm256_madd_epi16(                                              \
@@ -260,6 +273,7 @@ DOT_Q8_0_SIGNED(q4_0)
 DOT_Q8_0_SIGNED(q5_0)
 DOT_Q8_0_SIGNED(q8_0)
 DOT_Q8_0_SIGNED(iq4_nl)
+DOT_Q8_0_SIGNED(mxfp4)
 
 /* ---- Q8_1 activations, unsigned codes + m * s (Q4_1, Q5_1) --------------------- */
 
@@ -678,13 +692,14 @@ INLINE void store4(__m256 acc, float *s) {
         const __m256i f = SMALL_##t ? fold4_16(p[0], p[1], p[2], p[3])                        \
                                     : fold4(_mm256_madd_epi16(p[0], ones), _mm256_madd_epi16(p[1], ones), \
                                             _mm256_madd_epi16(p[2], ones), _mm256_madd_epi16(p[3], ones)); \
-        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(h2f(x[ib].d)),                          \
+        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(BSCALE_##t(x + (ib))),                  \
                                        _mm256_broadcast_ps((const __m128 *)y[ib].d));         \
         ACC = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(f), ACC);                                 \
     }
 /* IQ4_NL and Q8_0 codes reach ±127: four vpmaddubsw lanes can pass 2^15 */
 #define SMALL_q8_0 0
 #define SMALL_iq4_nl 0
+#define SMALL_mxfp4 1 /* |code| <= 12 */
 
 #define GEMM4_SIGNED(t)                                                                       \
     void kern_avx2_gemm4_##t(const void *vw, const void *va, int n, float *s) {               \
@@ -703,6 +718,7 @@ INLINE void store4(__m256 acc, float *s) {
     }
 GEMM4_SIGNED(q8_0)
 GEMM4_SIGNED(iq4_nl)
+GEMM4_SIGNED(mxfp4)
 
 /* Q4_0 / Q5_0: unsigned codes u = q + OFF (the stored nibbles / 5-bit values)
  * and Σ(u - OFF)·a = Σu·a - OFF·Σa, Σa from the packed block: no sign trick,
@@ -726,7 +742,7 @@ INLINE __m256i decu_q5_0(const kern_block_q5_0 *b) {
         const __m256i off = _mm256_zextsi128_si256(                                           \
             _mm_slli_epi32(_mm_loadu_si128((const __m128i *)y[ib].sum), OFF_##t));            \
         const __m256i f = _mm256_sub_epi32(fold4_16(p[0], p[1], p[2], p[3]), off);           \
-        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(h2f(x[ib].d)),                          \
+        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(BSCALE_##t(x + (ib))),                  \
                                        _mm256_broadcast_ps((const __m128 *)y[ib].d));         \
         ACC = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(f), ACC);                                 \
     }
@@ -753,7 +769,7 @@ GEMM4_OFFSET(q5_0)
         const __m256i q = dec_##t(x + (ib));                                                  \
         __m256i p[4];                                                                         \
         UNROLL for (int k = 0; k < 4; k++) p[k] = _mm256_maddubs_epi16(q, load32(y[ib].qs[k])); \
-        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(h2f(x[ib].d)),                          \
+        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(BSCALE_##t(x + (ib))),                  \
                                        _mm256_broadcast_ps((const __m128 *)y[ib].d));         \
         ACC = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(fold4_16(p[0], p[1], p[2], p[3])), ACC);  \
         SUMMS = _mm_fmadd_ps(_mm_set1_ps(h2f(x[ib].m)), _mm_loadu_ps(y[ib].s), SUMMS);       \
@@ -808,9 +824,19 @@ INLINE __m256 rows4_f16(uint16_t h0, uint16_t h1, uint16_t h2, uint16_t h3) {
         const __m256i f = SMALL_##t ? fold4_16(p[0], p[1], p[2], p[3])                        \
                                     : fold4(_mm256_madd_epi16(p[0], ones), _mm256_madd_epi16(p[1], ones), \
                                             _mm256_madd_epi16(p[2], ones), _mm256_madd_epi16(p[3], ones)); \
-        const __m256 d = _mm256_mul_ps(DW4(t, ib, d), _mm256_set1_ps(y[ib].d[0]));            \
+        const __m256 d = _mm256_mul_ps(DW4S_##t(ib), _mm256_set1_ps(y[ib].d[0]));             \
         ACC = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(f), ACC);                                 \
     }
+/* the 4 rows' block scales in both halves: f16 d, MXFP4's e8m0 exponent */
+INLINE __m256 rows4_f32(float a, float b, float c, float d) {
+    const __m128 v = _mm_setr_ps(a, b, c, d);
+    return _mm256_set_m128(v, v);
+}
+#define DW4S_q8_0(ib) DW4(q8_0, ib, d)
+#define DW4S_iq4_nl(ib) DW4(iq4_nl, ib, d)
+#define DW4S_mxfp4(ib)                                                                        \
+    rows4_f32(BSCALE_mxfp4(ROW(mxfp4, 0, ib)), BSCALE_mxfp4(ROW(mxfp4, 1, ib)),                \
+              BSCALE_mxfp4(ROW(mxfp4, 2, ib)), BSCALE_mxfp4(ROW(mxfp4, 3, ib)))
 
 #define GEMV4_SIGNED(t)                                                                       \
     void kern_avx2_gemv4_##t(const void *vw, size_t ws, const void *va, int n, float *s) {    \
@@ -829,6 +855,7 @@ INLINE __m256 rows4_f16(uint16_t h0, uint16_t h1, uint16_t h2, uint16_t h3) {
     }
 GEMV4_SIGNED(q8_0)
 GEMV4_SIGNED(iq4_nl)
+GEMV4_SIGNED(mxfp4)
 
 #define GEMV4_OFFSET_BLOCK(t, ib, ACC)                                                        \
     {                                                                                         \

@@ -98,6 +98,20 @@ void kern_sc_dequant_iq4_nl(const void *src, float *dst, int n) {
     }
 }
 
+/* kvalues_mxfp4 (ggml-common.h): twice the E2M1 values */
+const int8_t kern_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+void kern_sc_dequant_mxfp4(const void *src, float *dst, int n) {
+    const kern_block_mxfp4 *b = src;
+    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
+        const float d = kern_e8m0_half(b->e);
+        for (int j = 0; j < KERN_QK / 2; j++) {
+            dst[j] = (float)kern_mxfp4_values[b->qs[j] & 0x0f] * d;
+            dst[j + KERN_QK / 2] = (float)kern_mxfp4_values[b->qs[j] >> 4] * d;
+        }
+    }
+}
+
 /* ==== scalar leaves: f32 row primitives ==================================== */
 
 /* Σ a[i] * b[i], sequential: the reference matmul's order per (row, token) */

@@ -2,36 +2,22 @@
  * kern_table.c — the cf_kernels tables the generated code calls through
  * (templates/prelude.h), one per ISA: which driver serves each op.
  *
- * This is the one place that knows every matmul path — the f32-activation
- * drivers (kern.c), quantized activations (kern_q8_mm.c) and the 8-row
- * interleaved layouts (kern_r8.c) — so those paths never call each other
- * through the table and each sits on the layers below it.
+ * Which dense matmul path serves a weight type is kern_mm.c's choice (the
+ * f32-activation drivers of kern.c, quantized activations of kern_q8_mm.c,
+ * the 8-row interleaved layouts of kern_r8_mm.c); the expert and per-head
+ * matmuls (kern_moe.c) use the same choice.
  */
 #include "kern.h"
 #include "kern_elem.h"
-#include "kern_q8.h"
-#include "kern_r8.h"
-
-/* act_quant 1 (llama.cpp's numerics): activations converted to the type's
- * vec_dot_type, integer dots — kern_q8.c.  Types whose vec_dot_type is F32
- * are the same in both modes. */
-static void matmul_drv(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
-                       int n_out, int n_in, int n_tok) {
-    const kern_type_ops *ty = kern_type_ops_get(type);
-    if (kern_type_is_r8(type))
-        kern_r8_matmul(isa, E, y, x, w, type, n_out, n_in, n_tok);
-    else if (E->act_quant && ty && ty->vec_dot_type != CF_F32)
-        kern_q8_matmul(isa, E, y, x, w, type, n_out, n_in, n_tok);
-    else
-        kern_matmul_f32act(isa, E, y, x, w, type, n_out, n_in, n_tok);
-}
+#include "kern_mm.h"
+#include "kern_moe.h"
 
 /* ==== the cf_kernels tables ==================================================== */
 
 #define KERN_TABLE(sfx, ISA)                                                                \
     static void matmul_##sfx(cf_env *E, float *y, const float *x, const void *w, int type,   \
                              int n_out, int n_in, int n_tok) {                              \
-        matmul_drv(ISA, E, y, x, w, type, n_out, n_in, n_tok);                              \
+        kern_matmul_dispatch(ISA, E, y, x, w, type, n_out, n_in, n_tok);                    \
     }                                                                                       \
     static void get_rows_##sfx(cf_env *E, float *y, const void *w, int type, int n,         \
                                const int *ids, int n_tok) {                                 \
@@ -42,11 +28,24 @@ static void matmul_drv(int isa, cf_env *E, float *y, const float *x, const void 
         kern_drv_rms_norm(ISA, E, y, x, w, n, eps, n_tok);                                       \
     }                                                                                       \
     static void attention_##sfx(cf_env *E, float *out, const float *q, const float *k,      \
-                                const float *v, int layer, int n_head, int n_head_kv,       \
-                                int head_dim, float scale, int window, float softcap,      \
-                                int n_tok) {                                                \
-        kern_drv_attention(ISA, E, out, q, k, v, layer, n_head, n_head_kv, head_dim, scale,      \
-                      window, softcap, n_tok);                                              \
+                                const float *v, const float *sinks, int layer, int n_head,  \
+                                int n_head_kv, int head_dim, int head_dim_v, float scale,   \
+                                int window, float softcap, int n_tok) {                     \
+        kern_drv_attention(ISA, E, out, q, k, v, sinks, layer, n_head, n_head_kv, head_dim, \
+                           head_dim_v, scale, window, softcap, n_tok);                      \
+    }                                                                                       \
+    static void moe_matmul_##sfx(cf_env *E, float *y, const float *x, const float *route,   \
+                                 const void *w, int type, int n_out, int n_in, int n_expert, \
+                                 int k, int x_per_slot, const float *bias, float *scratch,  \
+                                 int n_tok) {                                               \
+        kern_moe_matmul(ISA, E, y, x, route, w, type, n_out, n_in, n_expert, k, x_per_slot, \
+                        bias, scratch, n_tok);                                              \
+    }                                                                                       \
+    static void head_matmul_##sfx(cf_env *E, float *y, const float *x, const void *w,       \
+                                  int type, int n_out, int n_in, int n_head, int head_rows, \
+                                  int row0, int transposed, float *scratch, int n_tok) {    \
+        kern_head_matmul(ISA, E, y, x, w, type, n_out, n_in, n_head, head_rows, row0,       \
+                         transposed, scratch, n_tok);                                       \
     }                                                                                       \
     static void swiglu_##sfx(cf_env *E, float *y, const float *g, const float *u, int n,    \
                              int n_tok) {                                                   \
@@ -81,6 +80,13 @@ static void matmul_drv(int isa, cf_env *E, float *y, const float *x, const void 
         .axpy_groups = kern_axpy_groups,                                                    \
         .add_groups = kern_add_groups,                                                      \
         .gaussian_topk = kern_gaussian_topk,                                                \
+        .moe_route = kern_moe_route,                                                        \
+        .moe_matmul = moe_matmul_##sfx,                                                     \
+        .moe_sum = kern_moe_sum,                                                            \
+        .mul_sigmoid = kern_mul_sigmoid,                                                    \
+        .swiglu_oai = kern_swiglu_oai,                                                      \
+        .head_copy = kern_head_copy,                                                        \
+        .head_matmul = head_matmul_##sfx,                                                   \
     };
 
 KERN_TABLE(scalar, KERN_ISA_SCALAR)

@@ -50,9 +50,11 @@ int prec_weight_type(int precision, const char *name, int src_type, long n_rows,
     case CINFER_PRECISION_INT4MIX:
         /* measured (docs/precisions.md): keeping these three in 8 bits cuts the
          * logit error of int4 3-18x on the trained test models; output.weight
-         * alone matters most where it is not tied to the embeddings */
+         * alone matters most where it is not tied to the embeddings; the
+         * experts' down projections are ffn_down's MoE counterparts */
         dst = name_is(name, "attn_v.weight") || name_is(name, "ffn_down.weight") ||
-                      name_is(name, "output.weight")
+                      name_is(name, "output.weight") || name_is(name, "ffn_down_exps.weight") ||
+                      name_is(name, "ffn_down_shexp.weight")
                   ? CF_Q8_0_R8 : CF_Q4_0_R8;
         break;
     default: return src_type;

@@ -18,11 +18,14 @@ const char *prec_name(int precision);
 int prec_from_name(const char *name);
 
 /* The weight type a matmul weight named `name` (rows of n_cols elements,
- * n_rows rows, GGUF type src_type) computes with under `precision`: src_type
+ * n_rows rows per matrix — ne[1]; a 3-D expert tensor holds ne[2] such
+ * matrices and each must be repackable on its own — GGUF type src_type)
+ * computes with under `precision`: src_type
  * for native, when the tensor cannot be repacked (rows not a multiple of 8,
  * kern_repack_bytes says 0) or already has the target type; CF_F32 for f32;
  * CF_Q8_0_R8 / CF_Q4_0_R8 for the int precisions (int4mix: attn_v.weight,
- * ffn_down.weight and output.weight Q8_0_R8); auto: the lossless repack
+ * ffn_down.weight, output.weight and the experts' ffn_down_exps.weight /
+ * ffn_down_shexp.weight Q8_0_R8); auto: the lossless repack
  * (Q4_0 -> Q4_0_R8, Q8_0 -> Q8_0_R8), every other type as it is. */
 int prec_weight_type(int precision, const char *name, int src_type, long n_rows, long n_cols);
 

@@ -1,7 +1,7 @@
 /*
  * quant.c — ggml's reference quantizers (see quant.h), ported from
  * ggml/src/ggml-quants.c (quantize_row_{q4_0,q4_1,q5_0,q5_1,q8_0,q2_K,q3_K,
- * q4_K,q5_K,q6_K}_ref, quantize_row_iq4_nl_impl for IQ4_NL/IQ4_XS, and their
+ * q4_K,q5_K,q6_K,mxfp4}_ref, quantize_row_iq4_nl_impl for IQ4_NL/IQ4_XS, and their
  * helpers nearest_int, make_qx_quants, make_q3_quants, make_qkx2_quants,
  * best_index_int8; MIT licence, the ggml authors).  Every float operation is
  * kept in ggml's order and nothing is fused, so a row gives the same bytes as
@@ -26,6 +26,7 @@
 
 #include "base/f16.h"
 #include "base/ggml_type.h"
+#include "kern.h" /* kern_mxfp4_values, kern_e8m0_half */
 
 #define QK_K 256
 #define GROUP_MAX_EPS 1e-15f
@@ -46,6 +47,7 @@ typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[QK_K / 8]; uin
 typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; uint16_t d; } blk_q6_K;
 typedef struct { uint16_t d; uint8_t qs[16]; } blk_iq4_nl;
 typedef struct { uint16_t d, scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } blk_iq4_xs;
+typedef struct { uint8_t e; uint8_t qs[16]; } blk_mxfp4;
 
 static_assert(sizeof(blk_q4_0) == 18, "block_q4_0");
 static_assert(sizeof(blk_q4_1) == 20, "block_q4_1");
@@ -59,6 +61,7 @@ static_assert(sizeof(blk_q5_K) == 176, "block_q5_K");
 static_assert(sizeof(blk_q6_K) == 210, "block_q6_K");
 static_assert(sizeof(blk_iq4_nl) == 18, "block_iq4_nl");
 static_assert(sizeof(blk_iq4_xs) == 136, "block_iq4_xs");
+static_assert(sizeof(blk_mxfp4) == 17, "block_mxfp4");
 
 #define FP32_TO_FP16(x) f32_to_f16(x)
 #define FP16_TO_FP32(x) f16_to_f32(x)
@@ -797,6 +800,37 @@ static void iq4_xs_ref(const float *x, blk_iq4_xs *y, int64_t k) {
                  kvalues_iq4nl, 7);
 }
 
+/* ---- MXFP4 (quantize_row_mxfp4_ref) ----------------------------------------------- */
+
+/* the code whose value (kern_mxfp4_values * e) is nearest x; first one on ties */
+static int best_index_mxfp4(float x, float e) {
+    int best = 0;
+    float best_err = fabsf(kern_mxfp4_values[0] * e - x);
+    for (int i = 1; i < 16; i++) {
+        float err = fabsf(kern_mxfp4_values[i] * e - x);
+        if (err < best_err) {
+            best = i;
+            best_err = err;
+        }
+    }
+    return best;
+}
+
+static void mxfp4_ref(const float *x, blk_mxfp4 *y, int64_t k) {
+    const int qk = 32;
+    for (int64_t i = 0; i < k / qk; i++) {
+        float amax = 0.0f;
+        for (int j = 0; j < qk; j++)
+            if (amax < fabsf(x[i * qk + j])) amax = fabsf(x[i * qk + j]);
+        const uint8_t e = amax > 0.0f ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+        const float d = kern_e8m0_half(e);
+        y[i].e = e;
+        for (int j = 0; j < qk / 2; j++)
+            y[i].qs[j] = (uint8_t)(best_index_mxfp4(x[i * qk + j], d) |
+                                   best_index_mxfp4(x[i * qk + qk / 2 + j], d) << 4);
+    }
+}
+
 /* ---- the row table ---------------------------------------------------------------- */
 
 static void row_f32(const float *x, void *y, int64_t n) { memcpy(y, x, (size_t)n * sizeof(float)); }
@@ -822,6 +856,7 @@ ROW(q5_K, blk_q5_K)
 ROW(q6_K, blk_q6_K)
 ROW(iq4_nl, blk_iq4_nl)
 ROW(iq4_xs, blk_iq4_xs)
+ROW(mxfp4, blk_mxfp4)
 #undef ROW
 
 typedef void (*quant_row_fn)(const float *x, void *y, int64_t n);
@@ -833,6 +868,7 @@ static const quant_row_fn quant_rows[GGML_TYPE_COUNT] = {
     [GGML_TYPE_Q5_1] = row_q5_1, [GGML_TYPE_Q8_0] = row_q8_0, [GGML_TYPE_Q2_K] = row_q2_K,
     [GGML_TYPE_Q3_K] = row_q3_K, [GGML_TYPE_Q4_K] = row_q4_K, [GGML_TYPE_Q5_K] = row_q5_K,
     [GGML_TYPE_Q6_K] = row_q6_K, [GGML_TYPE_IQ4_NL] = row_iq4_nl, [GGML_TYPE_IQ4_XS] = row_iq4_xs,
+    [GGML_TYPE_MXFP4] = row_mxfp4,
 };
 
 int quant_type_supported(int type) {

@@ -18,7 +18,7 @@
 int quant_type_parse(const char *name);
 
 /* 1 when quant_row can write type (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
- * Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS).  The other IQ types
+ * Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4).  The other IQ types
  * and TQ1_0/TQ2_0 are not written: llama.cpp makes most of them only with an
  * importance matrix. */
 int quant_type_supported(int type);

@@ -1,0 +1,18 @@
+/*
+ * kern_mm.h — internal to the kernels: the one place that picks a dense
+ * matmul path for a weight type and activation mode (kern_table.c's matmul
+ * entry, and the expert and per-head matmuls of kern_moe.c, call it).
+ */
+#ifndef CINFER_KERN_MM_H
+#define CINFER_KERN_MM_H
+
+#include "kern.h"
+
+/* y (n_tok, n_out) = x (n_tok, n_in) · Wᵀ through isa: the R8 driver for the
+ * interleaved types (kern_r8_mm.c), quantized activations when E->act_quant
+ * and the type has a vec_dot_type (kern_q8_mm.c), else f32 activations
+ * (kern.c).  Shapes and errors as cf_kernels.matmul (templates/prelude.h). */
+void kern_matmul_dispatch(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
+                          int n_out, int n_in, int n_tok);
+
+#endif
