@@ -298,9 +298,11 @@ TEST(kern_batch, attention) {
                 for (int s = 0, pos = 0; pos < T; pos += steps[m][s++]) {
                     const int nt = steps[m][s];
                     E.pos = pos;
+                    static const float sinks[16] = {0.5f, -1, 2, 0, 1, -0.25f, 3, -2, 0.5f, 1, -1, 0, 2, 1, -3, 0.75f};
                     E.K->attention(&E, out[m] + (size_t)pos * qd, q + (size_t)pos * qd, k + (size_t)pos * kvd,
-                                   v + (size_t)pos * kvd, 0, c->n_head, c->n_head_kv, c->head_dim,
-                                   1.0f / sqrtf((float)c->head_dim), c->window, c->softcap, nt);
+                                   v + (size_t)pos * kvd, c->window ? sinks : NULL, 0, c->n_head, c->n_head_kv,
+                                   c->head_dim, c->head_dim, 1.0f / sqrtf((float)c->head_dim), c->window, c->softcap,
+                                   nt);
                 }
             }
             for (int m = 1; m < 3; m++) {
@@ -361,5 +363,46 @@ TEST(kern_batch, row_ops) {
             }
         }
     }
+    pool_free(P);
+}
+
+/* The per-head matmul of multi-head latent attention (kern_moe.c): a token's
+ * outputs are the same bits alone and in a batch, for f32 and quantized
+ * activations, plain and transposed.  (The expert matmul is the dense
+ * matmul of each expert bit for bit: tests/test_kern_moe.c.) */
+TEST(kern_batch, head_matmul) {
+    enum { NH = 3, ROWS = 40, NT = 5 };
+    static const int types[] = {CF_F32, CF_F16, CF_Q8_0, CF_Q4_0, CF_MXFP4};
+    pool *P = NULL;
+    EXPECT_EQ_I(pool_new(2, &P), 0);
+    EXPECT_EQ_I(pool_reserve(P, kern_scratch_bytes(16)), 0);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (int tr = 0; tr < 2; tr++) {
+            const int type = types[ti], n_out = 32, n_in = tr ? 24 : 96, row_len = tr ? n_out : n_in;
+            const size_t rb = kern_row_bytes(type, row_len);
+            float *wf = malloc(sizeof(float) * (size_t)row_len);
+            uint8_t *w = malloc(rb * NH * ROWS);
+            for (int r = 0; r < NH * ROWS; r++) {
+                rnd_fill(wf, row_len, -1, 1);
+                quant_row(type, wf, w + (size_t)r * rb, row_len);
+            }
+            float *x = malloc(sizeof(float) * NT * NH * n_in), *scratch = malloc(sizeof(float) * NT * NH * n_in);
+            float *yb = malloc(sizeof(float) * NT * NH * n_out), *y1 = malloc(sizeof(float) * NH * n_out);
+            rnd_fill(x, (long)NT * NH * n_in, -1, 1);
+            for (int isa = 0; isa < n_isas(); isa++)
+                for (int aq = 0; aq < 2; aq++) {
+                    cf_env E = {.K = kern_table(isa), .pool = P, .act_quant = aq, .n_ctx = 16};
+                    E.K->head_matmul(&E, yb, x, w, type, n_out, n_in, NH, ROWS, 4, tr, scratch, NT);
+                    for (int t = 0; t < NT; t++) {
+                        E.K->head_matmul(&E, y1, x + (size_t)t * NH * n_in, w, type, n_out, n_in, NH, ROWS, 4, tr,
+                                         scratch, 1);
+                        const long d = first_diff(y1, yb + (size_t)t * NH * n_out, (long)NH * n_out);
+                        EXPECT_MSG(d < 0, "head_matmul type %d %s act_quant %d transposed %d: token %d alone differs "
+                                   "at %ld (%.9g vs %.9g in the batch)", type, kern_isa_name(isa),
+                                   aq, tr, t, d, d < 0 ? 0.0 : y1[d], d < 0 ? 0.0 : yb[(size_t)t * NH * n_out + d]);
+                    }
+                }
+            free(wf), free(w), free(x), free(scratch), free(yb), free(y1);
+        }
     pool_free(P);
 }

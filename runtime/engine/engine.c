@@ -374,11 +374,12 @@ static void chk_rope(cf_env *E, float *x, int n_head, int head_dim, int n_rot, f
                        beta_fast, beta_slow, n_ctx_orig, freq_factors, n_tok);
     check_out(CHK(E), "rope", freq_factors, -1, x, (size_t)n_head * head_dim * n_tok);
 }
-static void chk_attention(cf_env *E, float *out, const float *q, const float *k, const float *v, int layer,
-                          int n_head, int n_head_kv, int head_dim, float scale, int window, float softcap,
-                          int n_tok) {
-    CHK(E)->real->attention(E, out, q, k, v, layer, n_head, n_head_kv, head_dim, scale, window, softcap, n_tok);
-    check_out(CHK(E), "attention", NULL, layer, out, (size_t)n_head * head_dim * n_tok);
+static void chk_attention(cf_env *E, float *out, const float *q, const float *k, const float *v,
+                          const float *sinks, int layer, int n_head, int n_head_kv, int head_dim, int head_dim_v,
+                          float scale, int window, float softcap, int n_tok) {
+    CHK(E)->real->attention(E, out, q, k, v, sinks, layer, n_head, n_head_kv, head_dim, head_dim_v, scale, window,
+                            softcap, n_tok);
+    check_out(CHK(E), "attention", NULL, layer, out, (size_t)n_head * head_dim_v * n_tok);
 }
 static void chk_swiglu(cf_env *E, float *y, const float *g, const float *u, int n, int n_tok) {
     CHK(E)->real->swiglu(E, y, g, u, n, n_tok);
@@ -471,6 +472,32 @@ static void chk_gaussian_topk(cf_env *E, float *y, const float *x, float std_mul
     check_out(CHK(E), "gaussian_topk", NULL, -1, y, (size_t)n * n_tok);
 }
 
+static void chk_moe_matmul(cf_env *E, float *y, const float *x, const float *route, const void *w, int type,
+                           int n_out, int n_in, int n_expert, int k, int x_per_slot, const float *bias,
+                           float *scratch, int n_tok) {
+    CHK(E)->real->moe_matmul(E, y, x, route, w, type, n_out, n_in, n_expert, k, x_per_slot, bias, scratch, n_tok);
+    check_out(CHK(E), "moe_matmul", w, -1, y, (size_t)n_tok * k * n_out);
+}
+static void chk_moe_sum(cf_env *E, float *y, const float *x, const float *route, const float *expert_scale, int n,
+                        int k, int n_tok) {
+    CHK(E)->real->moe_sum(E, y, x, route, expert_scale, n, k, n_tok);
+    check_out(CHK(E), "moe_sum", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_head_matmul(cf_env *E, float *y, const float *x, const void *w, int type, int n_out, int n_in,
+                            int n_head, int head_rows, int row0, int transposed, float *scratch, int n_tok) {
+    CHK(E)->real->head_matmul(E, y, x, w, type, n_out, n_in, n_head, head_rows, row0, transposed, scratch, n_tok);
+    check_out(CHK(E), "head_matmul", w, -1, y, (size_t)n_tok * n_head * n_out);
+}
+static void chk_mul_sigmoid(cf_env *E, float *y, const float *x, const float *g, int n, int n_g, int n_tok) {
+    CHK(E)->real->mul_sigmoid(E, y, x, g, n, n_g, n_tok);
+    check_out(CHK(E), "mul_sigmoid", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_swiglu_oai(cf_env *E, float *y, const float *g, const float *u, float alpha, float limit, int n,
+                           int n_tok) {
+    CHK(E)->real->swiglu_oai(E, y, g, u, alpha, limit, n, n_tok);
+    check_out(CHK(E), "swiglu_oai", NULL, -1, y, (size_t)n * n_tok);
+}
+
 /* Rerun the batch in c->env with checked kernels; describe the first
  * non-finite output in what. */
 static void diagnose_nonfinite(eng_ctx *c, char *what, size_t what_len) {
@@ -509,6 +536,11 @@ static void diagnose_nonfinite(eng_ctx *c, char *what, size_t what_len) {
     C->table.axpy_groups = chk_axpy_groups;
     C->table.add_groups = chk_add_groups;
     C->table.gaussian_topk = chk_gaussian_topk;
+    C->table.moe_matmul = chk_moe_matmul;
+    C->table.moe_sum = chk_moe_sum;
+    C->table.head_matmul = chk_head_matmul;
+    C->table.mul_sigmoid = chk_mul_sigmoid;
+    C->table.swiglu_oai = chk_swiglu_oai;
     C->env = c->env;
     C->env.K = &C->table;
     c->m->forward(&C->env);
