@@ -18,7 +18,7 @@ Q        := $(if $(filter 1,$(V)),,@)
 # node-check` says whether this machine has it.
 DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-openssl-dev \
             libmicrohttpd-dev libxxhash-dev libssl-dev libedit-dev pkg-config tmux python3-jsonschema \
-            chromium libsodium-dev dpkg-dev \
+            chromium libsodium-dev dpkg-dev python3-jinja2 \
             gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 # arm64 static archives for aarch64 bundles (dpkg --add-architecture arm64 first: make deps does it)
 DEB_PKGS_ARM64 := libc6:arm64 libsodium-dev:arm64 libxxhash-dev:arm64 libedit-dev:arm64 libbsd-dev:arm64 \
@@ -60,7 +60,7 @@ SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_S
 
 .PHONY: bundle-deps deb-pkgs-arm64 aarch64 test-aarch64 bench-bundle
 .PHONY: all test check check-layout demo deps deb-pkgs node-check golden fuzz bench clean help install unicode bench-tok \
-        bench-matmul fuzz-hf fuzz-tokjson bench-grammar arch-models arch-models-quant arch-refs
+        bench-matmul fuzz-hf fuzz-tokjson bench-grammar arch-models arch-models-quant arch-refs tok-refs tok-vocabs
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
@@ -269,6 +269,16 @@ arch-models-quant: $(BUILD)/arch-models/.stamp $(BUILD)/cinfer
 # build, see tests/data/arch/README.md).  ARCH_REFS="name ..." limits it to some families.
 arch-refs: $(BUILD)/tools/archgen $(BUILD)/cinfer
 	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/arch-refs.sh $(ARCH_REFS)
+# llama.cpp's tokenizer test vocabularies that tok_fam reads (Gemma 4, Command R,
+# XLM-RoBERTa's UGM) into $(BUILD)/llama-vocab, from the llama.cpp source the npm
+# package node-llama-cpp ships (tools/tok_vocabs.sh; an install step, .ci/run runs it).
+tok-vocabs: $(BUILD)/llama-vocab/ggml-vocab-nomic-bert-moe.gguf
+$(BUILD)/llama-vocab/ggml-vocab-nomic-bert-moe.gguf: tools/tok_vocabs.sh
+	@BUILD=$(BUILD) sh tools/tok_vocabs.sh
+# Regenerate tests/data/tok (llama.cpp's ids for the new tokenizers and
+# pre-tokenizers; tools/tok-refs.sh, tests/data/tok/README.md).
+tok-refs: $(BUILD)/libcinfer.a
+	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/tok-refs.sh
 
 # ---- bench -------------------------------------------------------------------
 # Benchmarks, never part of `make test` (tools/bench.sh says what it does):
@@ -465,6 +475,8 @@ help:
 	@echo "make arch-models  one random-weight test model per family into build/arch-models (tools/archgen.c)"
 	@echo "make arch-models-quant  their Q8_0/Q4_0 variants (cinfer quantize) into build/arch-models/{q8_0,q4_0}"
 	@echo "make arch-refs  regenerate tests/data/arch from llama.cpp (ARCH_REFS=\"name ...\"; tools/arch-refs.sh)"
+	@echo "make tok-vocabs llama.cpp's Gemma 4 / Command R / XLM-RoBERTa test vocabularies for tok_fam (npm: node-llama-cpp)"
+	@echo "make tok-refs   regenerate tests/data/tok: llama.cpp's ids for the UGM/Gemma 4 tokenizers and new pre-tokenizers"
 	@echo "make bench-bundle  bundle start-up and heap vs cinfer run and llama.cpp"
 	@echo "make bundle-deps  static cJSON/libmicrohttpd for bundles (Debian source packages; network)"
 	@echo "make aarch64    cross-build the aarch64 bundle runtime (build/aarch64/libcinfer.a)"

@@ -242,3 +242,57 @@ function shared_expert(h, p, hp, n_ff, gated)
   end
   return y
 end
+
+-- ---- encoders (BERT family: embedding models) -------------------------------
+-- llama.cpp src/models/bert.cpp builds bert, nomic-bert and their relatives
+-- with one graph; bert_encoder(hp, opts) is that graph.  The input embedding
+-- is the caller's (token + token type 0 [+ learned positions]); then
+--   x = LayerNorm(x)                                 token_embd_norm
+--   per layer:  a = attention(x)   (bidirectional unless attention.causal)
+--               x = LayerNorm(x + a)                 attn_output_norm  (post-LN)
+--               x = LayerNorm(x + ffn(x))            layer_output_norm
+-- and the last x is the output: embeddings(x), pooled by the caller with the
+-- GGUF's pooling_type.  q, k, v are fused (attn_qkv) or separate, with
+-- optional biases and optional LayerNorms on q and k; the attention output
+-- bias is optional.  opts: rope (NEOX RoPE on q and k, nomic-bert), ffn
+-- ("gelu": up + bias, GELU, down + bias; "swiglu": silu(gate) * up, no biases).
+
+-- Keys every encoder reads (LayerNorm eps, default 1e-12 as BERT's), the
+-- model declaration, and the pooling the file declares: 0 none, 1 mean,
+-- 2 cls, 3 last are for the caller; 4 (rank: a reranker's classifier head)
+-- is not implemented.
+function encoder_hparams(d)
+  local hp = transformer_hparams{eps_key = "attention.layer_norm_epsilon", eps = 1e-12, n_ctx = d and d.n_ctx or 512}
+  hp.causal = hparam("attention.causal", false)
+  local pooling = hparam("pooling_type", 0)
+  if pooling == 4 then
+    error("pooling_type 4 (rank: a reranker with a classification head) is not supported; embedding models use 0-3", 2)
+  end
+  return hp
+end
+
+-- LayerNorm of x with the n_embd-wide weight and bias `name`.weight/.bias.
+function layer_norm_wb(x, name, hp)
+  return layer_norm(x, weight(name .. ".weight", {hp.n_embd}), weight(name .. ".bias", {hp.n_embd}), hp.eps)
+end
+
+function bert_encoder(x, hp, opts)
+  x = layer_norm_wb(x, "token_embd_norm", hp)
+  for il = 0, hp.n_layer - 1 do
+    local p = "blk." .. il .. "."
+    local q, k, v = qkv_any(x, p, hp)
+    if weight(p .. "attn_q_norm.weight", {hp.q_dim}, {optional = true}) then q = ln(q, p .. "attn_q_norm", hp) end
+    if weight(p .. "attn_k_norm.weight", {hp.kv_dim}, {optional = true}) then k = ln(k, p .. "attn_k_norm", hp) end
+    if opts.rope then q, k = rope_qk(q, k, hp, "neox") end
+    local a = attend(q, k, v, hp, il, {causal = hp.causal})
+    x = layer_norm_wb(add(x, linear(a, p .. "attn_output", hp.q_dim, hp.n_embd)), p .. "attn_output_norm", hp)
+    local f
+    if opts.ffn == "swiglu" then
+      f = gated_ffn(x, p, hp, swiglu)
+    else
+      f = linear(gelu(linear(x, p .. "ffn_up", hp.n_embd, hp.n_ff)), p .. "ffn_down", hp.n_ff, hp.n_embd)
+    end
+    x = layer_norm_wb(add(x, f), p .. "layer_output_norm", hp)
+  end
+  embeddings(x)
+end

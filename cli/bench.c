@@ -307,6 +307,10 @@ int cli_bench(int argc, char **argv) {
         fprintf(stderr, "cinfer bench: %s\n", err);
         return 1;
     }
+    if (cli_refuse_encoder("cinfer bench", m, a.model)) {
+        cinfer_model_close(m);
+        return 1;
+    }
     const double load_ms = ((cli_now_ms() * 1e6) - t0) * 1e-6, compile_ms = cinfer_model_compile_ms(m);
     cli_warn_settings("cinfer bench", m, 0, a.n_threads); /* numbers taken with too many threads mislead */
     const int n_vocab = cinfer_model_n_vocab(m);

@@ -337,6 +337,7 @@ static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn o
     err[0] = 0;
     int orc = open_model(model, &mo, lk, &m, err, sizeof err);
     cli_progress_end(&prog);
+    if (!orc && cli_refuse_encoder("cinfer chat", m, model)) goto done;
     if (orc || cinfer_session_new(m, &so, &s, err, sizeof err)) {
         if (err[0]) fprintf(stderr, "cinfer chat: %s\n", err);
         goto done;

@@ -22,6 +22,7 @@ int cli_bench(int argc, char **argv);
 int cli_quantize(int argc, char **argv);
 int cli_schema_check(int argc, char **argv);
 int cli_serve(int argc, char **argv);
+int cli_embed(int argc, char **argv);
 
 /* Programs with the forward pass linked in instead of compiled at start-up:
  * a standalone executable (`cinfer compile --aot -o PROG`, PROG MODEL) has
@@ -99,6 +100,11 @@ int cli_parse_seed(const char *s, uint64_t *seed, int *is_random);
  * tokenizer.ggml.pre).  m may be NULL (threads only). */
 struct cinfer_model;
 void cli_warn_settings(const char *prog, const struct cinfer_model *m, int n_ctx, int n_threads);
+/* When m is an encoder (an embedding model: cinfer_model_is_encoder), print
+ * "PROG: MODEL is an embedding model (bert, an encoder): it does not
+ * generate text; embed with `cinfer embed MODEL -p TEXT` or serve it
+ * (/v1/embeddings)" and return 1; else 0. */
+int cli_refuse_encoder(const char *prog, const struct cinfer_model *m, const char *model);
 /* CPUs this process may run on (sched_getaffinity; else online CPUs). */
 int cli_n_cpus(void);
 

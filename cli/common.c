@@ -107,6 +107,14 @@ int cli_n_cpus(void) {
     return n > 0 ? (int)n : 1;
 }
 
+int cli_refuse_encoder(const char *prog, const struct cinfer_model *m, const char *model) {
+    if (!cinfer_model_is_encoder(m)) return 0;
+    fprintf(stderr, "%s: %s is an embedding model (%s, an encoder): it does not generate text; embed with "
+            "`cinfer embed %s -p TEXT`, or serve it (`cinfer serve %s`, POST /v1/embeddings)\n", prog, model,
+            cinfer_model_arch(m), model, model);
+    return 1;
+}
+
 void cli_warn_settings(const char *prog, const struct cinfer_model *m, int n_ctx, int n_threads) {
     int n_cpu = cli_n_cpus();
     if (n_threads > n_cpu)

@@ -16,6 +16,7 @@ typedef struct {
 static const command commands[] = {
     {"run", cli_run, "MODEL [-p TEXT | -f FILE] [-n N] ...", "generate text (a pipe into stdin is the prompt)"},
     {"chat", cli_chat, "MODEL [--system TEXT] ...", "chat through the model's own template"},
+    {"embed", cli_embed, "MODEL [-p TEXT]... [--pooling P]", "embeddings of texts, one JSON array each"},
     {"serve", cli_serve, "MODEL [--host H] [--port 8080] ...", "OpenAI/Anthropic/Ollama-compatible HTTP server"},
     {"pull", cli_pull, "REPO [FILE|PATTERN] ...", "download a model from Hugging Face"},
     {"list", cli_list, "", "the models in the local cache"},

@@ -434,6 +434,7 @@ static int run_main(int argc, char **argv, const cli_linked *lk, run_open_fn ope
         if (!err[0]) goto done; /* already said */
         goto fail;
     }
+    if (cli_refuse_encoder(run_name, m, a.model ? a.model : run_name)) goto done;
     double t_open = cli_now_ms() - rs.t_start;
     /* precision 0 is the default, which a standalone executable runs anyway */
     if (lk && a.quant_given && a.precision != 0 && a.precision != cinfer_model_precision(m)) {

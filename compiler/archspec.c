@@ -16,10 +16,11 @@
  *   rope(x, {n_head, head_dim, n_rot, mode, freq_base, freq_factors, freq_scale,
  *            ext_factor, attn_factor, beta_fast, beta_slow, n_ctx_orig})
  *   attention(q, k, v, {layer, n_head, n_head_kv, head_dim, head_dim_v, scale, window,
- *             softcap, sinks})        v nil: values = the first head_dim_v of each key;
+ *             softcap, sinks, causal})        v nil: values = the first head_dim_v of each key;
  *                                  k, v nil: read layer's KV cache as an earlier op filled it
  *   swiglu(g, u)  geglu(g, u)  gelu(x)  add(a, b)  scale(x, s)  split(x, off, n)
- *   logits(w, x [, {scale=, softcap=, bias=}])
+ *   add_row(x, w [, row])
+ *   logits(w, x [, {scale=, softcap=, bias=}])  or, for an encoder,  embeddings(x)
  *   mul_row(x, w)  mul(a, b)  relu_sqr(x)  xielu(x, {alpha_n, alpha_p, beta, eps})
  *   tanh(x)  sub(a, b)  concat(a, b)  matmul(w3d, x, nil, {slice = s})
  *   groups of a row: match_norm(x, ref)  mix_groups(x, c)  axpy_groups(p, v, c, {bias})
@@ -556,6 +557,13 @@ static int l_attention(lua_State *L) {
     op.f[1] = (float)field_num(L, 4, "softcap", 0, 0.0);
     op.i[6] = field_weight(L, 4, "sinks");
     if (op.f[1] < 0) return luaL_error(L, "attention: softcap must be >= 0");
+    lua_getfield(L, 4, "causal");
+    int bidirectional = !lua_isnil(L, -1) && !lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (bidirectional) {
+        if (op.i[4]) return luaL_error(L, "attention: a sliding window needs causal attention");
+        op.i[4] = CF_ATT_BIDIRECTIONAL;
+    }
     if (!c->p->kv_dim) return luaL_error(L, "attention: call model{} first");
     if (op.i[0] >= c->p->n_layer)
         return luaL_error(L, "attention: layer %I out of range (n_layer %d)", (lua_Integer)op.i[0],
@@ -964,7 +972,7 @@ static int l_logits(lua_State *L) {
     op.w = check_weight(L, 1, 0);
     op.in[0] = check_value(L, 2);
     const gguf_tensor *t = wt(L, op.w);
-    if (c->p->logits_op >= 0) return luaL_error(L, "logits: called twice");
+    if (c->p->logits_op >= 0) return luaL_error(L, "logits: the output (logits or embeddings) is already set");
     if (t->ne[0] != value_n(L, op.in[0]) || t->ne[1] != c->p->n_vocab)
         return luaL_error(L, "logits: weight '%s' is [%I, %I], expected [%d, n_vocab %d]", t->name,
                           (lua_Integer)t->ne[0], (lua_Integer)t->ne[1], value_n(L, op.in[0]),
@@ -987,6 +995,41 @@ static int l_logits(lua_State *L) {
     /* The output value is the scratch row for the last token's hidden state. */
     emit_op(L, &op, (int)t->ne[0]);
     c->p->logits_op = c->p->n_ops - 1;
+    return 0;
+}
+
+/* add_row(x, w [, row]): x + w broadcast over the tokens; w is an F32 vector
+ * of x's width, or an F32 matrix of rows that wide and `row` (default 0)
+ * picks one (BERT adds token-type 0's embedding to every token). */
+static int l_add_row(lua_State *L) {
+    ir_op op = new_op(IR_ADD_ROW);
+    op.in[0] = check_value(L, 1);
+    op.w = check_weight(L, 2, 1);
+    lua_Integer row = luaL_optinteger(L, 3, 0);
+    const gguf_tensor *t = wt(L, op.w);
+    int n = value_n(L, op.in[0]);
+    if (t->ne[0] != n || t->n_dims > 2)
+        return luaL_error(L, "add_row: '%s' is [%I, %I], rows must have the input width %d", t->name,
+                          (lua_Integer)t->ne[0], (lua_Integer)t->ne[1], n);
+    if (row < 0 || row >= t->ne[1])
+        return luaL_error(L, "add_row: row %I outside '%s' (%I rows)", row, t->name, (lua_Integer)t->ne[1]);
+    op.i[0] = row * n;
+    return emit_op(L, &op, n);
+}
+
+/* embeddings(x): the model is an encoder and x (n_embd wide) its output:
+ * the hidden state per token, pooled by the caller; no logits. */
+static int l_embeddings(lua_State *L) {
+    spec_ctx *c = ctx_of(L);
+    ir_op op = new_op(IR_EMBEDDINGS);
+    op.in[0] = check_value(L, 1);
+    if (c->p->logits_op >= 0) return luaL_error(L, "embeddings: the output (logits or embeddings) is already set");
+    if (value_n(L, op.in[0]) != c->p->n_embd)
+        return luaL_error(L, "embeddings: input width %d, expected n_embd %d", value_n(L, op.in[0]), c->p->n_embd);
+    op.i[0] = c->p->n_embd;
+    emit_op(L, &op, 0);
+    c->p->logits_op = c->p->n_ops - 1;
+    c->p->encoder = 1;
     return 0;
 }
 
@@ -1065,7 +1108,8 @@ int archspec_build(const gguf_file *g, const char *common, size_t common_len, co
         {"gaussian_topk", l_gaussian_topk}, {"pos_log_scale", l_pos_log_scale},
         {"moe_route", l_moe_route}, {"moe_matmul", l_moe_matmul}, {"moe_sum", l_moe_sum},
         {"mul_sigmoid", l_mul_sigmoid}, {"swiglu_oai", l_swiglu_oai}, {"head_split", l_head_split},
-        {"head_concat", l_head_concat}, {"head_matmul", l_head_matmul}, {NULL, NULL}};
+        {"head_concat", l_head_concat}, {"head_matmul", l_head_matmul}, {"add_row", l_add_row},
+        {"embeddings", l_embeddings}, {NULL, NULL}};
     lua_pushglobaltable(L);
     lua_pushlightuserdata(L, &c);
     luaL_setfuncs(L, fns, 1);
@@ -1090,7 +1134,7 @@ int archspec_build(const gguf_file *g, const char *common, size_t common_len, co
         return -1;
     }
     if (p->logits_op < 0) {
-        snprintf(err, err_len, "archspec %s: never called logits()", spec_name);
+        snprintf(err, err_len, "archspec %s: never called logits() (or embeddings() for an encoder)", spec_name);
         ir_free(p);
         return -1;
     }

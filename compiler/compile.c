@@ -115,6 +115,14 @@ static int apply_precision(ir_program *p, int precision, char *err, size_t err_l
 
 /* ---- generation ------------------------------------------------------------- */
 
+/* Tokens per forward call when the caller does not choose: 512; an encoder
+ * (bidirectional attention) sees its whole input in one call, so its batch
+ * is the default context, min(n_ctx_train, 4096) (eng_ctx_new). */
+static int default_n_batch(const ir_program *p) {
+    if (!p->encoder) return 512;
+    return p->n_ctx_train > 0 && p->n_ctx_train < 4096 ? p->n_ctx_train : 4096;
+}
+
 int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src_len, char *err,
                 size_t err_len) {
     *src = NULL;
@@ -175,7 +183,7 @@ int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src
         .forward_template = fwd,
         .forward_template_name = "templates/forward.c.in",
         .ops_template = ops,
-        .n_batch = o->n_batch > 0 ? o->n_batch : 512,
+        .n_batch = o->n_batch > 0 ? o->n_batch : default_n_batch(p),
         .precision = prec_name(o->precision),
     };
     rc = emit_c(p, &eo, src, src_len, err, err_len);

@@ -16,7 +16,8 @@ typedef enum { CC_JIT = 0, CC_AOT = 1 } cc_mode;
 typedef struct {
     cc_mode mode;
     const char *archspec_path; /* NULL: archspecs/<general.architecture>.lua (embedded) */
-    int n_batch;               /* max tokens per forward call; 0 → 512 */
+    int n_batch;               /* max tokens per forward call; 0 → 512 (an encoder: its
+                                * default context, min(n_ctx_train, 4096)) */
     int verbose;               /* log cache hits/misses and timings to stderr */
     int precision;             /* CINFER_PRECISION_* (cinfer.h); 0 = native: matmul weights
                                 * keep their GGUF types */

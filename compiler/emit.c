@@ -258,6 +258,7 @@ static void emit_region(sbuf *b, const char *name, const ir_program *p, const em
                   o->n_batch);
         sb_printf(b, "#define CF_ARENA_FLOATS %ldL\n#define CF_N_WEIGHTS %d\n", arena_floats,
                   p->n_weights);
+        sb_printf(b, "#define CF_ENCODER %d\n", p->encoder);
     } else if (!strcmp(name, "kv_dim")) {
         for (int l = 0; l < p->n_layer; l++) sb_printf(b, "    %d,\n", p->kv_dim[l]);
     } else if (!strcmp(name, "kv_dim_v")) {

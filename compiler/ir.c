@@ -45,6 +45,7 @@ static const ir_op_info op_info[IR_OP_COUNT] = {
     [IR_HEAD_SPLIT] = {"head_split", 1, 0, 0, 0},
     [IR_HEAD_CONCAT] = {"head_concat", 2, 0, 0, 0},
     [IR_HEAD_MATMUL] = {"head_matmul", 1, 1, 0, 0},
+    [IR_EMBEDDINGS] = {"embeddings", 1, 0, 0, 0},
 };
 
 const ir_op_info *ir_info(ir_opcode c) { return (unsigned)c < IR_OP_COUNT ? &op_info[c] : NULL; }

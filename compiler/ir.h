@@ -24,7 +24,8 @@ typedef enum {
     IR_RMS_NORM,  /* out(n) = rms_norm(in0, w0, f[0]=eps) over i[0] groups of i[1] per token */
     IR_LAYER_NORM,/* out(n) = layer_norm(in0, w0, bias wi0, f[0]=eps) */
     IR_MATMUL,    /* out(i[0]=n_out) = in0(i[1]=n_in) · w0ᵀ */
-    IR_ADD_ROW,   /* out(n) = in0 + w0 (bias, broadcast over tokens); in place */
+    IR_ADD_ROW,   /* out(n) = in0 + floats [i[0], i[0]+n) of w0 (a bias, or row i[0]/n of an
+                   * F32 matrix), broadcast over tokens; in place */
     IR_SCALE,     /* out(n) = in0 * f[0]; in place */
     IR_ROPE,      /* out = rope(in0; i[0]=n_head, i[1]=head_dim, i[2]=n_rot, i[3]=mode, f[0]=freq_base;
                    * YaRN f[1]=freq_scale, f[2]=ext_factor, f[3]=attn_factor, f[4]=beta_fast,
@@ -71,6 +72,8 @@ typedef enum {
                    * head strides of in0, in1 (0: one head broadcast), i[5], i[6]: their widths */
     IR_HEAD_MATMUL,/* out(i[2]*i[0]) = per head h: w0 rows [h*i[3] + i[4], +i[0]) · head h of in0
                    * (i[2] heads of i[1]); i[5] = 1: transposed (rows [h*i[3] + i[4], +i[1]) of i[0]) */
+    /* encoders */
+    IR_EMBEDDINGS,/* an encoder's output: E->hidden = in0 (i[0] = n_embd) of every token; no logits */
     IR_OP_COUNT
 } ir_opcode;
 
@@ -124,7 +127,8 @@ typedef struct {
     int n_values, cap_values;
     ir_weight *weights;
     int n_weights, cap_weights;
-    int logits_op;           /* index of the IR_LOGITS op, -1 until set */
+    int logits_op;           /* index of the IR_LOGITS op (or an encoder's IR_EMBEDDINGS), -1 until set */
+    int encoder;             /* 1: the output is IR_EMBEDDINGS (bidirectional attention, no logits) */
 } ir_program;
 
 typedef struct {

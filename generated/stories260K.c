@@ -18,7 +18,7 @@
 #ifndef CINFER_PRELUDE_H
 #define CINFER_PRELUDE_H
 
-#define CF_ABI_VERSION 4
+#define CF_ABI_VERSION 5
 
 /* ggml type ids as used in calls (same values as enum ggml_type in gguf.h). */
 #define CF_F32 0
@@ -49,6 +49,9 @@
 #define CF_GATING_SOFTMAX 1
 #define CF_GATING_SIGMOID 2
 #define CF_GATING_SOFTMAX_WEIGHT 3
+
+/* attention's `window` below CF_ATT_BIDIRECTIONAL: no causal mask (encoders). */
+#define CF_ATT_BIDIRECTIONAL (-1)
 
 typedef struct cf_env cf_env;
 
@@ -90,9 +93,12 @@ typedef struct cf_kernels {
      * head_dim_v floats of its key rows and nothing goes to the V cache (MLA
      * with absorbed matrices: keys [latent | rope part], values the latent).
      * window > 0: a query at position p sees only keys p-window+1..p (sliding
-     * window).  softcap > 0: scores become softcap·tanh(score/softcap) before
-     * the softmax (Gemma 2).  sinks (n_head) or NULL: one extra logit per head
-     * that joins the softmax's max and denominator but has no value (gpt-oss).
+     * window); window CF_ATT_BIDIRECTIONAL: every query sees every key at
+     * positions 0..pos+n_tokens-1, its own batch's later ones too (encoders,
+     * which evaluate their whole input in one call at pos 0).  softcap > 0:
+     * scores become softcap·tanh(score/softcap) before the softmax (Gemma 2).
+     * sinks (n_head) or NULL: one extra logit per head that joins the
+     * softmax's max and denominator but has no value (gpt-oss).
      * k == v == NULL: nothing is stored and the queries read the cache of
      * `layer` as an earlier layer of the same call filled it (Gemma 3n/4
      * layers that share another layer's KV). */
@@ -106,7 +112,8 @@ typedef struct cf_kernels {
     void (*add)(cf_env *E, float *y, const float *a, const float *b, int n, int n_tokens);
     /* y (n) = row n_tokens - 1 of x (n_tokens, n). */
     void (*last_row)(cf_env *E, float *y, const float *x, int n, int n_tokens);
-    /* y = x + b per row, b (n) f32 (biases).  y may alias x. */
+    /* y = x + b per row, b (n) f32 (biases; or one row of an F32 matrix: BERT's
+     * token-type embedding).  y may alias x. */
     void (*add_row)(cf_env *E, float *y, const float *x, const float *b, int n, int n_tokens);
     /* y = x * s.  y may alias x. */
     void (*scale)(cf_env *E, float *y, const float *x, float s, int n, int n_tokens);
@@ -194,9 +201,11 @@ typedef struct cf_kernels {
                        int type, int n_out, int n_in, int n_expert, int k, int x_per_slot,
                        const float *bias, float *scratch, int n_tokens);
     /* y (n_tokens, n) = Σ_j weight_j · x_j over the k slots of x (n_tokens,
-     * k * n), in slot order. */
-    void (*moe_sum)(cf_env *E, float *y, const float *x, const float *route, int n, int k,
-                    int n_tokens);
+     * k * n), in slot order.  expert_scale (n_expert) or NULL: slot j is
+     * first multiplied by expert_scale[its expert] (Gemma 4's
+     * ffn_down_exps.scale; ggml rounds (x_j · s) · weight_j). */
+    void (*moe_sum)(cf_env *E, float *y, const float *x, const float *route,
+                    const float *expert_scale, int n, int k, int n_tokens);
     /* y = x * sigmoid(g): g (n_tokens, n_g) with n_g = n (elementwise) or 1
      * (one gate per token).  y may alias x. */
     void (*mul_sigmoid)(cf_env *E, float *y, const float *x, const float *g, int n, int n_g,
@@ -245,9 +254,9 @@ struct cf_env {
                            * 1 converted per row to the weight type's ggml
                            * vec_dot_type (Q8_0/Q8_1/Q8_K/F16/BF16) with integer
                            * dots, like llama.cpp's CPU backend (runtime/kernels/kern_q8.h) */
-    float *hidden;        /* NULL, or (n_tokens, n_embd): the logits op copies its
-                           * input, the final normalized hidden state, of every
-                           * token here (embeddings) */
+    float *hidden;        /* NULL, or (n_tokens, n_embd): the logits op (an encoder's
+                           * embeddings op) copies its input, the final normalized
+                           * hidden state, of every token here (embeddings) */
 };
 
 /* What a generated module tells the runtime about itself. */
@@ -267,6 +276,10 @@ typedef struct cf_model_desc {
     const char *const *weight_names; /* (n_weights) GGUF tensor names */
     const int *weight_types;         /* (n_weights) ggml type ids */
     const long *weight_shapes;       /* (n_weights * 4) ne[0..3] */
+    int encoder;          /* 1: an encoder (BERT-style embedding model): attention is
+                           * bidirectional, so cf_forward must see the whole input in one
+                           * call at pos 0 (n_tokens <= n_batch); there are no logits, the
+                           * output is E->hidden.  0: a generative (causal) model */
 } cf_model_desc;
 
 #endif
@@ -282,7 +295,8 @@ typedef struct cf_model_desc {
 #define CF_N_BATCH 512
 #define CF_ARENA_FLOATS 395264L
 #define CF_N_WEIGHTS 48
-#line 22 "templates/forward.c.in"
+#define CF_ENCODER 0
+#line 23 "templates/forward.c.in"
 
 /* K and V cache floats per position, by layer (V 0: the values are a prefix
  * of the keys). */
@@ -292,7 +306,7 @@ static const int cf_kv_dim[CF_N_LAYER] = {
     32,
     32,
     32,
-#line 29 "templates/forward.c.in"
+#line 30 "templates/forward.c.in"
 };
 
 static const int cf_kv_dim_v[CF_N_LAYER] = {
@@ -301,7 +315,7 @@ static const int cf_kv_dim_v[CF_N_LAYER] = {
     32,
     32,
     32,
-#line 35 "templates/forward.c.in"
+#line 36 "templates/forward.c.in"
 };
 
 /* Weight slots: the runtime binds slot i to tensor cf_weight_names[i] after
@@ -355,7 +369,7 @@ static const char *const cf_weight_names[CF_N_WEIGHTS] = {
     "blk.4.ffn_gate.weight",
     "blk.4.ffn_up.weight",
     "blk.4.ffn_down.weight",
-#line 43 "templates/forward.c.in"
+#line 44 "templates/forward.c.in"
 };
 
 static const int cf_weight_types[CF_N_WEIGHTS] = {
@@ -407,7 +421,7 @@ static const int cf_weight_types[CF_N_WEIGHTS] = {
     0, /* F32 */
     0, /* F32 */
     0, /* F32 */
-#line 49 "templates/forward.c.in"
+#line 50 "templates/forward.c.in"
 };
 
 static const long cf_weight_shapes[CF_N_WEIGHTS * 4] = {
@@ -459,13 +473,13 @@ static const long cf_weight_shapes[CF_N_WEIGHTS * 4] = {
     64, 172, 1, 1,
     64, 172, 1, 1,
     172, 64, 1, 1,
-#line 55 "templates/forward.c.in"
+#line 56 "templates/forward.c.in"
 };
 
 static const cf_model_desc cf_desc = {
     CF_ABI_VERSION, CF_ARCH, CF_FINGERPRINT, CF_N_VOCAB, CF_N_EMBD, CF_N_LAYER,
     CF_N_CTX_TRAIN, CF_N_BATCH, CF_ARENA_FLOATS, cf_kv_dim, cf_kv_dim_v, CF_N_WEIGHTS,
-    cf_weight_names, cf_weight_types, cf_weight_shapes,
+    cf_weight_names, cf_weight_types, cf_weight_shapes, CF_ENCODER,
 };
 
 const cf_model_desc *cf_describe(void);
@@ -637,5 +651,5 @@ void cf_forward(cf_env *E) {
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[1], 64, 9.99999975e-06f, T * 1); /* output_norm.weight */
 #line 75 "archspecs/llama.lua"
     if (E->hidden) K->copy_cols(E, E->hidden, A + 32768, 64, 0, 64, T); if (E->logits_all) { K->matmul(E, E->logits, A + 32768, W[2], 0, 512, 64, T); } else { K->last_row(E, A + 0, A + 32768, 64, T); K->matmul(E, E->logits, A + 0, W[2], 0, 512, 64, 1); } K->logits_post(E, E->logits, (const float *)(const void *)0, 512, E->logits_all ? T : 1, 1.0f, 0.0f); /* output.weight */
-#line 82 "templates/forward.c.in"
+#line 83 "templates/forward.c.in"
 }

@@ -198,6 +198,11 @@ int cinfer_model_save_giw(const cinfer_model *m, const char *path, char *err, si
  * ids do not fit (call again with *n_ids). */
 int cinfer_tokenize(const cinfer_model *m, const char *text, size_t len, int add_special,
                     int parse_special, int32_t *ids, size_t n_max, size_t *n_ids);
+/* The bytes of token id with special tokens as their text ("<tool_call>",
+ * "[ARGS]"; llama_token_to_piece with special = true): returns their count
+ * n and copies them (NUL added when n < cap) when n <= cap; CINFER_EARG for
+ * an id out of range.  May be an incomplete UTF-8 sequence. */
+int cinfer_token_text(const cinfer_model *m, int32_t id, char *buf, size_t cap);
 /* Bytes of ids (control tokens omitted).  Writes up to cap bytes plus a NUL
  * when it fits; *n_out = bytes needed.  CINFER_EARG when it does not fit or
  * an id is out of range. */
@@ -559,15 +564,36 @@ enum {
 /* Width of the model's hidden state: floats per embedding. */
 int cinfer_model_n_embd(const cinfer_model *m);
 
+/* 1 when the model is an encoder — a BERT-style embedding model (archs bert,
+ * nomic-bert): bidirectional attention and no output layer, so it only
+ * embeds.  cinfer_eval, cinfer_generate* and cinfer_chat on its sessions are
+ * CINFER_EUNSUPPORTED; cinfer_embed evaluates each input whole, at most the
+ * model's batch (min(n_ctx_train, 4096) tokens) at once.  0 for a generative
+ * model. */
+int cinfer_model_is_encoder(const cinfer_model *m);
+/* Tokens one forward call evaluates (the compiled batch: longer prompts take
+ * several calls); an encoder's longest input. */
+int cinfer_model_n_batch(const cinfer_model *m);
+
+/* The pooling the model's file declares (`<arch>.pooling_type`, written by
+ * llama.cpp's converter for embedding models: BGE CLS, MiniLM/E5/Nomic mean)
+ * as CINFER_POOL_*, or -1 when it declares none (generative models) or one
+ * cinfer does not implement (4, rank: a reranker's classifier head). */
+int cinfer_model_pooling(const cinfer_model *m);
+
 /* Embed tokens[0..n): evaluate them as the session's whole history (from
  * position 0; the previous history is replaced by tokens, so a later
  * generation that starts with them reuses the cache) and pool the final
  * normalized hidden state (the input of the output projection, (n,
- * n_embd)) with `pooling` (CINFER_POOL_* | CINFER_EMBED_RAW).  Any model
- * embeds: a generative model gives llama.cpp-style pooled hidden states.
+ * n_embd); an encoder's last layer output) with `pooling` (CINFER_POOL_* |
+ * CINFER_EMBED_RAW; an embedding model's own is cinfer_model_pooling).  Any
+ * model embeds: a generative model gives llama.cpp-style pooled hidden
+ * states, an encoder (cinfer_model_is_encoder) its trained sentence
+ * embedding, as llama.cpp's llama_get_embeddings_seq.
  * out receives n_embd floats, or n * n_embd for CINFER_POOL_NONE (token
  * major); n_out is its capacity in floats.  Errors: CINFER_EARG (n < 1, a
- * bad pooling, out too small, an id out of range), CINFER_ECTX (n > n_ctx),
+ * bad pooling, out too small, an id out of range), CINFER_ECTX (n > n_ctx, or
+ * for an encoder n > its batch),
  * CINFER_ENOMEM. */
 int cinfer_embed(cinfer_session *s, const int32_t *tokens, int n, int pooling, float *out,
                  int n_out, char *err, size_t err_len);

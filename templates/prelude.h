@@ -14,7 +14,7 @@
 #ifndef CINFER_PRELUDE_H
 #define CINFER_PRELUDE_H
 
-#define CF_ABI_VERSION 4
+#define CF_ABI_VERSION 5
 
 /* ggml type ids as used in calls (same values as enum ggml_type in gguf.h). */
 #define CF_F32 0
@@ -45,6 +45,9 @@
 #define CF_GATING_SOFTMAX 1
 #define CF_GATING_SIGMOID 2
 #define CF_GATING_SOFTMAX_WEIGHT 3
+
+/* attention's `window` below CF_ATT_BIDIRECTIONAL: no causal mask (encoders). */
+#define CF_ATT_BIDIRECTIONAL (-1)
 
 typedef struct cf_env cf_env;
 
@@ -86,9 +89,12 @@ typedef struct cf_kernels {
      * head_dim_v floats of its key rows and nothing goes to the V cache (MLA
      * with absorbed matrices: keys [latent | rope part], values the latent).
      * window > 0: a query at position p sees only keys p-window+1..p (sliding
-     * window).  softcap > 0: scores become softcap·tanh(score/softcap) before
-     * the softmax (Gemma 2).  sinks (n_head) or NULL: one extra logit per head
-     * that joins the softmax's max and denominator but has no value (gpt-oss).
+     * window); window CF_ATT_BIDIRECTIONAL: every query sees every key at
+     * positions 0..pos+n_tokens-1, its own batch's later ones too (encoders,
+     * which evaluate their whole input in one call at pos 0).  softcap > 0:
+     * scores become softcap·tanh(score/softcap) before the softmax (Gemma 2).
+     * sinks (n_head) or NULL: one extra logit per head that joins the
+     * softmax's max and denominator but has no value (gpt-oss).
      * k == v == NULL: nothing is stored and the queries read the cache of
      * `layer` as an earlier layer of the same call filled it (Gemma 3n/4
      * layers that share another layer's KV). */
@@ -102,7 +108,8 @@ typedef struct cf_kernels {
     void (*add)(cf_env *E, float *y, const float *a, const float *b, int n, int n_tokens);
     /* y (n) = row n_tokens - 1 of x (n_tokens, n). */
     void (*last_row)(cf_env *E, float *y, const float *x, int n, int n_tokens);
-    /* y = x + b per row, b (n) f32 (biases).  y may alias x. */
+    /* y = x + b per row, b (n) f32 (biases; or one row of an F32 matrix: BERT's
+     * token-type embedding).  y may alias x. */
     void (*add_row)(cf_env *E, float *y, const float *x, const float *b, int n, int n_tokens);
     /* y = x * s.  y may alias x. */
     void (*scale)(cf_env *E, float *y, const float *x, float s, int n, int n_tokens);
@@ -243,9 +250,9 @@ struct cf_env {
                            * 1 converted per row to the weight type's ggml
                            * vec_dot_type (Q8_0/Q8_1/Q8_K/F16/BF16) with integer
                            * dots, like llama.cpp's CPU backend (runtime/kernels/kern_q8.h) */
-    float *hidden;        /* NULL, or (n_tokens, n_embd): the logits op copies its
-                           * input, the final normalized hidden state, of every
-                           * token here (embeddings) */
+    float *hidden;        /* NULL, or (n_tokens, n_embd): the logits op (an encoder's
+                           * embeddings op) copies its input, the final normalized
+                           * hidden state, of every token here (embeddings) */
 };
 
 /* What a generated module tells the runtime about itself. */
@@ -265,6 +272,10 @@ typedef struct cf_model_desc {
     const char *const *weight_names; /* (n_weights) GGUF tensor names */
     const int *weight_types;         /* (n_weights) ggml type ids */
     const long *weight_shapes;       /* (n_weights * 4) ne[0..3] */
+    int encoder;          /* 1: an encoder (BERT-style embedding model): attention is
+                           * bidirectional, so cf_forward must see the whole input in one
+                           * call at pos 0 (n_tokens <= n_batch); there are no logits, the
+                           * output is E->hidden.  0: a generative (causal) model */
 } cf_model_desc;
 
 #endif

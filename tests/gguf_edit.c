@@ -9,12 +9,18 @@
 
 int gguf_edit_copy(const char *src, const char *dst, const char *const *drop, const char *const *set_keys,
                    const char *const *set_vals, size_t n_set) {
-    gguf_file *g;
-    char e[512];
-    if (gguf_open(src, &g, e, sizeof e)) return test_fail(__FILE__, __LINE__, "%s", e), -1;
     gguf_kv_set set[16];
     size_t n = 0;
     for (size_t k = 0; k < n_set && n < 16; k++) set[n++] = (gguf_kv_set){set_keys[k], gguf_val_str(set_vals[k])};
+    return gguf_edit_copy_vals(src, dst, drop, set, n);
+}
+
+int gguf_edit_copy_vals(const char *src, const char *dst, const char *const *drop, const gguf_kv_set *set,
+                        size_t n) {
+    gguf_file *g;
+    char e[512];
+    if (n > 16) return test_fail(__FILE__, __LINE__, "gguf_edit: %zu keys, at most 16", n), -1;
+    if (gguf_open(src, &g, e, sizeof e)) return test_fail(__FILE__, __LINE__, "%s", e), -1;
     gguf_out o;
     if (gguf_out_open(&o, dst, ".partial", g, e, sizeof e)) {
         gguf_close(g);

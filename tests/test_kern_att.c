@@ -74,3 +74,59 @@ TEST(kern_att, simd_vs_scalar) {
     }
     pool_free(P);
 }
+
+/* Bidirectional attention (window CF_ATT_BIDIRECTIONAL, the encoders'):
+ * every query of the batch sees every key at positions 0..pos+n_tok-1, its
+ * later neighbours too.  Scalar and SIMD tables (one-head and four-head
+ * paths) against the definition in double; 1e-5 absolute as above. */
+TEST(kern_att, bidirectional_vs_naive) {
+    static const struct { int nh, nkv, hd; } cfg[] = {{4, 4, 32}, {8, 2, 64}, {8, 2, 72}, {4, 1, 20}};
+    enum { CTX = 24 };
+    pool *P;
+    EXPECT_EQ_I(pool_new(2, &P), 0);
+    EXPECT_EQ_I(pool_reserve(P, kern_scratch_bytes(CTX)), 0);
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++)
+        for (int isa = KERN_ISA_SCALAR; isa <= KERN_ISA_AVX2; isa++) {
+            if (!kern_isa_available(isa)) continue;
+            const int nh = cfg[c].nh, nkv = cfg[c].nkv, hd = cfg[c].hd, kvd = nkv * hd;
+            const int pos = c % 2 ? 3 : 0, nt = 9; /* a cached prefix (pos 3) joins the keys */
+            float *q = malloc(sizeof(float) * nt * nh * hd), *k = malloc(sizeof(float) * nt * kvd);
+            float *v = malloc(sizeof(float) * nt * kvd), *o = malloc(sizeof(float) * nt * nh * hd);
+            float *kc = calloc((size_t)CTX * kvd, sizeof(float)), *vc = calloc((size_t)CTX * kvd, sizeof(float));
+            for (int i = 0; i < pos * kvd; i++) kc[i] = rnd_f(-2, 2), vc[i] = rnd_f(-1, 1);
+            for (int i = 0; i < nt * nh * hd; i++) q[i] = rnd_f(-2, 2);
+            for (int i = 0; i < nt * kvd; i++) k[i] = rnd_f(-2, 2), v[i] = rnd_f(-1, 1);
+            const float scale = 1.0f / sqrtf((float)hd);
+            for (int pi = 0; pi < 2; pi++) {
+                float *kk[1] = {kc}, *vv[1] = {vc};
+                cf_env E = {.K = kern_table(isa), .pool = pi ? P : NULL, .n_ctx = CTX, .pos = pos, .kv_k = kk,
+                            .kv_v = vv};
+                E.K->attention(&E, o, q, k, v, NULL, 0, nh, nkv, hd, hd, scale, CF_ATT_BIDIRECTIONAL, 0.0f, nt);
+                double worst = 0;
+                const int n_kv = pos + nt;
+                for (int t = 0; t < nt; t++)
+                    for (int h = 0; h < nh; h++) {
+                        const int kvh = h / (nh / nkv);
+                        double s[CTX], mx = -1e300, sum = 0;
+                        for (int p = 0; p < n_kv; p++) {
+                            double d = 0;
+                            for (int i = 0; i < hd; i++)
+                                d += (double)q[(t * nh + h) * hd + i] * kc[p * kvd + kvh * hd + i];
+                            s[p] = d * scale;
+                            if (s[p] > mx) mx = s[p];
+                        }
+                        for (int p = 0; p < n_kv; p++) sum += (s[p] = exp(s[p] - mx));
+                        for (int i = 0; i < hd; i++) {
+                            double want = 0;
+                            for (int p = 0; p < n_kv; p++) want += s[p] / sum * vc[p * kvd + kvh * hd + i];
+                            const double e = fabs(want - o[(t * nh + h) * hd + i]) / 1e-5;
+                            if (!(e <= worst)) worst = e;
+                        }
+                    }
+                EXPECT_MSG(worst <= 1.0, "%s nh %d nkv %d hd %d pos %d pool %d: err %.3g x 1e-5", kern_isa_name(isa),
+                           nh, nkv, hd, pos, pi, worst);
+            }
+            free(q), free(k), free(v), free(o), free(kc), free(vc);
+        }
+    pool_free(P);
+}

@@ -437,6 +437,11 @@ int cinfer_tokenize(const cinfer_model *m, const char *text, size_t len, int add
     return rc == 0 ? 0 : rc == TOK_ENOMEM ? CINFER_ENOMEM : CINFER_EARG;
 }
 
+int cinfer_token_text(const cinfer_model *m, int32_t id, char *buf, size_t cap) {
+    int n = tok_decode_token(m->vocab, id, true, buf, cap);
+    return n < 0 ? CINFER_EARG : n;
+}
+
 int cinfer_detokenize(const cinfer_model *m, const int32_t *ids, size_t n_ids, char *buf,
                       size_t cap, size_t *n_out) {
     int rc = tok_decode(m->vocab, ids, n_ids, 0, buf, cap, n_out);
@@ -500,11 +505,19 @@ const float *cinfer_logits(const cinfer_session *s) {
     return s->evaluated ? eng_logits(s->ctx) : NULL;
 }
 
+/* An encoder embeds; it has no output layer to generate or score with. */
+static int no_logits(const cinfer_model *m, char *err, size_t err_len) {
+    return fail(err, err_len, CINFER_EUNSUPPORTED,
+                "%s is an embedding model (%s, an encoder): it has no logits to generate or score with; "
+                "embed with cinfer_embed (cinfer serve: /v1/embeddings)", m->path, m->arch);
+}
+
 /* Make the history equal ids[0..n): keep the common prefix, evaluate the rest.
  * At least the last token is always evaluated so its logits are current. */
 static int eval_history(cinfer_session *s, const int32_t *ids, size_t n, int *n_reused, char *err,
                         size_t err_len) {
     char e[512];
+    if (s->m->mod->desc->encoder) return no_logits(s->m, err, err_len);
     if (n > (size_t)s->ctx->n_ctx)
         return fail(err, err_len, CINFER_ECTX, "%zu tokens do not fit the context of %d", n,
                     s->ctx->n_ctx);
@@ -700,6 +713,7 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
     const int n_vocab = m->mod->desc->n_vocab, n_ctx = s->ctx->n_ctx;
     if (o.max_tokens < 0 || o.n_stop < 0 || (o.n_stop && !o.stop))
         return fail(err, err_len, CINFER_EARG, "max_tokens and n_stop must be >= 0");
+    if (m->mod->desc->encoder) return no_logits(m, err, err_len);
 
     if (!isfinite(o.temperature))
         return fail(err, err_len, CINFER_EARG, "temperature %g: expected a finite number (0: greedy)",
@@ -963,6 +977,23 @@ int cinfer_chat(cinfer_session *s, const cinfer_message *msgs, size_t n,
 /* ---- embeddings ------------------------------------------------------------------ */
 
 int cinfer_model_n_embd(const cinfer_model *m) { return m->mod->desc->n_embd; }
+int cinfer_model_is_encoder(const cinfer_model *m) { return m->mod->desc->encoder != 0; }
+int cinfer_model_n_batch(const cinfer_model *m) { return m->mod->desc->n_batch; }
+
+int cinfer_model_pooling(const cinfer_model *m) {
+    char key[96];
+    uint32_t t;
+    snprintf(key, sizeof key, "%s.pooling_type", m->arch);
+    if (gguf_get_u32(m->g, key, &t, NULL, 0)) return -1;
+    /* llama.cpp's enum llama_pooling_type: 0 none, 1 mean, 2 cls, 3 last, 4 rank */
+    switch (t) {
+    case 0: return CINFER_POOL_NONE;
+    case 1: return CINFER_POOL_MEAN;
+    case 2: return CINFER_POOL_CLS;
+    case 3: return CINFER_POOL_LAST;
+    default: return -1;
+    }
+}
 
 /* Scale v (n) to Euclidean norm 1; a zero vector stays zero (llama.cpp's
  * common_embd_normalize with embd_norm = 2). */
@@ -983,6 +1014,8 @@ int cinfer_embed(cinfer_session *s, const int32_t *tokens, int n, int pooling, f
                     (unsigned)pooling);
     if (n > s->ctx->n_ctx)
         return fail(err, err_len, CINFER_ECTX, "%d tokens do not fit the context of %d", n, s->ctx->n_ctx);
+    if (d->encoder && n > d->n_batch)
+        return fail(err, err_len, CINFER_ECTX, "%d tokens: this encoder embeds at most %d at once", n, d->n_batch);
     size_t need = pool == CINFER_POOL_NONE ? (size_t)n * (size_t)n_embd : (size_t)n_embd;
     if (!out || n_out < 0 || (size_t)n_out < need)
         return fail(err, err_len, CINFER_EARG, "output holds %d floats, %zu needed", n_out, need);
@@ -991,9 +1024,10 @@ int cinfer_embed(cinfer_session *s, const int32_t *tokens, int n, int pooling, f
             return fail(err, err_len, CINFER_EARG, "token id %d at %d out of range [0, %d)", tokens[i], i,
                         d->n_vocab);
     /* Every pooling but LAST needs the state of every token, so the whole
-     * history is evaluated; LAST keeps the cached common prefix. */
+     * history is evaluated; LAST keeps the cached common prefix — not for an
+     * encoder, whose every state depends on the whole input. */
     int keep = 0;
-    if (pool == CINFER_POOL_LAST) {
+    if (pool == CINFER_POOL_LAST && !d->encoder) {
         while (keep < s->ctx->n_past && keep < n - 1 && s->tokens[keep] == tokens[keep]) keep++;
     }
     const int rows = n - keep;

@@ -558,6 +558,12 @@ int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len) {
         if (tokens[i] < 0 || tokens[i] >= d->n_vocab)
             return snprintf(err, err_len, "token id %d at %d out of range [0, %d)", tokens[i], i,
                             d->n_vocab), -1;
+    /* bidirectional attention: every token's state depends on every other one */
+    if (d->encoder && c->n_past)
+        return snprintf(err, err_len, "encoder: an input is evaluated whole from position 0 (%d positions "
+                        "already evaluated)", c->n_past), -1;
+    if (d->encoder && n > d->n_batch)
+        return snprintf(err, err_len, "encoder: %d tokens exceed the %d it evaluates at once", n, d->n_batch), -1;
     for (int i = 0; i < n; i += d->n_batch) {
         int nb = n - i < d->n_batch ? n - i : d->n_batch;
         c->env.tokens = tokens + i;
@@ -566,7 +572,8 @@ int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len) {
         c->env.n_tokens = nb;
         c->m->forward(&c->env);
         c->n_logits = c->logits_all ? nb : 1;
-        if (!all_finite(c->logits, (size_t)c->n_logits * (size_t)d->n_vocab)) {
+        /* an encoder writes env.hidden, not the logits (not checked) */
+        if (!d->encoder && !all_finite(c->logits, (size_t)c->n_logits * (size_t)d->n_vocab)) {
             char what[300];
             diagnose_nonfinite(c, what, sizeof what);
             c->n_logits = 0;

@@ -475,7 +475,7 @@ typedef struct {
     int n_head, n_head_kv, head_dim, head_dim_v, n_tok, pos;
     int v_head;           /* offset of kv head h's values in a vc row: h * v_head */
     float scale;
-    int window;    /* > 0: sliding window of this many positions */
+    int window;    /* > 0: sliding window of this many positions; < 0: bidirectional */
     float softcap; /* > 0: scores capped softcap·tanh(s/softcap) */
     const float *sinks; /* (n_head) or NULL */
 } att_job;
@@ -496,8 +496,9 @@ static float att_softmax(const att_job *j, float *s, int n, float max, int h) {
 static void att_head(const att_job *j, float *s, int t, int h) {
     const int hd = j->head_dim, hdv = j->head_dim_v;
     const int kvh = h / (j->n_head / j->n_head_kv);
-    /* keys p0..p_end-1: causal, and within the sliding window when set */
-    const int p_end = j->pos + t + 1;
+    /* keys p0..p_end-1: causal, and within the sliding window when set;
+     * bidirectional (window < 0): the whole batch */
+    const int p_end = j->window < 0 ? j->pos + j->n_tok : j->pos + t + 1;
     const int p0 = j->window > 0 && p_end > j->window ? p_end - j->window : 0;
     const int n_kv = p_end - p0;
     const float *qh = j->q + ((size_t)t * j->n_head + h) * hd;
@@ -538,7 +539,7 @@ static void att_head(const att_job *j, float *s, int t, int h) {
 static void att_head4(const att_job *j, float *s, size_t ss, int t, int h0) {
     const int hd = j->head_dim, hdv = j->head_dim_v;
     const int kvh = h0 / (j->n_head / j->n_head_kv);
-    const int p_end = j->pos + t + 1;
+    const int p_end = j->window < 0 ? j->pos + j->n_tok : j->pos + t + 1;
     const int p0 = j->window > 0 && p_end > j->window ? p_end - j->window : 0;
     const int n_kv = p_end - p0;
     const float *qh = j->q + ((size_t)t * j->n_head + h0) * hd;

@@ -189,6 +189,7 @@ struct srv {
     int loopback;           /* hub: bound to a loopback address (Host header checked) */
     cinfer_session *esess;  /* embeddings' own session (worker thread), made on first use */
     int chat;               /* the model's chat template renders a conversation (chat-like endpoints work) */
+    int encoder;            /* an embedding model (cinfer_model_is_encoder): only embeddings are served */
     char chat_err[200];     /* why not, when !chat */
     /* guarded by mu: the session's cached tokens and totals since start */
     int n_past;
@@ -887,9 +888,11 @@ static int decide_job(srv *s, srv_job *j, cinfer_gen_result *res, char *err, siz
 }
 
 /* Embeddings run on their own session, made on first use, so a chat's
- * cached prefix survives them.  Worker thread. */
+ * cached prefix survives them (an encoder has no chats: its one session).
+ * Worker thread. */
 static int embed_job(srv *s, srv_job *j) {
     int rc = 0;
+    if (s->encoder) return srv_embed_run(j->embed, s->sess, j->err, sizeof j->err);
     if (!s->esess)
         rc = cinfer_session_new(s->m, &(cinfer_session_options){.n_ctx = s->n_ctx, .n_threads = s->n_threads},
                                 &s->esess, j->err, sizeof j->err);
@@ -1375,6 +1378,11 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
         goto out;
     }
     if (check_model(s, r, api == API_MSG, b)) goto out;
+    if (s->encoder) {
+        srv_bad(b, 400, "model", "model '%.100s' is an embedding model (%s, an encoder): it does not generate "
+                "text; it answers /v1/embeddings and /api/embed", s->name, cinfer_model_arch(s->m));
+        goto out;
+    }
     if (api != API_COMPL && !s->chat) {
         srv_bad(b, 400, "model",
                 "model '%.100s' has no usable chat template (%.150s), so it cannot answer chat requests; "
@@ -1390,6 +1398,13 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
         if (template_vars(api, r, &vars, &j->reason_out, b)) goto out;
         cJSON *ma = srvx_messages(api, r, b);
         if (!ma) goto out;
+        /* what the family's template needs besides: Mistral's 9-character call ids,
+         * SmolLM3's tools as xml_tools (srv_tools.c) */
+        if (srvx_fit_template(s->m, j->x, ma, &vars)) {
+            cJSON_Delete(ma);
+            srv_bad(b, 500, NULL, "out of memory");
+            goto out;
+        }
         char *mj = cJSON_PrintUnformatted(ma), err[256] = "out of memory";
         cJSON_Delete(ma);
         const char *tj = j->x ? j->x->tools_json : NULL;
@@ -1742,6 +1757,8 @@ static enum MHD_Result do_models(srv *hub, struct MHD_Connection *c) {
         cJSON_AddNumberToObject(m, "n_embd", cinfer_model_n_embd(s->m));
         /* false: no usable chat template, only /v1/completions and /v1/embeddings */
         cJSON_AddBoolToObject(m, "chat", s->chat);
+        /* true: an embedding model, only /v1/embeddings */
+        cJSON_AddBoolToObject(m, "encoder", s->encoder);
         cJSON_AddItemToArray(d, m);
     }
     return send_json(c, MHD_HTTP_OK, o, 0);
@@ -2054,6 +2071,13 @@ static enum MHD_Result do_decide(srv *hub, struct MHD_Connection *c, cJSON *r) {
         srvd_free(d);
         return send_error(c, API_DECIDE, 500, NULL, "out of memory");
     }
+    if (s->encoder) {
+        srvd_free(d);
+        free(j);
+        return send_error(c, API_DECIDE, 400, "model", "model '%.100s' is an embedding model (%s, an encoder): it "
+                          "cannot answer questions; it answers /v1/embeddings and /api/embed", s->name,
+                          cinfer_model_arch(s->m));
+    }
     *j = (srv_job){.s = s, .refs = 1, .api = API_DECIDE, .decide = d, .msg_open = -1};
     char *prompt = NULL, err[512] = "out of memory";
     int rc = 0;
@@ -2248,6 +2272,10 @@ static int model_start(srv *hub, const char *name, cinfer_model *m, const srv_op
     cinfer_free(probe);
     s->chat = prc != CINFER_EUNSUPPORTED;
     if (s->chat) s->chat_err[0] = 0;
+    if ((s->encoder = cinfer_model_is_encoder(m))) {
+        s->chat = 0;
+        snprintf(s->chat_err, sizeof s->chat_err, "an embedding model");
+    }
     if (pthread_create(&s->worker, NULL, worker_main, s)) {
         snprintf(err, err_len, "cannot start the worker thread");
         return CINFER_ENOMEM;

@@ -69,6 +69,11 @@ srv_embed *srv_embed_parse(const cinfer_model *m, int n_ctx, const cJSON *r, uns
     if (!e) return bad(&b, NULL, 500, NULL, "out of memory");
     e->n_embd = cinfer_model_n_embd(m);
     const int n_vocab = cinfer_model_n_vocab(m);
+    /* an embedding model pools as its file says (BGE: CLS); mean otherwise */
+    const int own = cinfer_model_pooling(m);
+    e->pooling = own == CINFER_POOL_CLS || own == CINFER_POOL_LAST ? own : CINFER_POOL_MEAN;
+    /* an encoder evaluates an input whole: at most its batch */
+    if (cinfer_model_is_encoder(m) && cinfer_model_n_batch(m) < n_ctx) n_ctx = cinfer_model_n_batch(m);
 
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(r, "encoding_format");
     if (fmt && !cJSON_IsNull(fmt)) {
@@ -149,7 +154,8 @@ srv_embed *srv_embed_parse(const cinfer_model *m, int n_ctx, const cJSON *r, uns
         if (cnt == 0) return bad(&b, e, 400, where, "'%s' is empty (0 tokens)", where);
     too_long:
         if (cnt > (size_t)n_ctx)
-            return bad(&b, e, 400, where, "'%s' is %zu tokens; the context holds %d", where, cnt, n_ctx);
+            return bad(&b, e, 400, where, "'%s' is %zu tokens; %s %d", where, cnt,
+                       cinfer_model_is_encoder(m) ? "this encoder embeds at most" : "the context holds", n_ctx);
         e->n_ids[i] = (int)cnt;
         e->n_tokens += (long)cnt;
     }

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "cinfer.h"
+#include "text/chat_tools.h"
 
 /* The wire format of a request: parse-time APIs (the first four), and the
  * output shapes srv.c writes for requests parsed as one of them (Ollama chat
@@ -68,7 +69,14 @@ typedef struct srvx {
     /* tools */
     int tool_mode;             /* SRVX_TOOLS_* */
     char *tools_json;          /* tools array for the template (OpenAI shape), or NULL */
-    cinfer_grammar *call_gram; /* the call object {"name":..,"arguments":{..}} of any allowed tool */
+    cJSON *tools;              /* the same, parsed (parameter types for the parsers) */
+    const chat_tool_syntax *syn; /* how the model's template writes calls (text/chat_tools.h) */
+    cinfer_grammar *call_gram; /* JSON syntaxes: the call object of any allowed tool (an array of
+                                * them for CHAT_CALLS_JSON_ARRAY) */
+    cinfer_grammar **arg_gram; /* CHAT_CALLS_NAME_ARGS: each allowed tool's arguments (n_arg) */
+    char **arg_name;           /* and its name */
+    int n_arg;
+    int name_phase;            /* NAME_ARGS: the call's name is being written (ends at "[ARGS]") */
     int32_t *opener;           /* tokens of the call opener ("<tool_call>\n") */
     int n_opener;
     int32_t *closer;           /* "\n</tool_call>\n": between parallel calls */
@@ -91,7 +99,8 @@ typedef struct srvx {
     /* worker state */
     int phase;                 /* 0: text, 1: inside a tool call (text goes to call) */
     int triggered;             /* auto mode saw the opener */
-    char *call;                /* the call JSON text generated so far */
+    char *call;                /* the call text generated so far (the block's body; free-form
+                                * syntaxes: everything after the trigger) */
     size_t call_len, call_cap;
     int have_logits;           /* logit_fn ran for the token about to be sampled */
     const float *cur_logits;   /* those logits (valid until the next token) */
@@ -151,6 +160,17 @@ void srvx_clean_msg(char *s);
 /* Does the model's template write Hermes-style <tool_call> calls (the tool
  * calls this server can generate and parse)? */
 int srvx_template_has_tools(const cinfer_model *m);
+
+/* Fit a conversation to the model's template family (x: the request's
+ * features, may be NULL): Mistral 3's templates accept only 9-character
+ * alphanumeric call ids, so every tool_calls[].id and tool_call_id of
+ * messages is mapped to one (the same id always to the same one); SmolLM3's
+ * template reads its tools from the variable xml_tools, which is added to
+ * *vars (JSON object text, may be NULL; replaced, malloc'd).  0, or -1 when
+ * out of memory. */
+int srvx_fit_template(const cinfer_model *m, const srvx *x, cJSON *messages, char **vars);
+/* The same for template family fam and the request's tools (may be NULL). */
+int srvx_fit_family(chat_family fam, const cJSON *tools, cJSON *messages, char **vars);
 
 /* "call_…" (OpenAI) or "toolu_…" (Anthropic) id of call i of request id req_id. */
 void srvx_call_id(const srvx *x, const char *req_id, int i, char *out, size_t cap);

@@ -449,9 +449,10 @@ cJSON *srvo_show(const char *name, const cinfer_model *m, int n_ctx) {
     free(md);
     cJSON_AddItemToObject(o, "model_info", mi ? mi : cJSON_CreateObject());
     cJSON *caps = cJSON_AddArrayToObject(o, "capabilities");
-    cJSON_AddItemToArray(caps, cJSON_CreateString("completion"));
-    if (in.chat_template && srvx_template_has_tools(m)) cJSON_AddItemToArray(caps, cJSON_CreateString("tools"));
-    if (in.chat_template && strstr(in.chat_template, "<think>"))
+    const int gen = !cinfer_model_is_encoder(m); /* an embedding model only embeds */
+    if (gen) cJSON_AddItemToArray(caps, cJSON_CreateString("completion"));
+    if (gen && in.chat_template && srvx_template_has_tools(m)) cJSON_AddItemToArray(caps, cJSON_CreateString("tools"));
+    if (gen && in.chat_template && strstr(in.chat_template, "<think>"))
         cJSON_AddItemToArray(caps, cJSON_CreateString("thinking"));
     cJSON_AddItemToArray(caps, cJSON_CreateString("embedding")); /* any model embeds (docs/serve.md) */
     cJSON_AddStringToObject(o, "modified_at", when);

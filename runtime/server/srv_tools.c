@@ -5,27 +5,41 @@
  * conversations into the chat template's message array.
  *
  * Tool calls.  The template renders the tools (chat_context_new's "tools").
- * The call syntax supported for generation and parsing is Hermes'
- * (CHAT_FAMILY_HERMES, CHAT_FAMILY_QWEN3):
+ * The call syntax is the template family's (runtime/text/chat_tools.h,
+ * chat_tool_syntax_for): Hermes/Qwen/SmolLM3/EXAONE 4 JSON objects,
+ * e.g.
  *
  *   <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>
  *
- * found by rendering a probe conversation with one assistant tool call and
- * looking for that text.  The call object is generated under a grammar
- * compiled from
+ * Nemotron / Command R7B / Command R(+) ("Action:") JSON arrays, Mistral 3
+ * name[ARGS]{json}, Gemma 4 key:value, GLM <arg_key>/<arg_value>, Qwen3-Coder/Nemotron 3
+ * <parameter=k> — confirmed by rendering a probe conversation with one
+ * assistant tool call and looking for the syntax's own text
+ * (template_syntax).  JSON bodies are generated under a grammar compiled
+ * from
  *   {"anyOf": [{"type":"object","properties":{"name":{"const":NAME},"arguments":PARAMETERS},
  *               "required":["name","arguments"],"additionalProperties":false}, ...]}
- * so the arguments always validate against the chosen tool's parameters.
- * tool_choice "required" / a named tool: the opener "<tool_call>\n" is
- * appended to the prompt and the grammar runs from the first token.
- * "auto": free generation; when the model samples the opener's token the
- * first pass stops, the opener's newline is appended and a second pass runs
- * under the grammar on the same session (its KV cache is reused) — the lazy
- * grammar of llama.cpp's grammar triggers.  Parallel calls (unless
- * parallel_tool_calls: false / disable_parallel_tool_use: true): after a
- * call, "\n</tool_call>\n" is appended and another call follows, under the
- * grammar, when the opener is then the model's most likely token; at most
- * SRVX_MAX_CALLS.
+ * (the syntax's own key names; an array of them for the array syntaxes), so
+ * the arguments always validate against the chosen tool's parameters.
+ * Mistral's name is restricted to the tools' names by a logit mask
+ * (mask_call_name), then its JSON runs under that tool's grammar.  The
+ * free-form syntaxes (Gemma 4, GLM, Qwen3-Coder) are written without a
+ * grammar up to the closer and parsed (chat_tool_parse_body); a block that
+ * does not parse stays text.
+ * tool_choice "required" / a named tool: the syntax's opener is appended to
+ * the prompt and the grammar runs from the first token.  "auto": free
+ * generation; when the model samples the trigger's token the first pass
+ * stops, the rest of the opener is appended and a second pass runs (under
+ * the grammar where there is one) on the same session (its KV cache is
+ * reused) — the lazy grammar of llama.cpp's grammar triggers.  A trigger
+ * that is not one token (Command R(+)'s plain-text "Action:") has no lazy
+ * pass: "auto" replies are text there, forced and named calls work.  Parallel
+ * calls (unless parallel_tool_calls: false / disable_parallel_tool_use:
+ * true): after a call, the closer and the syntax's text between two blocks
+ * are appended and another call follows when the trigger is then the
+ * model's most likely token; at most SRVX_MAX_CALLS.  The array syntaxes
+ * hold every call in one block; a cut array keeps its complete elements
+ * (salvage_array).
  *
  * Logprobs.  Reported from the logits the sampler actually received: the
  * model's logits after the grammar mask (disallowed tokens are -inf) and
@@ -664,17 +678,32 @@ static int check_schema(const cJSON *sch, const char *field, bad_req *b) {
     return 0;
 }
 
-/* Does the model's template write Hermes tool calls?  Rendered probe: an
- * assistant turn with one call. */
-static int hermes_template(const cinfer_model *m) {
+/* How the model's template writes tool calls: the syntax of its family
+ * (text/chat_tools.h), confirmed by rendering a probe conversation with one
+ * assistant call and finding the syntax's own rendering of it (SmolLM3,
+ * whose template renders no calls: its tool instructions).  NULL: none the
+ * server reads (tools are still rendered; the reply stays text). */
+static const chat_tool_syntax *template_syntax(const cinfer_model *m) {
+    cinfer_model_info in;
+    cinfer_model_get_info(m, &in);
+    const chat_tool_syntax *syn = in.chat_template ? chat_tool_syntax_for(chat_detect_family(in.chat_template)) : NULL;
+    if (!syn) return NULL;
+    /* a 9-character id: Mistral's templates refuse others */
     static const char probe[] =
         "[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":"
-        "[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"probe_fn\",\"arguments\":{}}}]}]";
-    char *out = NULL, err[256];
-    if (cinfer_chat_prompt_json(m, probe, NULL, 0, &out, err, sizeof err)) return 0;
-    int yes = strstr(out, "<tool_call>\n{\"name\": \"probe_fn\"") != NULL;
+        "[{\"id\":\"probe0001\",\"type\":\"function\",\"function\":{\"name\":\"probe_fn\",\"arguments\":{}}}]}]";
+    static const char probe_tools[] =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"probe_fn\",\"description\":\"probe\",\"parameters\":"
+        "{\"type\":\"object\",\"properties\":{}}}}]";
+    char *out = NULL, err[256], vars[512];
+    snprintf(vars, sizeof vars, "{\"xml_tools\":%s}", probe_tools);
+    int rc = syn->family == CHAT_FAMILY_SMOLLM3
+                 ? cinfer_chat_prompt_vars(m, "[{\"role\":\"user\",\"content\":\"x\"}]", probe_tools, vars, 1, &out, err,
+                                           sizeof err)
+                 : cinfer_chat_prompt_json(m, probe, probe_tools, 0, &out, err, sizeof err);
+    int yes = !rc && strstr(out, syn->probe) != NULL;
     cinfer_free(out);
-    return yes;
+    return yes ? syn : NULL;
 }
 
 /* tool_choice → mode and (for a named tool) the single allowed name. */
@@ -733,10 +762,45 @@ static void rebase_refs(cJSON *v, const char *prefix) {
     }
 }
 
-/* The call grammar over the allowed tools (all, or the one named). */
+/* Compile schema sch (consumed) into *g.  A failure's paths into the call
+ * wrapper (base: where the call object sits, "#" or "#/items"; args_key: its
+ * arguments key; NULL: sch is the tool's own schema) become paths into the
+ * tool's own schema. */
+static int compile_wrapped(srvx *x, cJSON *sch, const char *base, const char *args_key, cinfer_grammar **g,
+                           bad_req *b) {
+    char *s = cJSON_PrintUnformatted(sch);
+    cJSON_Delete(sch);
+    char err[1024];
+    int rc = s ? cinfer_grammar_from_schema(x->m, s, strlen(s), NULL, g, err, sizeof err) : CINFER_ENOMEM;
+    free(s);
+    if (!rc || !args_key) return rc ? schema_error(b, rc, "tools", err) : 0;
+    char key[80];
+    snprintf(key, sizeof key, "/properties/%s", args_key);
+    const size_t bl = strlen(base), kl = strlen(key);
+    /* once per path: a tool property itself named like the arguments key stays */
+    for (char *w = err; (w = strchr(w, '#')); w++) {
+        if (strncmp(w, base, bl)) continue;
+        char *e = w + bl;
+        if (!strncmp(e, "/anyOf/", 7) && !(e = strchr(e + 7, '/'))) continue; /* the branch index */
+        if (strncmp(e, key, kl)) continue;
+        e += kl;
+        memmove(w + 1, e, strlen(e) + 1);
+    }
+    return schema_error(b, rc, "tools", err);
+}
+
+/* The call grammar over the allowed tools (all, or the one named), in the
+ * template's syntax: JSON_OBJECT the call object {name_key: const NAME,
+ * args_key: PARAMETERS} of any tool; JSON_ARRAY an array of them (at most
+ * one unless parallel; Command R7B's objects also carry a string
+ * tool_call_id); NAME_ARGS one grammar per tool over its PARAMETERS, the name
+ * being written freely up to [ARGS].  Free-form syntaxes (Gemma 4, GLM,
+ * Qwen3-Coder) get none: their calls are parsed once written. */
 static int build_call_grammar(srvx *x, const cJSON *tools, const char *only, int api, bad_req *b) {
+    const chat_tool_syntax *syn = x->syn;
+    const int free_form = !syn->name_key && syn->kind != CHAT_CALLS_NAME_ARGS;
     cJSON *any = cJSON_CreateArray();
-    int i = 0;
+    int i = 0, n_allowed = 0;
     for (const cJSON *t = tools->child; t; t = t->next, i++) {
         const cJSON *f = get(t, "function");
         const char *name = get(f, "name")->valuestring;
@@ -749,54 +813,72 @@ static int build_call_grammar(srvx *x, const cJSON *tools, const char *only, int
             cJSON_Delete(any);
             return -1;
         }
-        cJSON *br = cJSON_CreateObject(), *props = cJSON_AddObjectToObject(br, "properties"), *nm;
+        n_allowed++;
+        if (free_form) continue;
+        if (syn->kind == CHAT_CALLS_NAME_ARGS) {
+            cinfer_grammar **ng = realloc(x->arg_gram, (size_t)(x->n_arg + 1) * sizeof *ng);
+            char **nn = ng ? realloc(x->arg_name, (size_t)(x->n_arg + 1) * sizeof *nn) : NULL;
+            if (ng) x->arg_gram = ng;
+            if (nn) x->arg_name = nn;
+            if (!ng || !nn || !(x->arg_name[x->n_arg] = strdup(name))) {
+                cJSON_Delete(any);
+                return srv_bad(b, 500, "tools", "out of memory");
+            }
+            x->arg_gram[x->n_arg] = NULL;
+            x->n_arg++;
+            if (compile_wrapped(x, cJSON_Duplicate(get(f, "parameters"), 1), "#", NULL, &x->arg_gram[x->n_arg - 1], b)) {
+                cJSON_Delete(any);
+                return -1;
+            }
+            continue;
+        }
+        cJSON *br = cJSON_CreateObject(), *props = cJSON_AddObjectToObject(br, "properties"), *nm, *req;
         cJSON_AddStringToObject(br, "type", "object");
-        nm = cJSON_AddObjectToObject(props, "name");
+        nm = cJSON_AddObjectToObject(props, syn->name_key);
         cJSON_AddStringToObject(nm, "const", name);
-        cJSON_AddItemToObject(props, "arguments", cJSON_Duplicate(get(f, "parameters"), 1));
-        cJSON_AddItemToObject(br, "required", cJSON_Parse("[\"name\",\"arguments\"]"));
+        cJSON_AddItemToObject(props, syn->args_key, cJSON_Duplicate(get(f, "parameters"), 1));
+        req = cJSON_AddArrayToObject(br, "required");
+        cJSON_AddItemToArray(req, cJSON_CreateString(syn->name_key));
+        cJSON_AddItemToArray(req, cJSON_CreateString(syn->args_key));
+        if (syn->id_key) {
+            cJSON_AddStringToObject(cJSON_AddObjectToObject(props, syn->id_key), "type", "string");
+            cJSON_AddItemToArray(req, cJSON_CreateString(syn->id_key));
+        }
         cJSON_AddFalseToObject(br, "additionalProperties");
         cJSON_AddItemToArray(any, br);
     }
-    if (!any->child) {
+    if (free_form || syn->kind == CHAT_CALLS_NAME_ARGS || !any->child) {
         cJSON_Delete(any);
+        if (n_allowed) return 0;
         return srv_bad(b, 400, api == API_MSG ? "tool_choice.name" : "tool_choice.function.name",
-                    "tool_choice names '%.64s', which is not in 'tools'", only ? only : "");
+                       "tool_choice names '%.64s', which is not in 'tools'", only ? only : "");
     }
+    const int array = syn->kind == CHAT_CALLS_JSON_ARRAY, several = any->child->next != NULL;
+    const char *base = array ? "#/items" : "#";
     int nb = 0;
     for (cJSON *br = any->child; br; br = br->next, nb++) {
-        char prefix[64];
-        if (any->child->next) snprintf(prefix, sizeof prefix, "#/anyOf/%d/properties/arguments", nb);
-        else snprintf(prefix, sizeof prefix, "#/properties/arguments");
-        rebase_refs(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(br, "properties"), "arguments"),
-                    prefix);
+        char prefix[96];
+        if (several) snprintf(prefix, sizeof prefix, "%s/anyOf/%d/properties/%s", base, nb, syn->args_key);
+        else snprintf(prefix, sizeof prefix, "%s/properties/%s", base, syn->args_key);
+        rebase_refs(get(get(br, "properties"), syn->args_key), prefix);
     }
     cJSON *sch;
-    if (!any->child->next) {
+    if (!several) {
         sch = cJSON_DetachItemFromArray(any, 0);
         cJSON_Delete(any);
     } else {
         sch = cJSON_CreateObject();
         cJSON_AddItemToObject(sch, "anyOf", any);
     }
-    char *s = cJSON_PrintUnformatted(sch);
-    cJSON_Delete(sch);
-    char err[1024];
-    int rc = s ? cinfer_grammar_from_schema(x->m, s, strlen(s), NULL, &x->call_gram, err, sizeof err) : CINFER_ENOMEM;
-    free(s);
-    if (rc) { /* paths into the wrapper → paths into the tool's own schema */
-        /* once per path: a tool property itself named "arguments" stays */
-        for (char *w = err; (w = strchr(w, '#')); w++) {
-            char *e = !strncmp(w, "#/anyOf/", 8)                  ? strstr(w, "/properties/arguments")
-                      : !strncmp(w, "#/properties/arguments", 22) ? w + 1
-                                                                  : NULL;
-            if (!e) continue;
-            e += strlen("/properties/arguments");
-            memmove(w + 1, e, strlen(e) + 1);
-        }
-        return schema_error(b, rc, "tools", err);
+    if (array) { /* every call of the turn in one array */
+        cJSON *arr = cJSON_CreateObject();
+        cJSON_AddStringToObject(arr, "type", "array");
+        cJSON_AddItemToObject(arr, "items", sch);
+        cJSON_AddNumberToObject(arr, "minItems", 1);
+        cJSON_AddNumberToObject(arr, "maxItems", x->parallel ? SRVX_MAX_CALLS : 1);
+        sch = arr;
     }
-    return 0;
+    return compile_wrapped(x, sch, base, syn->args_key, &x->call_gram, b);
 }
 
 static int tokenize_text(const cinfer_model *m, const char *t, int32_t **ids, int *n) {
@@ -849,27 +931,39 @@ int srvx_parse(const cinfer_model *m, int api, const cJSON *r, srvx **out, bad_r
         }
         x->parallel = api == API_MSG ? !cJSON_IsTrue(pt) : !cJSON_IsFalse(pt);
         if (x->tool_mode != SRVX_TOOLS_OFF) {
-            if (!hermes_template(m)) {
+            if (!(x->syn = template_syntax(m))) {
                 if (x->tool_mode == SRVX_TOOLS_REQUIRED) {
                     srv_bad(b, 400, "tool_choice",
-                         "forced tool calls need a chat template with Hermes-style <tool_call> syntax; this model's "
-                         "template has none");
+                         "forced tool calls need a chat template whose tool-call syntax cinfer reads (Hermes/Qwen "
+                         "<tool_call>, Mistral [TOOL_CALLS], Gemma 4, GLM, Nemotron, EXAONE, Command R, ...); this "
+                         "model's template has none");
                     goto fail;
                 }
                 x->tool_mode = SRVX_TOOLS_OFF; /* tools rendered; output is text */
             } else {
+                const chat_tool_syntax *syn = x->syn;
+                x->tools = cJSON_Duplicate(tools, 1);
                 if (build_call_grammar(x, tools, only, api, b)) goto fail;
-                if (tokenize_text(m, "<tool_call>\n", &x->opener, &x->n_opener) || x->n_opener < 2) {
-                    srv_bad(b, 500, NULL, "cannot tokenize the tool-call opener");
+                if (tokenize_text(m, syn->opener, &x->opener, &x->n_opener) || x->n_opener < 1) {
+                    srv_bad(b, 500, NULL, "cannot tokenize the tool-call opener '%s'", syn->opener);
                     goto fail;
                 }
-                if (tokenize_text(m, "\n</tool_call>\n", &x->closer, &x->n_closer)) x->n_closer = 0;
-                /* the lazy trigger needs the opener as one token (Qwen, Hermes: an added token) */
+                /* between two blocks of one turn: closer + separator (JSON objects, Mistral's none) */
+                char between[64];
+                snprintf(between, sizeof between, "%s%s", syn->closer, syn->between);
+                if (syn->kind == CHAT_CALLS_JSON_OBJECT || syn->kind == CHAT_CALLS_NAME_ARGS) {
+                    if (!between[0]) x->n_closer = 0, x->closer = NULL;
+                    else if (tokenize_text(m, between, &x->closer, &x->n_closer)) x->n_closer = -1;
+                } else
+                    x->n_closer = -1; /* one block holds every call */
+                /* the lazy trigger needs the opener's first token to be the trigger, one token
+                 * (an added or special token in the models that write these syntaxes) */
                 int32_t *one = NULL;
                 int n1 = 0;
-                if (!tokenize_text(m, "<tool_call>", &one, &n1) && n1 == 1) x->trigger_id = one[0];
+                if (!tokenize_text(m, syn->trigger, &one, &n1) && n1 == 1 && x->opener[0] == one[0])
+                    x->trigger_id = one[0];
                 free(one);
-                snprintf(x->trigger_text, sizeof x->trigger_text, "<tool_call>");
+                snprintf(x->trigger_text, sizeof x->trigger_text, "%s", syn->trigger);
             }
         }
     } else if (present(tc)) {
@@ -1052,7 +1146,14 @@ fail:
 void srvx_free(srvx *x) {
     if (!x) return;
     free(x->tools_json);
+    cJSON_Delete(x->tools);
     cinfer_grammar_free(x->call_gram);
+    for (int i = 0; i < x->n_arg; i++) {
+        cinfer_grammar_free(x->arg_gram[i]);
+        free(x->arg_name[i]);
+    }
+    free(x->arg_gram);
+    free(x->arg_name);
     cinfer_grammar_free(x->fmt_gram);
     free(x->opener);
     free(x->closer);
@@ -1070,8 +1171,32 @@ void srvx_free(srvx *x) {
 /* ---- generation ---------------------------------------------------------------------- */
 
 /* logit_fn: penalties, then the log-softmax bookkeeping for logprobs. */
+/* Mistral's call name, written without a JSON grammar: only tokens that
+ * keep the text so far a prefix of some allowed "NAME[ARGS]" stay possible,
+ * so the name is one of the tools' (the model still chooses which). */
+static void mask_call_name(const srvx *x, float *lg, int n_vocab) {
+    const size_t have = x->call_len;
+    char tb[256];
+    for (int id = 0; id < n_vocab; id++) {
+        if (!(lg[id] > -INFINITY)) continue;
+        int n = cinfer_token_text(x->m, id, tb, sizeof tb);
+        int ok = 0;
+        for (int k = 0; n > 0 && n <= (int)sizeof tb && k < x->n_arg && !ok; k++) {
+            const char *name = x->arg_name[k];
+            size_t nl = strlen(name), tl = nl + 6, at = have;
+            if (have + (size_t)n > tl || (have && memcmp(x->call, name, have < nl ? have : nl))) continue;
+            if (have > nl && memcmp(x->call + nl, "[ARGS]", have - nl)) continue;
+            ok = 1;
+            for (int i = 0; ok && i < n; i++, at++)
+                ok = (unsigned char)tb[i] == (unsigned char)(at < nl ? name[at] : "[ARGS]"[at - nl]);
+        }
+        if (!ok) lg[id] = -INFINITY;
+    }
+}
+
 static void x_logits(float *lg, int n_vocab, const int32_t *hist, int n_hist, void *user) {
     srvx *x = user;
+    if (x->name_phase) mask_call_name(x, lg, n_vocab);
     for (int i = 0; i < x->n_bias; i++)
         if (x->bias_id[i] < n_vocab) lg[x->bias_id[i]] += x->bias_val[i];
     if ((x->freq_pen != 0 || x->pres_pen != 0) && n_hist > x->n_prompt)
@@ -1128,21 +1253,27 @@ int srvx_on_token(srvx *x, const char **piece, size_t *len, int32_t token) {
         x->have_logits = 0;
     }
     if (x->phase == 1) {
-        if (*len) {
-            if (x->call_len + *len + 1 > x->call_cap) {
+        /* the call's text with special tokens as their text ([ARGS], <arg_key>:
+         * the parsers read them); token bytes, not the streamed UTF-8 view */
+        char tb[256];
+        int n = token >= 0 ? cinfer_token_text(x->m, token, tb, sizeof tb) : 0;
+        if (n < 0 || n > (int)sizeof tb) n = 0;
+        if (n) {
+            if (x->call_len + (size_t)n + 1 > x->call_cap) {
                 size_t nc = x->call_cap ? 2 * x->call_cap : 256;
-                while (nc < x->call_len + *len + 1) nc *= 2;
+                while (nc < x->call_len + (size_t)n + 1) nc *= 2;
                 char *np = realloc(x->call, nc);
                 if (!np) return 1;
                 x->call = np;
                 x->call_cap = nc;
             }
-            memcpy(x->call + x->call_len, *piece, *len);
-            x->call_len += *len;
+            memcpy(x->call + x->call_len, tb, (size_t)n);
+            x->call_len += (size_t)n;
             x->call[x->call_len] = 0;
         }
         *len = 0;
-        return 0;
+        /* Mistral: the name is written up to [ARGS]; its arguments follow under a grammar */
+        return x->name_phase && x->call_len >= 6 && !memcmp(x->call + x->call_len - 6, "[ARGS]", 6);
     }
     if (x->tool_mode == SRVX_TOOLS_AUTO && token >= 0 && token == x->trigger_id) {
         /* the opener: text before it is content; the call follows in pass 2 */
@@ -1154,28 +1285,43 @@ int srvx_on_token(srvx *x, const char **piece, size_t *len, int32_t token) {
     return 0;
 }
 
-/* Parse x->call (one call object) into x->calls[n_calls]; a call that does
- * not parse (cut by max_tokens, cancelled) sets call_broken and stays in
- * x->call (salvage_call keeps what it can). */
+/* Parse x->call into x->calls[n_calls..]: one block body (JSON syntaxes and
+ * Mistral's name[ARGS]{...}), or, for the free-form syntaxes, every block of
+ * the text after the trigger (complete blocks are kept, trailing text
+ * dropped).  A call that does not parse (cut by max_tokens, cancelled, not
+ * the syntax) sets call_broken and stays in x->call (salvage_call keeps what
+ * it can). */
 static void parse_call(srvx *x) {
-    cJSON *c = x->call ? cJSON_Parse(x->call) : NULL;
-    const cJSON *name = get(c, "name"), *args = get(c, "arguments");
-    char *n = NULL, *a = NULL;
-    if (cJSON_IsString(name) && cJSON_IsObject(args) && x->n_calls < SRVX_MAX_CALLS) {
-        n = strdup(name->valuestring);
-        a = cJSON_PrintUnformatted(args);
+    chat_tool_call got[SRVX_MAX_CALLS] = {{0}};
+    int room = SRVX_MAX_CALLS - x->n_calls, n = -1;
+    const chat_tool_syntax *syn = x->syn;
+    if (room > 0 && x->call) {
+        if (syn->kind == CHAT_CALLS_GEMMA4 || syn->kind == CHAT_CALLS_ARG_KEYS || syn->kind == CHAT_CALLS_XML_PARAMS) {
+            /* the trigger was consumed: put it back in front of the text */
+            size_t tl = strlen(syn->trigger), cl;
+            char *t = malloc(tl + x->call_len + 1);
+            int k = 0;
+            if (t) {
+                memcpy(t, syn->trigger, tl);
+                memcpy(t + tl, x->call, x->call_len + 1);
+                int rc = chat_tool_split(syn, t, tl + x->call_len, x->tools, &cl, got, room, &k);
+                n = rc == -2 ? -1 : k > 0 ? k : -1;
+                free(t);
+            }
+        } else {
+            n = chat_tool_parse_body(syn, x->call, x->call_len, x->tools, got, room);
+        }
     }
-    if (n && a) {
-        x->calls[x->n_calls].name = n;
-        x->calls[x->n_calls++].arguments = a;
+    if (n > 0) {
+        for (int i = 0; i < n; i++) {
+            x->calls[x->n_calls].name = got[i].name;
+            x->calls[x->n_calls++].arguments = got[i].arguments;
+        }
         x->call_len = 0;
         if (x->call) x->call[0] = 0;
     } else {
-        free(n);
-        free(a);
         x->call_broken = 1;
     }
-    cJSON_Delete(c);
 }
 
 /* The end of string text s (at its opening quote): the byte after the closing
@@ -1211,8 +1357,39 @@ static const char *value_end(const char *v) {
  * so far — what OpenAI returns for a call cut by max_tokens (finish_reason
  * "length", arguments not valid JSON).  Without a complete name the call is
  * dropped: nothing of it reaches the reply's text. */
+/* An array of calls cut off: its complete elements are the calls. */
+static void salvage_array(srvx *x) {
+    const char *p = x->call + strspn(x->call, " \t\r\n"), *last = NULL;
+    if (*p++ != '[') return;
+    for (;;) {
+        p += strspn(p, " \t\r\n,");
+        if (*p != '{') break;
+        const char *ve = value_end(p);
+        if (!ve) break;
+        last = p = ve;
+    }
+    if (!last) return;
+    size_t n = (size_t)(last - x->call);
+    char *t = malloc(n + 2);
+    if (!t) return;
+    memcpy(t, x->call, n);
+    memcpy(t + n, "]", 2);
+    chat_tool_call got[SRVX_MAX_CALLS] = {{0}};
+    int k = chat_tool_parse_body(x->syn, t, n + 1, x->tools, got, SRVX_MAX_CALLS - x->n_calls);
+    free(t);
+    for (int i = 0; i < k; i++) {
+        x->calls[x->n_calls].name = got[i].name;
+        x->calls[x->n_calls++].arguments = got[i].arguments;
+    }
+}
+
 static void salvage_call(srvx *x) {
     if (!x->call || x->n_calls >= SRVX_MAX_CALLS) return;
+    if (x->syn->kind == CHAT_CALLS_JSON_ARRAY) {
+        salvage_array(x);
+        return;
+    }
+    if (x->syn->kind != CHAT_CALLS_JSON_OBJECT) return;
     char *name = NULL, *args = NULL;
     const char *p = x->call + strspn(x->call, " \t\r\n");
     if (*p++ != '{') return;
@@ -1247,7 +1424,62 @@ static void salvage_call(srvx *x) {
     }
 }
 
-int srvx_template_has_tools(const cinfer_model *m) { return hermes_template(m); }
+int srvx_template_has_tools(const cinfer_model *m) { return template_syntax(m) != NULL; }
+
+/* A 9-character alphanumeric id for id (FNV-1a 64, base 62); kept when it is one. */
+static void mistral_id(const char *id, char out[10]) {
+    size_t n = strlen(id);
+    int ok = n == 9;
+    for (size_t i = 0; ok && i < n; i++) ok = isalnum((unsigned char)id[i]);
+    if (ok) {
+        memcpy(out, id, 10);
+        return;
+    }
+    static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)id[i]) * 1099511628211ull;
+    for (int i = 0; i < 9; i++, h /= 62) out[i] = digits[h % 62];
+    out[9] = 0;
+}
+
+static int fit_id(cJSON *o, const char *key) {
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsString(v)) return 0;
+    char id[10];
+    mistral_id(v->valuestring, id);
+    return cJSON_SetValuestring(v, id) ? 0 : -1;
+}
+
+int srvx_fit_template(const cinfer_model *m, const srvx *x, cJSON *messages, char **vars) {
+    cinfer_model_info in;
+    cinfer_model_get_info(m, &in);
+    const chat_family fam = in.chat_template ? chat_detect_family(in.chat_template) : CHAT_FAMILY_UNKNOWN;
+    return srvx_fit_family(fam, x ? x->tools : NULL, messages, vars);
+}
+
+int srvx_fit_family(chat_family fam, const cJSON *tools, cJSON *messages, char **vars) {
+    if (fam == CHAT_FAMILY_MISTRAL3) {
+        cJSON *msg;
+        cJSON_ArrayForEach(msg, messages) {
+            cJSON *tc;
+            cJSON_ArrayForEach(tc, cJSON_GetObjectItemCaseSensitive(msg, "tool_calls"))
+                if (fit_id(tc, "id")) return -1;
+            if (fit_id(msg, "tool_call_id")) return -1;
+        }
+    }
+    if (fam == CHAT_FAMILY_SMOLLM3 && tools) {
+        cJSON *v = *vars ? cJSON_Parse(*vars) : cJSON_CreateObject();
+        if (!v) return -1;
+        cJSON_DeleteItemFromObjectCaseSensitive(v, "xml_tools");
+        cJSON_AddItemToObject(v, "xml_tools", cJSON_Duplicate(tools, 1));
+        char *t = cJSON_PrintUnformatted(v);
+        cJSON_Delete(v);
+        if (!t) return -1;
+        free(*vars);
+        *vars = t;
+    }
+    return 0;
+}
 
 /* Append extra[0..n_extra) to the session's history (prompt and everything
  * generated) as the next generation's prompt: ids malloc'd into *out. */
@@ -1256,28 +1488,39 @@ static int history_plus(cinfer_session *sess, const int32_t *extra, int n_extra,
     *out = malloc(((size_t)n_past + (size_t)n_extra + 1) * sizeof **out);
     if (!*out) return CINFER_ENOMEM;
     memcpy(*out, cinfer_session_tokens(sess), (size_t)n_past * sizeof **out);
-    memcpy(*out + n_past, extra, (size_t)n_extra * sizeof **out);
+    if (n_extra) memcpy(*out + n_past, extra, (size_t)n_extra * sizeof **out);
     *n_out = (size_t)n_past + (size_t)n_extra;
     return 0;
 }
 
-/* One call object under the call grammar, after history + extra (the rest
- * of the opener).  Counts are added to res. */
-static int call_pass(cinfer_session *sess, srvx *x, cinfer_gen_options o, const int32_t *extra, int n_extra,
-                     const cinfer_gen_options *go, cinfer_token_cb cb, void *user, cinfer_gen_result *res, char *err,
-                     size_t err_len) {
+/* One generation pass of a call: after base[0..n_base) (NULL: the session's
+ * history) + extra, under grammar g (NULL: free), at most limit tokens (0:
+ * what max_tokens leaves).  Counts are added to res. */
+static int gen_pass(cinfer_session *sess, srvx *x, cinfer_gen_options o, const int32_t *base, size_t n_base,
+                    const int32_t *extra, int n_extra, const cinfer_grammar *g, int limit, const cinfer_gen_options *go,
+                    cinfer_token_cb cb, void *user, cinfer_gen_result *res, char *err, size_t err_len) {
     int left = go->max_tokens ? go->max_tokens - res->n_generated : 0;
     if (go->max_tokens && left <= 0) {
         res->stop = CINFER_STOP_MAX_TOKENS;
         return 0;
     }
+    if (limit > 0 && (!left || limit < left)) left = limit;
     int32_t *buf;
     size_t n;
-    if (history_plus(sess, extra, n_extra, &buf, &n)) {
+    if (base) {
+        n = n_base + (size_t)n_extra;
+        buf = malloc((n + 1) * sizeof *buf);
+        if (buf) {
+            memcpy(buf, base, n_base * sizeof *buf);
+            if (n_extra) memcpy(buf + n_base, extra, (size_t)n_extra * sizeof *buf);
+        }
+    } else if (history_plus(sess, extra, n_extra, &buf, &n))
+        buf = NULL;
+    if (!buf) {
         snprintf(err, err_len, "out of memory");
         return CINFER_ENOMEM;
     }
-    o.grammar = x->call_gram;
+    o.grammar = g;
     o.stop = NULL; /* stop strings do not cut a call */
     o.n_stop = 0;
     o.max_tokens = left;
@@ -1285,19 +1528,64 @@ static int call_pass(cinfer_session *sess, srvx *x, cinfer_gen_options o, const 
     cinfer_gen_result r = {0};
     int rc = cinfer_generate_tokens(sess, buf, n, &o, cb, user, &r, err, err_len);
     free(buf);
+    if (base) { /* the request's first pass: its prompt counts and timings */
+        *res = r;
+        return rc;
+    }
     res->n_generated += r.n_generated;
     res->stop = r.stop;
     res->gen_ms += r.prompt_ms + r.gen_ms;
     return rc;
 }
 
-/* After a call: does the model open another?  "\n</tool_call>\n" is
- * appended and evaluated; another call follows when the opener token is then
- * the most likely (after logit_bias and penalties) — the greedy choice, as
- * the grammar of llama.cpp's parallel calls leaves it to the model.  1: yes,
- * 0: no, < 0: error. */
+/* Mistral: the grammar of the tool whose name x->call holds ("name[ARGS]",
+ * "name[CALL_ID]id[ARGS]"), or NULL when it names none of the tools. */
+static const cinfer_grammar *named_args_grammar(const srvx *x) {
+    const char *c = x->call ? x->call : "", *e = strstr(c, "[CALL_ID]");
+    if (!e) e = strstr(c, "[ARGS]");
+    if (!e) return NULL;
+    while (c < e && isspace((unsigned char)*c)) c++;
+    while (e > c && isspace((unsigned char)e[-1])) e--;
+    for (int i = 0; i < x->n_arg; i++)
+        if (strlen(x->arg_name[i]) == (size_t)(e - c) && !memcmp(x->arg_name[i], c, (size_t)(e - c))) return x->arg_gram[i];
+    return NULL;
+}
+
+/* One call (block) after the opener: the JSON syntaxes under the call
+ * grammar; Mistral's name up to [ARGS] (at most 64 tokens, restricted to the
+ * tools' names: mask_call_name), then its arguments under that tool's
+ * grammar; the free-form syntaxes without a grammar until the model ends its
+ * turn (parsed afterwards). */
+static int call_pass(cinfer_session *sess, srvx *x, cinfer_gen_options o, const int32_t *base, size_t n_base,
+                     const int32_t *extra, int n_extra, const cinfer_gen_options *go, cinfer_token_cb cb, void *user,
+                     cinfer_gen_result *res, char *err, size_t err_len) {
+    switch (x->syn->kind) {
+    case CHAT_CALLS_NAME_ARGS: {
+        x->name_phase = 1;
+        int rc = gen_pass(sess, x, o, base, n_base, extra, n_extra, NULL, 64, go, cb, user, res, err, err_len);
+        x->name_phase = 0;
+        if (rc || res->stop != CINFER_STOP_CALLBACK) return rc; /* no [ARGS]: the call does not parse */
+        const cinfer_grammar *g = named_args_grammar(x);
+        if (!g) return 0;
+        return gen_pass(sess, x, o, NULL, 0, NULL, 0, g, 0, go, cb, user, res, err, err_len);
+    }
+    case CHAT_CALLS_GEMMA4:
+    case CHAT_CALLS_ARG_KEYS:
+    case CHAT_CALLS_XML_PARAMS:
+        return gen_pass(sess, x, o, base, n_base, extra, n_extra, NULL, 0, go, cb, user, res, err, err_len);
+    default:
+        return gen_pass(sess, x, o, base, n_base, extra, n_extra, x->call_gram, 0, go, cb, user, res, err, err_len);
+    }
+}
+
+/* After a call: does the model open another?  The syntax's text between two
+ * blocks ("\n</tool_call>\n"; Mistral: none) is appended and evaluated;
+ * another call follows when the trigger token is then the most likely
+ * (after logit_bias and penalties) — the greedy choice, as the grammar of
+ * llama.cpp's parallel calls leaves it to the model.  1: yes, 0: no (also
+ * for the syntaxes whose one block holds every call), < 0: error. */
 static int another_call(cinfer_session *sess, srvx *x, char *err, size_t err_len) {
-    if (x->trigger_id < 0 || x->n_closer <= 0) return 0;
+    if (x->trigger_id < 0 || x->n_closer < 0) return 0;
     int32_t *buf;
     size_t n;
     if (history_plus(sess, x->closer, x->n_closer, &buf, &n)) return CINFER_ENOMEM;
@@ -1323,43 +1611,37 @@ int srvx_generate(cinfer_session *sess, srvx *x, const int32_t *ids, size_t n_id
                   cinfer_token_cb cb, void *user, cinfer_gen_result *res, char *err, size_t err_len) {
     if (!x) return cinfer_generate_tokens(sess, ids, n_ids, go, cb, user, res, err, err_len);
     cinfer_gen_options o = *go;
-    if (x->logprobs || x->freq_pen != 0 || x->pres_pen != 0 || x->n_bias) {
+    if (x->logprobs || x->freq_pen != 0 || x->pres_pen != 0 || x->n_bias ||
+        (x->syn && x->syn->kind == CHAT_CALLS_NAME_ARGS)) {
         o.logit_fn = x_logits;
         o.logit_user = x;
     }
     if (x->fmt_gram) o.grammar = x->fmt_gram;
-    int32_t *buf = NULL;
+    int rc;
+    memset(res, 0, sizeof *res);
     if (x->tool_mode == SRVX_TOOLS_REQUIRED) {
-        /* the opener goes into the prompt; the grammar writes the call object */
-        buf = malloc((n_ids + (size_t)x->n_opener) * sizeof *buf);
-        if (!buf) {
-            snprintf(err, err_len, "out of memory");
-            return CINFER_ENOMEM;
-        }
-        memcpy(buf, ids, n_ids * sizeof *buf);
-        memcpy(buf + n_ids, x->opener, (size_t)x->n_opener * sizeof *buf);
-        n_ids += (size_t)x->n_opener;
-        ids = buf;
-        o.grammar = x->call_gram;
-        o.stop = NULL; /* stop strings do not cut a call */
-        o.n_stop = 0;
-        x->phase = 1;
+        /* the opener goes into the prompt; the call follows it from the first token */
+        x->n_prompt = (int)n_ids + x->n_opener;
+        rc = call_pass(sess, x, o, ids, n_ids, x->opener, x->n_opener, go, cb, user, res, err, err_len);
+    } else {
+        x->n_prompt = (int)n_ids;
+        rc = cinfer_generate_tokens(sess, ids, n_ids, &o, cb, user, res, err, err_len);
+        /* auto: the trigger token was sampled; the call follows (the opener's rest appended) */
+        if (!rc && x->triggered && res->stop == CINFER_STOP_CALLBACK)
+            rc = call_pass(sess, x, o, NULL, 0, x->opener + 1, x->n_opener - 1, go, cb, user, res, err, err_len);
     }
-    x->n_prompt = (int)n_ids;
-    int rc = cinfer_generate_tokens(sess, ids, n_ids, &o, cb, user, res, err, err_len);
-    free(buf);
-    /* auto: the opener's token was sampled; pass 2 writes the call (the opener's rest appended) */
-    if (!rc && x->triggered && res->stop == CINFER_STOP_CALLBACK)
-        rc = call_pass(sess, x, o, x->opener + 1, x->n_opener - 1, go, cb, user, res, err, err_len);
-    /* each complete call: parse it; with parallel calls, another may follow */
+    /* each complete call: parse it; where blocks hold one call each, another may follow */
+    const int grammar_done = x->syn && x->syn->kind != CHAT_CALLS_GEMMA4 && x->syn->kind != CHAT_CALLS_ARG_KEYS &&
+                             x->syn->kind != CHAT_CALLS_XML_PARAMS;
     while (!rc && x->phase == 1) {
         parse_call(x);
-        if (res->stop != CINFER_STOP_GRAMMAR || x->call_broken || x->n_calls >= (x->parallel ? SRVX_MAX_CALLS : 1))
+        if (!grammar_done || res->stop != CINFER_STOP_GRAMMAR || x->call_broken ||
+            x->n_calls >= (x->parallel ? SRVX_MAX_CALLS : 1))
             break;
         int more = another_call(sess, x, err, err_len);
         if (more < 0) rc = more;
         if (more <= 0) break;
-        rc = call_pass(sess, x, o, x->opener, x->n_opener, go, cb, user, res, err, err_len);
+        rc = call_pass(sess, x, o, NULL, 0, x->opener, x->n_opener, go, cb, user, res, err, err_len);
     }
     if (!rc && x->call_broken) salvage_call(x);
     return rc;

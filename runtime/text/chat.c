@@ -24,6 +24,18 @@ static bool has(const char *s, const char *needle) { return strstr(s, needle) !=
  * llama.cpp's common_chat_templates_apply (common/chat.cpp). */
 chat_family chat_detect_family(const char *s) {
     if (!s) return CHAT_FAMILY_UNKNOWN;
+    /* the issue-19 families first: their markers are unambiguous, and some of
+     * them also carry older families' markers (<tool_call>, [TOOL_CALLS]) */
+    if (has(s, "<|tool_call>")) return CHAT_FAMILY_GEMMA4;
+    if (has(s, "<arg_key>")) return CHAT_FAMILY_GLM45;
+    if (has(s, "<TOOLCALL>")) return CHAT_FAMILY_NEMOTRON;
+    /* Seed-OSS writes Qwen3-Coder's blocks inside <seed:tool_call>, with Python-repr
+     * values (lists as ['a', 'b']): not a syntax cinfer reads */
+    if (has(s, "<seed:tool_call>")) return CHAT_FAMILY_UNKNOWN;
+    if (has(s, "<function=") && has(s, "<parameter=")) return CHAT_FAMILY_QWEN3_CODER;
+    if (has(s, "[|endofturn|]") && has(s, "<tool_call>")) return CHAT_FAMILY_EXAONE4;
+    if (has(s, "[TOOL_CALLS]") && has(s, "[ARGS]")) return CHAT_FAMILY_MISTRAL3;
+    if (has(s, "xml_tools") && has(s, "<tool_call>")) return CHAT_FAMILY_SMOLLM3;
     if (has(s, "<|START_ACTION|>") || has(s, "<|END_THINKING|>")) return CHAT_FAMILY_COMMAND_R7B;
     if (has(s, "<|START_OF_TURN_TOKEN|>")) return CHAT_FAMILY_COMMAND_R;
     if (has(s, "<｜tool▁calls▁begin｜>") || has(s, "<｜Assistant｜>"))
@@ -63,6 +75,13 @@ static const char *const k_family_names[CHAT_FAMILY_COUNT_] = {
     [CHAT_FAMILY_DEEPSEEK_R1] = "deepseek-r1",
     [CHAT_FAMILY_COMMAND_R] = "command-r",
     [CHAT_FAMILY_COMMAND_R7B] = "command-r7b",
+    [CHAT_FAMILY_GEMMA4] = "gemma4",
+    [CHAT_FAMILY_MISTRAL3] = "mistral3",
+    [CHAT_FAMILY_GLM45] = "glm4.5",
+    [CHAT_FAMILY_NEMOTRON] = "nemotron",
+    [CHAT_FAMILY_QWEN3_CODER] = "qwen3-coder",
+    [CHAT_FAMILY_EXAONE4] = "exaone4",
+    [CHAT_FAMILY_SMOLLM3] = "smollm3",
 };
 
 const char *chat_family_name(chat_family f) {

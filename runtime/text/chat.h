@@ -53,6 +53,13 @@ typedef enum chat_family {
     CHAT_FAMILY_DEEPSEEK_R1,      /* <｜User｜>, <｜tool▁calls▁begin｜>, <think> */
     CHAT_FAMILY_COMMAND_R,        /* <|START_OF_TURN_TOKEN|>, Action: ```json [...]``` */
     CHAT_FAMILY_COMMAND_R7B,      /* <|START_THINKING|>, <|START_ACTION|>[...]<|END_ACTION|> */
+    CHAT_FAMILY_GEMMA4,           /* <|turn>role, <|tool_call>call:name{key:value,...}<tool_call|> */
+    CHAT_FAMILY_MISTRAL3,         /* [TOOL_CALLS]name[ARGS]{json} (Mistral Small 3.x, Ministral 3, Devstral) */
+    CHAT_FAMILY_GLM45,            /* <tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value></tool_call> */
+    CHAT_FAMILY_NEMOTRON,         /* <TOOLCALL>[{"name", "arguments"}, ...]</TOOLCALL> (Nemotron Nano v2) */
+    CHAT_FAMILY_QWEN3_CODER,      /* <tool_call><function=name><parameter=k>v</parameter></function></tool_call> */
+    CHAT_FAMILY_EXAONE4,          /* [|role|], <tool_call>{"name", "arguments"}</tool_call> */
+    CHAT_FAMILY_SMOLLM3,          /* ChatML, tools as xml_tools, Hermes <tool_call>\n{json}\n</tool_call> */
     CHAT_FAMILY_COUNT_
 } chat_family;
 

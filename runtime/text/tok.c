@@ -25,6 +25,7 @@
 #include "tok.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,14 +94,19 @@ static int load_gguf(const gguf_file *g, tok_vocab *v, char *err, size_t err_len
                     gguf_vtype_name(model->type));
     gguf_str ms = model->v.str;
     const pre_def *pre = NULL;
+    const bool gemma4 = gguf_str_eq(ms, "gemma4");
     if (gguf_str_eq(ms, "llama")) v->type = TOK_TYPE_SPM;
-    else if (gguf_str_eq(ms, "gpt2")) v->type = TOK_TYPE_BPE;
+    else if (gguf_str_eq(ms, "gpt2") || gemma4) v->type = TOK_TYPE_BPE;
     else if (gguf_str_eq(ms, "bert")) v->type = TOK_TYPE_WPM;
+    else if (gguf_str_eq(ms, "t5")) v->type = TOK_TYPE_UGM;
     else
         return fail(err, err_len, TOK_EUNSUPPORTED,
-                    "tok: tokenizer.ggml.model '%.*s' not supported (SPM 'llama', BPE 'gpt2', WordPiece 'bert')",
+                    "tok: tokenizer.ggml.model '%.*s' not supported (SPM 'llama', BPE 'gpt2', WordPiece 'bert', "
+                    "UGM 't5', 'gemma4')",
                     (int)(ms.len > 64 ? 64 : ms.len), ms.ptr);
-    if (v->type == TOK_TYPE_BPE) {
+    if (gemma4) { /* llama.cpp: the "gemma4" model always uses its own pre-tokenizer */
+        pre = tok_pre_lookup("gemma4", 6);
+    } else if (v->type == TOK_TYPE_BPE) {
         const gguf_value *pv = gguf_get(g, "tokenizer.ggml.pre");
         const char *pname = "default";
         size_t plen = 7;
@@ -160,12 +166,19 @@ static int load_gguf(const gguf_file *g, tok_vocab *v, char *err, size_t err_len
         break;
     case TOK_TYPE_BPE:
         v->bos = 11, v->eos = 11;
+        if (gemma4) v->bos = v->eos = -1; /* read from the keys */
+        if (pre->no_bos) v->bos = -1;
         v->add_bos = pre->add_bos, v->clean_spaces = pre->clean_spaces, v->ignore_merges = pre->ignore_merges;
+        v->raw_symbols = pre->raw_symbols;
         snprintf(v->pre_name, sizeof v->pre_name, "%s", pre->names[0]);
         break;
     case TOK_TYPE_WPM:
         v->bos = 101, v->unk = 100, v->sep = 102, v->pad = 0;
         v->add_bos = true, v->add_sep = true, v->clean_spaces = true;
+        break;
+    case TOK_TYPE_UGM:
+        v->eos = 1, v->unk = 2, v->pad = 0;
+        v->add_eos = true;
         break;
     }
     if ((rc = opt_bool(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err, err_len))) return rc;
@@ -193,6 +206,19 @@ static int load_gguf(const gguf_file *g, tok_vocab *v, char *err, size_t err_len
     if ((rc = opt_bool(g, "tokenizer.ggml.add_bos_token", &v->add_bos, err, err_len))) return rc;
     if ((rc = opt_bool(g, "tokenizer.ggml.add_eos_token", &v->add_eos, err, err_len))) return rc;
     if ((rc = opt_bool(g, "tokenizer.ggml.add_sep_token", &v->add_sep, err, err_len))) return rc;
+    if (v->raw_symbols) v->add_bos = true; /* llama.cpp overrides add_bos_token false for Gemma 4 */
+
+    if (v->type == TOK_TYPE_UGM) {
+        if ((rc = opt_bool(g, "tokenizer.ggml.remove_extra_whitespaces", &v->ugm_remove_extra_ws, err, err_len)))
+            return rc;
+        const gguf_value *cm = gguf_get(g, "tokenizer.ggml.precompiled_charsmap");
+        if (cm) {
+            if (cm->type != GGUF_VT_ARRAY || (cm->v.arr.type != GGUF_VT_UINT8 && cm->v.arr.type != GGUF_VT_INT8))
+                return fail(err, err_len, TOK_EFORMAT, "tok: tokenizer.ggml.precompiled_charsmap: expected an array of "
+                            "uint8 or int8");
+            if ((rc = tok_ugm_set_charsmap(v, cm->v.arr.data, (size_t)cm->v.arr.n, err, err_len))) return rc;
+        }
+    }
 
     if (v->type == TOK_TYPE_BPE) {
         const gguf_value *merges;
@@ -214,6 +240,15 @@ static int load_gguf(const gguf_file *g, tok_vocab *v, char *err, size_t err_len
     bool has_name = name && name->type == GGUF_VT_STRING;
     rc = tok_vocab_finish(v, has_name ? name->v.str.ptr : NULL, has_name ? name->v.str.len : 0, err, err_len);
     if (!rc && v->type == TOK_TYPE_BPE) tok_bpe_finish(v);
+    if (!rc && v->type == TOK_TYPE_UGM) {
+        /* llm_tokenizer_ugm: the unknown score, the longest user-defined token */
+        float min_score = FLT_MAX;
+        for (int32_t i = 0; i < v->n_vocab; i++) {
+            if ((v->attr[i] & TOK_ATTR_NORMAL) && v->score[i] < min_score) min_score = v->score[i];
+            if ((v->attr[i] & TOK_ATTR_USER_DEFINED) && v->text_len[i] > v->ugm_user_max) v->ugm_user_max = v->text_len[i];
+        }
+        v->ugm_unk_score = (double)(min_score - 10.0f);
+    }
     return rc;
 }
 
@@ -236,6 +271,7 @@ int tok_load_ggml(const gguf_file *g, tok_vocab **out, char *err, size_t err_len
 void tok_free(tok_vocab *v) {
     if (!v) return;
     tok_bpe_free(v);
+    free(v->ugm_map);
     free(v->text);
     free(v->text_off);
     free(v->text_len);
@@ -559,8 +595,10 @@ oom:
 size_t tok_encode_max(size_t len) {
     /* SPM: every byte a byte token, every space ▁ (3 byte tokens when ▁ is no
      * piece), a ▁ prefix per fragment; BPE: an invalid byte becomes U+FFFD, 3
-     * tokens at most; WordPiece: "▁" + a 1-byte word, 4; plus BOS/EOS/SEP */
-    return 3 * len + 3 * (len + 1) + 2;
+     * tokens at most; WordPiece: "▁" + a 1-byte word, 4; UGM: the charsmap's
+     * NFKC expansions (U+FDFA, 3 bytes, becomes 18 code points), at most a
+     * token each, and a ▁ before each word; plus BOS/EOS/SEP */
+    return 8 * len + 8;
 }
 
 int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
@@ -626,6 +664,13 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_specia
         }
         if (add_special && v->add_eos) tok_emit(&out, v->eos);
         if (c.bad_byte) rc = TOK_EFORMAT;
+    } else if (v->type == TOK_TYPE_UGM) { /* LLAMA_VOCAB_TYPE_UGM */
+        if (add_special && v->add_bos && v->bos >= 0) tok_emit(&out, v->bos);
+        for (size_t f = 0; f < nf && !rc; f++) {
+            if (frags[f].id >= 0) tok_emit(&out, frags[f].id);
+            else rc = tok_ugm_fragment(v, text + frags[f].off, frags[f].len, &out);
+        }
+        if (add_special && v->add_eos && v->eos >= 0) tok_emit(&out, v->eos);
     } else { /* LLAMA_VOCAB_TYPE_BPE and _WPM */
         bool wpm = v->type == TOK_TYPE_WPM;
         tok_scratch *s = tok_scratch_new();

@@ -7,6 +7,11 @@
  *              qwen2, deepseek-llm, deepseek-coder, falcon, mpt, starcoder, refact, ...)
  *   WordPiece  `tokenizer.ggml.model = "bert"`   greedy longest match after BERT's
  *              normalisation (lowercase, accents stripped, punctuation split)
+ *   UGM        `tokenizer.ggml.model = "t5"`     SentencePiece unigram (T5, XLM-RoBERTa:
+ *              multilingual BERT embedders), Viterbi over log-probabilities after the
+ *              precompiled charsmap's normalisation (tok_ugm.c)
+ *   Gemma 4    `tokenizer.ggml.model = "gemma4"` BPE over raw UTF-8 with SentencePiece's
+ *              escaped spaces and <0xXX> byte fallback (pre-tokenizer "gemma4")
  *
  * Owns: the vocabulary (pieces, scores, token types, special ids, merges),
  * encoding text to ids, decoding ids to bytes, and streaming detokenization
@@ -47,6 +52,7 @@ enum {
     TOK_TYPE_SPM = 1, /* "llama" */
     TOK_TYPE_BPE = 2, /* "gpt2", and tokenizer.json model.type "BPE" */
     TOK_TYPE_WPM = 3, /* "bert" */
+    TOK_TYPE_UGM = 4, /* "t5" */
 };
 
 /* Token attributes (llama.h enum llama_token_attr), derived from the GGUF
@@ -82,24 +88,29 @@ typedef struct tok_vocab tok_vocab;
 /* ---- loading ----------------------------------------------------------- */
 
 /* Build the vocabulary from GGUF metadata, as llama_vocab::impl::load does:
- *   tokenizer.ggml.model              "llama" (SPM), "gpt2" (BPE) or "bert" (WordPiece),
+ *   tokenizer.ggml.model              "llama" (SPM), "gpt2" (BPE), "bert" (WordPiece),
+ *                                     "t5" (UGM) or "gemma4" (BPE, pre-tokenizer "gemma4"),
  *                                     else TOK_EUNSUPPORTED
  *   tokenizer.ggml.pre                BPE pre-tokenizer (default "default"); a name
  *                                     not implemented here is TOK_EUNSUPPORTED
+ *   tokenizer.ggml.precompiled_charsmap  UGM: u8/i8 array, optional (no normalisation)
+ *   tokenizer.ggml.remove_extra_whitespaces  UGM: bool, default false
  *   tokenizer.ggml.tokens             string array (n_vocab), required; duplicates are an error
  *   tokenizer.ggml.scores             f32 or i32 array (>= n_vocab), optional (0)
  *   tokenizer.ggml.token_type         i32 array (>= n_vocab), optional (all normal)
  *   tokenizer.ggml.merges             string array "left right", required for BPE (rank = index)
  *   tokenizer.ggml.{bos,eos,unknown,seperator,padding,eot,eom,fim_*}_token_id
  *                                     optional; defaults as llama.cpp: SPM bos 1, eos 2,
- *                                     unk 0; BPE bos = eos = 11; bert bos ([CLS]) 101,
- *                                     unk 100, sep 102, pad 0; out-of-range values keep
+ *                                     unk 0; BPE bos = eos = 11 (glm4: no bos; gemma4:
+ *                                     none); bert bos ([CLS]) 101, unk 100, sep 102, pad 0;
+ *                                     UGM eos 1, unk 2, pad 0; out-of-range values keep
  *                                     the default
  *   tokenizer.ggml.add_bos_token      default true for SPM and bert, for BPE as the
- *                                     pre-tokenizer says (true for llama3)
- *   tokenizer.ggml.add_eos_token      default false
+ *                                     pre-tokenizer says (true for llama3, tekken; gemma4
+ *                                     always true, as llama.cpp forces it), false for UGM
+ *   tokenizer.ggml.add_eos_token      default false (UGM: true)
  *   tokenizer.ggml.add_sep_token      default true for bert
- *   tokenizer.ggml.add_space_prefix   default true for SPM
+ *   tokenizer.ggml.add_space_prefix   default true for SPM (UGM: false, as llama.cpp)
  * Like llama.cpp, tokens whose text is one of the well-known end-of-turn,
  * end-of-message and fill-in-the-middle markers ("<|eot_id|>", "<|im_end|>",
  * "<|end|>", "<|fim_pad|>", "<|file_sep|>", ...) are found by name, become
@@ -192,12 +203,19 @@ size_t tok_encode_max(size_t len);
  *       and marks dropped, lowercase), words split at whitespace,
  *       punctuation, ASCII symbols and CJK ideographs, then greedy longest
  *       match of "▁" + word; a word with no full match is [UNK];
+ *     UGM: the charsmap's normalisation and escaped spaces, then the
+ *       highest-scoring segmentation (Viterbi), unknown code points as one
+ *       [UNK] per run (tok_ugm.c);
+ *     Gemma 4: spaces become U+2581, lines and runs of newlines are the
+ *       words, merges work on UTF-8 characters, a leftover symbol becomes
+ *       its bytes' <0xXX> tokens;
  *  3. add_special: BOS first when the vocab adds BOS, EOS last when it adds
  *     EOS (WordPiece: [CLS] first and [SEP] last, always).
  * Writes up to n_max ids to ids (which may be NULL when n_max is 0) and the
  * full count to *n_ids.  Returns 0, TOK_ETOOSMALL when the count exceeds
  * n_max (ids then holds the first n_max; call again with *n_ids), TOK_ENOMEM,
- * TOK_EFORMAT (SPM: a byte the vocab cannot represent at all) or TOK_EINVAL.
+ * TOK_EFORMAT (SPM: a byte the vocab cannot represent at all; UGM: a charsmap
+ * pointing outside itself) or TOK_EINVAL.
  * Allocates scratch per call, sized from the input, and frees it before
  * returning; nothing per token.  SPM: 49 bytes per byte of escaped text
  * (spaces count 3); BPE and WordPiece: about 20 bytes per input byte plus 16

@@ -98,30 +98,50 @@ static const char *const rx_deepseek_v3[] = {
 };
 static const char *const rx_poro[] = {RX_PORO, NULL};
 static const char *const rx_viking[] = {RX_PORO, "\\p{N}", NULL};
+/* Mistral's tekken (llama.cpp's rewrite of [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] as a letter that
+ * is not a-z, and [\p{Ll}\p{Lm}\p{Lo}\p{M}] as one that is not A-Z) */
+static const char *const rx_tekken[] = {
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])"
+    "([^a-z]))+((?=[\\p{L}])([^A-Z]))*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    NULL,
+};
+static const char *const rx_seed_coder[] = {
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| "
+    "?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    NULL,
+};
+/* Gemma 4: no word split but lines (BPE merges never see a newline) */
+static const char *const rx_lines[] = {"[^\\n]+|[\\n]+", NULL};
 
 #define NAMES(...) (const char *const[]){__VA_ARGS__, NULL}
-/* {names, regexes, clean_spaces, ignore_merges, add_bos} */
+/* {names, regexes, clean_spaces, ignore_merges, add_bos[, no_bos, raw_symbols]}, from
+ * llama_vocab::impl::load of llama.cpp de3ff815 (v0.5.0) */
 static const pre_def pre_defs[] = {
-    {NAMES("default"), rx_default, true, false, false},
+    {NAMES("default"), rx_default, true, false, false, false, false},
     {NAMES("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"), rx_llama3, true,
-     true, true},
-    {NAMES("dbrx", "smaug-bpe"), rx_llama3, true, false, false},
-    {NAMES("deepseek-llm"), rx_deepseek_llm, false, false, false},
-    {NAMES("deepseek-coder"), rx_deepseek_coder, false, false, false},
-    {NAMES("deepseek-v3"), rx_deepseek_v3, false, false, false},
-    {NAMES("falcon"), rx_falcon, true, false, false},
-    {NAMES("mpt"), rx_gpt2, true, false, false},
-    {NAMES("starcoder", "refact", "codeshell", "exaone", "minerva-7b"), rx_starcoder, true, false, false},
-    {NAMES("command-r", "smollm"), rx_starcoder, false, false, false},
+     true, true, false, false},
+    {NAMES("dbrx", "smaug-bpe"), rx_llama3, true, false, false, false, false},
+    {NAMES("deepseek-llm"), rx_deepseek_llm, false, false, false, false, false},
+    {NAMES("deepseek-coder"), rx_deepseek_coder, false, false, false, false, false},
+    {NAMES("deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"), rx_deepseek_v3, false, false, false, false, false},
+    {NAMES("falcon"), rx_falcon, true, false, false, false, false},
+    {NAMES("mpt"), rx_gpt2, true, false, false, false, false},
+    {NAMES("starcoder", "refact", "codeshell", "exaone", "minerva-7b", "mellum2"), rx_starcoder, true, false, false, false, false},
+    {NAMES("command-r", "smollm"), rx_starcoder, false, false, false, false, false},
     {NAMES("gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "olmo", "jais", "exaone4",
-           "a.x-4.0", "mellum"),
-     rx_gpt2, true, false, false},
-    {NAMES("trillion", "granite-docling"), rx_gpt2, false, false, false},
-    {NAMES("qwen2", "deepseek-r1-qwen", "hunyuan"), rx_qwen2, false, false, false},
-    {NAMES("stablelm2", "megrez"), rx_qwen2, true, false, false},
-    {NAMES("poro-chat"), rx_poro, false, false, false},
-    {NAMES("bloom", "gpt3-finnish"), rx_poro, true, false, false},
-    {NAMES("viking"), rx_viking, false, false, false},
+           "a.x-4.0", "mellum", "modern-bert"),
+     rx_gpt2, true, false, false, false, false},
+    {NAMES("trillion", "granite-docling"), rx_gpt2, false, false, false, false, false},
+    {NAMES("qwen2", "deepseek-r1-qwen", "hunyuan"), rx_qwen2, false, false, false, false, false},
+    {NAMES("stablelm2", "megrez"), rx_qwen2, true, false, false, false, false},
+    {NAMES("poro-chat"), rx_poro, false, false, false, false, false},
+    {NAMES("bloom", "gpt3-finnish"), rx_poro, true, false, false, false, false},
+    {NAMES("viking"), rx_viking, false, false, false, false, false},
+    {NAMES("tekken"), rx_tekken, false, true, true, false, false},
+    {NAMES("glm4", "chatglm-bpe"), rx_llama3, true, false, false, true, false},
+    {NAMES("seed-coder"), rx_seed_coder, false, false, false, false, false},
+    {NAMES("jina-v1-en", "jina-v2-code", "roberta-bpe"), rx_gpt2, true, false, false, false, false},
+    {NAMES("gemma4"), rx_lines, true, false, false, false, true},
 };
 #undef NAMES
 
@@ -1303,6 +1323,9 @@ int tok_merge_add(tok_vocab *v, const char *a, size_t na, const char *b, size_t 
 
 void tok_bpe_finish(tok_vocab *v) {
     for (int b = 0; b < 256; b++) {
+        char hex[8];
+        snprintf(hex, sizeof hex, "<0x%02X>", b);
+        v->hex_tok[b] = tok_vocab_find(v, hex, 6);
         size_t k = uni_encode(uni_byte_to_cpt((uint8_t)b), v->byte_utf8[b]);
         v->byte_utf8_len[b] = (uint8_t)k;
         v->byte_sym[b] = tok_sym_find(v, v->byte_utf8[b], k);
@@ -1365,9 +1388,11 @@ static void bpe_emit_sym(const tok_vocab *v, const tok_scratch *s, const bpe_sym
         tok_emit(out, y->id);
         return;
     }
-    /* not a token: each byte of its text as a one-byte token, where there is one */
+    /* not a token: each byte of its text as a one-byte token (raw symbols:
+     * its <0xXX> token), where there is one */
     for (uint32_t j = 0; j < y->n; j++) {
-        int32_t t = v->byte_tok[(uint8_t)s->word[y->off + j]];
+        uint8_t b = (uint8_t)s->word[y->off + j];
+        int32_t t = v->raw_symbols ? v->hex_tok[b] : v->byte_tok[b];
         if (t >= 0) tok_emit(out, t);
     }
 }
@@ -1377,9 +1402,18 @@ static int bpe_word(const tok_vocab *v, tok_scratch *s, const uint32_t *cps, siz
     if (scratch_word(s, 4 * n)) return TOK_ENOMEM;
     size_t wl = 0;
     int32_t ns = 0;
+    bool newlines = true;
     for (size_t i = 0; i < n; i++) {
         char u[4];
         size_t k = uni_encode(cps[i], u);
+        newlines &= cps[i] == '\n';
+        if (v->raw_symbols) { /* one symbol per UTF-8 character, no byte encoding */
+            memcpy(s->word + wl, u, k);
+            s->sym[ns] = (bpe_sym){ns - 1, ns + 1, (uint32_t)wl, (uint32_t)k, tok_sym_find(v, u, k)};
+            wl += k;
+            ns++;
+            continue;
+        }
         for (size_t j = 0; j < k; j++) {
             uint8_t b = (uint8_t)u[j];
             uint8_t bl = v->byte_utf8_len[b];
@@ -1391,6 +1425,13 @@ static int bpe_word(const tok_vocab *v, tok_scratch *s, const uint32_t *cps, siz
     }
     if (ns == 0) return 0;
     s->sym[ns - 1].next = -1;
+    if (v->raw_symbols && newlines) { /* llama.cpp's Gemma 4 fix: a run of newlines that is a token */
+        int32_t id = tok_vocab_find(v, s->word, wl);
+        if (id >= 0) {
+            tok_emit(out, id);
+            return 0;
+        }
+    }
     if (v->ignore_merges) {
         int32_t id = tok_vocab_find(v, s->word, wl);
         if (id >= 0) {
@@ -1432,6 +1473,9 @@ int tok_bpe_fragment(const tok_vocab *v, tok_scratch *s, const char *text, size_
         n = m;
     }
     if (n == 0) return 0;
+    if (v->raw_symbols) /* llama_escape_whitespace */
+        for (size_t i = 0; i < n; i++)
+            if (s->cps[i] == ' ') s->cps[i] = 0x2581;
     for (size_t i = 0; i < n; i++) s->fl[i] = uni_flags(s->cps[i]);
     size_t np = 1;
     s->pa[0] = (uint32_t)n;

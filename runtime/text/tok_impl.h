@@ -55,6 +55,9 @@ typedef struct {
     bool clean_spaces;
     bool ignore_merges;
     bool add_bos;
+    bool no_bos;      /* no default BOS (glm4: special_bos_id = LLAMA_TOKEN_NULL) */
+    bool raw_symbols; /* SentencePiece-style BPE (gemma4): spaces escaped as U+2581, merges over
+                       * raw UTF-8 characters, <0xXX> byte fallback, decoding unescapes */
 } pre_def;
 
 struct tok_vocab {
@@ -114,6 +117,8 @@ struct tok_vocab {
     pre_stage pre[TOK_MAX_PRE_STAGES];
     int n_pre;
     bool ignore_merges;  /* a word that is a token is not merged (llama3) */
+    bool raw_symbols;    /* pre_def.raw_symbols (gemma4) */
+    int32_t hex_tok[256];  /* raw_symbols: the <0xXX> token of each byte, -1 */
     bool nfc;            /* tokenizer.json NFC normalizer */
     int32_t byte_sym[256]; /* string id of the byte's GPT-2 character, -1 when unknown */
     int32_t byte_tok[256]; /* token whose text is the single raw byte, -1 (llama.cpp's last resort) */
@@ -123,6 +128,15 @@ struct tok_vocab {
     uint64_t *merge_val;   /* (merge_mask + 1) rank << 32 | merged string id */
     uint32_t merge_mask;
     int32_t n_merges;
+
+    /* ---- UGM (tok_ugm.c) ---- */
+    uint8_t *ugm_map;      /* (ugm_map_len) tokenizer.ggml.precompiled_charsmap, or NULL */
+    size_t ugm_map_len;
+    size_t ugm_xcda_n;     /* XCDA entries after the 4-byte header */
+    size_t ugm_repl_off;   /* offset of the replacement strings in ugm_map */
+    size_t ugm_user_max;   /* longest user-defined token, bytes */
+    double ugm_unk_score;  /* lowest normal score - 10 */
+    bool ugm_remove_extra_ws; /* tokenizer.ggml.remove_extra_whitespaces */
 };
 
 /* ---- tok.c: vocabulary building, shared by the GGUF and tokenizer.json loaders ---- */
@@ -190,6 +204,14 @@ void tok_scratch_free(tok_scratch *s);
  * or WordPiece, appending ids.  TOK_ENOMEM on allocation failure. */
 int tok_bpe_fragment(const tok_vocab *v, tok_scratch *s, const char *text, size_t len, tok_out *out);
 int tok_wpm_fragment(const tok_vocab *v, tok_scratch *s, const char *text, size_t len, tok_out *out);
+
+/* ---- tok_ugm.c ---- */
+
+/* Copy and check a precompiled charsmap (n bytes). */
+int tok_ugm_set_charsmap(tok_vocab *v, const uint8_t *data, size_t n, char *err, size_t err_len);
+/* Encode one raw-text fragment with the unigram model (scratch per call);
+ * TOK_ENOMEM, or TOK_EFORMAT for a charsmap that points outside itself. */
+int tok_ugm_fragment(const tok_vocab *v, const char *text, size_t len, tok_out *out);
 
 /* A regex run the way llama.cpp's unicode_regex_split runs its pre-tokenizer
  * regexes through std::regex (ECMAScript: leftmost match, alternatives in

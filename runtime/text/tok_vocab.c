@@ -229,7 +229,7 @@ static const char *const fim_rep_names[] = {"<|fim_repo|>", "<|repo_name|>", "<f
 static const char *const fim_sep_names[] = {"<|file_sep|>", NULL};
 static const char *const eog_names[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
-    "<|end_of_text|>", NULL,
+    "<|end_of_text|>", "<eos>", "<turn|>", "<|tool_response>", /* the last three: Gemma 4 */ NULL,
 };
 #undef FW
 #undef SP
@@ -262,7 +262,7 @@ static size_t decoded_piece(const tok_vocab *v, int32_t i, char *d) {
         return n;
     }
     if (a & TOK_ATTR_NORMAL) {
-        if (v->type != TOK_TYPE_BPE) { /* llama_unescape_whitespace */
+        if (v->type != TOK_TYPE_BPE || v->raw_symbols) { /* llama_unescape_whitespace */
             for (uint32_t j = 0; j < n;) {
                 if (j + 3 <= n && (uint8_t)t[j] == 0xE2 && (uint8_t)t[j + 1] == 0x96 && (uint8_t)t[j + 2] == 0x81) {
                     if (d) d[m] = ' ';
