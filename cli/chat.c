@@ -237,7 +237,8 @@ static int open_progress(void *user, const char *stage, double done, double tota
 
 static void usage(FILE *f) {
     fprintf(f, "usage: cinfer chat MODEL [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
-               "                   [--min-p P] [--seed S] [-t THREADS] [-c N_CTX] [--aot] [--show-prompt]\n"
+               "                   [--min-p P] [--repeat-penalty R] [--repeat-penalty-all] [--seed S]\n"
+               "                   [-t THREADS] [-c N_CTX] [--aot] [--show-prompt]\n"
                "                   [--quant auto|native|f32|int8|int8int8|int4|int4mix] [--mem BYTES] [-v]\n"
                "  MODEL: a GGUF or .giw file, or REPO[:FILE] pulled with cinfer pull.\n"
                "  interactive on a terminal: line editing and a history kept in $XDG_CACHE_HOME/cinfer/\n"
@@ -245,6 +246,8 @@ static void usage(FILE *f) {
                "  Ctrl-C stops a reply, Ctrl-D leaves;\n"
                "  otherwise one user message per input line, one reply per message.\n"
                "  --seed S: default random (printed with -v), -1 = random, S = reproducible.\n"
+               "  --repeat-penalty R leaves end-of-turn and control tokens alone; --repeat-penalty-all\n"
+               "  penalizes them too (llama.cpp's behaviour).\n"
                "  When the conversation outgrows -c, the oldest turns are dropped (the system prompt stays).\n"
                "  --mem BYTES (480M, 2G): a memory budget; the ladder's steps go to stderr (docs/memory.md).\n");
 }
@@ -293,6 +296,8 @@ static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn o
         else if (v && !strcmp(f, "--top-k")) go.top_k = (int)strtol(argv[++i], &end, 10);
         else if (v && !strcmp(f, "--top-p")) go.top_p = strtof(argv[++i], &end);
         else if (v && !strcmp(f, "--min-p")) go.min_p = strtof(argv[++i], &end);
+        else if (v && !strcmp(f, "--repeat-penalty")) go.repeat_penalty = strtof(argv[++i], &end);
+        else if (!strcmp(f, "--repeat-penalty-all")) go.repeat_penalty_all = 1;
         else if (v && !strcmp(f, "--seed")) {
             if (cli_parse_seed(argv[++i], &go.seed, &seed_random))
                 return fprintf(stderr, "cinfer chat: --seed: '%s' is not a seed (0..18446744073709551615, "

@@ -55,6 +55,7 @@ typedef struct {
     int seed_random;         /* the seed was drawn at random (no --seed, or --seed -1) */
     const char *stop[RUN_MAX_STOP]; /* --stop STR (repeatable) */
     int n_stop;
+    int penalty_all;         /* --repeat-penalty-all: end-of-generation/control tokens too */
 } run_args;
 
 /* "cinfer run", or the program's name for a standalone executable
@@ -92,6 +93,8 @@ static void run_usage(FILE *f, int prebuilt) {
             "  --temp T                temperature (0.8; 0 = greedy, deterministic)\n"
             "  --stop STR              stop when the text STR is generated (not printed; repeatable)\n"
             "  --top-k K --top-p P --min-p P --repeat-penalty R\n"
+            "                          (top-p 0 = greedy; the penalty leaves end-of-generation and\n"
+            "                          control tokens alone unless --repeat-penalty-all)\n"
             "  --seed S                sampling seed: same seed, same text (default: random, printed\n"
             "                          with -v; -1 = random)\n"
             "  -t N                    threads (default: physical cores)\n"
@@ -188,6 +191,7 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
         else if (!strcmp(f, "--top-p")) { NUM(0, 1); a->sp.top_p = (float)d; }
         else if (!strcmp(f, "--min-p")) { NUM(0, 1); a->sp.min_p = (float)d; }
         else if (!strcmp(f, "--repeat-penalty")) { NUM(0, 100); a->sp.repeat_penalty = (float)d; }
+        else if (!strcmp(f, "--repeat-penalty-all")) a->penalty_all = 1;
         else if (!strcmp(f, "--seed")) {
             NEED_VAL();
             if (cli_parse_seed(v, &a->sp.seed, &a->seed_random)) {
@@ -519,6 +523,7 @@ static int run_main(int argc, char **argv, const cli_linked *lk, run_open_fn ope
             .min_p = a.sp.min_p,
             .repeat_penalty = a.sp.repeat_penalty,
             .repeat_last_n = a.sp.repeat_last_n,
+            .repeat_penalty_all = a.penalty_all,
             .seed = a.sp.seed,
             .stop = a.n_stop ? a.stop : NULL,
             .n_stop = a.n_stop,

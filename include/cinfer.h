@@ -556,12 +556,19 @@ typedef struct {
      * llama.cpp's usual sampling: temperature 0.8, top_k 40, top_p 0.95,
      * min_p 0.05 (cinfer run's defaults). */
     int max_tokens;        /* 0: until EOS or context full */
-    float temperature;     /* 0: greedy argmax, deterministic */
-    int top_k;             /* 0: off */
-    float top_p;           /* 0 or >= 1: off */
+    float temperature;     /* 0 (or less): greedy argmax, deterministic; any finite value
+                            * (large: near-uniform over the tokens top_k/top_p/min_p keep) */
+    int top_k;             /* <= 0: off */
+    float top_p;           /* nucleus: keep the most likely tokens until their probability
+                            * reaches top_p (at least one); 0: only the most likely one,
+                            * greedy (as OpenAI and llama.cpp read 0); >= 1: off.  Set it
+                            * (1, or e.g. 0.95) when sampling: a zeroed top_p is greedy */
     float min_p;           /* 0: off */
-    float repeat_penalty;  /* 0 or 1: off */
-    int repeat_last_n;     /* penalty window; 0: 64 */
+    float repeat_penalty;  /* 0 or 1: off.  Never applied to end-of-generation and control
+                            * tokens (<|im_end|> is in every earlier chat turn; penalized,
+                            * replies run on) unless repeat_penalty_all */
+    int repeat_last_n;     /* penalty window; 0: 64, -1: the whole history */
+    int repeat_penalty_all; /* 1: penalize end-of-generation and control tokens too (llama.cpp) */
     uint64_t seed;         /* sampling seed: same seed, same inputs → same text */
     const char *const *stop; /* n_stop strings that end generation (not emitted) */
     int n_stop;

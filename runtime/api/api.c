@@ -57,6 +57,8 @@ struct cinfer_model {
     int has_budget;       /* opened with cinfer_model_options.mem_bytes */
     cinfer_plan budget;   /* the plan the budget chose */
     char budget_steps[1024]; /* its ladder steps, '\n'-separated */
+    uint8_t *no_penalty;  /* (n_vocab) 1: end-of-generation or control token, which the
+                           * repetition penalty leaves alone (samp_params.no_penalty) */
 };
 
 /* How model_open gets the forward pass: compiled (cinfer_model_open passes
@@ -553,6 +555,12 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
     }
     /* A missing or unparsable chat template only matters to chat calls. */
     if (chat_template_from_gguf(m->g, &m->chat, m->chat_err, sizeof m->chat_err)) m->chat = NULL;
+    if (!(m->no_penalty = calloc((size_t)tok_n_vocab(m->vocab), 1))) {
+        rc = fail(err, err_len, CINFER_ENOMEM, "out of memory");
+        goto bad;
+    }
+    for (int32_t id = 0; id < tok_n_vocab(m->vocab); id++)
+        m->no_penalty[id] = tok_is_eog(m->vocab, id) || (tok_attr(m->vocab, id) & TOK_ATTR_CONTROL);
     *out = m;
     return 0;
 bad:
@@ -582,6 +590,7 @@ int cinfer_model_open_linked_at(const char *path, uint64_t offset, uint64_t n_by
 void cinfer_model_close(cinfer_model *m) {
     if (!m) return;
     free(m->path);
+    free(m->no_penalty);
     chat_template_free(m->chat);
     eng_model_release(&m->em);
     if (m->mod) m->mod_free(m->mod);
@@ -1012,18 +1021,28 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
         return fail(err, err_len, CINFER_EARG, "max_tokens and n_stop must be >= 0");
     if (m->mod->desc->encoder) return no_logits(m, err, err_len);
 
+    if (!isfinite(o.temperature))
+        return fail(err, err_len, CINFER_EARG, "temperature %g: expected a finite number (0: greedy)",
+                    (double)o.temperature);
+    if (!(o.top_p >= 0))
+        return fail(err, err_len, CINFER_EARG, "top_p %g: expected 0..1 (0: greedy, 1: off)", (double)o.top_p);
+    if (!(o.min_p >= 0 && o.min_p <= 1))
+        return fail(err, err_len, CINFER_EARG, "min_p %g: expected 0..1 (0: off)", (double)o.min_p);
+    if (!(o.repeat_penalty >= 0) || isinf(o.repeat_penalty) || o.repeat_last_n < -1)
+        return fail(err, err_len, CINFER_EARG, "repeat_penalty %g / repeat_last_n %d: expected a penalty >= 0 "
+                    "(0 or 1: off) and a window >= -1", (double)o.repeat_penalty, o.repeat_last_n);
     samp_params sp = {
         .temp = o.temperature,
         .top_k = o.top_k,
-        .top_p = o.top_p > 0 && o.top_p < 1 ? o.top_p : 1.0f,
+        .top_p = o.top_p,
         .min_p = o.min_p,
         .repeat_penalty = o.repeat_penalty > 0 ? o.repeat_penalty : 1.0f,
-        .repeat_last_n = o.repeat_last_n > 0 ? o.repeat_last_n : 64,
+        .repeat_last_n = o.repeat_last_n ? o.repeat_last_n : 64,
+        .no_penalty = o.repeat_penalty_all ? NULL : m->no_penalty,
         .seed = o.seed,
     };
     samp_state *samp = NULL;
-    if (samp_new(&sp, n_vocab, &samp))
-        return fail(err, err_len, CINFER_EARG, "invalid sampling options");
+    if (samp_new(&sp, n_vocab, &samp)) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
 
     int rc = 0;
     pending_text pend = {0};

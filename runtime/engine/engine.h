@@ -88,7 +88,10 @@ void eng_ctx_free(eng_ctx *c);
 /* Evaluate n tokens at position c->n_past (in batches of desc->n_batch) and
  * advance n_past.  Afterwards eng_logits() holds the last token's logits
  * (n_vocab floats).  Errors: -1 when the context would overflow (nothing is
- * evaluated) or a token id is out of range.  An encoder (desc->encoder) has
+ * evaluated) or a token id is out of range; -1 when a batch's logits are not
+ * all finite, naming the first op, weight and layer that produced inf/NaN
+ * ("... first in layer 3: the output of matmul blk.3.ffn_down.weight"; n_past
+ * then stays at the start of that batch).  An encoder (desc->encoder) has
  * no logits (its output goes to env.hidden) and evaluates one input whole:
  * n_past must be 0 (eng_truncate(c, 0) first) and n <= desc->n_batch. */
 int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len);
