@@ -316,8 +316,9 @@ bench-tok: $(BUILD)/bench_tok
 # Structured output (tests/test_gram_bench.c + test_gram_gen.c, -O2, not
 # sanitized): JSON-Schema-Test-Suite table, the JSONSchemaBench sample,
 # Qwen3 mask timing, 100-seed generation per schema and model (docs/benchmarks.md).
-$(BUILD)/bench_gram: tests/test_gram_bench.c tests/test_gram_gen.c $(BUILD)/libcinfer.a
-	$(Q)$(CC) $(CFLAGS_ALL) -Itests -o $@ tests/test_gram_bench.c tests/test_gram_gen.c $(BUILD)/libcinfer.a $(LIBS)
+BENCH_GRAM_SRC := tests/test_gram_bench.c tests/test_gram_gen.c tests/test_gram_diff.c
+$(BUILD)/bench_gram: $(BENCH_GRAM_SRC) tests/test_gram_diff.h $(BUILD)/libcinfer.a
+	$(Q)$(CC) $(CFLAGS_ALL) -Itests -o $@ $(BENCH_GRAM_SRC) $(BUILD)/libcinfer.a $(LIBS)
 bench-grammar: $(BUILD)/bench_gram $(BUILD)/test_runner $(BUILD)/cinfer
 	@CINFER_GRAM_REPORT=1 CINFER_BIN=$(BUILD)/cinfer $(BUILD)/test_runner gram_suite
 	@CINFER_SHARED=$(SHARED) $(BUILD)/bench_gram all

@@ -434,6 +434,17 @@ void cinfer_grammar_free(cinfer_grammar *g);
  * CINFER_EFORMAT when json is not valid JSON (err says where). */
 int cinfer_grammar_check(const cinfer_grammar *g, const char *json, size_t len, char *err,
                          size_t err_len);
+/* 1 when the grammar accepts exactly the bytes text[0..len) — no
+ * canonicalising: this is what generation can emit (under
+ * CINFER_WS_COMPACT the canonical spelling only; under CINFER_WS_FLEXIBLE
+ * also JSON whitespace, at most 16 bytes in a row, between tokens but not
+ * before or after the value); 0 when it does not (err: the byte offset and
+ * what was expected, or that the bytes stop inside the value). */
+int cinfer_grammar_check_bytes(const cinfer_grammar *g, const char *text, size_t len, char *err,
+                               size_t err_len);
+/* 1 when no value satisfies the schema ("not": {}, or bounds or types that
+ * exclude everything), 0 when some does, CINFER_ENOMEM. */
+int cinfer_grammar_accepts_nothing(const cinfer_grammar *g);
 
 /* Confidence capture: at each enum, boolean and integer value the grammar
  * constrains, the model's distribution over the allowed values, renormalised

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grammar/gram.h"
+#include "grammar/gram_mask.h"
 #include "test.h"
 
 #define STORIES "models/stories260K/stories260K.gguf"
@@ -307,7 +307,7 @@ static int32_t greedy_token(const gram_vocab *gv, const uint32_t *bits, const ch
 
 /* Walk text token by token; at every step (stride) compare the mask with a
  * brute-force check of every token.  Returns the number of steps. */
-static int mask_walk(gram_grammar *g, const gram_vocab *gv, const char *json, int stride, int brute) {
+static int mask_walk(gram_grammar *g, gram_masker *mk, const gram_vocab *gv, const char *json, int stride, int brute) {
     char *text;
     size_t tl;
     char err[256];
@@ -325,13 +325,13 @@ static int mask_walk(gram_grammar *g, const gram_vocab *gv, const char *json, in
     size_t pos = 0;
     int steps = 0;
     while (!test_failed()) {
-        int n = gram_mask(m, bits, scratch);
+        int n = gram_mask(mk, m, bits, scratch);
         EXPECT(n > 0);
         if (brute && steps % stride == 0) {
             int32_t st = gram_matcher_state(m);
             int mism = 0;
             for (int32_t id = 0; id < nv; id++) {
-                int ok = gram_accept_token(m, id) == 0;
+                int ok = gram_accept_token(gv, m, id) == 0;
                 gram_matcher_set_state(m, st);
                 int in = bits[id >> 5] >> (id & 31) & 1;
                 if (ok != in && mism++ < 5) {
@@ -350,7 +350,7 @@ static int mask_walk(gram_grammar *g, const gram_vocab *gv, const char *json, in
         int32_t id = greedy_token(gv, bits, text + pos, tl - pos, &len);
         EXPECT_MSG(id >= 0, "no allowed token spells \"%.20s\"", text + pos);
         if (id < 0) break;
-        EXPECT(gram_accept_token(m, id) == 0);
+        EXPECT(gram_accept_token(gv, m, id) == 0);
         pos += (size_t)len;
         steps++;
     }
@@ -382,11 +382,13 @@ TEST(gram, mask_exact_stories) {
     for (size_t c = 0; c < sizeof mask_cases / sizeof mask_cases[0]; c++) {
         gram_grammar *g = compile(mask_cases[c].schema);
         if (!g) continue;
-        EXPECT(gram_bind(g, gv) == 0);
-        for (int k = 0; k < 3 && mask_cases[c].instances[k]; k++) {
-            mask_walk(g, gv, mask_cases[c].instances[k], 1, 1);
-            mask_walk(g, gv, mask_cases[c].instances[k], 1, 1); /* warm caches give the same masks */
+        gram_masker *mk = NULL;
+        EXPECT(gram_masker_new(g, gv, &mk) == 0);
+        for (int k = 0; k < 3 && mask_cases[c].instances[k] && mk; k++) {
+            mask_walk(g, mk, gv, mask_cases[c].instances[k], 1, 1);
+            mask_walk(g, mk, gv, mask_cases[c].instances[k], 1, 1); /* warm caches give the same masks */
         }
+        gram_masker_free(mk);
         gram_free(g);
     }
     gram_vocab_free(gv);
@@ -400,8 +402,10 @@ TEST(gram, mask_exact_qwen3) {
     for (size_t c = 0; c < sizeof mask_cases / sizeof mask_cases[0]; c++) {
         gram_grammar *g = compile(mask_cases[c].schema);
         if (!g) continue;
-        EXPECT(gram_bind(g, gv) == 0);
-        mask_walk(g, gv, mask_cases[c].instances[0], 2, 1);
+        gram_masker *mk = NULL;
+        EXPECT(gram_masker_new(g, gv, &mk) == 0);
+        if (mk) mask_walk(g, mk, gv, mask_cases[c].instances[0], 2, 1);
+        gram_masker_free(mk);
         gram_free(g);
     }
     gram_vocab_free(gv);
@@ -426,7 +430,9 @@ TEST(gram, whitespace_flexible) {
     EXPECT_EQ_I(gram_check(g, inside, strlen(inside), err, sizeof err), 1);
     tok_vocab *tv = NULL;
     gram_vocab *gv = load_vocab(STORIES, &tv);
-    if (gv && !gram_bind(g, gv)) mask_walk(g, gv, pretty, 1, 1);
+    gram_masker *mk = NULL;
+    if (gv && !gram_masker_new(g, gv, &mk)) mask_walk(g, mk, gv, pretty, 1, 1);
+    gram_masker_free(mk);
     gram_free(g);
     gram_vocab_free(gv);
     tok_free(tv);
@@ -438,7 +444,8 @@ TEST(gram, forced_tokens) {
     if (!gv) SKIP("%s/" QWEN3 " absent", shared_root());
     gram_grammar *g = compile("{\"type\":\"object\",\"properties\":{\"location\":{\"type\":\"string\"}},"
                               "\"required\":[\"location\"],\"additionalProperties\":false}");
-    if (g && !gram_bind(g, gv)) {
+    gram_masker *mk = NULL;
+    if (g && !gram_masker_new(g, gv, &mk)) {
         gram_matcher *m;
         EXPECT(gram_matcher_new(g, &m) == 0);
         /* every continuation starts with the object's one required key */
@@ -448,13 +455,13 @@ TEST(gram, forced_tokens) {
         forced[nf > 0 ? nf : 0] = 0;
         EXPECT_STR_EQ(forced, want);
         int32_t ids[16];
-        int n = gram_forced_tokens(m, ids, 16);
+        int n = gram_forced_tokens(mk, m, ids, 16);
         char got[64] = "";
         for (int i = 0; i < n; i++) {
             int l;
             const char *b = gram_vocab_bytes(gv, ids[i], &l);
             strncat(got, b, (size_t)l);
-            EXPECT(gram_accept_token(m, ids[i]) == 0);
+            EXPECT(gram_accept_token(gv, m, ids[i]) == 0);
         }
         /* The tokens spell the forced bytes up to one last token, which is
          * held back because it may merge with what follows: so the rest is
@@ -474,6 +481,7 @@ TEST(gram, forced_tokens) {
         EXPECT_STR_EQ(forced, rest);
         gram_matcher_free(m);
     }
+    gram_masker_free(mk);
     gram_free(g);
     gram_vocab_free(gv);
     tok_free(tv);

@@ -19,8 +19,9 @@
 #include <unistd.h>
 
 #include "formats/gguf.h"
-#include "grammar/gram.h"
+#include "grammar/gram_mask.h"
 #include "test.h"
+#include "test_gram_diff.h"
 #include "text/tok.h"
 
 typedef struct {
@@ -77,7 +78,7 @@ static void maskbench(int stride, int report) {
         subset_counts *sc = &sub[si];
         size_t len;
         char *txt = read_file(path, &len);
-        cJSON *doc = txt ? gram_json_parse(txt, len, NULL) : NULL;
+        cJSON *doc = txt ? gram_json_parse(txt, len, NULL, 0) : NULL;
         free(txt);
         if (!doc) continue;
         sc->schemas++;
@@ -240,17 +241,19 @@ static void mask_timing(const char *vocab_rel, int stride, int report) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         size_t len;
         char *txt = read_file(path, &len);
-        cJSON *doc = txt ? gram_json_parse(txt, len, NULL) : NULL;
+        cJSON *doc = txt ? gram_json_parse(txt, len, NULL, 0) : NULL;
         free(txt);
         if (!doc) continue;
         char *schema = gram_json_print(cJSON_GetObjectItem(doc, "schema"));
         gram_grammar *g = NULL;
         double tc = now_s();
         int rc = schema ? gram_compile(schema, strlen(schema), NULL, &g, err, sizeof err) : -1;
-        if (!rc) rc = gram_bind(g, gv);
+        gram_masker *mk = NULL;
+        if (!rc) rc = gram_masker_new(g, gv, &mk);
         double compile_ms = (now_s() - tc) * 1e3;
         free(schema);
         if (rc) {
+            gram_free(g);
             cJSON_Delete(doc);
             continue;
         }
@@ -273,7 +276,7 @@ static void mask_timing(const char *vocab_rel, int stride, int report) {
                 if (!pass) n_inst++, dpush(&tok_per_inst, (double)n_ids);
                 for (size_t k = 0; k <= n_ids; k++) {
                     double ts = now_s();
-                    int na = gram_mask(m, bits, scratch);
+                    int na = gram_mask(mk, m, bits, scratch);
                     double us = (now_s() - ts) * 1e6;
                     dpush(pass ? &warm : &cold, us);
                     if (na < 0) break;
@@ -283,12 +286,13 @@ static void mask_timing(const char *vocab_rel, int stride, int report) {
                             test_fail(__FILE__, __LINE__, "%s: token %d (#%zu) of a valid instance not in its mask", names[i], ids[k], k);
                         break;
                     }
-                    if (gram_accept_token(m, ids[k])) break;
+                    if (gram_accept_token(gv, m, ids[k])) break;
                 }
                 gram_matcher_free(m);
                 free(inst);
                 free(canon);
             }
+        gram_masker_free(mk);
         gram_free(g);
         cJSON_Delete(doc);
     }
@@ -432,9 +436,64 @@ static void gen_all(int seeds) {
     if (system(cmd)) printf("    could not remove %s\n", dir);
 }
 
-/* bench_gram [all|maskbench|masks|gen] [STRIDE or SEEDS] */
+/* bench_gram [all|maskbench|masks|gen|diff] [STRIDE, SEEDS or MUTANTS] */
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "all";
+    if (!strcmp(what, "stress")) {
+        /* bench_gram stress [STRIDE [MAX_TOKENS]] */
+        int stride = argc > 2 ? atoi(argv[2]) : 1;
+        if (stride < 1) stride = 1;
+        int max_tokens = argc > 3 ? atoi(argv[3]) : 256;
+        const char *dir = shared_path("jsonschemabench/data");
+        if (!dir) {
+            printf("    skipped: ../shared/jsonschemabench/data absent\n");
+            return 0;
+        }
+        char d[1024], batch[] = "/tmp/cinfer-gram-stress-XXXXXX";
+        snprintf(d, sizeof d, "%s", dir);
+        int fd = mkstemp(batch);
+        if (fd < 0) return 1;
+        close(fd);
+        printf("Generation stress test, Qwen3 (random weights), every %d-th schema, temperature 1.0, closing tokens favoured:\n",
+               stride);
+        double t0 = now_s();
+        gram_stress_counts sc;
+        if (gram_stress_run("models/chat/qwen3-chat.gguf", d, stride, max_tokens, batch, &sc)) {
+            printf("    skipped: ../shared/models/chat/qwen3-chat.gguf absent\n");
+            unlink(batch);
+            return 0;
+        }
+        gram_stress_report(&sc);
+        gram_diff_counts c = {0};
+        if (gram_diff_validator()) gram_diff_validate(batch, 0, &c);
+        printf("    validated %ld, invalid %d (the validator could not evaluate %d); %.0f s\n", c.validated, c.invalid,
+               c.unverified, now_s() - t0);
+        unlink(batch);
+        return g_failed || c.invalid ? 1 : 0;
+    }
+    if (!strcmp(what, "diff")) {
+        /* `make test-grammar-full`: every schema, MUTANTS (default 64) mutants per valid instance,
+         * flexible whitespace on every schema */
+        int n_mut = argc > 2 ? atoi(argv[2]) : 64;
+        const char *dir = shared_path("jsonschemabench/data");
+        if (!dir) {
+            printf("    skipped: ../shared/jsonschemabench/data absent\n");
+            return 0;
+        }
+        char d[1024], batch[] = "/tmp/cinfer-gram-diff-XXXXXX";
+        snprintf(d, sizeof d, "%s", dir);
+        int fd = mkstemp(batch);
+        if (fd < 0) return 1;
+        close(fd);
+        printf("Differential test, JSONSchemaBench sample, %d mutants per valid instance:\n", n_mut);
+        gram_diff_counts c;
+        if (gram_diff_run(d, n_mut, 1, batch, 1, &c)) return 1;
+        if (gram_diff_validator()) gram_diff_validate(batch, 1, &c);
+        else printf("    python3-jsonschema absent: accepted mutants not validated\n");
+        gram_diff_report(&c);
+        unlink(batch);
+        return g_failed || c.invalid || c.invalid_inst_acc ? 1 : 0;
+    }
     int stride = argc > 2 ? atoi(argv[2]) : 1;
     if (stride < 1) stride = 1;
     if (!strcmp(what, "all") || !strcmp(what, "maskbench")) {

@@ -95,6 +95,20 @@ int gram_dfa_empty(const gram_dfa *d);
 /* Intersection of two call-free DFAs; labels from a (accepting where both
  * accept).  Same return codes as gram_dfa_from_nfa. */
 int gram_dfa_intersect(const gram_dfa *a, const gram_dfa *b, int max_states, gram_dfa *out);
+/* Union of k call-free DFAs by a product construction (no subset
+ * construction): a state is accepting when the labeller says so of the
+ * tags tag_base[i] + label of each component i accepting there (sorted).
+ * Same return codes as gram_dfa_from_nfa. */
+int gram_dfa_union(const gram_dfa *const *ds, const int32_t *tag_base, int k, gram_labeller lab, void *u,
+                   int max_states, gram_dfa *out);
+/* The DFA of n literal byte strings, string i accepting with labels[i]
+ * (labels NULL: 0); of equal strings the first label wins. */
+int gram_dfa_literals(const char *const *strs, const size_t *lens, const int32_t *labels, int n, int max_states,
+                      gram_dfa *out);
+/* '"' d '"': a call-free DFA of canonical string content, quoted. */
+int gram_dfa_quote(const gram_dfa *d, gram_dfa *out);
+/* A deep copy.  0 or -1 out of memory. */
+int gram_dfa_copy(const gram_dfa *d, gram_dfa *out);
 /* Complement of a call-free DFA over all byte strings (labels become 0). */
 int gram_dfa_complement(const gram_dfa *d, gram_dfa *out);
 /* Copy d into n as a fragment (labels become accepting exits). */
