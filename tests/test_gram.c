@@ -270,6 +270,233 @@ TEST(gram, unsupported_keywords_listed) {
     EXPECT_EQ_I(gram_compile("{\"type\":", 9, NULL, &g, err, sizeof err), CINFER_EFORMAT);
 }
 
+/* ---- issue 15: what the grammar must never accept, and what it must refuse ------------------------------- */
+
+/* raw bytes, no canonicalising: 1 accepted, 0 rejected */
+static int check_bytes(const gram_grammar *g, const char *text) {
+    char err[512];
+    return gram_check(g, text, strlen(text), err, sizeof err);
+}
+
+#define ACCEPT_B(g, t) EXPECT_MSG(check_bytes(g, t) == 1, "expected bytes %s to be accepted", t)
+#define REJECT_B(g, t) EXPECT_MSG(check_bytes(g, t) == 0, "expected bytes %s to be rejected", t)
+
+static gram_grammar *compile_ws(const char *schema, int flexible) {
+    gram_options o = {.ws_flexible = flexible};
+    gram_grammar *g = NULL;
+    char err[2048];
+    if (gram_compile(schema, strlen(schema), &o, &g, err, sizeof err)) test_fail(__FILE__, __LINE__, "%s: %s", schema, err);
+    return g;
+}
+
+/* expect gram_compile to fail with rc and a message containing what */
+static void refused(const char *schema, int rc, const char *what) {
+    gram_grammar *g = NULL;
+    char err[2048] = "";
+    int got = gram_compile(schema, strlen(schema), NULL, &g, err, sizeof err);
+    EXPECT_MSG(got == rc && strstr(err, what), "%s: rc %d (expected %d), \"%s\" (expected \"%s\")", schema, got, rc, err, what);
+    gram_free(g);
+}
+
+TEST(gram, no_trailing_comma) {
+    static const char *const schemas[] = {"{\"type\":\"array\"}", "{\"type\":\"array\",\"items\":{\"type\":\"integer\"}}",
+                                          "{\"type\":\"object\"}", "{\"type\":\"array\",\"minItems\":1}",
+                                          "{\"type\":\"array\",\"prefixItems\":[{}],\"items\":{\"type\":\"string\"}}"};
+    for (size_t i = 0; i < sizeof schemas / sizeof schemas[0]; i++)
+        for (int flex = 0; flex < 2; flex++) {
+            gram_grammar *g = compile_ws(schemas[i], flex);
+            if (!g) continue;
+            REJECT_B(g, "[1,]");
+            REJECT_B(g, "[1,2,]");
+            REJECT_B(g, "[\"a\",]");
+            REJECT_B(g, "{\"a\":[1,]}");
+            REJECT_B(g, "{\"a\":1,}");
+            if (flex) {
+                REJECT_B(g, "[1, ]");
+                REJECT_B(g, "[1 ,\n]");
+            }
+            gram_free(g);
+        }
+    gram_grammar *g = compile_ws("{\"type\":\"array\"}", 0);
+    if (g) {
+        ACCEPT_B(g, "[]");
+        ACCEPT_B(g, "[1,[2,{}]]");
+    }
+    gram_free(g);
+}
+
+TEST(gram, no_duplicate_keys) {
+    static const char *const schemas[] = {
+        "{\"type\":\"object\"}",
+        "{\"additionalProperties\":{\"type\":\"integer\"},\"minProperties\":2}",
+        "{\"patternProperties\":{\"^b\":{}},\"additionalProperties\":false}",
+        "{\"properties\":{\"a\":{}},\"patternProperties\":{\"^(b|c)$\":{}},\"additionalProperties\":false}",
+        "{\"propertyNames\":{\"pattern\":\"^[a-z]$\"}}",
+    };
+    for (size_t i = 0; i < sizeof schemas / sizeof schemas[0]; i++)
+        for (int flex = 0; flex < 2; flex++) {
+            gram_grammar *g = compile_ws(schemas[i], flex);
+            if (!g) continue;
+            REJECT_B(g, "{\"b\":3,\"b\":5}");
+            REJECT_B(g, "{\"b\":3,\"c\":4,\"b\":5}");
+            REJECT(g, "{\"b\":3,\"b\":5}");
+            if (i != 1) ACCEPT_B(g, "{\"b\":3}");
+            if (i != 2) ACCEPT_B(g, "{\"b\":3,\"c\":5}");
+            else ACCEPT_B(g, "{\"b\":3,\"bc\":5}");
+            if (flex) REJECT_B(g, "{\"b\" : 3 , \"b\" : 5}");
+            gram_free(g);
+        }
+    /* repeats do not count toward minProperties, and the count stays exact */
+    gram_grammar *g = compile_ws("{\"minProperties\":2,\"maxProperties\":2}", 0);
+    if (g) {
+        REJECT_B(g, "{\"x\":1,\"x\":1}");
+        ACCEPT_B(g, "{\"x\":1,\"y\":1}");
+        REJECT_B(g, "{\"x\":1,\"y\":1,\"z\":1}");
+        gram_free(g);
+    }
+    /* a key whose completions are all taken is a dead end the matcher never enters */
+    g = compile_ws("{\"patternProperties\":{\"^a(b|c+)$\":{}},\"additionalProperties\":false}", 0);
+    if (g) {
+        ACCEPT_B(g, "{\"ab\":1,\"ac\":2,\"acc\":3}");
+        REJECT_B(g, "{\"ab\":1,\"ab\":2}");
+        gram_matcher *m;
+        EXPECT(gram_matcher_new(g, &m) == 0);
+        /* after "ab" is taken, '"a' may still become "ac...", but '"ab' could only be "ab" again */
+        EXPECT(m && gram_matcher_feed(m, "{\"ab\":1,\"a", 10) == 0);
+        EXPECT(m && gram_matcher_feed(m, "b", 1) == -1);
+        EXPECT(m && gram_matcher_feed(m, "c", 1) == 0);
+        gram_matcher_free(m);
+        gram_free(g);
+    }
+}
+
+TEST(gram, cycles_without_input_refused) {
+    static const char *const cyc[] = {
+        "{\"$ref\":\"#\"}",
+        "{\"anyOf\":[{\"$ref\":\"#\"},{\"type\":\"string\"}]}",
+        "{\"allOf\":[{\"$ref\":\"#/$defs/a\"}],\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"allOf\":[{\"$ref\":\"#/$defs/a\"}]}}}",
+        "{\"$schema\":\"http://json-schema.org/draft-07/schema#\",\"definitions\":{\"a\":{\"$ref\":\"#/definitions/a\"}},"
+        "\"properties\":{\"x\":{\"$ref\":\"#/definitions/a\"}}}",
+        "{\"oneOf\":[{\"$ref\":\"#\"},{\"type\":\"null\"}]}",
+        "{\"not\":{\"$ref\":\"#\"}}",
+    };
+    for (size_t i = 0; i < sizeof cyc / sizeof cyc[0]; i++) refused(cyc[i], CINFER_EFORMAT, "cycle of $ref/allOf/anyOf/oneOf/not that consumes no input");
+    /* recursion through a property or an item consumes input: fine */
+    gram_grammar *g = compile("{\"type\":\"array\",\"items\":{\"$ref\":\"#\"}}");
+    if (g) ACCEPT(g, "[[],[[]]]");
+    gram_free(g);
+    /* a diamond (the same schema twice) is no cycle */
+    g = compile("{\"allOf\":[{\"$ref\":\"#/$defs/x\"},{\"anyOf\":[{\"$ref\":\"#/$defs/x\"}]}],\"$defs\":{\"x\":{\"type\":\"integer\"}}}");
+    if (g) ACCEPT(g, "3");
+    gram_free(g);
+}
+
+TEST(gram, dependencies_every_draft) {
+    /* no $schema: 2020-12 rules, yet "dependencies" is enforced, never dropped */
+    static const char *const s[] = {
+        "{\"dependencies\":{\"a\":[\"b\"]}}",
+        "{\"$schema\":\"http://json-schema.org/draft-07/schema#\",\"dependencies\":{\"a\":[\"b\"]}}",
+        "{\"dependentRequired\":{\"a\":[\"b\"]}}",
+    };
+    for (size_t i = 0; i < 3; i++) {
+        gram_grammar *g = compile(s[i]);
+        if (!g) continue;
+        REJECT(g, "{\"a\":1}");
+        ACCEPT(g, "{\"a\":1,\"b\":2}");
+        ACCEPT(g, "{\"b\":2}");
+        gram_free(g);
+    }
+    /* schema form: "if a is present the object also satisfies S" */
+    static const char *const f[] = {"{\"dependencies\":{\"a\":{\"required\":[\"b\"],\"properties\":{\"b\":{\"type\":\"integer\"}}}}}",
+                                    "{\"dependentSchemas\":{\"a\":{\"required\":[\"b\"],\"properties\":{\"b\":{\"type\":\"integer\"}}}}}"};
+    for (size_t i = 0; i < 2; i++) {
+        gram_grammar *g = compile(f[i]);
+        if (!g) continue;
+        REJECT(g, "{\"a\":1}");
+        REJECT(g, "{\"a\":1,\"b\":\"x\"}");
+        ACCEPT(g, "{\"a\":1,\"b\":2}");
+        ACCEPT(g, "{\"b\":\"x\"}");
+        ACCEPT(g, "\"not an object\"");
+        gram_free(g);
+    }
+}
+
+TEST(gram, huge_bounds) {
+    /* counted strings: compile cost does not grow with the bound, and values stay accepted */
+    gram_grammar *g = compile("{\"type\":\"string\",\"minLength\":9400000}");
+    if (g) {
+        REJECT(g, "\"short\"");
+        gram_matcher *m;
+        EXPECT(gram_matcher_new(g, &m) == 0);
+        EXPECT(gram_matcher_feed(m, "\"aaaa", 5) == 0 && gram_matcher_can_continue(m) && !gram_matcher_accepting(m));
+        gram_matcher_free(m);
+        gram_free(g);
+    }
+    g = compile("{\"type\":\"string\",\"minLength\":3,\"maxLength\":2147483}");
+    if (g) {
+        ACCEPT(g, "\"abc\"");
+        REJECT(g, "\"ab\"");
+        gram_free(g);
+    }
+    refused("{\"type\":\"string\",\"maxLength\":2147483647}", CINFER_EUNSUPPORTED, "maxLength above 67108863");
+    refused("{\"type\":\"array\",\"minItems\":9400000}", CINFER_EUNSUPPORTED, "minItems/prefixItems above 4096");
+    refused("{\"type\":\"string\",\"pattern\":\"^(a{1000}){1000}$\"}", CINFER_EUNSUPPORTED, "expands to more than");
+    refused("{\"minProperties\":1e300}", CINFER_EUNSUPPORTED, "minProperties above 67108863");
+}
+
+TEST(gram, schema_text_strict) {
+    refused("{\"type\":\"number\"}garbage", CINFER_EFORMAT, "bytes after the JSON value at byte 17");
+    refused("{\"type\":\"number\"} {}", CINFER_EFORMAT, "bytes after the JSON value");
+    refused("{\"type\":\"string\",\"type\":\"integer\"}", CINFER_EFORMAT, "duplicate key \"type\"");
+    refused("{\"properties\":{\"a\":{\"minimum\":1,\"minimum\":2}}}", CINFER_EFORMAT, "at /properties/a");
+    char deep[4000];
+    int n = 0;
+    for (int i = 0; i < 600; i++) n += snprintf(deep + n, sizeof deep - (size_t)n, "[");
+    for (int i = 0; i < 600; i++) n += snprintf(deep + n, sizeof deep - (size_t)n, "]");
+    refused(deep, CINFER_EFORMAT, "nested deeper than 512 levels");
+    gram_grammar *g = compile("{\"type\":\"number\"}\n");
+    gram_free(g);
+}
+
+/* Deep recursion costs heap and named limits, never the C stack: a $ref chain
+ * of 10,000 definitions and values nested 3,000 deep. */
+TEST(gram, no_stack_overflow) {
+    size_t cap = 1 << 20;
+    char *s = malloc(cap);
+    if (!s) return;
+    int n = snprintf(s, cap, "{\"$ref\":\"#/$defs/d0\",\"$defs\":{");
+    for (int i = 0; i < 10000; i++)
+        n += snprintf(s + n, cap - (size_t)n, "%s\"d%d\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/d%d\"}}", i ? "," : "", i,
+                      i + 1 < 10000 ? i + 1 : 0);
+    n += snprintf(s + n, cap - (size_t)n, "}}");
+    gram_grammar *g = NULL;
+    char err[1024];
+    int rc = gram_compile(s, (size_t)n, NULL, &g, err, sizeof err);
+    EXPECT_MSG(rc == 0 || strstr(err, "schema too large"), "rc %d: %s", rc, err);
+    if (g) {
+        /* nesting past the matcher's stack limit is refused by name */
+        int d = 3000;
+        char *v = malloc((size_t)2 * d + 1);
+        for (int i = 0; i < d; i++) v[i] = '[', v[d + i] = ']';
+        v[2 * d] = 0;
+        char e2[256];
+        EXPECT(gram_check(g, v, (size_t)2 * d, e2, sizeof e2) == 0);
+        EXPECT_MSG(strstr(e2, "stack limit"), "%s", e2);
+        EXPECT(gram_check(g, "[[[]]]", 6, e2, sizeof e2) == 1);
+        free(v);
+    }
+    gram_free(g);
+    /* a chain of 2,000 allOf-nested schemas is refused by name */
+    n = 0;
+    for (int i = 0; i < 2000; i++) n += snprintf(s + n, cap - (size_t)n, "{\"allOf\":[");
+    n += snprintf(s + n, cap - (size_t)n, "{}");
+    for (int i = 0; i < 2000; i++) n += snprintf(s + n, cap - (size_t)n, "]}");
+    rc = gram_compile(s, (size_t)n, NULL, &g, err, sizeof err);
+    EXPECT_MSG(rc != 0 && (strstr(err, "nested deeper") || strstr(err, "schema too large")), "rc %d: %s", rc, err);
+    gram_free(g);
+    free(s);
+}
+
 /* ---- masks on real vocabularies --------------------------------------------------------------- */
 
 static gram_vocab *load_vocab(const char *rel, tok_vocab **tv_out) {

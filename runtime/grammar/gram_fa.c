@@ -855,7 +855,9 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
     bucket = calloc((size_t)n_sym, sizeof *bucket);
     if (!bucket) goto done;
     int32_t gen = 0;
-    long work_done = 0; /* NFA states visited: bounds the time a pathological pattern can take */
+    /* NFA states visited (sets processed and closures made): bounds the time a pathological
+     * pattern can take, in proportion to the automaton size allowed */
+    long work_done = 0, work_max = (long)max_states * 100;
     /* closure of {start} */
 #define CLOSURE(seed_vec)                                                                   \
     do {                                                                                    \
@@ -901,7 +903,7 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
         r.label[d] = lab(tags.v, w, u);
         for (int s = 0; s < n_sym; s++) bucket[s].n = 0;
         work_done += st.off[d + 1] - st.off[d];
-        if (work_done > 40000000L) {
+        if (work_done > work_max) {
             free(seed.v);
             rc = -2;
             goto done;
@@ -923,6 +925,7 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
         for (int s = 0; s < n_sym; s++) {
             if (!bucket[s].n) continue;
             CLOSURE(bucket[s]);
+            work_done += cur.n;
             int t = set_intern(&st, cur.v, cur.n, &is_new);
             if (t < 0) { free(seed.v); goto done; }
             if (is_new) {
@@ -1944,6 +1947,25 @@ static int re_hoist(re_node *root) {
 
 static gram_frag any_chars(gram_nfa *n) { return gram_frag_star(n, gram_frag_cp_range(n, 0, 0x10FFFF)); }
 
+/* About how many NFA states x expands to (counted repetitions copy their
+ * atom), as a double so nested counts cannot overflow: "(a{1000}){1000}" is
+ * refused before a million states are built. */
+#define RE_MAX_STATES 200000
+static double re_size(const re_node *x) {
+    switch (x->op) {
+    case RE_SET: return 2.0 + 6.0 * x->set.n; /* UTF-8 ranges split into a few byte paths each */
+    case RE_REP: {
+        double k = x->n_kid ? re_size(x->kid[0]) : 1;
+        return 2.0 + k * (x->max >= 0 ? x->max : x->min + 1);
+    }
+    default: {
+        double t = 2.0;
+        for (int i = 0; i < x->n_kid; i++) t += x->kid[i] ? re_size(x->kid[i]) : 0;
+        return t;
+    }
+    }
+}
+
 int gram_regex(gram_nfa *n, const char *pattern, gram_frag *out, char *err, size_t err_len) {
     re_parser P = {pattern, pattern + strlen(pattern), pattern, err, err_len, 0};
     re_node *root = re_alt(&P, 0);
@@ -1955,6 +1977,11 @@ int gram_regex(gram_nfa *n, const char *pattern, gram_frag *out, char *err, size
     }
     if (re_hoist(root)) {
         ferr(err, err_len, "out of memory");
+        re_free(root);
+        return -1;
+    }
+    if (re_size(root) > RE_MAX_STATES) {
+        ferr(err, err_len, "pattern '%.80s' expands to more than %d automaton states", pattern, RE_MAX_STATES);
         re_free(root);
         return -1;
     }

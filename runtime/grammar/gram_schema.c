@@ -3912,7 +3912,8 @@ int gram_compile(const char *schema, size_t len, const gram_options *opts, gram_
         pending_conj p = C->pend[--C->n_pend];
         build_conj(C, &p.c, p.id);
         conj_free(&p.c);
-        if (C->work > GRAM_MAX_WORK) over_limit(C, "compiling it takes more than %ld work units", GRAM_MAX_WORK);
+        long max_work = C->opt.max_work > 0 ? C->opt.max_work : GRAM_MAX_WORK;
+        if (C->work > max_work) over_limit(C, "compiling it takes more than %ld work units", max_work);
     }
     int rc = 0;
     if (!C->oom && !C->too_big && g->root >= 0 && finish(C)) C->oom = 1;

@@ -193,6 +193,8 @@ typedef struct {
     int ws_flexible;   /* allow JSON whitespace between tokens (default: compact) */
     int permissive;    /* ignore unsupported keywords (the grammar then accepts a superset) */
     int max_states;    /* per automaton; 0: 200000 */
+    long max_work;     /* work units for the whole compile (automaton states built, conjunction members);
+                        * 0: GRAM_MAX_WORK.  Past it: "schema too large" */
     int default_draft; /* draft when the schema has no $schema: 4, 6, 7, 2019, 2020 (0: 2020) */
     int format_annotation; /* format is an annotation (2020-12's default) instead of asserted */
     int gen_limits;    /* for generation: numbers get at most max(18, what the bounds need) integer
