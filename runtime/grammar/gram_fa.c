@@ -266,6 +266,7 @@ typedef struct {
     int32_t *label; /* (cap) */
     gram_ivec *calls;    /* (cap) pairs (rule, next) */
     int no_min;          /* raw_finish: trim and renumber, but do not minimise */
+    int trimmed;         /* every state is reachable and can reach an accepting one (skip trimming) */
 } raw_dfa;
 
 static int raw_add(raw_dfa *r) {
@@ -461,82 +462,88 @@ static int raw_finish(raw_dfa *r, gram_dfa *out) {
     int32_t *live = calloc((size_t)n + 1, sizeof *live), *blk = NULL, *nblk = NULL, *sig = NULL;
     int32_t *order = NULL, *remap = NULL;
     uint64_t *hs = NULL;
-    /* co-reachability over reverse edges in one array (CSR by target) */
-    int32_t *roff = calloc((size_t)n + 2, sizeof *roff), *rsrc = NULL, *work = NULL;
-    if (!live || !roff) goto done;
-    for (int s = 0; s < n; s++) {
-        for (int c = 0; c < C; c++) {
-            int32_t t = r->next[(size_t)s * C + c];
-            if (t >= 0) roff[t + 1]++;
-        }
-        for (int k = 0; k + 1 < r->calls[s].n; k += 2) roff[r->calls[s].v[k + 1] + 1]++;
-    }
-    for (int s = 0; s < n; s++) roff[s + 1] += roff[s];
-    rsrc = malloc(((size_t)roff[n] + 1) * sizeof *rsrc);
-    work = malloc(((size_t)n + 1) * sizeof *work);
-    if (!rsrc || !work) goto done;
-    {
-        int32_t *fill = malloc(((size_t)n + 1) * sizeof *fill);
-        if (!fill) goto done;
-        memcpy(fill, roff, (size_t)n * sizeof *fill);
+    int32_t *roff = NULL, *rsrc = NULL, *work = NULL;
+    if (r->trimmed) {
+        if (!live) goto done;
+        for (int s = 0; s < n; s++) live[s] = 1;
+    } else {
+        /* co-reachability over reverse edges in one array (CSR by target) */
+        roff = calloc((size_t)n + 2, sizeof *roff);
+        if (!live || !roff) goto done;
         for (int s = 0; s < n; s++) {
             for (int c = 0; c < C; c++) {
                 int32_t t = r->next[(size_t)s * C + c];
-                if (t >= 0) rsrc[fill[t]++] = s;
+                if (t >= 0) roff[t + 1]++;
             }
-            for (int k = 0; k + 1 < r->calls[s].n; k += 2) rsrc[fill[r->calls[s].v[k + 1]]++] = s;
+            for (int k = 0; k + 1 < r->calls[s].n; k += 2) roff[r->calls[s].v[k + 1] + 1]++;
         }
-        free(fill);
-    }
-    int wn = 0;
-    for (int s = 0; s < n; s++)
-        if (r->label[s] >= 0) live[s] = 1, work[wn++] = s;
-    while (wn) {
-        int32_t t = work[--wn];
-        for (int k = roff[t]; k < roff[t + 1]; k++)
-            if (!live[rsrc[k]]) live[rsrc[k]] = 1, work[wn++] = rsrc[k];
-    }
-    for (int s = 0; s < n; s++) {
-        for (int c = 0; c < C; c++) {
-            int32_t *t = &r->next[(size_t)s * C + c];
-            if (*t >= 0 && !live[*t]) *t = -1;
-        }
-        int w = 0;
-        for (int k = 0; k + 1 < r->calls[s].n; k += 2)
-            if (live[r->calls[s].v[k + 1]]) {
-                r->calls[s].v[w++] = r->calls[s].v[k];
-                r->calls[s].v[w++] = r->calls[s].v[k + 1];
+        for (int s = 0; s < n; s++) roff[s + 1] += roff[s];
+        rsrc = malloc(((size_t)roff[n] + 1) * sizeof *rsrc);
+        work = malloc(((size_t)n + 1) * sizeof *work);
+        if (!rsrc || !work) goto done;
+        {
+            int32_t *fill = malloc(((size_t)n + 1) * sizeof *fill);
+            if (!fill) goto done;
+            memcpy(fill, roff, (size_t)n * sizeof *fill);
+            for (int s = 0; s < n; s++) {
+                for (int c = 0; c < C; c++) {
+                    int32_t t = r->next[(size_t)s * C + c];
+                    if (t >= 0) rsrc[fill[t]++] = s;
+                }
+                for (int k = 0; k + 1 < r->calls[s].n; k += 2) rsrc[fill[r->calls[s].v[k + 1]]++] = s;
             }
-        r->calls[s].n = w;
-    }
-    /* forward reachability from 0 among live states */
-    int32_t *reach = calloc((size_t)n + 1, sizeof *reach);
-    if (!reach) goto done;
-    gram_ivec st = {0};
-    if (n > 0 && live[0]) {
-        reach[0] = 1;
-        if (gram_ivec_push(&st, 0)) { free(reach); goto done; }
-    }
-    while (st.n) {
-        int32_t s = st.v[--st.n];
-        for (int c = 0; c < C; c++) {
-            int32_t t = r->next[(size_t)s * C + c];
-            if (t >= 0 && !reach[t]) {
-                reach[t] = 1;
-                if (gram_ivec_push(&st, t)) { free(st.v); free(reach); goto done; }
+            free(fill);
+        }
+        int wn = 0;
+        for (int s = 0; s < n; s++)
+            if (r->label[s] >= 0) live[s] = 1, work[wn++] = s;
+        while (wn) {
+            int32_t t = work[--wn];
+            for (int k = roff[t]; k < roff[t + 1]; k++)
+                if (!live[rsrc[k]]) live[rsrc[k]] = 1, work[wn++] = rsrc[k];
+        }
+        for (int s = 0; s < n; s++) {
+            for (int c = 0; c < C; c++) {
+                int32_t *t = &r->next[(size_t)s * C + c];
+                if (*t >= 0 && !live[*t]) *t = -1;
+            }
+            int w = 0;
+            for (int k = 0; k + 1 < r->calls[s].n; k += 2)
+                if (live[r->calls[s].v[k + 1]]) {
+                    r->calls[s].v[w++] = r->calls[s].v[k];
+                    r->calls[s].v[w++] = r->calls[s].v[k + 1];
+                }
+            r->calls[s].n = w;
+        }
+        /* forward reachability from 0 among live states */
+        int32_t *reach = calloc((size_t)n + 1, sizeof *reach);
+        if (!reach) goto done;
+        gram_ivec st = {0};
+        if (n > 0 && live[0]) {
+            reach[0] = 1;
+            if (gram_ivec_push(&st, 0)) { free(reach); goto done; }
+        }
+        while (st.n) {
+            int32_t s = st.v[--st.n];
+            for (int c = 0; c < C; c++) {
+                int32_t t = r->next[(size_t)s * C + c];
+                if (t >= 0 && !reach[t]) {
+                    reach[t] = 1;
+                    if (gram_ivec_push(&st, t)) { free(st.v); free(reach); goto done; }
+                }
+            }
+            for (int k = 0; k + 1 < r->calls[s].n; k += 2) {
+                int32_t t = r->calls[s].v[k + 1];
+                if (!reach[t]) {
+                    reach[t] = 1;
+                    if (gram_ivec_push(&st, t)) { free(st.v); free(reach); goto done; }
+                }
             }
         }
-        for (int k = 0; k + 1 < r->calls[s].n; k += 2) {
-            int32_t t = r->calls[s].v[k + 1];
-            if (!reach[t]) {
-                reach[t] = 1;
-                if (gram_ivec_push(&st, t)) { free(st.v); free(reach); goto done; }
-            }
-        }
+        free(st.v);
+        for (int s = 0; s < n; s++) live[s] = live[s] && reach[s];
+        free(reach);
     }
-    free(st.v);
-    for (int s = 0; s < n; s++) live[s] = live[s] && reach[s];
-    free(reach);
     if (n == 0 || !live[0]) {
         /* the empty language: one non-accepting state without moves */
         out->n_states = 1;
@@ -596,13 +603,12 @@ static int raw_finish(raw_dfa *r, gram_dfa *out) {
     {
         int32_t rep[256];
         uint64_t colh[256];
-        for (int c = 0; c < C; c++) {
-            uint64_t h = 0x12345;
-            for (int b = 0; b < n_blk; b++) {
-                int32_t t = r->next[(size_t)order[b] * C + c];
-                h = (h ^ (uint64_t)(uint32_t)(t >= 0 ? blk[t] : -1)) * 0x100000001b3ull;
-            }
-            colh[c] = h;
+        for (int c = 0; c < C; c++) colh[c] = 0x12345;
+        /* row by row (the table is row-major): every column's hash in one pass */
+        for (int b = 0; b < n_blk; b++) {
+            const int32_t *row = &r->next[(size_t)order[b] * C];
+            for (int c = 0; c < C; c++)
+                colh[c] = (colh[c] ^ (uint64_t)(uint32_t)(row[c] >= 0 ? blk[row[c]] : -1)) * 0x100000001b3ull;
         }
         for (int c = 0; c < C; c++) {
             cmap[c] = -1;
@@ -769,11 +775,11 @@ static void set_table_free(set_table *t) {
     free(t->hash);
 }
 
-/* Sort NFA state ids v[0..n) (all below 2^k, k = bits): insertion sort for
- * short sets, LSD radix sort in 11-bit digits otherwise (tmp: n entries).
- * Subset construction sorts every closure: qsort was most of its time. */
+/* Sort NFA state ids v[0..n) (all below 2^bits): insertion sort for short
+ * sets, LSD radix sort in 8-bit digits otherwise (tmp: n entries).  Subset
+ * construction sorts every closure: qsort was most of its time. */
 static void sort_states(int32_t *v, int n, int32_t *tmp, int bits) {
-    if (n < 40) {
+    if (n < 64) {
         for (int i = 1; i < n; i++) {
             int32_t x = v[i];
             int j = i;
@@ -783,11 +789,11 @@ static void sort_states(int32_t *v, int n, int32_t *tmp, int bits) {
         return;
     }
     int32_t *src = v, *dst = tmp;
-    for (int shift = 0; shift < bits; shift += 11) {
-        int cnt[2049] = {0};
-        for (int i = 0; i < n; i++) cnt[((uint32_t)src[i] >> shift & 2047) + 1]++;
-        for (int d = 0; d < 2048; d++) cnt[d + 1] += cnt[d];
-        for (int i = 0; i < n; i++) dst[cnt[(uint32_t)src[i] >> shift & 2047]++] = src[i];
+    for (int shift = 0; shift < bits; shift += 8) {
+        int cnt[257] = {0};
+        for (int i = 0; i < n; i++) cnt[((uint32_t)src[i] >> shift & 255) + 1]++;
+        for (int d = 0; d < 256; d++) cnt[d + 1] += cnt[d];
+        for (int i = 0; i < n; i++) dst[cnt[(uint32_t)src[i] >> shift & 255]++] = src[i];
         int32_t *t = src;
         src = dst, dst = t;
     }
@@ -1165,6 +1171,7 @@ int gram_dfa_union(const gram_dfa *const *ds, const int32_t *tag_base, int k, gr
     /* components are minimal and tuples are made only when reached: minimising would
      * mostly merge the suffixes of declared names, not worth its cost here */
     r.no_min = 1;
+    r.trimmed = 1; /* made forward from the start; every component state can reach its accepting ones */
     rc = raw_finish(&r, out);
 done:
     raw_free(&r);
@@ -1231,6 +1238,7 @@ int gram_dfa_literals(const char *const *strs, const size_t *lens, const int32_t
         if (r.label[st] < 0) r.label[st] = labels ? labels[i] : 0;
     }
     r.no_min = 1; /* a trie: minimising only shares suffixes */
+    r.trimmed = n > 0; /* every node reached from the root and on the way to a string's end */
     rc = raw_finish(&r, out);
 done:
     raw_free(&r);

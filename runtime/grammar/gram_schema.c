@@ -30,7 +30,9 @@
  * (never a crash, never minutes of work).  The largest schema of the shared
  * JSONSchemaBench sample needs 4,000 rules and under 1% of GRAM_MAX_WORK. */
 #define MAX_RULES 20000
-#define MAX_FLATTEN_DEPTH 500 /* $ref/allOf chain flattened into one conjunction */
+#define MAX_FLATTEN_DEPTH 500
+#define MAX_DECL 2048       /* declared property names in one object */
+#define MAX_CONJ 1000       /* schemas flattened into one conjunction */ /* $ref/allOf chain flattened into one conjunction */
 #define GRAM_MAX_WORK 20000000L /* conjunction members + automaton states built */
 #define MAX_ALTS 512
 
@@ -77,6 +79,63 @@ static uint64_t blob_hash(const void *data, uint32_t len) {
         h *= 0x100000001b3ull;
     }
     return h ^ (h >> 29);
+}
+
+/* String maps (open addressing): key → int32 value, the keys owned. */
+typedef struct {
+    char **key;
+    int32_t *val;
+    size_t cap, n;
+} smap;
+
+/* The value slot for key (made with value -1 when create), NULL when absent
+ * or out of memory (then *oom is set). */
+static int32_t *smap_slot(smap *m, const char *key, int create, int *oom) {
+    if (create && (m->n + 1) * 2 > m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 64;
+        char **nk = calloc(nc, sizeof *nk);
+        int32_t *nv = calloc(nc, sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            *oom = 1;
+            return NULL;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->key[i]) {
+                size_t j = (size_t)blob_hash(m->key[i], (uint32_t)strlen(m->key[i])) & (nc - 1);
+                while (nk[j]) j = (j + 1) & (nc - 1);
+                nk[j] = m->key[i];
+                nv[j] = m->val[i];
+            }
+        free(m->key);
+        free(m->val);
+        m->key = nk;
+        m->val = nv;
+        m->cap = nc;
+    }
+    if (!m->cap) return NULL;
+    size_t i = (size_t)blob_hash(key, (uint32_t)strlen(key)) & (m->cap - 1);
+    while (m->key[i]) {
+        if (!strcmp(m->key[i], key)) return &m->val[i];
+        i = (i + 1) & (m->cap - 1);
+    }
+    if (!create) return NULL;
+    m->key[i] = strdup(key);
+    if (!m->key[i]) {
+        *oom = 1;
+        return NULL;
+    }
+    m->val[i] = -1;
+    m->n++;
+    return &m->val[i];
+}
+
+static void smap_free(smap *m) {
+    for (size_t i = 0; i < m->cap; i++) free(m->key[i]);
+    free(m->key);
+    free(m->val);
+    memset(m, 0, sizeof *m);
 }
 
 static size_t ptr_hash(const void *p) {
@@ -151,10 +210,11 @@ typedef struct {
     info_map info;
     uri_entry *ids;
     int n_ids, cap_ids;
+    smap id_map;        /* uri → index in ids */
     memo_entry *memo;
     size_t memo_cap, memo_n;
     unsup *uns;
-    int n_uns, cap_uns;
+    int n_uns, cap_uns, uns_more, uns_more_hard;
     oneof_rec *oneofs;
     int n_oneofs, cap_oneofs;
     cJSON **owned; /* generated schema nodes */
@@ -169,6 +229,7 @@ typedef struct {
     int n_pats, cap_pats;
     struct key_ent *keys;    /* key automata by their names and patterns (compile_object) */
     int n_keys, cap_keys;
+    smap key_map;            /* names and patterns → index in keys */
     gram_dfa any_content;    /* any canonical string content (made on first use) */
     gram_dfa any_key;        /* the same, quoted */
     int have_any;
@@ -216,9 +277,15 @@ static const char *base_of(comp *C, const cJSON *n) {
     return i && i->base ? i->base : "";
 }
 
+#define MAX_UNSUP 64 /* findings listed in the message; the rest are counted */
 static void unsupported_at(comp *C, const char *kw, const char *p, int hard) {
     for (int i = 0; i < C->n_uns; i++)
         if (!strcmp(C->uns[i].kw, kw) && !strcmp(C->uns[i].path, p)) return;
+    if (C->n_uns >= MAX_UNSUP) {
+        C->uns_more++;
+        C->uns_more_hard |= hard;
+        return;
+    }
     unsup *nu = grow(C->uns, &C->cap_uns, C->n_uns + 1, sizeof *nu);
     if (!nu) {
         C->oom = 1;
@@ -337,8 +404,8 @@ static char *uri_resolve(comp *C, const char *base, const char *ref) {
 }
 
 static void register_uri(comp *C, const char *uri, const cJSON *node) {
-    for (int i = 0; i < C->n_ids; i++)
-        if (!strcmp(C->ids[i].uri, uri)) return;
+    int32_t *slot = smap_slot(&C->id_map, uri, 1, &C->oom);
+    if (!slot || *slot >= 0) return;
     uri_entry *ni = grow(C->ids, &C->cap_ids, C->n_ids + 1, sizeof *ni);
     if (!ni) {
         C->oom = 1;
@@ -347,13 +414,12 @@ static void register_uri(comp *C, const char *uri, const cJSON *node) {
     C->ids = ni;
     C->ids[C->n_ids].uri = xstrdup(C, uri);
     C->ids[C->n_ids].node = node;
-    C->n_ids++;
+    *slot = C->n_ids++;
 }
 
 static const cJSON *lookup_uri(comp *C, const char *uri) {
-    for (int i = 0; i < C->n_ids; i++)
-        if (!strcmp(C->ids[i].uri, uri)) return C->ids[i].node;
-    return NULL;
+    int32_t *slot = smap_slot(&C->id_map, uri, 0, &C->oom);
+    return slot && *slot >= 0 ? C->ids[*slot].node : NULL;
 }
 
 /* keywords whose value is a schema, an array of schemas, or a map of schemas */
@@ -822,6 +888,10 @@ static void flatten(comp *C, conj *c, const cJSON *n, int depth) {
     }
     if (!cJSON_IsObject(n)) return; /* not a schema: nothing to enforce */
     if (conj_has(c, n)) return;
+    if (c->n >= MAX_CONJ) {
+        over_limit(C, "more than %d schemas apply to one value (allOf/$ref) at %s", MAX_CONJ, path_of(C, n));
+        return;
+    }
     if (depth > MAX_FLATTEN_DEPTH) {
         over_limit(C, "a chain of more than %d $ref/allOf at %s", MAX_FLATTEN_DEPTH, path_of(C, n));
         return;
@@ -1153,7 +1223,7 @@ typedef struct {
     int types;
     int int_only, frac_only; /* numbers: integers only / non-integers only */
     /* numbers */
-    char lo[128], hi[128];
+    char lo[GRAM_JSON_NUMBER_MAX + 1], hi[GRAM_JSON_NUMBER_MAX + 1];
     int has_lo, has_hi, lo_excl, hi_excl;
     const char *mult[8];
     char mult_buf[8][128];
@@ -1234,6 +1304,66 @@ static int type_bits(const cJSON *t, int *int_only) {
     return bits;
 }
 
+/* The least common multiple of two positive canonical decimals a and b
+ * (a/10^s and b/10^t: lcm of the scaled integers, over 10^max(s,t)) into out
+ * (128 bytes): 1, or 0 when either is too long or the result exceeds 10^18.
+ * multipleOf a and multipleOf b hold together exactly when multipleOf
+ * lcm(a, b) holds, and one remainder automaton is far smaller than the
+ * product of two. */
+static int mult_lcm(const char *a, const char *b, char *out) {
+    const char *in[2] = {a, b};
+    unsigned __int128 v[2];
+    int sc[2];
+    for (int k = 0; k < 2; k++) {
+        const char *dot = strchr(in[k], '.');
+        sc[k] = dot ? (int)strlen(dot + 1) : 0;
+        v[k] = 0;
+        int digits = 0;
+        for (const char *p = in[k]; *p; p++) {
+            if (*p == '.') continue;
+            if (++digits > 18) return 0;
+            v[k] = v[k] * 10 + (unsigned)(*p - '0');
+        }
+        if (!v[k]) return 0;
+    }
+    int S = sc[0] > sc[1] ? sc[0] : sc[1];
+    if (S > 18) return 0;
+    for (int k = 0; k < 2; k++)
+        for (int i = sc[k]; i < S; i++) v[k] *= 10;
+    unsigned __int128 x = v[0], y = v[1];
+    while (y) {
+        unsigned __int128 t = x % y;
+        x = y, y = t;
+    }
+    unsigned __int128 l = v[0] / x * v[1];
+    if (l > (unsigned __int128)1000000000000000000ull * 1000000000ull) return 0;
+    /* l / 10^S as canonical decimal text */
+    char digits[64];
+    int nd = 0;
+    for (unsigned __int128 t = l; t; t /= 10) digits[nd++] = (char)('0' + (int)(t % 10));
+    char txt[80];
+    int o = 0;
+    if (nd <= S) {
+        txt[o++] = '0';
+        txt[o++] = '.';
+        for (int i = 0; i < S - nd; i++) txt[o++] = '0';
+        for (int i = nd - 1; i >= 0; i--) txt[o++] = digits[i];
+    } else {
+        for (int i = nd - 1; i >= 0; i--) {
+            txt[o++] = digits[i];
+            if (i == S && S) txt[o++] = '.';
+        }
+    }
+    txt[o] = 0;
+    /* canonical: no trailing fraction zeros */
+    if (strchr(txt, '.')) {
+        while (o > 0 && txt[o - 1] == '0') txt[--o] = 0;
+        if (o > 0 && txt[o - 1] == '.') txt[--o] = 0;
+    }
+    snprintf(out, 128, "%s", txt);
+    return 1;
+}
+
 /* A count keyword's value (minLength, maxItems, ...) rounded into range
  * (up: towards the next integer, for minimums), clamped to
  * [0, GRAM_COUNT_MAX + 1] so that any huge value (1e300 too) stays huge
@@ -1263,7 +1393,7 @@ static void gather(comp *C, const conj *c, facts *f) {
             f->types &= b;
             if (io) f->int_only = 1;
         }
-        char buf[128];
+        char buf[GRAM_JSON_NUMBER_MAX + 1];
         const cJSON *v;
         const cJSON *emax = kw(n, "exclusiveMaximum"), *emin = kw(n, "exclusiveMinimum");
         if ((v = kw(n, "minimum")) && !num_text(v, buf, sizeof buf)) tighten_lo(f, buf, cJSON_IsTrue(emin));
@@ -1271,11 +1401,14 @@ static void gather(comp *C, const conj *c, facts *f) {
         if (emin && !num_text(emin, buf, sizeof buf)) tighten_lo(f, buf, 1);
         if (emax && !num_text(emax, buf, sizeof buf)) tighten_hi(f, buf, 1);
         if ((v = kw(n, "multipleOf")) && !num_text(v, buf, sizeof buf) && buf[0] != '-' && strcmp(buf, "0")) {
-            if (f->n_mult < 8) {
-                snprintf(f->mult_buf[f->n_mult], sizeof f->mult_buf[0], "%s", buf);
+            if (strlen(buf) >= sizeof f->mult_buf[0]) unsupported(C, "multipleOf with more than 127 digits", n);
+            else if (f->n_mult && mult_lcm(f->mult[f->n_mult - 1], buf, f->mult_buf[f->n_mult - 1]))
+                f->mult[f->n_mult - 1] = f->mult_buf[f->n_mult - 1]; /* one multipleOf for both: their lcm */
+            else if (f->n_mult < 8) {
+                memcpy(f->mult_buf[f->n_mult], buf, strlen(buf) + 1); /* fits: checked above */
                 f->mult[f->n_mult] = f->mult_buf[f->n_mult];
                 f->n_mult++;
-            } else unsupported(C, "multipleOf (too many)", n);
+            } else unsupported(C, "multipleOf (more than 8 that have no small common multiple)", n);
         }
         long x;
         if ((x = count_kw(kw(n, "minLength"), 1)) >= 0 && x > f->min_len) f->min_len = x;
@@ -1286,9 +1419,11 @@ static void gather(comp *C, const conj *c, facts *f) {
                 f->patterns[f->n_patterns++] = v->valuestring;
             } else unsupported(C, "pattern (too many)", n);
         }
-        if ((v = kw(n, "format")) && cJSON_IsString(v) && f->n_formats < 8 && !C->opt.format_annotation) {
-            f->format_at[f->n_formats] = n;
-            f->formats[f->n_formats++] = v->valuestring;
+        if ((v = kw(n, "format")) && cJSON_IsString(v) && !C->opt.format_annotation) {
+            if (f->n_formats < 8) {
+                f->format_at[f->n_formats] = n;
+                f->formats[f->n_formats++] = v->valuestring;
+            } else unsupported(C, "format (more than 8 on one value)", n);
         }
         if ((x = count_kw(kw(n, "minItems"), 1)) >= 0 && x > f->min_items) f->min_items = x;
         if ((x = count_kw(kw(n, "maxItems"), 0)) >= 0 && (f->max_items < 0 || x < f->max_items)) f->max_items = x;
@@ -2113,6 +2248,30 @@ static int32_t number_leaf(comp *C, const facts *f, const cJSON *where) {
     return id;
 }
 
+/* d plus a call of each rules[i] from its start state, returning to a new
+ * final state (an alternative that is another rule).  0, or -1 out of memory. */
+static int dfa_calls_at_start(gram_dfa *d, const int32_t *rules, int n) {
+    int S = d->n_states, nc = d->n_classes;
+    int32_t *next = realloc(d->next, ((size_t)S + 1) * (size_t)nc * sizeof *next);
+    if (!next) return -1;
+    d->next = next;
+    int32_t *label = realloc(d->label, ((size_t)S + 1) * sizeof *label);
+    if (!label) return -1;
+    d->label = label;
+    for (int c = 0; c < nc; c++) d->next[(size_t)S * nc + c] = -1;
+    d->label[S] = 0;
+    free(d->call_off);
+    free(d->calls);
+    d->call_off = calloc((size_t)S + 2, sizeof *d->call_off);
+    d->calls = malloc((size_t)n * sizeof *d->calls);
+    if (!d->call_off || !d->calls) return -1;
+    for (int s = 1; s <= S + 1; s++) d->call_off[s] = n;
+    for (int i = 0; i < n; i++) d->calls[i] = (gram_call){rules[i], S};
+    d->n_calls = n;
+    d->n_states = S + 1;
+    return 0;
+}
+
 static void compile_base(comp *C, const conj *c, int32_t id) {
     facts f;
     gather(C, c, &f);
@@ -2126,20 +2285,17 @@ static void compile_base(comp *C, const conj *c, int32_t id) {
         return;
     }
     vfree(&vals);
-    gram_nfa n;
-    gram_nfa_init(&n);
-    int32_t s = gram_nfa_state(&n), e = gram_nfa_state(&n);
-#define ALT_IN(fr) do { gram_nfa_edge_add(&n, s, (fr).start, -1, -1); gram_nfa_edge_add(&n, (fr).end, e, -1, -1); } while (0)
-    int lits = 0;
     const char *lit_names[3] = {"null", "true", "false"};
     int lit_types[3] = {T_NULL, T_BOOL, T_BOOL};
+    const char *lit_use[3];
+    size_t lit_len[3];
+    int n_lit = 0;
     char **bool_vals = NULL;
     int n_bool = 0;
     for (int i = 0; i < 3; i++) {
         if (!(f.types & lit_types[i]) || excluded_has(&f, lit_names[i], C)) continue;
-        gram_frag fr = gram_frag_bytes(&n, lit_names[i], strlen(lit_names[i]));
-        ALT_IN(fr);
-        lits |= lit_types[i];
+        lit_use[n_lit] = lit_names[i];
+        lit_len[n_lit++] = strlen(lit_names[i]);
         if (lit_types[i] == T_BOOL) {
             char **nb = realloc(bool_vals, (size_t)(n_bool + 1) * sizeof *nb);
             if (nb) {
@@ -2155,57 +2311,68 @@ static void compile_base(comp *C, const conj *c, int32_t id) {
                 !!(f.types & T_OBJ);
     int32_t num = f.types & T_NUM ? number_leaf(C, &f, where) : -1;
     int32_t str = f.types & T_STR ? string_leaf(C, &f) : -1;
+    int32_t calls[3];
+    int n_calls = 0;
     if (kinds == 1 && (num >= 0 || str >= 0) && !C->oom) {
         C->alias[id] = num >= 0 ? num : str;
-        for (int i = 0; i < n_bool; i++) free(bool_vals[i]);
-        free(bool_vals);
-        gram_nfa_free(&n);
-        vfree(&f.excluded);
-        return;
-    }
-    if (num >= 0) {
-        gram_frag fr = gram_frag_dfa(&n, &C->g->rules[num].fa);
-        ALT_IN(fr);
-    }
-    if (str >= 0) {
-        if (C->g->rules[str].counted) {
-            gram_frag fr = gram_frag_call(&n, str);
-            ALT_IN(fr);
-        } else {
-            gram_frag fr = gram_frag_dfa(&n, &C->g->rules[str].fa);
-            ALT_IN(fr);
-        }
+        goto out;
     }
     if (f.types & T_ARR) {
+        /* the array: the whole rule when it is the only kind, else a rule of its own */
+        int32_t arr = kinds == 1 ? id : new_rule(C);
+        gram_nfa n;
+        gram_nfa_init(&n);
         int32_t as = gram_nfa_state(&n), ae = gram_nfa_state(&n);
         array_frag(C, c, &f, &n, as, ae);
-        gram_nfa_edge_add(&n, s, as, -1, -1);
-        gram_nfa_edge_add(&n, ae, e, -1, -1);
+        set_fa(C, arr, &n, (gram_frag){as, ae}, where);
+        gram_nfa_free(&n);
+        if (kinds == 1 || arr < 0) goto out;
+        calls[n_calls++] = arr;
     }
-    int32_t obj = -1;
     if (f.types & T_OBJ) {
-        obj = compile_object(C, c, &f);
-        if (obj >= 0) {
-            gram_frag fr = gram_frag_call(&n, obj);
-            ALT_IN(fr);
+        int32_t obj = compile_object(C, c, &f);
+        if (obj < 0) goto out;
+        if (kinds == 1 && !C->oom) {
+            C->alias[id] = obj; /* the value is just the object */
+            goto out;
+        }
+        calls[n_calls++] = obj;
+    }
+    if (str >= 0 && C->g->rules[str].counted) calls[n_calls++] = str;
+    /* the leaves (literals, numbers, strings) as one product of DFAs, the rest called from the start;
+     * rules are all made by now, so pointers into them stay put */
+    {
+        gram_dfa lit = {0}, d = {0};
+        const gram_dfa *parts[3];
+        int32_t base[3] = {0, 0, 0};
+        int k = 0, rc = 0;
+        if (n_lit) {
+            rc = gram_dfa_literals(lit_use, lit_len, NULL, n_lit, max_states(C), &lit);
+            if (!rc) parts[k++] = &lit;
+        }
+        if (!rc && num >= 0) parts[k++] = &C->g->rules[num].fa;
+        if (!rc && str >= 0 && !C->g->rules[str].counted) parts[k++] = &C->g->rules[str].fa;
+        if (!rc) rc = k ? gram_dfa_union(parts, base, k, NULL, NULL, max_states(C), &d)
+                        : gram_dfa_literals(NULL, NULL, NULL, 0, max_states(C), &d);
+        if (n_lit) gram_dfa_free(&lit);
+        if (!rc && n_calls) rc = dfa_calls_at_start(&d, calls, n_calls);
+        if (rc == -2) too_large(C, "value automaton too large", where);
+        else if (rc) C->oom = 1;
+        else {
+            C->work += (long)d.n_states * d.n_classes;
+            C->g->rules[id].kind = GRAM_FA;
+            C->g->rules[id].fa = d;
+            if (f.types == T_BOOL && n_bool > 1) {
+                set_values(C, id, bool_vals, n_bool, GRAM_DEC_BOOL);
+                bool_vals = NULL;
+                n_bool = 0;
+            }
         }
     }
-#undef ALT_IN
-    if (f.types == T_OBJ && obj >= 0 && !C->oom) {
-        C->alias[id] = obj; /* the value is just the object */
-    } else {
-        set_fa(C, id, &n, (gram_frag){s, e}, where);
-        if (f.types == T_BOOL && n_bool > 1) {
-            set_values(C, id, bool_vals, n_bool, GRAM_DEC_BOOL);
-            bool_vals = NULL;
-            n_bool = 0;
-        }
-    }
+out:
     for (int i = 0; i < n_bool; i++) free(bool_vals[i]);
     free(bool_vals);
-    gram_nfa_free(&n);
     vfree(&f.excluded);
-    (void)lits;
 }
 
 /* ---- arrays ------------------------------------------------------------------------------- */
@@ -2348,19 +2515,22 @@ static int32_t key_labeller(const int32_t *tags, int n_tags, void *u) {
     return L->n_decl + L->n_class++;
 }
 
+/* Names in first-seen order, with their index by name. */
 typedef struct {
     char **v;
     int n, cap;
+    smap idx;
+    int oom;
 } slist;
 
-static int slist_find(const slist *l, const char *s) {
-    for (int i = 0; i < l->n; i++)
-        if (!strcmp(l->v[i], s)) return i;
-    return -1;
+static int slist_find(slist *l, const char *s) {
+    int32_t *slot = smap_slot(&l->idx, s, 0, &l->oom);
+    return slot ? *slot : -1;
 }
 
 static void slist_add(comp *C, slist *l, const char *s) {
-    if (slist_find(l, s) >= 0) return;
+    int32_t *slot = smap_slot(&l->idx, s, 1, &C->oom);
+    if (!slot || *slot >= 0) return;
     char **nv = grow(l->v, &l->cap, l->n + 1, sizeof *nv);
     if (!nv) {
         C->oom = 1;
@@ -2368,7 +2538,7 @@ static void slist_add(comp *C, slist *l, const char *s) {
     }
     l->v = nv;
     l->v[l->n] = xstrdup(C, s);
-    if (l->v[l->n]) l->n++;
+    if (l->v[l->n]) *slot = l->n++;
 }
 
 /* canonical JSON string content of s (no quotes) */
@@ -2558,6 +2728,11 @@ static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
         if ((x = count_kw(kw(n, "maxProperties"), 0)) >= 0 && (max_props < 0 || x < max_props)) max_props = x;
     }
     for (int i = 0; i < fa->n_forbid; i++) slist_add(C, &names, fa->forbid[i]);
+    if (names.n > MAX_DECL) {
+        /* each key-automaton state keeps a bit per declared name */
+        too_large(C, "more than 2048 declared property names in one object", c->v[0].node);
+        goto done;
+    }
     if (min_props > GRAM_COUNT_MAX || max_props > GRAM_COUNT_MAX) {
         too_large(C, min_props > GRAM_COUNT_MAX ? "minProperties above 67108863" : "maxProperties above 67108863",
                   c->v[0].node);
@@ -2652,8 +2827,8 @@ static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
         for (int j = 0; j < n_pat; j++) key_add(&kk, C, pats[j].ok ? "p" : "-", pats[j].pattern);
         if (!kk.s) bput_s(&kk, C, "");
         struct key_ent *ke = NULL;
-        for (int i = 0; kk.s && i < C->n_keys && !ke; i++)
-            if (!strcmp(C->keys[i].key, kk.s)) ke = &C->keys[i];
+        int32_t *kslot = kk.s ? smap_slot(&C->key_map, kk.s, 0, &C->oom) : NULL;
+        if (kslot && *kslot >= 0) ke = &C->keys[*kslot];
         if (ke) {
             if (gram_dfa_copy(&ke->dfa, &o->key)) C->oom = 1;
             L.n_class = L.cap_class = ke->n_class;
@@ -2703,6 +2878,8 @@ static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
                     C->oom = 1;
                 } else {
                     memcpy(e->classes, L.classes, (size_t)L.n_class * (size_t)L.pw * sizeof *e->classes);
+                    int32_t *ns = smap_slot(&C->key_map, e->key, 1, &C->oom);
+                    if (ns) *ns = C->n_keys;
                     C->n_keys++;
                 }
             }
@@ -2807,6 +2984,7 @@ static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
 done:
     for (int i = 0; i < names.n; i++) free(names.v[i]);
     free(names.v);
+    smap_free(&names.idx);
     for (int j = 0; j < n_pat; j++)
         if (pats[j].ok) gram_dfa_free(&pats[j].dfa);
     free(pats);
@@ -3797,6 +3975,7 @@ static void comp_free(comp *C) {
     free(C->info.v);
     for (int i = 0; i < C->n_ids; i++) free(C->ids[i].uri);
     free(C->ids);
+    smap_free(&C->id_map);
     for (size_t i = 0; i < C->memo_cap; i++) free(C->memo[i].key);
     free(C->memo);
     for (int i = 0; i < C->n_uns; i++) {
@@ -3828,6 +4007,7 @@ static void comp_free(comp *C) {
         free(C->keys[i].classes);
     }
     free(C->keys);
+    smap_free(&C->key_map);
     if (C->have_any) {
         gram_dfa_free(&C->any_content);
         gram_dfa_free(&C->any_key);
@@ -3924,12 +4104,13 @@ int gram_compile(const char *schema, size_t len, const gram_options *opts, gram_
         snprintf(err, err_len, "%s", C->too_big ? C->fail_msg : "schema: no rule for the root");
         rc = C->too_big ? C->too_big : CINFER_EUNSUPPORTED;
     } else {
-        int hard = 0;
+        int hard = C->uns_more_hard;
         for (int i = 0; i < C->n_uns; i++) hard |= C->uns[i].hard;
         if (C->n_uns && (hard || !C->opt.permissive)) {
             size_t o = (size_t)snprintf(err, err_len, "unsupported:");
             for (int i = 0; i < C->n_uns && o < err_len; i++)
                 o += (size_t)snprintf(err + o, err_len - o, "%s %s at %s", i ? ";" : "", C->uns[i].kw, C->uns[i].path);
+            if (C->uns_more && o < err_len) snprintf(err + o, err_len - o, "; and %d more", C->uns_more);
             rc = CINFER_EUNSUPPORTED;
         }
     }
