@@ -1306,7 +1306,8 @@ static int type_bits(const cJSON *t, int *int_only) {
 
 /* The least common multiple of two positive canonical decimals a and b
  * (a/10^s and b/10^t: lcm of the scaled integers, over 10^max(s,t)) into out
- * (128 bytes): 1, or 0 when either is too long or the result exceeds 10^18.
+ * (128 bytes): 1, or 0 when either is too long or the result's automaton
+ * would be large.
  * multipleOf a and multipleOf b hold together exactly when multipleOf
  * lcm(a, b) holds, and one remainder automaton is far smaller than the
  * product of two. */
@@ -1336,7 +1337,9 @@ static int mult_lcm(const char *a, const char *b, char *out) {
         x = y, y = t;
     }
     unsigned __int128 l = v[0] / x * v[1];
-    if (l > (unsigned __int128)1000000000000000000ull * 1000000000ull) return 0;
+    /* only when the one remainder automaton stays small (gram_number_dfa's bound): otherwise
+     * two automata intersected with the range are smaller (bounds cut the remainders short) */
+    if (l * (unsigned __int128)(S + 2) > 200000) return 0;
     /* l / 10^S as canonical decimal text */
     char digits[64];
     int nd = 0;
