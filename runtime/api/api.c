@@ -1070,7 +1070,12 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
                                        "grammar: no token of the vocabulary can continue the value (it needs one of: %s)", exp);
                     break;
                 }
-                id = samp_sample_ids(samp, lg, allowed, na, s->tokens, s->ctx->n_past);
+                if (allowed) id = samp_sample_ids(samp, lg, allowed, na, s->tokens, s->ctx->n_past);
+                else { /* most tokens allowed: mask a copy, sample as usual */
+                    memcpy(s->logits_buf, lg, (size_t)n_vocab * sizeof(float));
+                    gram_run_apply(gr, s->logits_buf, n_vocab);
+                    id = samp_sample(samp, s->logits_buf, s->tokens, s->ctx->n_past);
+                }
             } else if (o.logit_fn || gr) {
                 memcpy(s->logits_buf, lg, (size_t)n_vocab * sizeof(float));
                 if (gr && gram_run_mask(gr, s->logits_buf, n_vocab) <= 0) {

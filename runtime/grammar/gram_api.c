@@ -322,34 +322,27 @@ int gram_run_mask(gram_run *r, float *logits, int n_vocab) {
     int n = gram_mask(r->mk, r->m, r->bits, r->scratch);
     if (n < 0) return -1;
     r->mask_state = st;
-    /* whole words at once: most are all-disallowed (filled) or all-allowed (skipped) */
-    int full = n_vocab / 32;
-    for (int w = 0; w < full; w++) {
-        uint32_t b = r->bits[w];
-        float *l = logits + (size_t)w * 32;
-        if (b == 0xFFFFFFFFu) continue;
-        if (b == 0) {
-            for (int i = 0; i < 32; i++) l[i] = -INFINITY;
-            continue;
-        }
-        for (uint32_t z = ~b; z; z &= z - 1) l[__builtin_ctz(z)] = -INFINITY;
-    }
-    for (int i = full * 32; i < n_vocab; i++)
-        if (!(r->bits[i >> 5] >> (i & 31) & 1)) logits[i] = -INFINITY;
+    gram_mask_apply(r->bits, logits, n_vocab);
     return n;
 }
 
 int gram_run_allowed(gram_run *r, const int32_t **ids) {
     int32_t st = gram_matcher_state(r->m);
+    *ids = NULL;
     int n = gram_mask(r->mk, r->m, r->bits, r->scratch);
     if (n < 0) return -1;
     r->mask_state = st;
-    int k = 0;
-    for (int w = 0; w < r->n_words; w++)
-        for (uint32_t b = r->bits[w]; b; b &= b - 1) r->allowed[k++] = w * 32 + __builtin_ctz(b);
-    *ids = r->allowed;
-    return k;
+    int count = 0;
+    for (int w = 0; w < r->n_words; w++) count += __builtin_popcount(r->bits[w]);
+    /* a list only when it is short: listing most of the vocabulary costs more than masking it */
+    if (count && count <= gram_vocab_n_vocab(r->v) / 8) {
+        *ids = r->allowed;
+        return gram_mask_ids(r->bits, gram_vocab_n_vocab(r->v), r->allowed);
+    }
+    return count;
 }
+
+void gram_run_apply(gram_run *r, float *logits, int n_vocab) { gram_mask_apply(r->bits, logits, n_vocab); }
 
 int gram_run_accept(gram_run *r, int32_t id, const float *raw_logits) {
     int32_t st = gram_matcher_state(r->m);

@@ -36,10 +36,14 @@ int gram_run_forced(gram_run *r, int32_t *ids, int cap);
 /* Set disallowed logits to -INFINITY (logits: n_vocab floats).  Returns 1,
  * or 0 when no token may continue (an error), -1 out of memory. */
 int gram_run_mask(gram_run *r, float *logits, int n_vocab);
-/* The allowed tokens in the current state, as ids (ascending, *ids valid
- * until the next call); their count, 0 when none may continue, -1 out of
- * memory.  For samp_sample_ids: sampling touches only these. */
+/* The mask of the current state: the count of allowed tokens, 0 when none
+ * may continue, -1 out of memory.  When they are few (an eighth of the
+ * vocabulary or less) also the list, *ids (ascending, valid until the next
+ * call; for samp_sample_ids: sampling touches only these); else *ids is
+ * NULL and gram_run_apply masks a logits copy. */
 int gram_run_allowed(gram_run *r, const int32_t **ids);
+/* Set the logits the last gram_run_allowed disallowed to -INFINITY. */
+void gram_run_apply(gram_run *r, float *logits, int n_vocab);
 /* Record token id as chosen; raw_logits (the unmasked logits it was sampled
  * from, or NULL for a forced token) feed the confidence capture.  Returns
  * 0, or -1 when the token is not allowed. */

@@ -909,7 +909,7 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
         r.label[d] = lab(tags.v, w, u);
         for (int s = 0; s < n_sym; s++) bucket[s].n = 0;
         work_done += st.off[d + 1] - st.off[d];
-        if (work_done > work_max) {
+        if (work_done > work_max) { /* checked once a state; the pushes and closures below are counted too */
             free(seed.v);
             rc = -2;
             goto done;
@@ -920,6 +920,7 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
                 const gram_nfa_edge *e = &nf->edges[eidx[j]];
                 if (e->lo < 0) continue;
                 if (e->lo < GRAM_SYM_CALL) {
+                    work_done += r.cls[e->hi] - r.cls[e->lo] + 1;
                     for (int c = r.cls[e->lo]; c <= r.cls[e->hi]; c++)
                         if (gram_ivec_push(&bucket[c], e->to)) { free(seed.v); goto done; }
                 } else {

@@ -26,6 +26,7 @@
  * each bound, capped at the longest token: all positions far from both
  * bounds share one entry.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -886,6 +887,29 @@ int gram_mask(gram_masker *mk, gram_matcher *m, uint32_t *bits, uint32_t *scratc
     for (int w = 0; w < n_words; w++)
         if (bits[w]) return 1;
     return 0;
+}
+
+void gram_mask_apply(const uint32_t *bits, float *logits, int n_vocab) {
+    int full = n_vocab / 32;
+    for (int w = 0; w < full; w++) {
+        uint32_t b = bits[w];
+        float *l = logits + (size_t)w * 32;
+        if (b == 0xFFFFFFFFu) continue;
+        if (b == 0) {
+            for (int i = 0; i < 32; i++) l[i] = -INFINITY;
+            continue;
+        }
+        for (uint32_t z = ~b; z; z &= z - 1) l[__builtin_ctz(z)] = -INFINITY;
+    }
+    for (int i = full * 32; i < n_vocab; i++)
+        if (!(bits[i >> 5] >> (i & 31) & 1)) logits[i] = -INFINITY;
+}
+
+int gram_mask_ids(const uint32_t *bits, int n_vocab, int32_t *ids) {
+    int k = 0, nw = (n_vocab + 31) / 32;
+    for (int w = 0; w < nw; w++)
+        for (uint32_t b = bits[w]; b; b &= b - 1) ids[k++] = w * 32 + __builtin_ctz(b);
+    return k;
 }
 
 /* ---- forced tokens ---------------------------------------------------------------------------- */

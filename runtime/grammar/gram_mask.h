@@ -47,6 +47,11 @@ const gram_vocab *gram_masker_vocab(const gram_masker *mk);
  * allowed when the value is complete.  Returns 1 when some token is allowed,
  * 0 when none is, -1 out of memory (or m on another grammar). */
 int gram_mask(gram_masker *mk, gram_matcher *m, uint32_t *bits, uint32_t *scratch);
+/* Apply a mask to logits (n_vocab floats): disallowed ones become -INFINITY,
+ * a 32-token word at a time (most words are all-disallowed or all-allowed). */
+void gram_mask_apply(const uint32_t *bits, float *logits, int n_vocab);
+/* The allowed ids of a mask, ascending, into ids (room for n_vocab); their count. */
+int gram_mask_ids(const uint32_t *bits, int n_vocab, int32_t *ids);
 /* Tokens a forced byte prefix determines: longest-match tokenization of the
  * bytes every continuation starts with, keeping tokens that cannot be
  * extended across the forced end.  Returns the count written to ids. */
