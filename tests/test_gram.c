@@ -80,7 +80,7 @@ TEST(gram, number_ranges) {
         {"0.5", "0.5", 0, 0, 0, NULL},
     };
     for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
-        gram_num_spec sp = {specs[s].lo, specs[s].hi, specs[s].lo_excl, specs[s].hi_excl, specs[s].integer, 0, specs[s].mult};
+        gram_num_spec sp = {specs[s].lo, specs[s].hi, specs[s].lo_excl, specs[s].hi_excl, specs[s].integer, 0, specs[s].mult, 0, NULL};
         gram_dfa d;
         char err[128];
         if (gram_number_dfa(&sp, &d, err, sizeof err)) {
@@ -743,5 +743,100 @@ TEST(gram, schema_check_exit_codes) {
     snprintf(cmd, sizeof cmd, "%s schema-check %s/u.json %s/ok.json", cinfer_bin(), dir, dir);
     EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
     EXPECT_MSG(out && strstr(out, "contains at #"), "%s", out ? out : "");
+    free(out);
+}
+
+/* Every format cinfer.h says the grammar asserts is checked twice: by the
+ * grammar (a good value accepted, a bad one rejected) and by the
+ * independent validator the differential and generation tests use
+ * (tests/data/gram/validate_batch.py: Debian's python3-jsonschema leaves
+ * date-time, time, duration, hostname and uri-template unchecked, so the
+ * script checks those itself).  The list is read from include/cinfer.h,
+ * so a format claimed there without a row here fails. */
+TEST(gram, every_claimed_format_checked_by_grammar_and_validator) {
+    static const struct {
+        const char *name, *good, *bad;
+    } fmts[] = {
+        {"date", "2024-02-29", "2023-02-29"},
+        {"time", "23:59:59.5Z", "24:00:00Z"},
+        {"date-time", "2024-01-31T23:59:59+01:00", "2024-13-01T00:00:00Z"},
+        {"duration", "P1DT2H", "P1H"},
+        {"uuid", "123e4567-e89b-12d3-a456-426614174000", "123e4567-e89b-12d3-a456-42661417400"},
+        {"email", "a.b@example.org", "example.org"},
+        {"idn-email", "用户@example.com", "用户.example.com"},
+        {"hostname", "www.example.com", "-www.example.com"},
+        {"ipv4", "192.168.0.1", "256.1.1.1"},
+        {"ipv6", "::1", "12345::1"},
+        {"uri", "https://example.com/a?b#c", "//example.com/a"},
+        {"uri-reference", "../a/b?c", "a b"},
+        {"iri", "https://例子.广告/路径", "例子"},
+        {"iri-reference", "路径/a", "a b"},
+        {"uri-template", "https://x/{id}", "https://x/{id"},
+        {"json-pointer", "/a/b~0c", "a/b"},
+        {"relative-json-pointer", "0/a", "/a"},
+        {"regex", "^a+$", "("},
+    };
+    const int nf = (int)(sizeof fmts / sizeof fmts[0]);
+    /* the claim: "format (asserted: date, time, ...; idn-hostname is refused" */
+    char *h = read_file("include/cinfer.h", NULL);
+    if (!h) SKIP("cannot read include/cinfer.h");
+    char claim[2048] = "";
+    const char *a = strstr(h, "format (asserted:"), *e = a ? strstr(a, "; idn-hostname") : NULL;
+    EXPECT_MSG(a && e, "include/cinfer.h has no \"format (asserted: ...; idn-hostname\" list");
+    int claimed = 0;
+    if (a && e) {
+        a += strlen("format (asserted:");
+        int k = 0;
+        for (; a < e && k < (int)sizeof claim - 1; a++)
+            if (*a != '*' && *a != '\n' && *a != ' ') claim[k++] = *a; /* drop the comment's line breaks */
+        claim[k] = 0;
+        for (char *tok = strtok(claim, ","); tok; tok = strtok(NULL, ",")) {
+            claimed++;
+            int found = 0;
+            for (int i = 0; i < nf; i++) found |= !strcmp(fmts[i].name, tok);
+            EXPECT_MSG(found, "cinfer.h claims format \"%s\", which this test does not check", tok);
+        }
+    }
+    free(h);
+    EXPECT_MSG(claimed == nf, "cinfer.h claims %d formats, this test checks %d", claimed, nf);
+    /* the grammar */
+    char batch[1024];
+    snprintf(batch, sizeof batch, "%s/formats.batch", test_tmpdir());
+    FILE *f = fopen(batch, "w");
+    if (!f) SKIP("cannot write %s", batch);
+    for (int i = 0; i < nf; i++) {
+        char schema[256], inst[256];
+        snprintf(schema, sizeof schema, "{\"type\":\"string\",\"format\":\"%s\"}", fmts[i].name);
+        fprintf(f, "S %d %s\n", i, schema);
+        gram_grammar *g = compile(schema);
+        for (int bad = 0; bad < 2; bad++) {
+            const char *v = bad ? fmts[i].bad : fmts[i].good;
+            snprintf(inst, sizeof inst, "\"%s\"", v);
+            if (g) EXPECT_MSG(check(g, inst) == !bad, "format %s: the grammar %s %s", fmts[i].name,
+                              bad ? "accepts" : "rejects", inst);
+            fprintf(f, "I %d %s ", i, bad ? "bad" : "good");
+            for (const char *p = inst; *p; p++) fprintf(f, "%02x", (unsigned char)*p);
+            fputc('\n', f);
+        }
+        gram_free(g);
+    }
+    fclose(f);
+    /* the validator: exactly the bad values flagged */
+    if (!have_python_module("jsonschema")) SKIP("python3-jsonschema not installed (Debian package python3-jsonschema)");
+    char cmd[1200], *out = NULL;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/data/gram/validate_batch.py %s", batch);
+    int rc = run_cmd(cmd, true, &out);
+    EXPECT_EQ_I(rc, 1);
+    for (int i = 0; i < nf; i++) {
+        char good[64], bad[64];
+        snprintf(good, sizeof good, "BAD %d good ", i);
+        snprintf(bad, sizeof bad, "BAD %d bad ", i);
+        EXPECT_MSG(out && !strstr(out, good), "validator rejects the good %s \"%s\": %s", fmts[i].name, fmts[i].good,
+                   out ? out : "");
+        EXPECT_MSG(out && strstr(out, bad), "validator misses format %s: accepts \"%s\"", fmts[i].name, fmts[i].bad);
+    }
+    char done[64];
+    snprintf(done, sizeof done, "DONE %d %d 0 0", 2 * nf, nf);
+    EXPECT_MSG(out && strstr(out, done), "expected \"%s\": %s", done, out ? out : "");
     free(out);
 }

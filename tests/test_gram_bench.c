@@ -399,11 +399,14 @@ void test_skip(const char *fmt, ...) {
     va_end(ap);
 }
 bool test_failed(void) { return g_failed > 0; }
+const char *shared_root(void) {
+    const char *root = getenv("CINFER_SHARED");
+    return root && *root ? root : "../shared";
+}
 const char *shared_path(const char *rel) {
     static char ring[8][1024];
     static int k;
-    const char *root = getenv("CINFER_SHARED");
-    if (!root || !*root) root = "../shared";
+    const char *root = shared_root();
     char *p = ring[k++ & 7];
     snprintf(p, sizeof ring[0], "%s/%s", root, rel);
     FILE *f = fopen(p, "r");

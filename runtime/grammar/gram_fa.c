@@ -808,6 +808,12 @@ static int32_t default_labeller(const int32_t *tags, int n_tags, void *u) {
 
 int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void *u, int max_states,
                       gram_dfa *out) {
+    return gram_dfa_from_nfa_limited(nf, start, lab, u, max_states, (long)max_states * 100, NULL, out);
+}
+
+int gram_dfa_from_nfa_limited(const gram_nfa *nf, int32_t start, gram_labeller lab, void *u, int max_states,
+                              long max_work, long *work_out, gram_dfa *out) {
+    long work_done = 0;
     memset(out, 0, sizeof *out);
     if (nf->oom) return -1;
     if (!lab) lab = default_labeller;
@@ -863,7 +869,7 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
     int32_t gen = 0;
     /* NFA states visited (sets processed and closures made): bounds the time a pathological
      * pattern can take, in proportion to the automaton size allowed */
-    long work_done = 0, work_max = (long)max_states * 100;
+    const long work_max = (long)max_states * 100 < max_work ? (long)max_states * 100 : max_work;
     /* closure of {start} */
 #define CLOSURE(seed_vec)                                                                   \
     do {                                                                                    \
@@ -954,6 +960,7 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
     free(seed.v);
     rc = raw_finish(&r, out);
 done:
+    if (work_out) *work_out += work_done;
     raw_free(&r);
     set_table_free(&st);
     if (bucket) for (int s = 0; s < r.n_classes + calls_sym.n; s++) free(bucket[s].v);
@@ -2440,7 +2447,7 @@ static int cmp_frag(gram_nfa *n, const char *m, int want, int integer, int nonze
 }
 
 /* rel: 0 >=, 1 >, 2 <=, 3 < */
-static int bound_dfa(const char *c, int rel, int integer, gram_dfa *out) {
+static int bound_dfa(const char *c, int rel, int integer, long max_work, long *work, gram_dfa *out) {
     gram_nfa n;
     gram_nfa_init(&n);
     int32_t s = gram_nfa_state(&n), e = gram_nfa_state(&n), neg = gram_nfa_state(&n);
@@ -2473,14 +2480,16 @@ static int bound_dfa(const char *c, int rel, int integer, gram_dfa *out) {
     int rc = 0;
     if (!pos_none && pos_want) rc |= cmp_frag(&n, m, pos_want, integer, 0, s, e);
     if (!neg_none && neg_want) rc |= cmp_frag(&n, m, neg_want, integer, 1, neg, e);
-    if (!rc) rc = gram_dfa_from_nfa(&n, s, NULL, NULL, 1 << 20, out);
+    *work += n.n_states + n.n_edges;
+    if (!rc) rc = gram_dfa_from_nfa_limited(&n, s, NULL, NULL, 1 << 20, max_work - *work, work, out);
     gram_nfa_free(&n);
     return rc;
 }
 
 /* multipleOf m = a / 10^sc: remainder automaton over digits; intersected with
  * the syntax later, so it only tracks values. */
-static int multiple_dfa(const char *m, int integer, gram_dfa *out, char *err, size_t err_len) {
+static int multiple_dfa(const char *m, int integer, long max_work, long *work, gram_dfa *out, char *err,
+                        size_t err_len) {
     const char *dot = strchr(m, '.');
     int sc = dot ? (int)strlen(dot + 1) : 0;
     unsigned long long a = 0;
@@ -2498,6 +2507,12 @@ static int multiple_dfa(const char *m, int integer, gram_dfa *out, char *err, si
     }
     if (a * (unsigned long long)(sc + 2) > 200000) {
         ferr(err, err_len, "multipleOf %s: automaton too large (%llu states)", m, a * (unsigned long long)(sc + 2));
+        return -2;
+    }
+    /* its NFA: a * (sc + 2) states, ten digit edges each */
+    *work += (long)(a * (unsigned long long)(sc + 2) * 11);
+    if (*work > max_work) {
+        ferr(err, err_len, "multipleOf %s: over the compile's work budget", m);
         return -2;
     }
     gram_nfa n;
@@ -2548,7 +2563,7 @@ static int multiple_dfa(const char *m, int integer, gram_dfa *out, char *err, si
             if ((r * pow10[sc - j]) % a == 0) eps(&n, st, e);
         }
     free(pow10);
-    int rc = gram_dfa_from_nfa(&n, s, NULL, NULL, 1 << 20, out);
+    int rc = gram_dfa_from_nfa_limited(&n, s, NULL, NULL, 1 << 20, max_work - *work, work, out);
     gram_nfa_free(&n);
     if (rc == -2) ferr(err, err_len, "multipleOf %s: automaton too large", m);
     return rc;
@@ -2588,16 +2603,29 @@ static int syntax_dfa(int integer, int frac_only, gram_dfa *out) {
     return rc;
 }
 
-static int intersect_into(gram_dfa *acc, const gram_dfa *b) {
+static int intersect_into(gram_dfa *acc, const gram_dfa *b, long max_work, long *work) {
     gram_dfa t;
+    if (*work > max_work) return -2;
     int rc = gram_dfa_intersect(acc, b, 1 << 20, &t);
+    *work += (long)acc->n_states + b->n_states + (rc ? 0 : (long)t.n_states * t.n_classes);
     if (rc) return rc;
     gram_dfa_free(acc);
     *acc = t;
     return 0;
 }
 
+static int gram_number_dfa_at(const gram_num_spec *sp, long budget, long *used, gram_dfa *out, char *err,
+                              size_t err_len);
+
 int gram_number_dfa(const gram_num_spec *sp, gram_dfa *out, char *err, size_t err_len) {
+    long used = 0, budget = sp->max_work != 0 ? sp->max_work : (long)1 << 40;
+    int rc = gram_number_dfa_at(sp, budget, &used, out, err, err_len);
+    if (sp->work) *sp->work += used;
+    return rc;
+}
+
+static int gram_number_dfa_at(const gram_num_spec *sp, long budget, long *used, gram_dfa *out, char *err,
+                              size_t err_len) {
     int rc = syntax_dfa(sp->integer, sp->frac_only, out);
     if (rc) {
         ferr(err, err_len, "out of memory");
@@ -2605,30 +2633,32 @@ int gram_number_dfa(const gram_num_spec *sp, gram_dfa *out, char *err, size_t er
     }
     gram_dfa b;
     if (sp->lo) {
-        if ((rc = bound_dfa(sp->lo, sp->lo_excl ? 1 : 0, sp->integer, &b))) goto fail;
-        rc = intersect_into(out, &b);
+        if ((rc = bound_dfa(sp->lo, sp->lo_excl ? 1 : 0, sp->integer, budget, used, &b))) goto fail;
+        rc = intersect_into(out, &b, budget, used);
         gram_dfa_free(&b);
         if (rc) goto fail;
     }
     if (sp->hi) {
-        if ((rc = bound_dfa(sp->hi, sp->hi_excl ? 3 : 2, sp->integer, &b))) goto fail;
-        rc = intersect_into(out, &b);
+        if ((rc = bound_dfa(sp->hi, sp->hi_excl ? 3 : 2, sp->integer, budget, used, &b))) goto fail;
+        rc = intersect_into(out, &b, budget, used);
         gram_dfa_free(&b);
         if (rc) goto fail;
     }
     if (sp->multiple_of) {
-        if ((rc = multiple_dfa(sp->multiple_of, sp->integer, &b, err, err_len))) {
+        if ((rc = multiple_dfa(sp->multiple_of, sp->integer, budget, used, &b, err, err_len))) {
             gram_dfa_free(out);
             return rc;
         }
-        rc = intersect_into(out, &b);
+        rc = intersect_into(out, &b, budget, used);
         gram_dfa_free(&b);
         if (rc) goto fail;
     }
     return 0;
 fail:
     gram_dfa_free(out);
-    ferr(err, err_len, rc == -2 ? "number range automaton too large" : "out of memory");
+    ferr(err, err_len, rc == -2 ? (*used > budget ? "number automaton over the compile's work budget"
+                                                   : "number range automaton too large")
+                                : "out of memory");
     return rc;
 }
 

@@ -89,6 +89,11 @@ typedef int32_t (*gram_labeller)(const int32_t *tags, int n_tags, void *u);
  * max_states states (err says so). */
 int gram_dfa_from_nfa(const gram_nfa *n, int32_t start, gram_labeller lab, void *u, int max_states,
                       gram_dfa *out);
+/* The same with a work budget: the subset construction stops (-2) once it
+ * has visited more than max_work NFA states and edges (sets processed,
+ * closures made), and adds what it visited to *work (may be NULL). */
+int gram_dfa_from_nfa_limited(const gram_nfa *n, int32_t start, gram_labeller lab, void *u, int max_states,
+                              long max_work, long *work, gram_dfa *out);
 void gram_dfa_free(gram_dfa *d);
 /* The language is empty (no accepting state reachable). */
 int gram_dfa_empty(const gram_dfa *d);
@@ -153,9 +158,12 @@ typedef struct {
     int integer;         /* integers only */
     int frac_only;       /* non-integers only */
     const char *multiple_of; /* canonical decimal > 0, or NULL */
+    long max_work;       /* work budget (NFA states and edges built and visited, product states);
+                          * 0: only the per-automaton state limits */
+    long *work;          /* the work done is added here (may be NULL) */
 } gram_num_spec;
 /* DFA of canonical numbers in the range.  Returns 0, -1 OOM, -2 too large
- * (err says so). */
+ * or over max_work (err says so). */
 int gram_number_dfa(const gram_num_spec *spec, gram_dfa *out, char *err, size_t err_len);
 
 /* ---- canonical values ------------------------------------------------------------ */
