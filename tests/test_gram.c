@@ -444,6 +444,39 @@ TEST(gram, huge_bounds) {
     refused("{\"minProperties\":1e300}", CINFER_EUNSUPPORTED, "minProperties above 67108863");
 }
 
+/* fuzz-schema finding (2026-12-02): allOf of anyOfs of multipleOf distributes
+ * into 80 branches, each building remainder automata of up to 100,000 states
+ * that the range then cuts small; the budget counted only the small results
+ * (5,879 units) and the compile took 8 s.  The budget now counts the
+ * subset constructions and NFAs too, so a small budget refuses it. */
+TEST(gram, work_budget_counts_number_automata) {
+    static const char s[] =
+        "{\"type\":\"number\",\"allOf\":[{\"$ref\":\"#/definitions/a\"},{\"$ref\":\"#/definitions/b\"},"
+        "{\"$ref\":\"#/definitions/c\"},{\"exclusiveMinimum\":-300},{\"exclusiveMaximum\":0}],\"definitions\":{"
+        "\"a\":{\"anyOf\":[{\"multipleOf\":33},{\"multipleOf\":12},{\"multipleOf\":16},{\"multipleOf\":77}]},"
+        "\"b\":{\"anyOf\":[{\"allOf\":[{\"not\":{\"multipleOf\":6}},{\"not\":{\"multipleOf\":7}}]},{\"multipleOf\":25},"
+        "{\"multipleOf\":42},{\"multipleOf\":51}]},\"c\":{\"anyOf\":[{\"allOf\":[{\"not\":{\"multipleOf\":3}},"
+        "{\"not\":{\"multipleOf\":2}}]},{\"multipleOf\":101},{\"multipleOf\":102},{\"multipleOf\":103}]}}}";
+    gram_options o = {.max_work = 500000};
+    gram_grammar *g = NULL;
+    char err[2048];
+    int rc = gram_compile(s, strlen(s), &o, &g, err, sizeof err);
+    EXPECT_EQ_I(rc, CINFER_EUNSUPPORTED);
+    EXPECT_MSG(!g && strstr(err, "more than 500000 work units"), "%s", err);
+    gram_free(g);
+    /* a small multipleOf schema stays far inside the same budget */
+    static const char t[] = "{\"type\":\"integer\",\"anyOf\":[{\"multipleOf\":33},{\"multipleOf\":12}],\"minimum\":-300}";
+    rc = gram_compile(t, strlen(t), &o, &g, err, sizeof err);
+    EXPECT_MSG(rc == 0, "%s", err);
+    if (g) {
+        ACCEPT(g, "-264");
+        ACCEPT(g, "24");
+        REJECT(g, "-301");
+        REJECT(g, "25");
+        gram_free(g);
+    }
+}
+
 TEST(gram, schema_text_strict) {
     refused("{\"type\":\"number\"}garbage", CINFER_EFORMAT, "bytes after the JSON value at byte 17");
     refused("{\"type\":\"number\"} {}", CINFER_EFORMAT, "bytes after the JSON value");
