@@ -608,16 +608,16 @@ TEST(gram_diff, generation_stress_qwen3) {
     NEED_SHARED(dir0, "jsonschemabench/data");
     NEED_SHARED(mp, "models/chat/qwen3-chat.gguf");
     (void)dir0, (void)mp;
-    /* every 40th schema, one generation each, at most 256 tokens */
-    char *r = run_bench_gram("stress 40 256");
+    /* every 60th schema, one generation each, at most 256 tokens */
+    char *r = run_bench_gram("stress 60 256");
     if (!r) return;
     long compiled = result_field(r, "compiled"), complete = result_field(r, "complete");
     EXPECT_EQ_I(result_field(r, "failures"), 0);
     EXPECT_EQ_I(result_field(r, "failed"), 0);
     EXPECT_EQ_I(result_field(r, "invalid"), 0);
-    /* the bias finishes most values inside the budget (measured 44 of 49 on 2026-12-02; the
-     * five others ran out of the 256-token budget): so the
-     * zero above counts real outputs */
+    /* the bias finishes most values inside the budget (measured 2026-12-02: 29 of 31 here, 44
+     * of 49 with every 40th schema; the others ran out of the 256 tokens): so the zero above
+     * counts real outputs */
     EXPECT_MSG(complete * 5 >= compiled * 4, "%ld of %ld generations complete", complete, compiled);
     if (result_field(r, "validator")) EXPECT_EQ_I(result_field(r, "validated"), complete);
     else if (getenv("CI")) test_fail(__FILE__, __LINE__, "python3-jsonschema is not installed (CI needs it)");

@@ -4,7 +4,7 @@
  * Qwen3 chat model): the server answers each request with 200 (the schema
  * compiled and generation ran) or a 4xx naming why it refused the schema —
  * never a 5xx, never a dropped connection — and is still healthy at the
- * end.  make test sends every 20th schema (CINFER_GRAM_SERVE_STRIDE); `make
+ * end.  make test sends every 40th schema (CINFER_GRAM_SERVE_STRIDE); `make
  * test-grammar-full` every one.
  */
 #include <cJSON.h>
@@ -25,7 +25,7 @@ TEST(gram_diff, serve_every_schema) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s", dir0);
     const char *st = getenv("CINFER_GRAM_SERVE_STRIDE");
-    int stride = st && atoi(st) > 0 ? atoi(st) : 20;
+    int stride = st && atoi(st) > 0 ? atoi(st) : 40;
     http_srv f;
     if (http_srv_start(&f, path, NULL, NULL,
                        (srv_options){.model_name = "qwen3-chat", .n_ctx = 1024, .n_threads = 1, .max_body_bytes = 8 << 20}))
