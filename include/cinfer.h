@@ -378,25 +378,47 @@ const float *cinfer_logits(const cinfer_session *s);
  *
  * What the grammar accepts is canonical JSON: no whitespace (unless
  * CINFER_WS_FLEXIBLE), strings in one spelling (raw UTF-8; only ", \ and
- * control characters escaped), numbers in plain decimal (no exponent, no
- * trailing fraction zeros, no -0).  Object keys may come in any order; each
- * declared key at most once.  cinfer_grammar_check canonicalises its input
- * first, so it answers "does the value satisfy the schema".
+ * control characters escaped, \u00XX in lower case), numbers in plain
+ * decimal (no exponent, no trailing fraction zeros, no -0).  Object keys may
+ * come in any order, each key at most once (declared or not).
+ * cinfer_grammar_check canonicalises its input first, so it answers "does
+ * the value satisfy the schema"; cinfer_grammar_check_bytes takes the bytes
+ * as they are ("could generation emit them").
  *
- * Supported keywords (drafts 4, 6, 7, 2019-09, 2020-12): type (incl. lists),
- * enum, const, properties, required, additionalProperties,
- * patternProperties, propertyNames, min/maxProperties, dependentRequired /
- * dependencies (arrays), items, prefixItems, additionalItems, min/maxItems,
- * minLength, maxLength, pattern (ECMA-262 subset: no lookaround,
- * backreferences or \b), format (date, time, date-time, uuid, email, uri,
- * uri-reference, ipv4, hostname; others are annotations), minimum, maximum,
- * exclusiveMinimum/Maximum (number and draft-4 boolean forms), multipleOf,
- * anyOf, oneOf (when its branches are provably disjoint), allOf, not (of
- * type, const, enum, pattern, multipleOf or a single required key),
- * $ref/$defs/definitions/$id/$anchor (local, recursion allowed), boolean
- * schemas; annotations are ignored.  Anything else is a CINFER_EUNSUPPORTED
+ * Supported keywords (drafts 4, 6, 7, 2019-09, 2020-12; without $schema,
+ * 2020-12): type (incl. lists), enum, const, properties, required,
+ * additionalProperties, patternProperties (up to 500), propertyNames (type,
+ * pattern, format, lengths up to 256, enum, const), minProperties,
+ * maxProperties, dependentRequired, dependentSchemas and dependencies (both
+ * forms, in every draft: validators apply it when present; up to 6 schema
+ * dependencies an object), items, prefixItems, additionalItems, minItems,
+ * maxItems (up to 4096), minLength, maxLength (up to 67108863), pattern
+ * (ECMA-262 subset: no lookaround, backreferences or \b; at most 200,000
+ * automaton states once counted repetitions are expanded), format (asserted:
+ * date, time, date-time, duration, uuid, email, idn-email, hostname, ipv4,
+ * ipv6, uri, uri-reference, iri, iri-reference, uri-template, json-pointer,
+ * relative-json-pointer, regex; idn-hostname is refused; other names are
+ * annotations), minimum, maximum, exclusiveMinimum/Maximum (number and
+ * draft-4 boolean forms), multipleOf, anyOf, oneOf (when its branches are
+ * provably disjoint), allOf, not (of a boolean schema, type, const, enum,
+ * pattern, multipleOf or a single required key), uniqueItems (with maxItems
+ * 1 or less), unevaluatedProperties/Items (when true), $ref, $defs,
+ * definitions, $id (and draft 4's id), $anchor, $dynamicAnchor (as an
+ * anchor), boolean schemas.  Annotations (title, description, default,
+ * examples, $comment, deprecated, readOnly, writeOnly, content*, and any
+ * unknown keyword) are ignored.  Anything else (contains, if/then/else,
+ * $dynamicRef, $recursiveRef, remote $refs, ...) is a CINFER_EUNSUPPORTED
  * error listing each keyword and its location, never a silently looser
  * grammar — unless options.permissive asks for exactly that.
+ *
+ * Refused whatever the options: schema text that is not exactly one JSON
+ * value (trailing bytes), repeats a key in an object, or nests deeper than
+ * 512 (CINFER_EFORMAT "schema: ..."); a cycle of $ref/allOf/anyOf/oneOf/not
+ * that consumes no input ({"$ref":"#"}: validators never finish it;
+ * CINFER_EFORMAT, with the cycle); a schema past the compiler's limits
+ * (20,000 rules, a bounded amount of automaton work, a $ref chain of 500;
+ * CINFER_EUNSUPPORTED "schema too large: ...").  Values nested deeper than
+ * the matcher's 2048-frame stack are not accepted.
  *
  * A grammar compiled for a model (generation) also keeps sampled numbers
  * finite: at most max(18, what the schema's bounds need) integer digits and
@@ -434,6 +456,17 @@ void cinfer_grammar_free(cinfer_grammar *g);
  * CINFER_EFORMAT when json is not valid JSON (err says where). */
 int cinfer_grammar_check(const cinfer_grammar *g, const char *json, size_t len, char *err,
                          size_t err_len);
+/* 1 when the grammar accepts exactly the bytes text[0..len) — no
+ * canonicalising: this is what generation can emit (under
+ * CINFER_WS_COMPACT the canonical spelling only; under CINFER_WS_FLEXIBLE
+ * also JSON whitespace, at most 16 bytes in a row, between tokens but not
+ * before or after the value); 0 when it does not (err: the byte offset and
+ * what was expected, or that the bytes stop inside the value). */
+int cinfer_grammar_check_bytes(const cinfer_grammar *g, const char *text, size_t len, char *err,
+                               size_t err_len);
+/* 1 when no value satisfies the schema ("not": {}, or bounds or types that
+ * exclude everything), 0 when some does, CINFER_ENOMEM. */
+int cinfer_grammar_accepts_nothing(const cinfer_grammar *g);
 
 /* Confidence capture: at each enum, boolean and integer value the grammar
  * constrains, the model's distribution over the allowed values, renormalised

@@ -32,7 +32,7 @@
 #include "engine/samp.h"
 #include "formats/gguf.h"
 #include "formats/modelfile.h"
-#include "grammar/gram.h"
+#include "grammar/gram_api.h"
 #include "kernels/precision.h"
 #include "text/chat.h"
 #include "text/tok.h"
@@ -624,23 +624,12 @@ int cinfer_grammar_from_schema(const cinfer_model *m, const char *schema, size_t
         snprintf(err, err_len, "schema is NULL");
         return CINFER_EARG;
     }
-    gram_options go = {.ws_flexible = opts && opts->whitespace == CINFER_WS_FLEXIBLE,
-                       .permissive = opts && opts->permissive,
-                       .format_annotation = opts && opts->format_annotation,
-                       .gen_limits = m != NULL};
-    gram_grammar *g;
-    int rc = gram_compile(schema, len, &go, &g, err, err_len);
-    if (rc) return rc;
-    if (m) {
-        const gram_vocab *gv = api_gram_vocab(m);
-        if (!gv || gram_bind(g, gv)) {
-            gram_free(g);
-            snprintf(err, err_len, "out of memory (token trie)");
-            return CINFER_ENOMEM;
-        }
+    const gram_vocab *gv = m ? api_gram_vocab(m) : NULL;
+    if (m && !gv) {
+        snprintf(err, err_len, "out of memory (token trie)");
+        return CINFER_ENOMEM;
     }
-    *out = g;
-    return 0;
+    return gram_api_new(gv, schema, len, opts, out, err, err_len);
 }
 
 int cinfer_model_n_vocab(const cinfer_model *m) { return m->mod->desc->n_vocab; }
@@ -1052,7 +1041,7 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
     int32_t gpend[64];
     int n_gpend = 0;
     if (o.grammar) {
-        if (o.grammar->vocab && o.grammar->vocab != api_gram_vocab(m)) {
+        if (gram_api_vocab(o.grammar) && gram_api_vocab(o.grammar) != api_gram_vocab(m)) {
             samp_free(samp);
             return fail(err, err_len, CINFER_EARG, "grammar was compiled for another model");
         }
@@ -1087,7 +1076,26 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
         if (id < 0) {
             if (n_gpend && (rc = eval_pending(s, gpend, &n_gpend, err, err_len))) break;
             const float *lg = raw = eng_logits(s->ctx);
-            if (o.logit_fn || gr) {
+            if (gr && !o.logit_fn) {
+                /* the grammar alone: sample among the allowed tokens (the same draw as
+                 * masking the others to -inf, without touching them) */
+                const int32_t *allowed = NULL;
+                int na = gram_run_allowed(gr, &allowed);
+                if (na <= 0) {
+                    char exp[128];
+                    gram_run_expected(gr, exp, sizeof exp);
+                    rc = na < 0 ? fail(err, err_len, CINFER_ENOMEM, "grammar: out of memory computing the token mask")
+                                : fail(err, err_len, CINFER_EARG,
+                                       "grammar: no token of the vocabulary can continue the value (it needs one of: %s)", exp);
+                    break;
+                }
+                if (allowed) id = samp_sample_ids(samp, lg, allowed, na, s->tokens, s->ctx->n_past);
+                else { /* most tokens allowed: mask a copy, sample as usual */
+                    memcpy(s->logits_buf, lg, (size_t)n_vocab * sizeof(float));
+                    gram_run_apply(gr, s->logits_buf, n_vocab);
+                    id = samp_sample(samp, s->logits_buf, s->tokens, s->ctx->n_past);
+                }
+            } else if (o.logit_fn || gr) {
                 memcpy(s->logits_buf, lg, (size_t)n_vocab * sizeof(float));
                 if (gr && gram_run_mask(gr, s->logits_buf, n_vocab) <= 0) {
                     char exp[128];
@@ -1098,8 +1106,8 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
                 }
                 if (o.logit_fn) o.logit_fn(s->logits_buf, n_vocab, s->tokens, s->ctx->n_past, o.logit_user);
                 lg = s->logits_buf;
-            }
-            id = samp_sample(samp, lg, s->tokens, s->ctx->n_past);
+                id = samp_sample(samp, lg, s->tokens, s->ctx->n_past);
+            } else id = samp_sample(samp, lg, s->tokens, s->ctx->n_past);
             if (id < 0) {
                 rc = fail(err, err_len, CINFER_EARG, "sampling failed");
                 break;
