@@ -1,0 +1,253 @@
+/*
+ * kern_ssm_simd.h — the SIMD leaves of the recurrent-layer kernels
+ * (kern_ssm.h), written once over a small vector vocabulary and compiled
+ * twice: kern_ssm_avx2.c (SSM_AVX512 0: 8 floats per ymm) and
+ * kern_ssm_avx512.c (SSM_AVX512 1: 16 per zmm).  Included only by those two
+ * files; SSM_LEAVES names the kern_ssm_leaves table to define.
+ *
+ * What vectorises where: the conv runs W channels at once (its taps gathered
+ * once per channel block, then a loop over tokens); the scans run over the
+ * d_state states of one (head, row); the delta rule over the d_k columns of
+ * one state row.  Remainders (widths that are not a multiple of W) take the
+ * same formula in scalar code.  Results differ from the scalar reference
+ * only by FMA contraction, summation order and the polynomial exp (a few ulp).
+ */
+#include <immintrin.h>
+#include <math.h>
+
+#include "kern_ssm.h"
+
+#if SSM_AVX512
+typedef __m512 V;
+#define W 16
+#define VLOAD(p) _mm512_loadu_ps(p)
+#define VSTORE(p, v) _mm512_storeu_ps(p, v)
+#define VSET1(x) _mm512_set1_ps(x)
+#define VZERO() _mm512_setzero_ps()
+#define VADD(a, b) _mm512_add_ps(a, b)
+#define VSUB(a, b) _mm512_sub_ps(a, b)
+#define VMUL(a, b) _mm512_mul_ps(a, b)
+#define VDIV(a, b) _mm512_div_ps(a, b)
+#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VHSUM(v) _mm512_reduce_add_ps(v)
+#define VGATHER(base, idx) _mm512_i32gather_ps(idx, base, 4)
+typedef __m512i VI;
+#define VI_STRIDE(s) _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(s))
+
+/* e^x, Cephes-style: 2^round(x log2 e) times a degree-6 polynomial on the
+ * remainder; inf above 88.38, 0 below -87.34 (as expf rounds there). */
+static inline V vexp(V x) {
+    const V hi = VSET1(88.3762626647949f), lo = VSET1(-87.3365447504f);
+    __mmask16 over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    V fx = _mm512_roundscale_ps(VMUL(x, VSET1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    V r = _mm512_fnmadd_ps(fx, VSET1(0.693359375f), x);
+    r = _mm512_fnmadd_ps(fx, VSET1(-2.12194440e-4f), r);
+    V p = VSET1(1.9875691500e-4f);
+    p = VFMA(p, r, VSET1(1.3981999507e-3f));
+    p = VFMA(p, r, VSET1(8.3334519073e-3f));
+    p = VFMA(p, r, VSET1(4.1665795894e-2f));
+    p = VFMA(p, r, VSET1(1.6666665459e-1f));
+    p = VFMA(p, r, VSET1(5.0000001201e-1f));
+    p = VFMA(p, VMUL(r, r), VADD(r, VSET1(1.0f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+    V res = VMUL(p, _mm512_castsi512_ps(e));
+    res = _mm512_mask_blend_ps(over, res, VSET1(INFINITY));
+    return _mm512_mask_blend_ps(under, res, VZERO());
+}
+#else
+typedef __m256 V;
+#define W 8
+#define VLOAD(p) _mm256_loadu_ps(p)
+#define VSTORE(p, v) _mm256_storeu_ps(p, v)
+#define VSET1(x) _mm256_set1_ps(x)
+#define VZERO() _mm256_setzero_ps()
+#define VADD(a, b) _mm256_add_ps(a, b)
+#define VSUB(a, b) _mm256_sub_ps(a, b)
+#define VMUL(a, b) _mm256_mul_ps(a, b)
+#define VDIV(a, b) _mm256_div_ps(a, b)
+#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VGATHER(base, idx) _mm256_i32gather_ps(base, idx, 4)
+typedef __m256i VI;
+#define VI_STRIDE(s) _mm256_mullo_epi32(_mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0), _mm256_set1_epi32(s))
+
+static inline float VHSUM(V v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* e^x as in the AVX-512 branch (the same polynomial kern_avx2.c uses). */
+static inline V vexp(V x) {
+    const V hi = VSET1(88.3762626647949f), lo = VSET1(-87.3365447504f);
+    V over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ), under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    V fx = _mm256_round_ps(VMUL(x, VSET1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    V r = _mm256_fnmadd_ps(fx, VSET1(0.693359375f), x);
+    r = _mm256_fnmadd_ps(fx, VSET1(-2.12194440e-4f), r);
+    V p = VSET1(1.9875691500e-4f);
+    p = VFMA(p, r, VSET1(1.3981999507e-3f));
+    p = VFMA(p, r, VSET1(8.3334519073e-3f));
+    p = VFMA(p, r, VSET1(4.1665795894e-2f));
+    p = VFMA(p, r, VSET1(1.6666665459e-1f));
+    p = VFMA(p, r, VSET1(5.0000001201e-1f));
+    p = VFMA(p, VMUL(r, r), VADD(r, VSET1(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    V res = VMUL(p, _mm256_castsi256_ps(e));
+    res = _mm256_blendv_ps(res, VSET1(INFINITY), over);
+    return _mm256_andnot_ps(under, res);
+}
+#endif
+
+static inline V vsilu(V v) { return VDIV(v, VADD(VSET1(1.0f), vexp(VSUB(VZERO(), v)))); }
+static inline float silu1(float v) { return v / (1.0f + expf(-v)); }
+
+/* ---- ssm_conv: W channels per vector, the taps gathered once per block ------------ */
+
+/* Row j of the window [state; x] (nw state rows). */
+static inline const float *win_row(const float *state, const float *x, int n, int nw, int j) {
+    return j < nw ? state + (size_t)j * n : x + (size_t)(j - nw) * n;
+}
+
+static void simd_conv(float *y, const float *x, const float *w, const float *b, float *state, int n,
+                      int c0, int c1, int d_conv, int act, int n_tok) {
+    const int nw = d_conv - 1;
+    int c = c0;
+    for (; c + W <= c1; c += W) {
+        V taps[64];
+        const VI idx = VI_STRIDE(d_conv);
+        for (int i = 0; i < d_conv; i++) taps[i] = VGATHER(w + (size_t)c * d_conv + i, idx);
+        const V bias = b ? VLOAD(b + c) : VZERO();
+        for (int t = 0; t < n_tok; t++) {
+            V acc = VMUL(taps[0], VLOAD(win_row(state, x, n, nw, t) + c));
+            for (int i = 1; i < d_conv; i++) acc = VFMA(taps[i], VLOAD(win_row(state, x, n, nw, t + i) + c), acc);
+            acc = VADD(acc, bias);
+            VSTORE(y + (size_t)t * n + c, act == CF_ACT_SILU ? vsilu(acc) : acc);
+        }
+        for (int r = 0; r < nw; r++) /* new window (reads ahead of writes) */
+            VSTORE(state + (size_t)r * n + c, VLOAD(win_row(state, x, n, nw, n_tok + r) + c));
+    }
+    for (; c < c1; c++) {
+        const float *wc = w + (size_t)c * d_conv;
+        for (int t = 0; t < n_tok; t++) {
+            float acc = 0.0f;
+            for (int i = 0; i < d_conv; i++) acc += wc[i] * win_row(state, x, n, nw, t + i)[c];
+            if (b) acc += b[c];
+            y[(size_t)t * n + c] = act == CF_ACT_SILU ? silu1(acc) : acc;
+        }
+        for (int r = 0; r < nw; r++) state[(size_t)r * n + c] = win_row(state, x, n, nw, n_tok + r)[c];
+    }
+}
+
+/* ---- scans ------------------------------------------------------------------------ */
+
+static void simd_scan2(float *S, const float *x, float dt, float dA, const float *B, const float *C,
+                       float *y, int head_dim, int d_state) {
+    const V vdA = VSET1(dA);
+    for (int p = 0; p < head_dim; p++) {
+        float *s = S + (size_t)p * d_state;
+        const float xdt = x[p] * dt;
+        const V vx = VSET1(xdt);
+        V acc0 = VZERO(), acc1 = VZERO();
+        int i = 0;
+        for (; i + 2 * W <= d_state; i += 2 * W) {
+            V s0 = VFMA(VLOAD(s + i), vdA, VMUL(VLOAD(B + i), vx));
+            V s1 = VFMA(VLOAD(s + i + W), vdA, VMUL(VLOAD(B + i + W), vx));
+            acc0 = VFMA(s0, VLOAD(C + i), acc0);
+            acc1 = VFMA(s1, VLOAD(C + i + W), acc1);
+            VSTORE(s + i, s0);
+            VSTORE(s + i + W, s1);
+        }
+        for (; i + W <= d_state; i += W) {
+            V s0 = VFMA(VLOAD(s + i), vdA, VMUL(VLOAD(B + i), vx));
+            acc0 = VFMA(s0, VLOAD(C + i), acc0);
+            VSTORE(s + i, s0);
+        }
+        float acc = VHSUM(VADD(acc0, acc1));
+        for (; i < d_state; i++) {
+            const float st = s[i] * dA + B[i] * xdt;
+            acc += st * C[i];
+            s[i] = st;
+        }
+        y[p] = acc;
+    }
+}
+
+static void simd_scan1(float *S, const float *x, const float *dt, const float *A, const float *B,
+                       const float *C, float *y, int n_chan, int d_state) {
+    for (int c = 0; c < n_chan; c++) {
+        float *s = S + (size_t)c * d_state;
+        const float *a = A + (size_t)c * d_state;
+        const float xdt = x[c] * dt[c];
+        const V vx = VSET1(xdt), vdt = VSET1(dt[c]);
+        V acc0 = VZERO();
+        int i = 0;
+        for (; i + W <= d_state; i += W) {
+            V st = VFMA(VLOAD(s + i), vexp(VMUL(vdt, VLOAD(a + i))), VMUL(VLOAD(B + i), vx));
+            acc0 = VFMA(st, VLOAD(C + i), acc0);
+            VSTORE(s + i, st);
+        }
+        float acc = VHSUM(acc0);
+        for (; i < d_state; i++) {
+            const float st = s[i] * expf(dt[c] * a[i]) + B[i] * xdt;
+            acc += st * C[i];
+            s[i] = st;
+        }
+        y[c] = acc;
+    }
+}
+
+/* ---- the gated delta rule, one head, one token --------------------------------------- */
+
+static void simd_delta(float *M, const float *q, const float *k, const float *v, float decay,
+                       float beta, float *o, int d_k, int d_v) {
+    const V vd = VSET1(decay);
+    for (int j = 0; j < d_v; j++) {
+        float *m = M + (size_t)j * d_k;
+        V a0 = VZERO(), a1 = VZERO();
+        int i = 0;
+        for (; i + 2 * W <= d_k; i += 2 * W) {
+            V m0 = VMUL(VLOAD(m + i), vd), m1 = VMUL(VLOAD(m + i + W), vd);
+            a0 = VFMA(m0, VLOAD(k + i), a0);
+            a1 = VFMA(m1, VLOAD(k + i + W), a1);
+            VSTORE(m + i, m0);
+            VSTORE(m + i + W, m1);
+        }
+        for (; i + W <= d_k; i += W) {
+            V m0 = VMUL(VLOAD(m + i), vd);
+            a0 = VFMA(m0, VLOAD(k + i), a0);
+            VSTORE(m + i, m0);
+        }
+        float sk = VHSUM(VADD(a0, a1));
+        for (; i < d_k; i++) {
+            m[i] *= decay;
+            sk += m[i] * k[i];
+        }
+        const float u = (v[j] - sk) * beta;
+        const V vu = VSET1(u);
+        a0 = VZERO(), a1 = VZERO();
+        for (i = 0; i + 2 * W <= d_k; i += 2 * W) {
+            V m0 = VFMA(vu, VLOAD(k + i), VLOAD(m + i)), m1 = VFMA(vu, VLOAD(k + i + W), VLOAD(m + i + W));
+            a0 = VFMA(m0, VLOAD(q + i), a0);
+            a1 = VFMA(m1, VLOAD(q + i + W), a1);
+            VSTORE(m + i, m0);
+            VSTORE(m + i + W, m1);
+        }
+        for (; i + W <= d_k; i += W) {
+            V m0 = VFMA(vu, VLOAD(k + i), VLOAD(m + i));
+            a0 = VFMA(m0, VLOAD(q + i), a0);
+            VSTORE(m + i, m0);
+        }
+        float sq = VHSUM(VADD(a0, a1));
+        for (; i < d_k; i++) {
+            m[i] += u * k[i];
+            sq += m[i] * q[i];
+        }
+        o[j] = sq;
+    }
+}
+
+const kern_ssm_leaves SSM_LEAVES = {
+    .conv = simd_conv, .scan2 = simd_scan2, .scan1 = simd_scan1, .delta = simd_delta,
+};
