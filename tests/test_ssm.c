@@ -35,7 +35,7 @@
 #include "compiler/compile.h"
 #include "engine/engine.h"
 #include "formats/gguf.h"
-#include "formats/gguf_write.h"
+#include "gguf_edit.h"
 #include "test.h"
 
 #define ARCH_DATA "tests/data/arch"
@@ -473,35 +473,6 @@ TEST(ssm, prefix_reuse_restarts_from_snapshots) {
 
 /* ---- chat: a snapshot at the end of each leading message ---------------------------------- */
 
-/* dst = src with tokenizer.chat_template set (the tensors copied as they are). */
-static int copy_with_template(const char *src, const char *dst, const char *tmpl) {
-    char err[512];
-    gguf_file *g = NULL;
-    if (gguf_open(src, &g, err, sizeof err)) return test_fail(__FILE__, __LINE__, "%s", err), -1;
-    FILE *f = fopen(dst, "wb");
-    if (!f) {
-        gguf_close(g);
-        return -1;
-    }
-    gguf_writer w = {.f = f};
-    gguf_kv_set set = {"tokenizer.chat_template", gguf_val_str(tmpl)};
-    gguf_w_header(&w, g, gguf_n_tensors(g), NULL, NULL, &set, 1);
-    for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
-        const gguf_tensor *t = gguf_tensor_at(g, i);
-        gguf_w_tensor_info(&w, t->name, t->n_dims, t->ne, t->type, t->offset);
-    }
-    gguf_w_pad(&w, gguf_alignment(g));
-    uint64_t end = 0;
-    for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
-        const gguf_tensor *t = gguf_tensor_at(g, i);
-        if (t->offset + t->n_bytes > end) end = t->offset + t->n_bytes;
-    }
-    gguf_w_bytes(&w, (const char *)gguf_base(g) + gguf_data_offset(g), end);
-    int rc = w.err || fclose(f) ? -1 : 0;
-    gguf_close(g);
-    return rc;
-}
-
 TEST(ssm, chat_keeps_state_at_message_ends) {
     const char *mp = model_path("granitehybrid", "f32");
     if (!mp) SKIP("../shared/%s absent", VOCAB_REL);
@@ -509,7 +480,9 @@ TEST(ssm, chat_keeps_state_at_message_ends) {
     snprintf(path, sizeof path, "%s/ssm/granitehybrid-chat.gguf", test_tmpdir());
     const char *tmpl = "{% for m in messages %}<{{ m.role }}> {{ m.content }}\n{% endfor %}"
                        "{% if add_generation_prompt %}<assistant>{% endif %}";
-    EXPECT(copy_with_template(mp, path, tmpl) == 0);
+    char err[512];
+    const char *k[] = {"tokenizer.chat_template"}, *v[] = {tmpl};
+    EXPECT(gguf_edit_copy(mp, path, NULL, k, v, 1) == 0);
     cinfer_model *m = open_model(path);
     if (!m) return;
     cinfer_session *s = new_session(m, 512);
@@ -519,7 +492,7 @@ TEST(ssm, chat_keeps_state_at_message_ends) {
                             {"user", "The little dog liked to run in the park."}};
     cinfer_gen_options o = {.max_tokens = 2};
     cinfer_gen_result r;
-    char err[512], *sys_prompt = NULL;
+    char *sys_prompt = NULL;
     EXPECT(cinfer_chat(s, one, 2, &o, NULL, NULL, &r, err, sizeof err) == 0);
     EXPECT_EQ_I(r.n_reused, 0);
     /* another conversation with the same system message starts where it ends */
@@ -554,35 +527,13 @@ TEST(ssm, context_full_stops_generation) {
     cinfer_model_close(m);
 }
 
-/* dst = src with one boolean key set (tensors as they are). */
-static int copy_with_bool(const char *src, const char *dst, const char *key) {
-    char err[512];
-    gguf_file *g = NULL;
-    if (gguf_open(src, &g, err, sizeof err)) return -1;
-    FILE *f = fopen(dst, "wb");
-    gguf_writer w = {.f = f};
-    gguf_value v = {.type = GGUF_VT_BOOL, .v.b = true};
-    gguf_kv_set set = {key, v};
-    gguf_w_header(&w, g, gguf_n_tensors(g), NULL, NULL, &set, 1);
-    uint64_t end = 0;
-    for (uint64_t i = 0; i < gguf_n_tensors(g); i++) {
-        const gguf_tensor *t = gguf_tensor_at(g, i);
-        gguf_w_tensor_info(&w, t->name, t->n_dims, t->ne, t->type, t->offset);
-        if (t->offset + t->n_bytes > end) end = t->offset + t->n_bytes;
-    }
-    gguf_w_pad(&w, gguf_alignment(g));
-    gguf_w_bytes(&w, (const char *)gguf_base(g) + gguf_data_offset(g), end);
-    int rc = !f || w.err || fclose(f) ? -1 : 0;
-    gguf_close(g);
-    return rc;
-}
-
 TEST(ssm, unsupported_variant_is_a_named_compile_error) {
     const char *mp = model_path("mamba", "f32");
     if (!mp) SKIP("../shared/%s absent", VOCAB_REL);
     char path[1200], err[1024];
     snprintf(path, sizeof path, "%s/ssm/falcon-mamba.gguf", test_tmpdir());
-    EXPECT(copy_with_bool(mp, path, "mamba.ssm.dt_b_c_rms") == 0);
+    gguf_kv_set set = {"mamba.ssm.dt_b_c_rms", {.type = GGUF_VT_BOOL, .v.b = true}};
+    EXPECT(gguf_edit_copy_tensors(mp, path, &set, 1, NULL, NULL, 0) == 0);
     gguf_file *g = NULL;
     cc_module *mod = NULL;
     EXPECT(gguf_open(path, &g, err, sizeof err) == 0);
