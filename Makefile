@@ -60,7 +60,8 @@ SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_S
 
 .PHONY: bundle-deps deb-pkgs-arm64 aarch64 test-aarch64 bench-bundle
 .PHONY: all test check check-layout demo deps deb-pkgs node-check golden fuzz bench clean help install unicode bench-tok \
-        bench-matmul fuzz-hf fuzz-tokjson bench-grammar arch-models arch-models-quant arch-refs tok-refs tok-vocabs
+        bench-matmul fuzz-hf fuzz-tokjson bench-grammar arch-models arch-models-quant arch-refs tok-refs tok-vocabs \
+        bench-ssm
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
@@ -299,6 +300,15 @@ bench: $(BUILD)/cinfer
 bench-bundle: $(BUILD)/cinfer
 	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/bench_bundle.sh
 
+# The recurrent-layer kernels on realistic shapes (tools/bench_ssm.c): the chunked
+# gated delta rule against the recurrence, the Mamba-2/Mamba-1 scans, the conv:
+# make bench-ssm BENCH_SSM_ARGS="-t 2 -n 512".
+BENCH_SSM_ARGS ?= -t 2 -n 512
+$(BUILD)/bench_ssm: tools/bench_ssm.c $(BUILD)/libcinfer.a
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ tools/bench_ssm.c $(BUILD)/libcinfer.a $(LIBS)
+bench-ssm: $(BUILD)/bench_ssm
+	@$(BUILD)/bench_ssm $(BENCH_SSM_ARGS)
+
 # One matmul per bench-model shape, native vs row-interleaved (tools/bench_matmul.c):
 # make bench-matmul BENCH_MM_ARGS="-t 2 -n 512" (-f: f32 activations, -i avx2|vnni|scalar).
 BENCH_MM_ARGS ?= -t 2 -n 512
@@ -486,6 +496,7 @@ help:
 	@echo "make test-aarch64  NEON kernel tests and aarch64 bundles under qemu-user"
 	@echo "make serve-deps npm ci the serve tests' packages into tests/serve/node_modules"
 	@echo "make loadtest   serve load test: 200 requests, 8 clients (LOAD_ARGS=...)"
+	@echo "make bench-ssm  recurrent-layer kernels: chunked vs token-by-token DeltaNet, Mamba scans (tools/bench_ssm.c)"
 	@echo "make bench-tok  tokenizer throughput on 1 MiB of mixed text"
 	@echo "make bench-grammar  JSON Schema suites, mask timing, constrained generation (structured output)"
 	@echo "make fuzz-tokjson  libFuzzer on tokenizer.json loading (FUZZ_SECONDS)"

@@ -81,7 +81,7 @@ typedef enum {
                    * in2=[B|C] (2 x i[3]=n_group x i[2]=d_state)); A w0, D wi5, dt bias wi6,
                    * i[4]=a_per_state (Mamba-1); state (n_head, head_dim, d_state) */
     IR_DELTA_NET, /* out(i[1]*i[3]) = gated delta rule(in0=qkv, in1=ba; i[0]=n_k_head, i[1]=n_v_head,
-                   * i[2]=d_k, i[3]=d_v, f[0]=eps); A w0, dt bias wi5; state (n_v_head, d_v, d_k) */
+                   * i[2]=d_k, i[3]=d_v, f[0]=eps); A w0, dt bias wi5; state (n_v_head, d_k, d_v) */
     IR_RMS_NORM_GROUPS, /* out(n) = rms_norm per group of i[1] (i[0] groups), each with its own
                    * weights (w0: n floats), f[0]=eps */
     IR_OP_COUNT

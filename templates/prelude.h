@@ -267,8 +267,9 @@ typedef struct cf_kernels {
      * ssm_ba writes it: per k head, r = n_v_head / n_k_head beta logits then r
      * alpha logits.  v head h reads k head h / r.  q, k are L2-normalised per
      * head (x / sqrt(Σx² + eps)), q scaled by 1/sqrt(d_k); β = sigmoid(b),
-     * g = softplus(a + dt_bias[h]) · A[h]; state (n_v_head, d_v, d_k) holds
-     * Sᵀ: per token S = e^g S; u = β (v − Sᵀk); S += k uᵀ; o = Sᵀ q.
+     * g = softplus(a + dt_bias[h]) · A[h]; state (n_v_head, d_k, d_v), one
+     * d_k x d_v matrix S per value head: per token S = e^g S; u = β (v − Sᵀk);
+     * S += k uᵀ; o = Sᵀ q.
      * o (n_tokens, n_v_head * d_v).  Batches of more than a few tokens run
      * the chunked (WY) form of the same recurrence (float rounding apart,
      * the same numbers).  scratch: kern_delta_net_scratch_floats(n_v_head,

@@ -197,7 +197,7 @@ TEST(kern_ssm, scan_and_delta_leaves_simd_match_scalar) {
             float *B = rnd(ds, -1, 1), *C = rnd(ds, -1, 1), y[HD], y1[HD];
             kern_ssm_scalar_leaves.scan2(S, x, 0.3f, 0.9f, B, C, y, HD, ds);
             sets[s]->scan2(S1, x, 0.3f, 0.9f, B, C, y1, HD, ds);
-            EXPECT_MSG(max_rel(y1, y, HD) < 1e-6 && max_rel(S1, S, HD * ds) < 1e-6, "%s scan2 d_state %d",
+            EXPECT_MSG(max_rel(y1, y, HD) < 1e-5 && max_rel(S1, S, HD * ds) < 4e-6, "%s scan2 d_state %d",
                        names[s], ds);
             free(S), free(S1), free(x), free(B), free(C);
         }
@@ -207,19 +207,40 @@ TEST(kern_ssm, scan_and_delta_leaves_simd_match_scalar) {
             float *A = rnd(NC * ds, -8, -0.1f), *B = rnd(ds, -1, 1), *C = rnd(ds, -1, 1), y[NC], y1[NC];
             kern_ssm_scalar_leaves.scan1(S, x, dt, A, B, C, y, NC, ds);
             sets[s]->scan1(S1, x, dt, A, B, C, y1, NC, ds);
-            EXPECT_MSG(max_rel(y1, y, NC) < 1e-6 && max_rel(S1, S, NC * ds) < 1e-6, "%s scan1 d_state %d",
+            EXPECT_MSG(max_rel(y1, y, NC) < 1e-5 && max_rel(S1, S, NC * ds) < 4e-6, "%s scan1 d_state %d",
                        names[s], ds);
             free(S), free(S1), free(x), free(dt), free(A), free(B), free(C);
         }
-        for (int dk = 7; dk <= 140; dk += 19) { /* delta rule rows */
-            const int dv = 11;
-            float *M = rnd(dv * dk, -0.3f, 0.3f), *M1 = dup(M, dv * dk), *q = rnd(dk, -1, 1);
-            float *k = rnd(dk, -1, 1), *v = rnd(dv, -1, 1), o[11], o1[11];
-            kern_ssm_scalar_leaves.delta(M, q, k, v, 0.95f, 0.6f, o, dk, dv);
-            sets[s]->delta(M1, q, k, v, 0.95f, 0.6f, o1, dk, dv);
-            EXPECT_MSG(max_rel(o1, o, dv) < 1e-5 && max_rel(M1, M, dv * dk) < 1e-6, "%s delta d_k %d", names[s], dk);
-            free(M), free(M1), free(q), free(k), free(v);
-        }
+        for (int dk = 7; dk <= 140; dk += 19) /* delta rule: panels of columns and the tail */
+            for (int dv = 5; dv <= 150; dv += 29) {
+                float *M = rnd(dv * dk, -0.3f, 0.3f), *M1 = dup(M, dv * dk), *q = rnd(dk, -1, 1);
+                float *k = rnd(dk, -1, 1), *v = rnd(dv, -1, 1), o[160], o1[160];
+                kern_ssm_scalar_leaves.delta(M, q, k, v, 0.95f, 0.6f, o, dk, dv);
+                sets[s]->delta(M1, q, k, v, 0.95f, 0.6f, o1, dk, dv);
+                EXPECT_MSG(max_rel(o1, o, dv) < 1e-5 && max_rel(M1, M, dv * dk) < 4e-6, "%s delta d_k %d d_v %d: "
+                           "max rel %.3g (o), %.3g (state)", names[s], dk, dv, max_rel(o1, o, dv),
+                           max_rel(M1, M, dv * dk));
+                free(M), free(M1), free(q), free(k), free(v);
+            }
+        for (int m = 1; m <= 9; m += 4) /* gemm: row blocks of 4, column panels, tails */
+            for (int n = 3; n <= 140; n += 23) {
+                const int k = 37;
+                float *A = rnd(m * k, -1, 1), *B = rnd(k * n, -1, 1), *C0 = rnd(m * n, -1, 1);
+                float *C = dup(C0, m * n), *C1 = dup(C0, m * n);
+                for (int acc = 0; acc <= 1; acc++) {
+                    kern_ssm_scalar_leaves.gemm(C, n, A, k, B, n, m, n, k, acc);
+                    sets[s]->gemm(C1, n, A, k, B, n, m, n, k, acc);
+                    EXPECT_MSG(max_rel(C1, C, m * n) < 1e-5, "%s gemm %dx%d (accumulate %d)", names[s], m, n, acc);
+                }
+                float *x = rnd(n, -1, 1), y[160], y1[160];
+                kern_ssm_scalar_leaves.l2_norm(y, x, n, 1e-6f, 0.5f);
+                sets[s]->l2_norm(y1, x, n, 1e-6f, 0.5f);
+                EXPECT_MSG(max_rel(y1, y, n) < 1e-6, "%s l2_norm %d", names[s], n);
+                kern_ssm_scalar_leaves.axpby(y, 0.5f, x, -2.0f, B, n);
+                sets[s]->axpby(y1, 0.5f, x, -2.0f, B, n);
+                EXPECT_MSG(max_rel(y1, y, n) < 1e-6, "%s axpby %d", names[s], n);
+                free(A), free(B), free(C0), free(C), free(C1), free(x);
+            }
     }
 }
 
@@ -229,7 +250,7 @@ typedef struct {
     int nk, nv, dk, dv, T;
 } dn_shape;
 
-/* Double reference of the gated delta rule (prelude.h), state S[h][j][i] = Sᵀ. */
+/* Double reference of the gated delta rule (prelude.h), state S[h][i][j]. */
 static void dn_ref(const dn_shape *s, double *S, const float *qkv, const float *ba, const float *A,
                    const float *dtb, float eps, double *o) {
     int width = 2 * s->nk * s->dk + s->nv * s->dv, r = s->nv / s->nk;
@@ -251,11 +272,12 @@ static void dn_ref(const dn_shape *s, double *S, const float *qkv, const float *
             double beta = 1 / (1 + exp(-(double)bat[h % r]));
             double decay = exp(softplus_d((double)bat[r + h % r] + dtb[h]) * A[h]);
             const float *v = row + 2 * s->nk * s->dk + h * s->dv;
+            double *Sh = S + (size_t)h * s->dk * s->dv;
             for (int j = 0; j < s->dv; j++) {
-                double *m = S + ((size_t)h * s->dv + j) * s->dk, sk = 0, sq = 0;
-                for (int i = 0; i < s->dk; i++) sk += (m[i] *= decay) * k[i];
+                double sk = 0, sq = 0;
+                for (int i = 0; i < s->dk; i++) sk += (Sh[(size_t)i * s->dv + j] *= decay) * k[i];
                 double u = beta * (v[j] - sk);
-                for (int i = 0; i < s->dk; i++) sq += (m[i] += u * k[i]) * q[i];
+                for (int i = 0; i < s->dk; i++) sq += (Sh[(size_t)i * s->dv + j] += u * k[i]) * q[i];
                 o[(size_t)t * s->nv * s->dv + h * s->dv + j] = sq;
             }
         }

@@ -89,27 +89,52 @@ static void sc_scan1(float *S, const float *x, const float *dt, const float *A, 
     }
 }
 
-static void sc_delta(float *M, const float *q, const float *k, const float *v, float decay,
+static void sc_delta(float *S, const float *q, const float *k, const float *v, float decay,
                      float beta, float *o, int d_k, int d_v) {
+    for (long i = 0; i < (long)d_k * d_v; i++) S[i] *= decay;
     for (int j = 0; j < d_v; j++) {
-        float *m = M + (size_t)j * d_k;
         float sk = 0.0f;
-        for (int i = 0; i < d_k; i++) {
-            m[i] *= decay;
-            sk += m[i] * k[i];
-        }
+        for (int i = 0; i < d_k; i++) sk += S[(size_t)i * d_v + j] * k[i];
         const float u = (v[j] - sk) * beta;
         float sq = 0.0f;
         for (int i = 0; i < d_k; i++) {
-            m[i] += u * k[i];
-            sq += m[i] * q[i];
+            float *s = &S[(size_t)i * d_v + j];
+            *s += k[i] * u;
+            sq += *s * q[i];
         }
         o[j] = sq;
     }
 }
 
+/* rms_norm(x, eps/d) (double sum, float mean) then · 1/sqrt(d), as llama.cpp builds it */
+static void sc_l2_norm(float *y, const float *x, int d, float eps, float post) {
+    double sum = 0.0;
+    for (int i = 0; i < d; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / d);
+    const float scale = 1.0f / sqrtf(mean + eps / (float)d), inv_sqrt = 1.0f / sqrtf((float)d);
+    for (int i = 0; i < d; i++) y[i] = x[i] * scale * inv_sqrt * post;
+}
+
+static void sc_gemm(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int m, int n, int k,
+                    int accumulate) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float acc = accumulate ? C[(size_t)i * ldc + j] : 0.0f;
+            for (int p = 0; p < k; p++) acc += A[(size_t)i * lda + p] * B[(size_t)p * ldb + j];
+            C[(size_t)i * ldc + j] = acc;
+        }
+}
+
+static void sc_axpby(float *y, float a, const float *x, float b, const float *z, int n) {
+    if (z)
+        for (int i = 0; i < n; i++) y[i] = a * x[i] + b * z[i];
+    else
+        for (int i = 0; i < n; i++) y[i] = a * x[i];
+}
+
 const kern_ssm_leaves kern_ssm_scalar_leaves = {
     .conv = sc_conv, .scan2 = sc_scan2, .scan1 = sc_scan1, .delta = sc_delta,
+    .l2_norm = sc_l2_norm, .axpby = sc_axpby, .gemm = sc_gemm,
 };
 
 const kern_ssm_leaves *kern_ssm_leaves_for(int isa) {
@@ -174,56 +199,52 @@ typedef struct {
     int n_head, head_dim, d_state, n_group, n_tok;
 } scan_job;
 
-/* Mamba-2: heads [h0, h1) of every token, token by token. */
+/* Mamba-2: heads [h0, h1), each over all tokens (its 64-128 KB state stays
+ * in cache while the tokens stream past). */
 static void scan2_worker(void *arg, int ith, int nth) {
     const scan_job *j = arg;
     long h0, h1;
     split(j->n_head, ith, nth, &h0, &h1);
     const int n = j->n_head * j->head_dim, n_bc = 2 * j->n_group * j->d_state;
     const int per_group = j->n_head / j->n_group;
-    for (int t = 0; t < j->n_tok; t++) {
-        const float *xt = j->x + (size_t)t * n, *dtt = j->dt + (size_t)t * j->n_head;
-        const float *bt = j->bc + (size_t)t * n_bc, *ct = bt + (size_t)j->n_group * j->d_state;
-        float *yt = j->y + (size_t)t * n;
-        for (long h = h0; h < h1; h++) {
-            const float d = j->dt_bias ? dtt[h] + j->dt_bias[h] : dtt[h];
+    for (long h = h0; h < h1; h++) {
+        const int g = (int)h / per_group;
+        float *S = j->state + (size_t)h * j->head_dim * j->d_state;
+        for (int t = 0; t < j->n_tok; t++) {
+            const float *bt = j->bc + (size_t)t * n_bc + (size_t)g * j->d_state;
+            const float dv = j->dt[(size_t)t * j->n_head + h];
+            const float d = j->dt_bias ? dv + j->dt_bias[h] : dv;
             const float sp = softplus_f(d), dA = expf(sp * j->A[h]);
-            const int g = (int)h / per_group;
-            const float *xh = xt + h * j->head_dim;
-            float *yh = yt + h * j->head_dim;
-            j->lv->scan2(j->state + (size_t)h * j->head_dim * j->d_state, xh, sp, dA,
-                         bt + (size_t)g * j->d_state, ct + (size_t)g * j->d_state, yh, j->head_dim,
-                         j->d_state);
+            const float *xh = j->x + (size_t)t * n + h * j->head_dim;
+            float *yh = j->y + (size_t)t * n + h * j->head_dim;
+            j->lv->scan2(S, xh, sp, dA, bt, bt + (size_t)j->n_group * j->d_state, yh, j->head_dim, j->d_state);
             if (j->D)
                 for (int p = 0; p < j->head_dim; p++) yh[p] += xh[p] * j->D[h];
         }
     }
 }
 
-/* Mamba-1: channels [c0, c1) (head_dim 1, one group); dt is per channel. */
+/* Mamba-1: channels [c0, c1) (head_dim 1, one group; dt per channel), in
+ * blocks of up to 256 channels, each block over all tokens. */
 static void scan1_worker(void *arg, int ith, int nth) {
     const scan_job *j = arg;
     long c0, c1;
     split(j->n_head / 8, ith, nth, &c0, &c1); /* whole groups of 8 channels */
     c0 *= 8;
     c1 = ith == nth - 1 ? j->n_head : c1 * 8;
-    if (c0 >= c1) return;
     const int n = j->n_head;
     float sp[256];
-    for (int t = 0; t < j->n_tok; t++) {
-        const float *xt = j->x + (size_t)t * n, *dtt = j->dt + (size_t)t * n;
-        const float *bt = j->bc + (size_t)t * 2 * j->d_state, *ct = bt + j->d_state;
-        float *yt = j->y + (size_t)t * n;
-        for (long cb = c0; cb < c1; cb += 256) {
-            int ce = (int)(c1 - cb < 256 ? c1 : cb + 256);
-            for (int c = (int)cb; c < ce; c++) {
-                const float d = j->dt_bias ? dtt[c] + j->dt_bias[c] : dtt[c];
-                sp[c - cb] = softplus_f(d);
-            }
-            j->lv->scan1(j->state + (size_t)cb * j->d_state, xt + cb, sp, j->A + (size_t)cb * j->d_state,
-                         bt, ct, yt + cb, ce - (int)cb, j->d_state);
+    for (long cb = c0; cb < c1; cb += 256) {
+        const int nc = (int)(c1 - cb < 256 ? c1 - cb : 256);
+        for (int t = 0; t < j->n_tok; t++) {
+            const float *xt = j->x + (size_t)t * n + cb, *dtt = j->dt + (size_t)t * n + cb;
+            const float *bt = j->bc + (size_t)t * 2 * j->d_state;
+            float *yt = j->y + (size_t)t * n + cb;
+            for (int c = 0; c < nc; c++) sp[c] = softplus_f(j->dt_bias ? dtt[c] + j->dt_bias[cb + c] : dtt[c]);
+            j->lv->scan1(j->state + (size_t)cb * j->d_state, xt, sp, j->A + (size_t)cb * j->d_state, bt,
+                         bt + j->d_state, yt, nc, j->d_state);
             if (j->D)
-                for (int c = (int)cb; c < ce; c++) yt[c] += xt[c] * j->D[c];
+                for (int c = 0; c < nc; c++) yt[c] += xt[c] * j->D[cb + c];
         }
     }
 }
@@ -240,33 +261,42 @@ void kern_drv_ssm_scan(int isa, cf_env *E, float *y, const float *x, const float
 
 /* ==== delta_net ==================================================================== */
 
-/* Per value head: the offsets (floats, 16-aligned) of the chunk work space. */
+/* The work space of one key head (threads share the key heads out: a key
+ * head's normalised q and k and their products serve its r = n_v / n_k value
+ * heads), offsets in floats, 16-aligned; the per-value-head part repeats r
+ * times from `per_v`. */
 typedef struct {
-    long qn, kn, kdt, u, ut, ks, a, p, beta, gam, total;
+    long kq, ap;                           /* per key head */
+    long kdt, u, ks, pp, dm, beta, gam, eg; /* per value head, relative to its block */
+    long per_v, v0, total;
 } dn_layout;
 
 static long up16(long n) { return (n + 15) & ~15L; }
 
-static dn_layout dn_layout_of(int d_k, int d_v) {
+static dn_layout dn_layout_of(int r, int d_k, int d_v) {
     const long C = KERN_DN_CHUNK;
     dn_layout l;
     long o = 0;
-    l.qn = o, o += up16(C * d_k);
-    l.kn = o, o += up16(C * d_k);
-    l.kdt = o, o += up16(C * d_k);
-    l.u = o, o += up16(C * d_v);
-    l.ut = o, o += up16(C * d_v);
-    l.ks = o, o += up16(C * d_v);
-    l.a = o, o += up16(C * C);
-    l.p = o, o += up16(C * C);
-    l.beta = o, o += up16(C);
-    l.gam = o, o += up16(C);
-    l.total = o;
+    l.kq = o, o += up16(2 * C * d_k);   /* the chunk's normalised k rows, then its q rows */
+    l.ap = o, o += up16(2 * C * C);     /* k_t·k_s, then q_t·k_s */
+    l.v0 = o;
+    long v = 0;
+    l.kdt = v, v += up16(C * d_k);      /* (d_k, C): e^{Γ_L−Γ_s} k_s[i] */
+    l.u = v, v += up16(C * d_v);
+    l.ks = v, v += up16(2 * C * d_v);   /* S_0ᵀ k_t, then S_0ᵀ q_t */
+    l.pp = v, v += up16(C * C);         /* e^{Γ_t−Γ_s} q_t·k_s, s <= t; 0 above */
+    l.dm = v, v += up16(C * C);         /* e^{Γ_t−Γ_s}, s <= t */
+    l.beta = v, v += up16(C);
+    l.gam = v, v += up16(C);
+    l.eg = v, v += up16(C);             /* e^{Γ_t} */
+    l.per_v = v;
+    l.total = o + (long)r * v;
     return l;
 }
 
 long kern_delta_net_scratch_floats(int n_v_head, int d_k, int d_v) {
-    return (long)n_v_head * dn_layout_of(d_k, d_v).total;
+    /* n_k_head is not an argument: size for the worst case r = n_v (one key head) */
+    return (long)n_v_head * dn_layout_of(1, d_k, d_v).total;
 }
 
 typedef struct {
@@ -280,16 +310,6 @@ typedef struct {
     dn_layout lay;
 } dn_job;
 
-/* y (d) = x / sqrt(Σx² + eps) the way llama.cpp builds it: rms_norm(x, eps/d)
- * (double sum, float mean) then * 1/sqrt(d); then * post (q's 1/sqrt(d_k)). */
-static void l2_norm(float *y, const float *x, int d, float eps, float post) {
-    double sum = 0.0;
-    for (int i = 0; i < d; i++) sum += (double)(x[i] * x[i]);
-    const float mean = (float)(sum / d);
-    const float scale = 1.0f / sqrtf(mean + eps / (float)d), inv_sqrt = 1.0f / sqrtf((float)d);
-    for (int i = 0; i < d; i++) y[i] = x[i] * scale * inv_sqrt * post;
-}
-
 /* Token t's beta and log-decay for value head h. */
 static void dn_gates(const dn_job *j, int t, int h, float *beta, float *g) {
     const int r = j->n_v_head / j->n_k_head, kh = h / r, i = h % r;
@@ -299,92 +319,98 @@ static void dn_gates(const dn_job *j, int t, int h, float *beta, float *g) {
     *g = softplus_f(a) * j->A[h];
 }
 
-static void dn_head_recurrent(const dn_job *j, int h, float *ws) {
-    const int nk = j->n_k_head, nv = j->n_v_head, dk = j->d_k, dv = j->d_v;
-    const int kh = h / (nv / nk), width = 2 * nk * dk + nv * dv;
+/* Key head kh and its value heads, token by token. */
+static void dn_khead_recurrent(const dn_job *j, int kh, float *ws) {
+    const int nk = j->n_k_head, nv = j->n_v_head, dk = j->d_k, dv = j->d_v, r = nv / nk;
+    const int width = 2 * nk * dk + nv * dv;
     const float qscale = 1.0f / sqrtf((float)dk);
-    float *qn = ws + j->lay.qn, *kn = ws + j->lay.kn;
-    float *M = j->state + (size_t)h * dv * dk;
+    float *kn = ws + j->lay.kq, *qn = kn + dk;
     for (int t = 0; t < j->n_tok; t++) {
         const float *row = j->qkv + (size_t)t * width;
-        l2_norm(qn, row + (size_t)kh * dk, dk, j->eps, qscale);
-        l2_norm(kn, row + (size_t)(nk + kh) * dk, dk, j->eps, 1.0f);
-        float beta, g;
-        dn_gates(j, t, h, &beta, &g);
-        j->lv->delta(M, qn, kn, row + (size_t)2 * nk * dk + (size_t)h * dv, expf(g), beta,
-                     j->o + (size_t)t * nv * dv + (size_t)h * dv, dk, dv);
+        j->lv->l2_norm(qn, row + (size_t)kh * dk, dk, j->eps, qscale);
+        j->lv->l2_norm(kn, row + (size_t)(nk + kh) * dk, dk, j->eps, 1.0f);
+        for (int h = kh * r; h < (kh + 1) * r; h++) {
+            float beta, g;
+            dn_gates(j, t, h, &beta, &g);
+            j->lv->delta(j->state + (size_t)h * dk * dv, qn, kn, row + (size_t)2 * nk * dk + (size_t)h * dv,
+                         expf(g), beta, j->o + (size_t)t * nv * dv + (size_t)h * dv, dk, dv);
+        }
     }
 }
 
-static void dn_head_chunked(const dn_job *j, int h, float *ws) {
-    const int nk = j->n_k_head, nv = j->n_v_head, dk = j->d_k, dv = j->d_v, C = KERN_DN_CHUNK;
-    const int kh = h / (nv / nk), width = 2 * nk * dk + nv * dv;
+/* The chunked form (file comment), key head kh and its value heads: per chunk
+ * of L tokens the key head's normalised k and q and their products k·k, q·k
+ * once; per value head the state is read once (S_0ᵀ k_t and S_0ᵀ q_t for all
+ * t in one product) and written once (S_L = e^{Γ_L} S_0 + Kdᵀ U); the rest
+ * is L x L work. */
+static void dn_khead_chunked(const dn_job *j, int kh, float *ws) {
+    const int nk = j->n_k_head, nv = j->n_v_head, dk = j->d_k, dv = j->d_v, C = KERN_DN_CHUNK, r = nv / nk;
+    const int width = 2 * nk * dk + nv * dv;
     const float qscale = 1.0f / sqrtf((float)dk);
     const size_t ostride = (size_t)nv * dv;
-    float *qn = ws + j->lay.qn, *kn = ws + j->lay.kn, *kdt = ws + j->lay.kdt;
-    float *u = ws + j->lay.u, *ut = ws + j->lay.ut, *ks = ws + j->lay.ks;
-    float *a = ws + j->lay.a, *p = ws + j->lay.p, *beta = ws + j->lay.beta, *gam = ws + j->lay.gam;
-    float *M = j->state + (size_t)h * dv * dk;
+    float *kq = ws + j->lay.kq, *ap = ws + j->lay.ap;
     const kern_isa_ops *ops = j->ops;
+    const kern_ssm_leaves *lv = j->lv;
     for (int t0 = 0; t0 < j->n_tok; t0 += C) {
         const int L = j->n_tok - t0 < C ? j->n_tok - t0 : C;
-        const float *v0 = j->qkv + (size_t)t0 * width + (size_t)2 * nk * dk + (size_t)h * dv;
-        float *o0 = j->o + (size_t)t0 * ostride + (size_t)h * dv;
-        /* normalised q, k; β; cumulative log-decay Γ */
+        const float *pq = ap + (size_t)L * C;
+        /* normalised k (rows 0..L-1 of kq) and q (rows L..2L-1); ap = [k_t·k_s; q_t·k_s] */
         for (int t = 0; t < L; t++) {
             const float *row = j->qkv + (size_t)(t0 + t) * width;
-            l2_norm(qn + (size_t)t * dk, row + (size_t)kh * dk, dk, j->eps, qscale);
-            l2_norm(kn + (size_t)t * dk, row + (size_t)(nk + kh) * dk, dk, j->eps, 1.0f);
-            float g;
-            dn_gates(j, t0 + t, h, &beta[t], &g);
-            gam[t] = t ? gam[t - 1] + g : g;
+            lv->l2_norm(kq + (size_t)t * dk, row + (size_t)(nk + kh) * dk, dk, j->eps, 1.0f);
+            lv->l2_norm(kq + (size_t)(L + t) * dk, row + (size_t)kh * dk, dk, j->eps, qscale);
         }
-        /* ks[t][jv] = S_0ᵀ k_t, a[t][s] = k_t · k_s */
-        ops->tile_mm(M, (size_t)dk, dv, kn, (size_t)dk, L, dk, ks, (size_t)dv, 0);
-        ops->tile_mm(kn, (size_t)dk, L, kn, (size_t)dk, L, dk, a, (size_t)C, 0);
-        /* u_t = β_t (v_t − e^{Γ_t} S_0ᵀ k_t) − Σ_{s<t} β_t e^{Γ_t−Γ_s} (k_t·k_s) u_s */
-        for (int t = 0; t < L; t++) {
-            float *ur = u + (size_t)t * dv;
-            const float *vr = v0 + (size_t)t * width, *kr = ks + (size_t)t * dv;
-            const float eg = expf(gam[t]);
-            for (int jv = 0; jv < dv; jv++) ur[jv] = beta[t] * (vr[jv] - eg * kr[jv]);
-            for (int s = 0; s < t; s++) {
-                const float c = beta[t] * expf(gam[t] - gam[s]) * a[(size_t)t * C + s];
-                ops->axpy(ur, -c, u + (size_t)s * dv, dv);
+        ops->tile_mm(kq, (size_t)dk, L, kq, (size_t)dk, 2 * L, dk, ap, (size_t)C, 0);
+        for (int h = kh * r; h < (kh + 1) * r; h++) {
+            float *vw = ws + j->lay.v0 + (size_t)(h - kh * r) * j->lay.per_v;
+            float *kdt = vw + j->lay.kdt, *u = vw + j->lay.u, *ks = vw + j->lay.ks, *pp = vw + j->lay.pp;
+            float *dm = vw + j->lay.dm, *beta = vw + j->lay.beta, *gam = vw + j->lay.gam, *eg = vw + j->lay.eg;
+            float *S = j->state + (size_t)h * dk * dv;
+            const float *v0 = j->qkv + (size_t)t0 * width + (size_t)2 * nk * dk + (size_t)h * dv;
+            float *o0 = j->o + (size_t)t0 * ostride + (size_t)h * dv;
+            /* β; Γ; e^{Γ_t}; e^{Γ_t−Γ_s}; P' = e^{Γ_t−Γ_s} q_t·k_s (lower triangle) */
+            for (int t = 0; t < L; t++) {
+                float g;
+                dn_gates(j, t0 + t, h, &beta[t], &g);
+                gam[t] = t ? gam[t - 1] + g : g;
+                eg[t] = expf(gam[t]);
+                for (int s = 0; s <= t; s++) {
+                    dm[(size_t)t * C + s] = expf(gam[t] - gam[s]);
+                    pp[(size_t)t * C + s] = dm[(size_t)t * C + s] * pq[(size_t)t * C + s];
+                }
+                for (int s = t + 1; s < L; s++) pp[(size_t)t * C + s] = 0.0f;
             }
+            /* ks = [S_0ᵀ k_t; S_0ᵀ q_t] (rows of d_v) */
+            lv->gemm(ks, dv, kq, dk, S, dv, 2 * L, dv, dk, 0);
+            /* u_t = β_t (v_t − e^{Γ_t} S_0ᵀ k_t) − Σ_{s<t} β_t e^{Γ_t−Γ_s} (k_t·k_s) u_s */
+            for (int t = 0; t < L; t++) {
+                float *ur = u + (size_t)t * dv;
+                lv->axpby(ur, beta[t], v0 + (size_t)t * width, -beta[t] * eg[t], ks + (size_t)t * dv, dv);
+                for (int s = 0; s < t; s++)
+                    ops->axpy(ur, -beta[t] * dm[(size_t)t * C + s] * ap[(size_t)t * C + s], u + (size_t)s * dv, dv);
+            }
+            /* o_t = e^{Γ_t} S_0ᵀ q_t + Σ_{s≤t} P'_ts u_s */
+            for (int t = 0; t < L; t++)
+                lv->axpby(o0 + (size_t)t * ostride, eg[t], ks + (size_t)(L + t) * dv, 0.0f, NULL, dv);
+            lv->gemm(o0, (int)ostride, pp, C, u, dv, L, dv, L, 1);
+            /* S_L = e^{Γ_L} S_0 + Σ_s (e^{Γ_L−Γ_s} k_s) u_sᵀ */
+            for (int i = 0; i < dk; i++)
+                for (int s = 0; s < L; s++)
+                    kdt[(size_t)i * C + s] = dm[(size_t)(L - 1) * C + s] * kq[(size_t)s * dk + i];
+            lv->axpby(S, eg[L - 1], S, 0.0f, NULL, dk * dv);
+            lv->gemm(S, dv, kdt, C, u, dv, dk, dv, L, 1);
         }
-        for (int t = 0; t < L; t++)
-            for (int jv = 0; jv < dv; jv++) ut[(size_t)jv * C + t] = u[(size_t)t * dv + jv];
-        /* o_t = e^{Γ_t} S_0ᵀ q_t + Σ_{s≤t} e^{Γ_t−Γ_s} (q_t·k_s) u_s */
-        ops->tile_mm(M, (size_t)dk, dv, qn, (size_t)dk, L, dk, ks, (size_t)dv, 0);
-        ops->tile_mm(kn, (size_t)dk, L, qn, (size_t)dk, L, dk, p, (size_t)C, 0);
-        for (int t = 0; t < L; t++) {
-            float *pr = p + (size_t)t * C, *orow = o0 + (size_t)t * ostride;
-            for (int s = 0; s <= t; s++) pr[s] *= expf(gam[t] - gam[s]);
-            for (int s = t + 1; s < L; s++) pr[s] = 0.0f;
-            const float eg = expf(gam[t]);
-            for (int jv = 0; jv < dv; jv++) orow[jv] = eg * ks[(size_t)t * dv + jv];
-        }
-        ops->tile_mm(ut, (size_t)C, dv, p, (size_t)C, L, L, o0, ostride, 1);
-        /* S_L = e^{Γ_L} S_0 + Σ_s e^{Γ_L−Γ_s} k_s u_sᵀ; M = S_Lᵀ */
-        const float gl = gam[L - 1], el = expf(gl);
-        for (int t = 0; t < L; t++) {
-            const float e = expf(gl - gam[t]);
-            for (int i = 0; i < dk; i++) kdt[(size_t)i * C + t] = kn[(size_t)t * dk + i] * e;
-        }
-        for (long i = 0; i < (long)dv * dk; i++) M[i] *= el;
-        ops->tile_mm(kdt, (size_t)C, dk, ut, (size_t)C, dv, L, M, (size_t)dk, 1);
     }
 }
 
 static void dn_worker(void *arg, int ith, int nth) {
     const dn_job *j = arg;
-    long h0, h1;
-    split(j->n_v_head, ith, nth, &h0, &h1);
-    for (long h = h0; h < h1; h++) {
-        float *ws = j->scratch + (size_t)h * j->lay.total;
-        if (j->chunked) dn_head_chunked(j, (int)h, ws);
-        else dn_head_recurrent(j, (int)h, ws);
+    long k0, k1;
+    split(j->n_k_head, ith, nth, &k0, &k1);
+    for (long kh = k0; kh < k1; kh++) {
+        float *ws = j->scratch + (size_t)kh * j->lay.total;
+        if (j->chunked) dn_khead_chunked(j, (int)kh, ws);
+        else dn_khead_recurrent(j, (int)kh, ws);
     }
 }
 
@@ -394,7 +420,8 @@ void kern_drv_delta_net(int isa, cf_env *E, float *o, const float *qkv, const fl
                         int mode) {
     int chunked = mode == KERN_DN_CHUNKED || (mode == KERN_DN_AUTO && n_tok >= KERN_DN_CHUNK_MIN);
     dn_job j = {kern_ssm_leaves_for(isa), isa_ops(isa), o, qkv, ba, A, dt_bias, state, scratch,
-                n_k_head, n_v_head, d_k, d_v, n_tok, chunked, eps, dn_layout_of(d_k, d_v)};
+                n_k_head, n_v_head, d_k, d_v, n_tok, chunked, eps,
+                dn_layout_of(n_v_head / n_k_head, d_k, d_v)};
     ssm_run(E, (long)n_v_head * d_k * d_v * n_tok * 4, dn_worker, &j);
 }
 

@@ -31,12 +31,12 @@
 
 /* Tokens per chunk of the chunked gated delta rule, and the smallest batch
  * that uses it (shorter batches run the recurrence token by token). */
-#define KERN_DN_CHUNK 64
+#define KERN_DN_CHUNK 32
 #define KERN_DN_CHUNK_MIN 8
 
-/* Floats of scratch delta_net needs (per value head: the chunk's normalised
- * q and k, the decayed keys, u and its transpose, K·S0, and two chunk x chunk
- * matrices), for every head at once so the heads run in parallel. */
+/* Floats of scratch delta_net needs: per key head (the unit the threads
+ * share out) the chunk's normalised k and q and their products, and per value
+ * head of it the decayed keys, u, S_0ᵀ k and S_0ᵀ q and the decay matrix. */
 long kern_delta_net_scratch_floats(int n_v_head, int d_k, int d_v);
 
 /* How delta_net evaluates a batch: AUTO (chunked from KERN_DN_CHUNK_MIN
@@ -76,10 +76,22 @@ typedef struct {
      * + B[s]·dt[c]·x[c]; y[c] = Σ_s S[c][s]·C[s]. */
     void (*scan1)(float *S, const float *x, const float *dt, const float *A, const float *B,
                   const float *C, float *y, int n_chan, int d_state);
-    /* Gated delta rule, one value head, one token; M (d_v rows of d_k) = Sᵀ:
-     * per row j: m = M[j]·decay; u = β(v[j] − m·k); M[j] = m + u·k; o[j] = M[j]·q. */
-    void (*delta)(float *M, const float *q, const float *k, const float *v, float decay,
+    /* Gated delta rule, one value head, one token; S (d_k rows of d_v):
+     * S = decay·S; u = β(v − Sᵀk); S += k uᵀ; o = Sᵀ q.  (The SIMD leaves
+     * take Sᵀk and Sᵀq from the old S in one pass — o = decay·Sᵀq + u·(k·q) —
+     * and then update S in a second.) */
+    void (*delta)(float *S, const float *q, const float *k, const float *v, float decay,
                   float beta, float *o, int d_k, int d_v);
+    /* y (d) = x / sqrt(Σx² + eps) · post, as llama.cpp's L2 norm (rms_norm with
+     * eps / d, then · 1/sqrt(d)). */
+    void (*l2_norm)(float *y, const float *x, int d, float eps, float post);
+    /* y (n) = a·x + b·z (z NULL: y = a·x).  y may alias x or z. */
+    void (*axpby)(float *y, float a, const float *x, float b, const float *z, int n);
+    /* C (m x n, row stride ldc) = A (m x k, lda) · B (k x n, ldb), or += when
+     * accumulate; all row-major.  The chunked delta rule's products with the
+     * state (n = d_v: the vectors run along B's and C's rows). */
+    void (*gemm)(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int m, int n,
+                 int k, int accumulate);
 } kern_ssm_leaves;
 
 extern const kern_ssm_leaves kern_ssm_scalar_leaves;

@@ -17,6 +17,8 @@
 
 #include "kern_ssm.h"
 
+#define UNROLL8 _Pragma("GCC unroll 8")
+
 #if SSM_AVX512
 typedef __m512 V;
 #define W 16
@@ -198,56 +200,142 @@ static void simd_scan1(float *S, const float *x, const float *dt, const float *A
     }
 }
 
-/* ---- the gated delta rule, one head, one token --------------------------------------- */
+/* ---- the gated delta rule ------------------------------------------------------------ */
 
-static void simd_delta(float *M, const float *q, const float *k, const float *v, float decay,
-                       float beta, float *o, int d_k, int d_v) {
-    const V vd = VSET1(decay);
-    for (int j = 0; j < d_v; j++) {
-        float *m = M + (size_t)j * d_k;
-        V a0 = VZERO(), a1 = VZERO();
-        int i = 0;
-        for (; i + 2 * W <= d_k; i += 2 * W) {
-            V m0 = VMUL(VLOAD(m + i), vd), m1 = VMUL(VLOAD(m + i + W), vd);
-            a0 = VFMA(m0, VLOAD(k + i), a0);
-            a1 = VFMA(m1, VLOAD(k + i + W), a1);
-            VSTORE(m + i, m0);
-            VSTORE(m + i + W, m1);
-        }
-        for (; i + W <= d_k; i += W) {
-            V m0 = VMUL(VLOAD(m + i), vd);
-            a0 = VFMA(m0, VLOAD(k + i), a0);
-            VSTORE(m + i, m0);
-        }
-        float sk = VHSUM(VADD(a0, a1));
-        for (; i < d_k; i++) {
-            m[i] *= decay;
-            sk += m[i] * k[i];
-        }
-        const float u = (v[j] - sk) * beta;
-        const V vu = VSET1(u);
-        a0 = VZERO(), a1 = VZERO();
-        for (i = 0; i + 2 * W <= d_k; i += 2 * W) {
-            V m0 = VFMA(vu, VLOAD(k + i), VLOAD(m + i)), m1 = VFMA(vu, VLOAD(k + i + W), VLOAD(m + i + W));
-            a0 = VFMA(m0, VLOAD(q + i), a0);
-            a1 = VFMA(m1, VLOAD(q + i + W), a1);
-            VSTORE(m + i, m0);
-            VSTORE(m + i + W, m1);
-        }
-        for (; i + W <= d_k; i += W) {
-            V m0 = VFMA(vu, VLOAD(k + i), VLOAD(m + i));
-            a0 = VFMA(m0, VLOAD(q + i), a0);
-            VSTORE(m + i, m0);
-        }
-        float sq = VHSUM(VADD(a0, a1));
-        for (; i < d_k; i++) {
-            m[i] += u * k[i];
-            sq += m[i] * q[i];
-        }
-        o[j] = sq;
+static inline float dot1(const float *a, const float *b, int n) {
+    V acc0 = VZERO(), acc1 = VZERO();
+    int i = 0;
+    for (; i + 2 * W <= n; i += 2 * W) {
+        acc0 = VFMA(VLOAD(a + i), VLOAD(b + i), acc0);
+        acc1 = VFMA(VLOAD(a + i + W), VLOAD(b + i + W), acc1);
     }
+    for (; i + W <= n; i += W) acc0 = VFMA(VLOAD(a + i), VLOAD(b + i), acc0);
+    float s = VHSUM(VADD(acc0, acc1));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* Columns per panel of the delta rule and per block of the gemm micro-kernel:
+ * NV vectors (AVX-512: 4 zmm, 64 floats; AVX2: 2 ymm, 16 floats), as many
+ * accumulators as the registers hold with room for the operands. */
+#if SSM_AVX512
+#define NV 4
+#else
+#define NV 2
+#endif
+
+/* One head, one token, S (d_k x d_v) in panels of NV·W columns: with the
+ * panel's Sᵀk and Sᵀq taken in one pass over its rows (broadcast k[i] and
+ * q[i], no reductions), u = β(v − decay·Sᵀk) and o = decay·Sᵀq + u·(k·q);
+ * then S = decay·S + k uᵀ over the panel while it is still in L1. */
+static void simd_delta(float *S, const float *q, const float *k, const float *v, float decay,
+                       float beta, float *o, int d_k, int d_v) {
+    const float kq = dot1(k, q, d_k);
+    const V vd = VSET1(decay), vb = VSET1(beta), vkq = VSET1(kq);
+    int j = 0;
+    for (; j + NV * W <= d_v; j += NV * W) {
+        V ak[NV], aq[NV], u[NV];
+        UNROLL8 for (int b = 0; b < NV; b++) ak[b] = VZERO(), aq[b] = VZERO();
+        for (int i = 0; i < d_k; i++) {
+            const V ki = VSET1(k[i]), qi = VSET1(q[i]);
+            const float *row = S + (size_t)i * d_v + j;
+            UNROLL8 for (int b = 0; b < NV; b++) {
+                const V x = VLOAD(row + b * W);
+                ak[b] = VFMA(ki, x, ak[b]);
+                aq[b] = VFMA(qi, x, aq[b]);
+            }
+        }
+        UNROLL8 for (int b = 0; b < NV; b++) {
+            u[b] = VMUL(vb, VSUB(VLOAD(v + j + b * W), VMUL(vd, ak[b])));
+            VSTORE(o + j + b * W, VFMA(vkq, u[b], VMUL(vd, aq[b])));
+        }
+        for (int i = 0; i < d_k; i++) {
+            const V ki = VSET1(k[i]);
+            float *row = S + (size_t)i * d_v + j;
+            UNROLL8 for (int b = 0; b < NV; b++) VSTORE(row + b * W, VFMA(ki, u[b], VMUL(vd, VLOAD(row + b * W))));
+        }
+    }
+    for (; j < d_v; j++) { /* remaining columns */
+        float sk = 0.0f, sq = 0.0f;
+        for (int i = 0; i < d_k; i++) sk += S[(size_t)i * d_v + j] * k[i], sq += S[(size_t)i * d_v + j] * q[i];
+        const float uj = (v[j] - decay * sk) * beta;
+        o[j] = decay * sq + uj * kq;
+        for (int i = 0; i < d_k; i++) S[(size_t)i * d_v + j] = S[(size_t)i * d_v + j] * decay + k[i] * uj;
+    }
+}
+
+/* x / sqrt(Σx² + eps) · post: the sum of squares in W float lanes, then
+ * double (the scalar leaf sums in double; the difference is float rounding). */
+static void simd_l2_norm(float *y, const float *x, int d, float eps, float post) {
+    V acc = VZERO();
+    int i = 0;
+    for (; i + W <= d; i += W) {
+        const V v = VLOAD(x + i);
+        acc = VFMA(v, v, acc);
+    }
+    double sum = VHSUM(acc);
+    for (; i < d; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / d);
+    const float scale = 1.0f / sqrtf(mean + eps / (float)d) / sqrtf((float)d) * post;
+    const V vs = VSET1(scale);
+    for (i = 0; i + W <= d; i += W) VSTORE(y + i, VMUL(VLOAD(x + i), vs));
+    for (; i < d; i++) y[i] = x[i] * scale;
+}
+
+static void simd_axpby(float *y, float a, const float *x, float b, const float *z, int n) {
+    const V va = VSET1(a), vb = VSET1(b);
+    int i = 0;
+    if (z) {
+        for (; i + W <= n; i += W) VSTORE(y + i, VFMA(vb, VLOAD(z + i), VMUL(va, VLOAD(x + i))));
+        for (; i < n; i++) y[i] = a * x[i] + b * z[i];
+    } else {
+        for (; i + W <= n; i += W) VSTORE(y + i, VMUL(va, VLOAD(x + i)));
+        for (; i < n; i++) y[i] = a * x[i];
+    }
+}
+
+/* C (+)= A · B, row-major: blocks of 4 rows x NV·W columns of C held in
+ * registers over the whole k loop (broadcast A[r][p], load B[p][block]). */
+static void simd_gemm(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int m, int n, int k,
+                      int accumulate) {
+    int j = 0;
+    for (; j + NV * W <= n; j += NV * W) {
+        int i = 0;
+        for (; i + 4 <= m; i += 4) {
+            V c[4][NV];
+            UNROLL8 for (int r = 0; r < 4; r++)
+                UNROLL8 for (int b = 0; b < NV; b++)
+                    c[r][b] = accumulate ? VLOAD(C + (size_t)(i + r) * ldc + j + b * W) : VZERO();
+            for (int p = 0; p < k; p++) {
+                V bv[NV];
+                UNROLL8 for (int b = 0; b < NV; b++) bv[b] = VLOAD(B + (size_t)p * ldb + j + b * W);
+                UNROLL8 for (int r = 0; r < 4; r++) {
+                    const V a = VSET1(A[(size_t)(i + r) * lda + p]);
+                    UNROLL8 for (int b = 0; b < NV; b++) c[r][b] = VFMA(a, bv[b], c[r][b]);
+                }
+            }
+            UNROLL8 for (int r = 0; r < 4; r++)
+                UNROLL8 for (int b = 0; b < NV; b++) VSTORE(C + (size_t)(i + r) * ldc + j + b * W, c[r][b]);
+        }
+        for (; i < m; i++) {
+            V c[NV];
+            UNROLL8 for (int b = 0; b < NV; b++) c[b] = accumulate ? VLOAD(C + (size_t)i * ldc + j + b * W) : VZERO();
+            for (int p = 0; p < k; p++) {
+                const V a = VSET1(A[(size_t)i * lda + p]);
+                UNROLL8 for (int b = 0; b < NV; b++) c[b] = VFMA(a, VLOAD(B + (size_t)p * ldb + j + b * W), c[b]);
+            }
+            UNROLL8 for (int b = 0; b < NV; b++) VSTORE(C + (size_t)i * ldc + j + b * W, c[b]);
+        }
+    }
+    for (; j < n; j++) /* remaining columns */
+        for (int i = 0; i < m; i++) {
+            float acc = accumulate ? C[(size_t)i * ldc + j] : 0.0f;
+            for (int p = 0; p < k; p++) acc += A[(size_t)i * lda + p] * B[(size_t)p * ldb + j];
+            C[(size_t)i * ldc + j] = acc;
+        }
 }
 
 const kern_ssm_leaves SSM_LEAVES = {
     .conv = simd_conv, .scan2 = simd_scan2, .scan1 = simd_scan1, .delta = simd_delta,
+    .l2_norm = simd_l2_norm, .axpby = simd_axpby, .gemm = simd_gemm,
 };
