@@ -227,10 +227,12 @@ TEST(kern_ssm, scan_and_delta_leaves_simd_match_scalar) {
                 const int k = 37;
                 float *A = rnd(m * k, -1, 1), *B = rnd(k * n, -1, 1), *C0 = rnd(m * n, -1, 1);
                 float *C = dup(C0, m * n), *C1 = dup(C0, m * n);
-                for (int acc = 0; acc <= 1; acc++) {
-                    kern_ssm_scalar_leaves.gemm(C, n, A, k, B, n, m, n, k, acc);
-                    sets[s]->gemm(C1, n, A, k, B, n, m, n, k, acc);
-                    EXPECT_MSG(max_rel(C1, C, m * n) < 1e-5, "%s gemm %dx%d (accumulate %d)", names[s], m, n, acc);
+                const float scales[3] = {0.0f, 1.0f, 0.75f};
+                for (int si = 0; si < 3; si++) {
+                    kern_ssm_scalar_leaves.gemm(C, n, A, k, B, n, m, n, k, scales[si]);
+                    sets[s]->gemm(C1, n, A, k, B, n, m, n, k, scales[si]);
+                    EXPECT_MSG(max_rel(C1, C, m * n) < 1e-5, "%s gemm %dx%d (c_scale %g)", names[s], m, n,
+                               scales[si]);
                 }
                 float *x = rnd(n, -1, 1), y[160], y1[160];
                 kern_ssm_scalar_leaves.l2_norm(y, x, n, 1e-6f, 0.5f);

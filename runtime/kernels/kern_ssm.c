@@ -116,10 +116,10 @@ static void sc_l2_norm(float *y, const float *x, int d, float eps, float post) {
 }
 
 static void sc_gemm(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int m, int n, int k,
-                    int accumulate) {
+                    float c_scale) {
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
-            float acc = accumulate ? C[(size_t)i * ldc + j] : 0.0f;
+            float acc = c_scale != 0.0f ? c_scale * C[(size_t)i * ldc + j] : 0.0f;
             for (int p = 0; p < k; p++) acc += A[(size_t)i * lda + p] * B[(size_t)p * ldb + j];
             C[(size_t)i * ldc + j] = acc;
         }
@@ -354,6 +354,14 @@ static void dn_khead_chunked(const dn_job *j, int kh, float *ws) {
     for (int t0 = 0; t0 < j->n_tok; t0 += C) {
         const int L = j->n_tok - t0 < C ? j->n_tok - t0 : C;
         const float *pq = ap + (size_t)L * C;
+        /* the next chunk's q, k and v rows of this key head sit 1 row (tens of
+         * KiB) apart, too far for the hardware prefetcher: ask for them now */
+        for (int t = t0 + C; t < t0 + 2 * C && t < j->n_tok; t++) {
+            const float *row = j->qkv + (size_t)t * width;
+            for (int part = 0; part < 2; part++)
+                for (int c = 0; c < dk; c += 16) __builtin_prefetch(row + (size_t)(part * nk + kh) * dk + c);
+            for (int c = 0; c < r * dv; c += 16) __builtin_prefetch(row + (size_t)2 * nk * dk + (size_t)kh * r * dv + c);
+        }
         /* normalised k (rows 0..L-1 of kq) and q (rows L..2L-1); ap = [k_t·k_s; q_t·k_s] */
         for (int t = 0; t < L; t++) {
             const float *row = j->qkv + (size_t)(t0 + t) * width;
@@ -381,7 +389,7 @@ static void dn_khead_chunked(const dn_job *j, int kh, float *ws) {
                 for (int s = t + 1; s < L; s++) pp[(size_t)t * C + s] = 0.0f;
             }
             /* ks = [S_0ᵀ k_t; S_0ᵀ q_t] (rows of d_v) */
-            lv->gemm(ks, dv, kq, dk, S, dv, 2 * L, dv, dk, 0);
+            lv->gemm(ks, dv, kq, dk, S, dv, 2 * L, dv, dk, 0.0f);
             /* u_t = β_t (v_t − e^{Γ_t} S_0ᵀ k_t) − Σ_{s<t} β_t e^{Γ_t−Γ_s} (k_t·k_s) u_s */
             for (int t = 0; t < L; t++) {
                 float *ur = u + (size_t)t * dv;
@@ -392,13 +400,12 @@ static void dn_khead_chunked(const dn_job *j, int kh, float *ws) {
             /* o_t = e^{Γ_t} S_0ᵀ q_t + Σ_{s≤t} P'_ts u_s */
             for (int t = 0; t < L; t++)
                 lv->axpby(o0 + (size_t)t * ostride, eg[t], ks + (size_t)(L + t) * dv, 0.0f, NULL, dv);
-            lv->gemm(o0, (int)ostride, pp, C, u, dv, L, dv, L, 1);
+            lv->gemm(o0, (int)ostride, pp, C, u, dv, L, dv, L, 1.0f);
             /* S_L = e^{Γ_L} S_0 + Σ_s (e^{Γ_L−Γ_s} k_s) u_sᵀ */
             for (int i = 0; i < dk; i++)
                 for (int s = 0; s < L; s++)
                     kdt[(size_t)i * C + s] = dm[(size_t)(L - 1) * C + s] * kq[(size_t)s * dk + i];
-            lv->axpby(S, eg[L - 1], S, 0.0f, NULL, dk * dv);
-            lv->gemm(S, dv, kdt, C, u, dv, dk, dv, L, 1);
+            lv->gemm(S, dv, kdt, C, u, dv, dk, dv, L, eg[L - 1]);
         }
     }
 }

@@ -31,8 +31,8 @@
 
 /* Tokens per chunk of the chunked gated delta rule, and the smallest batch
  * that uses it (shorter batches run the recurrence token by token). */
-#define KERN_DN_CHUNK 32
-#define KERN_DN_CHUNK_MIN 8
+#define KERN_DN_CHUNK 16
+#define KERN_DN_CHUNK_MIN 2
 
 /* Floats of scratch delta_net needs: per key head (the unit the threads
  * share out) the chunk's normalised k and q and their products, and per value
@@ -87,11 +87,11 @@ typedef struct {
     void (*l2_norm)(float *y, const float *x, int d, float eps, float post);
     /* y (n) = a·x + b·z (z NULL: y = a·x).  y may alias x or z. */
     void (*axpby)(float *y, float a, const float *x, float b, const float *z, int n);
-    /* C (m x n, row stride ldc) = A (m x k, lda) · B (k x n, ldb), or += when
-     * accumulate; all row-major.  The chunked delta rule's products with the
-     * state (n = d_v: the vectors run along B's and C's rows). */
+    /* C (m x n, row stride ldc) = c_scale·C + A (m x k, lda) · B (k x n, ldb),
+     * all row-major; c_scale 0: C is only written.  The chunked delta rule's
+     * products with the state (n = d_v: the vectors run along B's and C's rows). */
     void (*gemm)(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int m, int n,
-                 int k, int accumulate);
+                 int k, float c_scale);
 } kern_ssm_leaves;
 
 extern const kern_ssm_leaves kern_ssm_scalar_leaves;

@@ -144,38 +144,59 @@ static void simd_conv(float *y, const float *x, const float *w, const float *b, 
 
 /* ---- scans ------------------------------------------------------------------------ */
 
+/* Mamba-2, one head, one token: four rows p at a time, so the four
+ * reductions of y[p] are independent chains and B, C are loaded once for them. */
+static inline void scan2_rows1(float *s, float xdt, V vdA, float dA, const float *B, const float *C, float *y,
+                               int d_state) {
+    const V vx = VSET1(xdt);
+    V acc = VZERO();
+    int i = 0;
+    for (; i + W <= d_state; i += W) {
+        const V st = VFMA(VLOAD(s + i), vdA, VMUL(VLOAD(B + i), vx));
+        acc = VFMA(st, VLOAD(C + i), acc);
+        VSTORE(s + i, st);
+    }
+    float a = VHSUM(acc);
+    for (; i < d_state; i++) {
+        const float st = s[i] * dA + B[i] * xdt;
+        a += st * C[i];
+        s[i] = st;
+    }
+    *y = a;
+}
+
 static void simd_scan2(float *S, const float *x, float dt, float dA, const float *B, const float *C,
                        float *y, int head_dim, int d_state) {
     const V vdA = VSET1(dA);
-    for (int p = 0; p < head_dim; p++) {
-        float *s = S + (size_t)p * d_state;
-        const float xdt = x[p] * dt;
-        const V vx = VSET1(xdt);
-        V acc0 = VZERO(), acc1 = VZERO();
+    int p = 0;
+    for (; p + 4 <= head_dim && d_state >= W; p += 4) {
+        float *s0 = S + (size_t)p * d_state, *s1 = s0 + d_state, *s2 = s1 + d_state, *s3 = s2 + d_state;
+        const V x0 = VSET1(x[p] * dt), x1 = VSET1(x[p + 1] * dt), x2 = VSET1(x[p + 2] * dt), x3 = VSET1(x[p + 3] * dt);
+        V a0 = VZERO(), a1 = VZERO(), a2 = VZERO(), a3 = VZERO();
         int i = 0;
-        for (; i + 2 * W <= d_state; i += 2 * W) {
-            V s0 = VFMA(VLOAD(s + i), vdA, VMUL(VLOAD(B + i), vx));
-            V s1 = VFMA(VLOAD(s + i + W), vdA, VMUL(VLOAD(B + i + W), vx));
-            acc0 = VFMA(s0, VLOAD(C + i), acc0);
-            acc1 = VFMA(s1, VLOAD(C + i + W), acc1);
-            VSTORE(s + i, s0);
-            VSTORE(s + i + W, s1);
-        }
         for (; i + W <= d_state; i += W) {
-            V s0 = VFMA(VLOAD(s + i), vdA, VMUL(VLOAD(B + i), vx));
-            acc0 = VFMA(s0, VLOAD(C + i), acc0);
-            VSTORE(s + i, s0);
+            const V b = VLOAD(B + i), c = VLOAD(C + i);
+            const V t0 = VFMA(VLOAD(s0 + i), vdA, VMUL(b, x0)), t1 = VFMA(VLOAD(s1 + i), vdA, VMUL(b, x1));
+            const V t2 = VFMA(VLOAD(s2 + i), vdA, VMUL(b, x2)), t3 = VFMA(VLOAD(s3 + i), vdA, VMUL(b, x3));
+            a0 = VFMA(t0, c, a0), a1 = VFMA(t1, c, a1), a2 = VFMA(t2, c, a2), a3 = VFMA(t3, c, a3);
+            VSTORE(s0 + i, t0), VSTORE(s1 + i, t1), VSTORE(s2 + i, t2), VSTORE(s3 + i, t3);
         }
-        float acc = VHSUM(VADD(acc0, acc1));
-        for (; i < d_state; i++) {
-            const float st = s[i] * dA + B[i] * xdt;
-            acc += st * C[i];
-            s[i] = st;
+        float r[4] = {VHSUM(a0), VHSUM(a1), VHSUM(a2), VHSUM(a3)};
+        float *rows[4] = {s0, s1, s2, s3};
+        for (int q = 0; q < 4; q++) {
+            const float xdt = x[p + q] * dt;
+            for (int ii = i; ii < d_state; ii++) {
+                const float st = rows[q][ii] * dA + B[ii] * xdt;
+                r[q] += st * C[ii];
+                rows[q][ii] = st;
+            }
+            y[p + q] = r[q];
         }
-        y[p] = acc;
     }
+    for (; p < head_dim; p++) scan2_rows1(S + (size_t)p * d_state, x[p] * dt, vdA, dA, B, C, y + p, d_state);
 }
 
+/* Mamba-1, one token, channel by channel (d_state is small: 16). */
 static void simd_scan1(float *S, const float *x, const float *dt, const float *A, const float *B,
                        const float *C, float *y, int n_chan, int d_state) {
     for (int c = 0; c < n_chan; c++) {
@@ -297,7 +318,9 @@ static void simd_axpby(float *y, float a, const float *x, float b, const float *
 /* C (+)= A · B, row-major: blocks of 4 rows x NV·W columns of C held in
  * registers over the whole k loop (broadcast A[r][p], load B[p][block]). */
 static void simd_gemm(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int m, int n, int k,
-                      int accumulate) {
+                      float c_scale) {
+    const V cs = VSET1(c_scale);
+    const int accumulate = c_scale != 0.0f;
     int j = 0;
     for (; j + NV * W <= n; j += NV * W) {
         int i = 0;
@@ -305,7 +328,7 @@ static void simd_gemm(float *C, int ldc, const float *A, int lda, const float *B
             V c[4][NV];
             UNROLL8 for (int r = 0; r < 4; r++)
                 UNROLL8 for (int b = 0; b < NV; b++)
-                    c[r][b] = accumulate ? VLOAD(C + (size_t)(i + r) * ldc + j + b * W) : VZERO();
+                    c[r][b] = accumulate ? VMUL(cs, VLOAD(C + (size_t)(i + r) * ldc + j + b * W)) : VZERO();
             for (int p = 0; p < k; p++) {
                 V bv[NV];
                 UNROLL8 for (int b = 0; b < NV; b++) bv[b] = VLOAD(B + (size_t)p * ldb + j + b * W);
@@ -319,7 +342,8 @@ static void simd_gemm(float *C, int ldc, const float *A, int lda, const float *B
         }
         for (; i < m; i++) {
             V c[NV];
-            UNROLL8 for (int b = 0; b < NV; b++) c[b] = accumulate ? VLOAD(C + (size_t)i * ldc + j + b * W) : VZERO();
+            UNROLL8 for (int b = 0; b < NV; b++)
+                c[b] = accumulate ? VMUL(cs, VLOAD(C + (size_t)i * ldc + j + b * W)) : VZERO();
             for (int p = 0; p < k; p++) {
                 const V a = VSET1(A[(size_t)i * lda + p]);
                 UNROLL8 for (int b = 0; b < NV; b++) c[b] = VFMA(a, VLOAD(B + (size_t)p * ldb + j + b * W), c[b]);
@@ -329,7 +353,7 @@ static void simd_gemm(float *C, int ldc, const float *A, int lda, const float *B
     }
     for (; j < n; j++) /* remaining columns */
         for (int i = 0; i < m; i++) {
-            float acc = accumulate ? C[(size_t)i * ldc + j] : 0.0f;
+            float acc = accumulate ? c_scale * C[(size_t)i * ldc + j] : 0.0f;
             for (int p = 0; p < k; p++) acc += A[(size_t)i * lda + p] * B[(size_t)p * ldb + j];
             C[(size_t)i * ldc + j] = acc;
         }
