@@ -286,13 +286,16 @@ tok-refs: $(BUILD)/libcinfer.a
 
 # ---- bench -------------------------------------------------------------------
 # Benchmarks, never part of `make test` (tools/bench.sh says what it does):
-# the 336M llama-shape model of DESIGN.md §7 made with ../shared/tools/mkmodel
-# as F16 under $(BUILD)/bench (not committed), quantized with `cinfer
-# quantize`, then `cinfer bench` and the peer (peer/, node-llama-cpp) on the
-# same files and threads, interleaved, with ratios and the fraction of the
-# memory-bandwidth bound.  BENCH_TYPES, BENCH_P, BENCH_N, BENCH_R,
-# BENCH_ROUNDS, BENCH_THREADS, PEER_DIR override the defaults.
-bench: $(BUILD)/cinfer
+# the 336M llama-shape model of DESIGN.md §7 and a qwen2moe MoE made with
+# ../shared/tools/mkmodel, a Granite-4.0-H-1B-like hybrid made with
+# tools/archgen.c (--bench), under $(BUILD)/bench (not committed), quantized
+# with `cinfer quantize`, then `cinfer bench` and the peer (llama.cpp's native
+# llama-bench, else node-llama-cpp) on the same files and threads,
+# interleaved, with ratios and the fraction of the memory-bandwidth bound, and
+# the recurrent-layer kernels (bench_ssm).  BENCH_MODELS, BENCH_TYPES,
+# BENCH_MOE_TYPES, BENCH_HYBRID_TYPES, BENCH_P, BENCH_N, BENCH_R,
+# BENCH_ROUNDS, BENCH_THREADS, LLAMA_BENCH, PEER_DIR override the defaults.
+bench: $(BUILD)/cinfer $(BUILD)/tools/archgen $(BUILD)/bench_ssm
 	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/bench.sh
 
 # Bundle start-up and heap (tools/bench_bundle.sh): process start -> first token
