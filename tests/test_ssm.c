@@ -146,13 +146,9 @@ static double cos_dist(const float *a, const float *b, int n) {
 #define MAX_ABS_F32 5e-5 /* measured <= 8e-6 on every family; llama.cpp's own float rounding */
 #define MAX_LOGITS (3 * 33)
 
-/* F32 against <family>.json, JIT then AOT; the AOT logits must equal JIT's bit for bit. */
-static void parity_f32(const char *family) {
-    const char *m = model_path(family, "f32");
-    if (!m) SKIP("../shared/%s absent", VOCAB_REL);
-    char model[1200], refp[600];
-    snprintf(model, sizeof model, "%s", m);
-    snprintf(refp, sizeof refp, ARCH_DATA "/%s.json", family);
+/* model (F32) against the reference refp, JIT then AOT; the AOT logits must
+ * equal JIT's bit for bit.  family labels the messages. */
+static void parity_f32_file(const char *family, const char *model, const char *refp) {
     cJSON *ref = read_json(refp);
     EXPECT_MSG(ref, "cannot parse %s", refp);
     if (!ref) return;
@@ -295,6 +291,15 @@ static void parity_quant(const char *family, const char *variant) {
     cJSON_Delete(ref);
 }
 
+static void parity_f32(const char *family) {
+    const char *m = model_path(family, "f32");
+    if (!m) SKIP("../shared/%s absent", VOCAB_REL);
+    char model[1200], refp[600];
+    snprintf(model, sizeof model, "%s", m);
+    snprintf(refp, sizeof refp, ARCH_DATA "/%s.json", family);
+    parity_f32_file(family, model, refp);
+}
+
 #define FAMILY_TESTS(name, family)                                               \
     TEST(ssm_parity, name##_f32) { parity_f32(family); }                         \
     TEST(ssm_parity, name##_q8_0) { parity_quant(family, "q8_0"); }              \
@@ -306,6 +311,89 @@ FAMILY_TESTS(nemotron_h, "nemotron_h")
 FAMILY_TESTS(falcon_h1, "falcon-h1")
 FAMILY_TESTS(granitehybrid, "granitehybrid")
 FAMILY_TESTS(qwen3next, "qwen3next")
+
+/* The project's own mamba and mamba2 files (../shared/models/arch, mkmodel)
+ * and their references. */
+#define SHARED_TEST(name)                                                                         \
+    TEST(ssm_parity, shared_##name) {                                                             \
+        char model[1200], refp[1200];                                                             \
+        const char *m = shared_path("models/arch/" #name ".gguf");                              \
+        if (!m) SKIP("../shared/models/arch/" #name ".gguf absent");                            \
+        snprintf(model, sizeof model, "%s", m);                                                   \
+        const char *r = shared_path("reference/arch/" #name ".json");                           \
+        if (!r) SKIP("../shared/reference/arch/" #name ".json absent");                         \
+        snprintf(refp, sizeof refp, "%s", r);                                                     \
+        parity_f32_file("shared " #name, model, refp);                                            \
+    }
+SHARED_TEST(mamba)
+SHARED_TEST(mamba2)
+
+static int tokens_64(const char *family, int *ids);
+
+/* Older qwen3next files carry one ssm_in per DeltaNet layer instead of
+ * attn_qkv + attn_gate: per key head [q (d_k) | k (d_k) | v (r d_v) | z (r d_v)]
+ * (llama.cpp's legacy path).  The same weights in that layout give the same
+ * logits. */
+TEST(ssm, qwen3next_legacy_ssm_in_layout) {
+    const char *mp = model_path("qwen3next", "f32");
+    if (!mp) SKIP("../shared/%s absent", VOCAB_REL);
+    char src[1200], dst[1200], err[512];
+    snprintf(src, sizeof src, "%s", mp);
+    snprintf(dst, sizeof dst, "%s/ssm/qwen3next-ssm_in.gguf", test_tmpdir());
+    gguf_file *g = NULL;
+    EXPECT(gguf_open(src, &g, err, sizeof err) == 0);
+    if (!g) return;
+    const int nk = 2, nv = 4, dk = 32, dv = 32, r = nv / nk, key_dim = nk * dk, value_dim = nv * dv;
+    const char *drop[16] = {0};
+    char names[3][3][64];
+    gguf_edit_tensor add[3];
+    float *bufs[3] = {0};
+    int n_add = 0, n_drop = 0;
+    for (int il = 0; il < 3; il++) { /* the DeltaNet layers (full attention every 4th) */
+        snprintf(names[il][0], 64, "blk.%d.attn_qkv.weight", il);
+        snprintf(names[il][1], 64, "blk.%d.attn_gate.weight", il);
+        snprintf(names[il][2], 64, "blk.%d.ssm_in.weight", il);
+        const gguf_tensor *qkv = gguf_find_tensor(g, names[il][0]), *gate = gguf_find_tensor(g, names[il][1]);
+        EXPECT(qkv && gate && qkv->type == 0 && gate->type == 0);
+        if (!qkv || !gate) break;
+        const int64_t n = qkv->ne[0]; /* row length n_embd; rows are output features */
+        float *w = bufs[il] = malloc((size_t)(2 * key_dim + 2 * value_dim) * (size_t)n * sizeof(float));
+        const float *wq = qkv->data, *wg = gate->data;
+        int row = 0;
+        for (int kh = 0; kh < nk; kh++) {
+            const int from[4] = {kh * dk, key_dim + kh * dk, 2 * key_dim + kh * r * dv, kh * r * dv};
+            const int len[4] = {dk, dk, r * dv, r * dv};
+            for (int part = 0; part < 4; part++)
+                for (int i = 0; i < len[part]; i++, row++)
+                    memcpy(w + (size_t)row * n, (part < 3 ? wq : wg) + (size_t)(from[part] + i) * n,
+                           (size_t)n * sizeof(float));
+        }
+        drop[n_drop++] = names[il][0];
+        drop[n_drop++] = names[il][1];
+        add[n_add++] = (gguf_edit_tensor){names[il][2], 2, {n, 2 * key_dim + 2 * value_dim, 1, 1}, w};
+    }
+    EXPECT(gguf_edit_copy_tensors(src, dst, NULL, 0, drop, add, (size_t)n_add) == 0);
+    gguf_close(g);
+    for (int i = 0; i < 3; i++) free(bufs[i]);
+    int ids[64], n = tokens_64("qwen3next", ids);
+    float *want = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        loaded l;
+        if (load(pass ? dst : src, CC_JIT, 0, 0, &l)) break;
+        EXPECT(eng_eval(l.ctx, ids, n, err, sizeof err) == 0);
+        const int nvocab = l.mod->desc->n_vocab;
+        if (!pass) {
+            want = malloc((size_t)nvocab * sizeof(float));
+            memcpy(want, eng_logits(l.ctx), (size_t)nvocab * sizeof(float));
+        } else {
+            EXPECT_MSG(!memcmp(want, eng_logits(l.ctx), (size_t)nvocab * sizeof(float)),
+                       "logits with ssm_in differ from attn_qkv + attn_gate (cosine distance %.3g)",
+                       cos_dist(want, eng_logits(l.ctx), nvocab));
+        }
+        unload(&l);
+    }
+    free(want);
+}
 
 /* ---- 64 tokens as a batch vs one at a time ------------------------------------------- */
 
