@@ -44,8 +44,12 @@ static double max_rel(const float *a, const float *b, long n) {
 /* The leaf sets this CPU can run besides the scalar one. */
 static int simd_sets(const kern_ssm_leaves *out[2], const char *names[2]) {
     int n = 0;
+#if defined(__x86_64__)
     if (kern_isa_available(KERN_ISA_AVX2)) out[n] = &kern_ssm_avx2_leaves, names[n++] = "avx2";
     if (kern_cpu_avx512vnni()) out[n] = &kern_ssm_avx512_leaves, names[n++] = "avx512";
+#else
+    (void)out, (void)names;
+#endif
     return n;
 }
 

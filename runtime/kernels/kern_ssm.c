@@ -17,9 +17,13 @@
  *   S_L = e^{Γ_L} S_0 + Σ_s e^{Γ_L−Γ_s} k_s u_sᵀ
  * (the WY form of Yang et al., "Gated Delta Networks", 2024; llama.cpp's
  * build_delta_net_chunking).  Everything but the triangular solve for u is a
- * small matrix product (K S_0, K Kᵀ, Q S_0, Q Kᵀ, P U, Kᵀ U), run with the
- * ISA's register-blocked tile_mm (kern.h), so the state is streamed once per
- * chunk instead of once per token.
+ * small matrix product: [K; Q] S_0 and P' U and the state update Kdᵀ U with
+ * the leaves' gemm (rows of d_v in registers), K Kᵀ and Q Kᵀ with the ISA's
+ * tile_mm (kern.h).  So the state is read and written once per chunk
+ * (KERN_DN_CHUNK tokens) instead of once per token: measured 1.4-1.8x the
+ * recurrence's prompt speed at Qwen3-Next's sizes (tools/bench_ssm.c).  The
+ * work of a key head (its normalised q and k, K Kᵀ, Q Kᵀ) is shared by its
+ * value heads, so the threads take key heads.
  */
 #include "kern_ssm.h"
 
@@ -137,15 +141,22 @@ const kern_ssm_leaves kern_ssm_scalar_leaves = {
     .l2_norm = sc_l2_norm, .axpby = sc_axpby, .gemm = sc_gemm,
 };
 
+/* x86-64 has SIMD leaves; other builds (aarch64 bundles) run the scalar ones. */
 const kern_ssm_leaves *kern_ssm_leaves_for(int isa) {
+#if defined(__x86_64__)
     if (isa == KERN_ISA_AVX2 && kern_isa_available(KERN_ISA_AVX2))
         return kern_cpu_avx512vnni() ? &kern_ssm_avx512_leaves : &kern_ssm_avx2_leaves;
+#endif
+    (void)isa;
     return &kern_ssm_scalar_leaves;
 }
 
 static const kern_isa_ops *isa_ops(int isa) {
-    return isa == KERN_ISA_AVX2 && kern_isa_available(KERN_ISA_AVX2) ? &kern_avx2_ops
-                                                                     : &kern_scalar_ops;
+#if defined(__x86_64__)
+    if (isa == KERN_ISA_AVX2 && kern_isa_available(KERN_ISA_AVX2)) return &kern_avx2_ops;
+#endif
+    (void)isa;
+    return &kern_scalar_ops;
 }
 
 /* ==== threading ================================================================ */
@@ -199,8 +210,8 @@ typedef struct {
     int n_head, head_dim, d_state, n_group, n_tok;
 } scan_job;
 
-/* Mamba-2: heads [h0, h1), each over all tokens (its 64-128 KB state stays
- * in cache while the tokens stream past). */
+/* Mamba-2: heads [h0, h1), each over all tokens (its head_dim x d_state
+ * state, 32 KB at 64 x 128, stays in cache while the tokens stream past). */
 static void scan2_worker(void *arg, int ith, int nth) {
     const scan_job *j = arg;
     long h0, h1;

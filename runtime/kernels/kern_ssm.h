@@ -13,14 +13,16 @@
  * chunked form, the same numbers up to float rounding).
  *
  * ISAs: a scalar reference (kern_ssm.c, the oracle every other leaf is tested
- * against), AVX2 + FMA leaves (kern_ssm_avx2.c) and, inside KERN_ISA_AVX2 on
- * CPUs with AVX-512 (kern_cpu_avx512vnni), AVX-512 leaves for the two hot
- * per-token loops (kern_ssm_avx512.c).  exp/log follow libm in the scalar
- * leaves (expf, logf as ggml); the SIMD leaves use a polynomial exp within a
- * few ulp.
+ * against; what builds for other architectures run), AVX2 + FMA leaves
+ * (kern_ssm_avx2.c) and, inside KERN_ISA_AVX2 on CPUs with AVX-512
+ * (kern_cpu_avx512vnni), the same leaves on 16-float zmm vectors
+ * (kern_ssm_avx512.c; both from kern_ssm_simd.h).  exp/log follow libm in
+ * the scalar leaves (expf, logf as ggml); the SIMD leaves use a polynomial
+ * exp within a few ulp.
  *
  * Threads: the conv splits channels, the scans heads (Mamba-1: channels), the
- * delta rule value heads, over E->pool when the call is large enough.
+ * delta rule key heads (each with its value heads), over E->pool when the
+ * call is large enough.
  * Nothing here allocates: the delta rule's work space is op scratch the
  * emitter reserves in the arena (kern_delta_net_scratch_floats).
  */
@@ -95,8 +97,10 @@ typedef struct {
 } kern_ssm_leaves;
 
 extern const kern_ssm_leaves kern_ssm_scalar_leaves;
+#if defined(__x86_64__)
 extern const kern_ssm_leaves kern_ssm_avx2_leaves;
 extern const kern_ssm_leaves kern_ssm_avx512_leaves;
+#endif
 
 /* The leaves isa runs on this CPU (AVX-512 ones inside KERN_ISA_AVX2 when
  * available); tests compare each with kern_ssm_scalar_leaves. */
