@@ -387,6 +387,72 @@ TEST(ssm, prefix_reuse_restarts_from_snapshots) {
     }
 }
 
+/* The snapshot ring: when full, a new snapshot replaces the oldest one but
+ * the earliest (4 slots, snapshots at 1..7: 1 and the last three stay). */
+TEST(ssm, snapshot_ring_keeps_earliest_and_newest) {
+    const char *mp = model_path("mamba", "f32");
+    if (!mp) SKIP("../shared/%s absent", VOCAB_REL);
+    char path[1200], err[256];
+    snprintf(path, sizeof path, "%s", mp);
+    loaded l;
+    if (load(path, CC_JIT, 0, 0, &l)) return;
+    EXPECT_EQ_I(l.ctx->n_snaps, ENG_DEFAULT_SNAPSHOTS);
+    int tok = 1;
+    for (int p = 1; p <= 7; p++) {
+        EXPECT(eng_eval(l.ctx, &tok, 1, err, sizeof err) == 0);
+        eng_snapshot(l.ctx);
+    }
+    char got[64] = "";
+    for (int p = 1; p <= 7; p++)
+        if (eng_snapshot_at(l.ctx, p)) snprintf(got + strlen(got), sizeof got - strlen(got), " %d", p);
+    EXPECT_STR_EQ(got, " 1 5 6 7");
+    unload(&l);
+}
+
+/* A decode loop of one-token cinfer_eval calls (cinfer bench's, or a caller's
+ * own sampler): each call is an evaluated prompt, but its snapshot is
+ * deferred, so the loop copies no state per token (58 MB a token on a 1B
+ * hybrid).  The prompt's snapshot survives the loop; the loop's last
+ * position becomes one when a longer evaluation extends it; a prompt that
+ * leaves the history inside the loop's tokens restarts from the prompt's
+ * end (with a snapshot per token, the ring would have kept the loop's last
+ * three positions). */
+TEST(ssm, decode_loop_defers_snapshots) {
+    const char *mp = model_path("granitehybrid", "f32");
+    if (!mp) SKIP("../shared/%s absent", VOCAB_REL);
+    cinfer_model *m = open_model(mp);
+    if (!m) return;
+    int ids[64];
+    tokens_64("granitehybrid", ids);
+    int32_t a[64], c[64];
+    memcpy(a, ids, sizeof a);
+    const int nA = 20, nv = cinfer_model_n_vocab(m);
+    cinfer_session *s = new_session(m, 256), *cold = new_session(m, 256);
+    char err[256];
+    EXPECT(cinfer_eval(s, a, nA, err, sizeof err) == 0);
+    for (int i = nA; i < nA + 10; i++) EXPECT(cinfer_eval(s, a, (size_t)i + 1, err, sizeof err) == 0);
+    EXPECT(cinfer_eval(cold, a, nA + 10, err, sizeof err) == 0);
+    double d = cos_dist(cinfer_logits(s), cinfer_logits(cold), nv);
+    EXPECT_MSG(d <= 1e-5, "decode loop vs one batch: cosine distance %.3g", d);
+    /* the same history again: nothing evaluated */
+    EXPECT_EQ_I(gen1(s, a, nA + 10, NULL, 0, NULL), nA + 10);
+    /* left inside the loop's tokens: back to the prompt's end */
+    memcpy(c, a, sizeof c);
+    c[nA + 8] = (c[nA + 8] + 1) % nv;
+    EXPECT_EQ_I(gen1(s, c, nA + 10, NULL, 0, NULL), nA);
+    /* a loop, then a longer evaluation extending it: the loop's end is kept */
+    cinfer_session_reset(s);
+    EXPECT(cinfer_eval(s, a, nA, err, sizeof err) == 0);
+    for (int i = nA; i < nA + 10; i++) EXPECT(cinfer_eval(s, a, (size_t)i + 1, err, sizeof err) == 0);
+    EXPECT(cinfer_eval(s, a, nA + 15, err, sizeof err) == 0);
+    memcpy(c, a, sizeof c);
+    c[nA + 12] = (c[nA + 12] + 1) % nv;
+    EXPECT_EQ_I(gen1(s, c, nA + 15, NULL, 0, NULL), nA + 10);
+    cinfer_session_free(s);
+    cinfer_session_free(cold);
+    cinfer_model_close(m);
+}
+
 /* ---- chat: a snapshot at the end of each leading message ---------------------------------- */
 
 TEST(ssm, chat_keeps_state_at_message_ends) {

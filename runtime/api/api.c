@@ -837,7 +837,9 @@ static int no_logits(const cinfer_model *m, char *err, size_t err_len) {
  * evaluated again.  Snapshots are taken at the end of every evaluated prompt
  * and at marks[0..n_marks) (token counts: e.g. where each chat message
  * ends), so the next prompt that extends this one, or shares its first
- * messages, starts from one. */
+ * messages, starts from one.  A prompt that evaluates one token defers its
+ * snapshot (eng_snapshot_deferred): a decode loop of one-token cinfer_eval
+ * calls copies no state per token. */
 static int eval_history(cinfer_session *s, const int32_t *ids, size_t n, const size_t *marks,
                         size_t n_marks, int *n_reused, char *err, size_t err_len) {
     char e[512];
@@ -887,7 +889,10 @@ static int eval_history(cinfer_session *s, const int32_t *ids, size_t n, const s
         }
         memmove(s->tokens + at, ids + at, (end - at) * sizeof *ids);
         at = end;
-        if (snap) eng_snapshot(c);
+        /* one token (a caller's decode loop): deferred, copied only if a longer
+         * evaluation extends it (eng_snapshot_deferred) */
+        if (snap && total == 1 && !n_marks) eng_snapshot_deferred(c);
+        else if (snap) eng_snapshot(c);
         if (s->progress && s->progress(s->progress_user, "prompt", (int)(at - (size_t)keep), (int)total) &&
             at < n)
             return fail(err, err_len, CINFER_ECANCEL, "prompt evaluation cancelled after %d of %d tokens",
@@ -1137,6 +1142,7 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
     if ((rc = eval_history(s, ids, n_ids, o.keep_state_at, o.n_keep_state_at, &r.n_reused, err,
                            err_len)))
         goto done;
+    eng_snapshot_flush(s->ctx); /* the end of the prompt stays a snapshot while generating */
     r.prompt_ms = now_ms() - t0;
 
     t0 = now_ms();

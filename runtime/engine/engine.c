@@ -623,6 +623,10 @@ static void diagnose_nonfinite(eng_ctx *c, char *what, size_t what_len) {
 int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len) {
     const cf_model_desc *d = c->m->desc;
     if (n <= 0) return 0;
+    if (c->snap_deferred) { /* one token continues the deferred snapshot's position: superseded */
+        if (n == 1) c->snap_deferred = 0;
+        else eng_snapshot_flush(c);
+    }
     if (c->n_past + n > c->n_ctx)
         return snprintf(err, err_len, "context full: %d positions used + %d new > n_ctx %d",
                         c->n_past, n, c->n_ctx), -1;
@@ -674,6 +678,7 @@ const float *eng_logits(const eng_ctx *c) {
 int eng_truncate(eng_ctx *c, int n_past) {
     if (n_past < 0) n_past = 0;
     if (n_past >= c->n_past) return c->n_past;
+    c->snap_deferred = 0; /* its position is past n_past: of the history being replaced */
     if (!c->state) {
         c->n_past = n_past;
         return n_past;
@@ -699,6 +704,7 @@ int eng_truncate(eng_ctx *c, int n_past) {
 }
 
 void eng_snapshot(eng_ctx *c) {
+    c->snap_deferred = 0;
     if (!c->state || c->n_past <= 0) return;
     eng_snap *s = NULL, *first = NULL;
     for (int i = 0; i < c->n_snaps; i++) {
@@ -708,9 +714,11 @@ void eng_snapshot(eng_ctx *c) {
     }
     for (int i = 0; !s && i < c->n_snaps; i++)
         if (c->snaps[i].pos < 0) s = &c->snaps[i];
-    for (int i = 0; !s && i < c->n_snaps; i++) { /* full: the oldest but the earliest */
-        eng_snap *x = &c->snaps[i];
-        if ((x != first || c->n_snaps == 1) && (!s || x->stamp < s->stamp)) s = x;
+    if (!s) { /* full: the oldest but the earliest */
+        for (int i = 0; i < c->n_snaps; i++) {
+            eng_snap *x = &c->snaps[i];
+            if ((x != first || c->n_snaps == 1) && (!s || x->stamp < s->stamp)) s = x;
+        }
     }
     const cf_model_desc *d = c->m->desc;
     memcpy(s->state, c->state, (size_t)c->state_floats * sizeof(float));
@@ -720,13 +728,23 @@ void eng_snapshot(eng_ctx *c) {
     s->stamp = ++c->snap_clock;
 }
 
+void eng_snapshot_deferred(eng_ctx *c) {
+    c->snap_deferred = c->state && c->n_past > 0;
+}
+
+void eng_snapshot_flush(eng_ctx *c) {
+    if (c->snap_deferred) eng_snapshot(c);
+}
+
 int eng_snapshot_at(const eng_ctx *c, int pos) {
+    if (c->snap_deferred && pos == c->n_past) return 1;
     for (int i = 0; c->state && i < c->n_snaps; i++)
         if (c->snaps[i].pos == pos) return 1;
     return 0;
 }
 
 void eng_set_history(eng_ctx *c, int n_past, int has_logits) {
+    c->snap_deferred = 0; /* the state was replaced */
     c->n_past = n_past;
     c->n_logits = has_logits ? 1 : 0;
     for (int i = 0; c->state && i < c->n_snaps; i++) c->snaps[i].pos = -1;

@@ -61,6 +61,7 @@ typedef struct {
     eng_snap *snaps; /* (n_snaps) for prefix reuse (eng_snapshot, eng_truncate) */
     int n_snaps;
     unsigned long snap_clock;
+    int snap_deferred; /* 1: the state is the snapshot of n_past, not yet copied (eng_snapshot_deferred) */
     cf_env env;
     const cf_kernels *kern_base; /* the ISA's kernel table; env.K is kern_stream when streaming */
     cf_kernels kern_stream;      /* kern_base with matmul reporting its weight to the stream */
@@ -145,7 +146,17 @@ int eng_truncate(eng_ctx *c, int n_past);
  * full, the oldest snapshot but the earliest one goes.  No-op without
  * recurrent layers or at position 0.  Never allocates. */
 void eng_snapshot(eng_ctx *c);
-/* 1 when a snapshot of position pos exists. */
+/* eng_snapshot, deferred: the current state is the snapshot of n_past, and
+ * is copied only if eng_eval of more than one token (or eng_snapshot_flush)
+ * comes next.  eng_eval of one token drops it instead, and eng_truncate
+ * below n_past drops it as it drops every snapshot past the kept position:
+ * a decode loop of one-token evaluations (each the end of an evaluated
+ * prompt) copies no state per token, and its last position is saved when a
+ * longer evaluation extends it.  No-op like eng_snapshot. */
+void eng_snapshot_deferred(eng_ctx *c);
+/* Copy a deferred snapshot now (no-op without one). */
+void eng_snapshot_flush(eng_ctx *c);
+/* 1 when a snapshot of position pos exists (a deferred one included). */
 int eng_snapshot_at(const eng_ctx *c, int pos);
 /* The caller wrote the KV rows [0, n_past), the recurrent state and, when
  * has_logits, the last logits row (logits[0..n_vocab)) directly (a session
