@@ -61,7 +61,7 @@ SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_S
 .PHONY: bundle-deps deb-pkgs-arm64 aarch64 test-aarch64 bench-bundle
 .PHONY: all test check check-layout demo deps deb-pkgs node-check golden fuzz bench clean help install unicode bench-tok \
         bench-matmul fuzz-hf fuzz-tokjson bench-grammar test-grammar-full fuzz-schema arch-models arch-models-quant arch-refs \
-        tok-refs tok-vocabs
+        tok-refs tok-vocabs bench-ssm
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
@@ -286,19 +286,31 @@ tok-refs: $(BUILD)/libcinfer.a
 
 # ---- bench -------------------------------------------------------------------
 # Benchmarks, never part of `make test` (tools/bench.sh says what it does):
-# the 336M llama-shape model of DESIGN.md §7 made with ../shared/tools/mkmodel
-# as F16 under $(BUILD)/bench (not committed), quantized with `cinfer
-# quantize`, then `cinfer bench` and the peer (peer/, node-llama-cpp) on the
-# same files and threads, interleaved, with ratios and the fraction of the
-# memory-bandwidth bound.  BENCH_TYPES, BENCH_P, BENCH_N, BENCH_R,
-# BENCH_ROUNDS, BENCH_THREADS, PEER_DIR override the defaults.
-bench: $(BUILD)/cinfer
+# the 336M llama-shape model of DESIGN.md §7 and a qwen2moe MoE made with
+# ../shared/tools/mkmodel, a Granite-4.0-H-1B-like hybrid made with
+# tools/archgen.c (--bench), under $(BUILD)/bench (not committed), quantized
+# with `cinfer quantize`, then `cinfer bench` and the peer (llama.cpp's native
+# llama-bench, else node-llama-cpp) on the same files and threads,
+# interleaved, with ratios and the fraction of the memory-bandwidth bound, and
+# the recurrent-layer kernels (bench_ssm).  BENCH_MODELS, BENCH_TYPES,
+# BENCH_MOE_TYPES, BENCH_HYBRID_TYPES, BENCH_P, BENCH_N, BENCH_R,
+# BENCH_ROUNDS, BENCH_THREADS, LLAMA_BENCH, PEER_DIR override the defaults.
+bench: $(BUILD)/cinfer $(BUILD)/tools/archgen $(BUILD)/bench_ssm
 	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/bench.sh
 
 # Bundle start-up and heap (tools/bench_bundle.sh): process start -> first token
 # of a 336M Q4_0 bundle vs cinfer run --aot and llama.cpp's llama-bench.
 bench-bundle: $(BUILD)/cinfer
 	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/bench_bundle.sh
+
+# The recurrent-layer kernels on realistic shapes (tools/bench_ssm.c): the chunked
+# gated delta rule against the recurrence, the Mamba-2/Mamba-1 scans, the conv:
+# make bench-ssm BENCH_SSM_ARGS="-t 2 -n 512".
+BENCH_SSM_ARGS ?= -t 2 -n 512
+$(BUILD)/bench_ssm: tools/bench_ssm.c $(BUILD)/libcinfer.a
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ tools/bench_ssm.c $(BUILD)/libcinfer.a $(LIBS)
+bench-ssm: $(BUILD)/bench_ssm
+	@$(BUILD)/bench_ssm $(BENCH_SSM_ARGS)
 
 # One matmul per bench-model shape, native vs row-interleaved (tools/bench_matmul.c):
 # make bench-matmul BENCH_MM_ARGS="-t 2 -n 512" (-f: f32 activations, -i avx2|vnni|scalar).
@@ -512,6 +524,7 @@ help:
 	@echo "make test-aarch64  NEON kernel tests and aarch64 bundles under qemu-user"
 	@echo "make serve-deps npm ci the serve tests' packages into tests/serve/node_modules"
 	@echo "make loadtest   serve load test: 200 requests, 8 clients (LOAD_ARGS=...)"
+	@echo "make bench-ssm  recurrent-layer kernels: chunked vs token-by-token DeltaNet, Mamba scans (tools/bench_ssm.c)"
 	@echo "make bench-tok  tokenizer throughput on 1 MiB of mixed text"
 	@echo "make bench-grammar  JSON Schema suites, mask timing, constrained generation (structured output)"
 	@echo "make test-grammar-full  the grammar tests make test samples, in full (differential, stress, serve)"

@@ -338,10 +338,14 @@ typedef struct {
     int activations; /* CINFER_ACT_*; 0: CINFER_ACT_DEFAULT */
     cinfer_progress_fn progress; /* optional: prompt evaluation progress, and cancel */
     void *progress_user;
+    int n_state_snapshots; /* models with recurrent layers: saved states kept for prefix
+                            * reuse (each the size of the model's state); 0: 4, at most 64 */
 } cinfer_session_options;
 
 /* A new session with an empty history.  Allocates the KV cache
- * (n_layer × n_ctx × kv_dim × 2 floats), activation arena and thread pool up
+ * (n_layer × n_ctx × kv_dim × 2 floats), the recurrent state of models that
+ * have one (state-space and linear-attention layers: a fixed size whatever
+ * n_ctx, plus n_state_snapshots copies), activation arena and thread pool up
  * front; generation allocates nothing per token. */
 int cinfer_session_new(cinfer_model *m, const cinfer_session_options *opts,
                        cinfer_session **out, char *err, size_t err_len);
@@ -354,14 +358,18 @@ int cinfer_session_n_ctx(const cinfer_session *s);
 int cinfer_session_n_past(const cinfer_session *s);
 const int32_t *cinfer_session_tokens(const cinfer_session *s);
 
-/* Save the history and KV cache to path (written to path.tmp, then renamed)
- * and restore it into a session of the same model (checked by fingerprint;
- * the session's n_ctx must hold the saved tokens).  CINFER_EIO, CINFER_EFORMAT. */
+/* Save the history, KV cache, recurrent state and last logits to path
+ * (written to path.tmp, then renamed) and restore it into a session of the
+ * same model (checked by fingerprint; the session's n_ctx must hold the saved
+ * tokens); the restored session continues bit for bit as the saved one would
+ * have.  CINFER_EIO, CINFER_EFORMAT. */
 int cinfer_session_save(const cinfer_session *s, const char *path, char *err, size_t err_len);
 int cinfer_session_load(cinfer_session *s, const char *path, char *err, size_t err_len);
 
 /* Evaluate ids as the full history: the longest common prefix with the current
- * history is kept (its KV cache reused), the rest evaluated in batches.
+ * history is kept (its KV cache reused; for recurrent models the prefix up to
+ * the last saved state within it, see cinfer_gen_options.keep_state_at), the
+ * rest evaluated in batches.
  * Afterwards cinfer_logits() holds the last token's logits.  CINFER_ECTX when
  * n_ids > n_ctx; CINFER_EARG for an id out of range. */
 int cinfer_eval(cinfer_session *s, const int32_t *ids, size_t n_ids, char *err, size_t err_len);
@@ -615,6 +623,13 @@ typedef struct {
      * grammar must come from this session's model. */
     const cinfer_grammar *grammar;
     cinfer_confidence *confidence; /* with grammar: cleared, then filled with the decisions */
+    /* Models with recurrent layers (Mamba, DeltaNet, hybrids) cannot drop the
+     * tail of their state, so prefix reuse restarts from a saved state: one is
+     * kept at the end of every prompt and of every generation, and also after
+     * the first keep_state_at[i] prompt tokens (e.g. where each chat message
+     * ends: cinfer_chat passes those itself).  Ignored by other models. */
+    const size_t *keep_state_at;
+    size_t n_keep_state_at;
 } cinfer_gen_options;
 
 typedef enum {
@@ -628,7 +643,7 @@ typedef enum {
 
 typedef struct {
     int n_prompt;          /* prompt tokens */
-    int n_reused;          /* of them, taken from the KV cache (prefix reuse) */
+    int n_reused;          /* of them, taken from the KV cache or a saved recurrent state (prefix reuse) */
     int n_generated;
     cinfer_stop_reason stop;
     double prompt_ms, gen_ms;
