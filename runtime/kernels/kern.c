@@ -29,6 +29,7 @@
 #include "kern_kquants.h"
 #include "kern_q8.h"
 #include "kern_r8.h"
+#include "kern_rk.h"
 
 #include <assert.h>
 #include <math.h>
@@ -53,7 +54,7 @@ static_assert(CF_F32 == 0 && CF_F16 == 1 && CF_Q4_0 == 2 && CF_Q4_1 == 3 && CF_Q
               CF_Q5_1 == 7 && CF_Q8_0 == 8 && CF_IQ4_NL == 20 && CF_BF16 == 30 && CF_MXFP4 == 39,
               "prelude type ids are ggml's");
 
-#define KERN_TYPE_COUNT 102 /* GGML_TYPE_COUNT is 40; cinfer's R8 types are 100, 101 */
+#define KERN_TYPE_COUNT 105 /* GGML_TYPE_COUNT is 40; cinfer's R8 types are 100, 101, RK 102..104 */
 
 /* ==== the type table ======================================================= */
 
@@ -113,6 +114,10 @@ static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
      * kern_r8_matmul.  type_size is the ggml block's, per row (kern_row_bytes). */
     [CF_Q4_0_R8] = {"q4_0_r8", 32, 18, {0}, {0}, CF_Q8_0, {0}},
     [CF_Q8_0_R8] = {"q8_0_r8", 32, 34, {0}, {0}, CF_Q8_0, {0}},
+    /* row-interleaved K-quants (kern.h, kern_rk.c): matmul goes to kern_rk_matmul */
+    [CF_Q4_K_R8] = {"q4_k_r8", KERN_QK_K, (int)sizeof(kern_block_q4_k), {0}, {0}, KERN_T_Q8_K, {0}},
+    [CF_Q5_K_R8] = {"q5_k_r8", KERN_QK_K, (int)sizeof(kern_block_q5_k), {0}, {0}, KERN_T_Q8_K, {0}},
+    [CF_Q6_K_R8] = {"q6_k_r8", KERN_QK_K, (int)sizeof(kern_block_q6_k), {0}, {0}, KERN_T_Q8_K, {0}},
 };
 
 const kern_type_ops *kern_type_ops_get(int type) {
@@ -123,6 +128,8 @@ const kern_type_ops *kern_type_ops_get(int type) {
 int kern_type_supported(int type) { return kern_type_ops_get(type) != NULL; }
 
 int kern_type_is_r8(int type) { return type == CF_Q4_0_R8 || type == CF_Q8_0_R8; }
+
+int kern_type_is_rk(int type) { return type == CF_Q4_K_R8 || type == CF_Q5_K_R8 || type == CF_Q6_K_R8; }
 
 int kern_type_block(int type) {
     const kern_type_ops *t = kern_type_ops_get(type);
@@ -216,6 +223,11 @@ static void mm_vec_worker(void *arg, int ith, int nth) {
         kern_r8_dot_groups(j->isa, j->type, j->w, j->n_in, r0, r1, j->x, j->y);
         return;
     }
+    if (kern_type_is_rk(j->type)) {
+        split(j->n_out / 8, ith, nth, &r0, &r1);
+        kern_rk_dot_groups(j->isa, j->type, j->w, j->n_in, r0, r1, j->x, j->y);
+        return;
+    }
     split(j->n_out, ith, nth, &r0, &r1);
     for (long r = r0; r < r1; r++) j->y[r] = dot(j->w + (size_t)r * j->row_bytes, j->x, j->n_in);
 }
@@ -232,6 +244,10 @@ static void mm_mat_tiles(const mm_job *j, float *tile, long tile0, long tile1) {
             size_t ws;
             if (kern_type_is_r8(j->type)) { /* nr is a multiple of 8 (n_out % 8 == 0) */
                 kern_r8_deq_rows(j->isa, j->type, j->w, j->n_in, (int)r0, nr, k0, kc, tile, KERN_MM_KC);
+                wt = tile;
+                ws = KERN_MM_KC;
+            } else if (kern_type_is_rk(j->type)) {
+                kern_rk_deq_rows(j->isa, j->type, j->w, j->n_in, (int)r0, nr, k0, kc, tile, KERN_MM_KC);
                 wt = tile;
                 ws = KERN_MM_KC;
             } else if (j->type == CF_F32) { /* already f32: multiply in place */
@@ -267,7 +283,7 @@ static void mm_mat_worker(void *arg, int ith, int nth) {
 void kern_matmul_f32act(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
                         int n_out, int n_in, int n_tok) {
     const kern_type_ops *ty = kern_type_ops_get(type);
-    if (!ty || n_in % ty->blck || (kern_type_is_r8(type) && n_out % 8)) {
+    if (!ty || n_in % ty->blck || ((kern_type_is_r8(type) || kern_type_is_rk(type)) && n_out % 8)) {
         fill_nan(y, (long)n_out * n_tok); /* the compiler checks types; never crash here */
         return;
     }

@@ -30,6 +30,7 @@
 #include "kern_mm.h"
 #include "kern_q8.h"
 #include "kern_r8.h"
+#include "kern_rk.h"
 
 #define PAR_MIN_WORK 32768L /* as kern.c: below this many multiply-adds, one thread */
 
@@ -176,13 +177,14 @@ void kern_moe_sum(cf_env *E, float *y, const float *x, const float *route,
 
 /* ==== the expert matmul ================================================================ */
 
-enum { MOE_F32, MOE_Q, MOE_R8_F32, MOE_R8_Q }; /* the leaf a one-token unit runs */
+enum { MOE_F32, MOE_Q, MOE_R8_F32, MOE_R8_Q, MOE_RK_F32, MOE_RK_Q }; /* the leaf a one-token unit runs */
 
 typedef struct {
     int mode, isa, type, n_out, n_in, k;
     size_t row_bytes;                /* per weight row (R8: group bytes / 8) */
     const kern_type_ops *ty;
     kern_r8_gemm_fn r8_gemm;
+    kern_rk_gemm_fn rk_gemm;         /* MOE_RK_Q (kern_rk.h): the dense driver's leaf, one token */
     const uint8_t *we[KERN_MOE_MAX_K]; /* slot j's expert matrix */
     const void *a[KERN_MOE_MAX_K];     /* slot j's activations, in the leaf's format */
     float *y;                           /* (k, n_out) */
@@ -190,7 +192,7 @@ typedef struct {
 
 static void moe_vec_worker(void *arg, int ith, int nth) {
     const moe_vec_job *j = arg;
-    const int r8 = j->mode == MOE_R8_F32 || j->mode == MOE_R8_Q;
+    const int r8 = j->mode == MOE_R8_F32 || j->mode == MOE_R8_Q || j->mode == MOE_RK_F32 || j->mode == MOE_RK_Q;
     const long per = r8 ? j->n_out / 8 : j->n_out, total = per * j->k;
     const long u0 = total * ith / nth, u1 = total * (ith + 1) / nth;
     for (long u = u0; u < u1;) {
@@ -210,6 +212,16 @@ static void moe_vec_worker(void *arg, int ith, int nth) {
         case MOE_R8_F32:
             kern_r8_dot_groups(j->isa, j->type, w, j->n_in, r0, r1, j->a[s], ys);
             break;
+        case MOE_RK_F32:
+            kern_rk_dot_groups(j->isa, j->type, w, j->n_in, r0, r1, j->a[s], ys);
+            break;
+        case MOE_RK_Q: {
+            const size_t grp = (size_t)8 * j->row_bytes;
+            const int nb = j->n_in / KERN_QK_K;
+            for (long g = r0; g < r1; g++)
+                j->rk_gemm(w + (size_t)g * grp, j->a[s], (size_t)nb, nb, 1, ys + 8 * g, (size_t)j->n_out);
+            break;
+        }
         default: { /* MOE_R8_Q */
             const size_t grp = (size_t)8 * j->row_bytes;
             const int nb = j->n_in / 32;
@@ -231,7 +243,7 @@ static void moe_vec_acts(moe_vec_job *j, int type, const float *x, int x_per_slo
     for (int s = 0; s < n_slots; s++) {
         const float *xs = x + (size_t)s * n;
         const void *a = xs;
-        if (j->mode == MOE_Q) {
+        if (j->mode == MOE_Q || j->mode == MOE_RK_Q) { /* RK: Q8_K rows, kern_rk_mm.c's bytes */
             kern_quantize_act_row(j->isa, type, xs, b, n);
             a = b;
             b += (kern_act_row_bytes(type, n) + 63) & ~(size_t)63;
@@ -284,6 +296,9 @@ static void moe_one_token(int isa, cf_env *E, float *y, const float *x, const fl
     if (r8) {
         j.mode = quant ? MOE_R8_Q : MOE_R8_F32;
         j.r8_gemm = kern_r8_leaves_for(kern_r8_impl_for_isa(isa))->gemm[type == CF_Q8_0_R8];
+    } else if (kern_type_is_rk(type)) {
+        j.mode = quant ? MOE_RK_Q : MOE_RK_F32;
+        j.rk_gemm = kern_rk_leaves_for(kern_r8_impl_for_isa(isa))->gemm[kern_rk_index(type)];
     } else {
         j.mode = quant && j.ty->dot_q[isa] ? MOE_Q : MOE_F32;
     }
@@ -373,8 +388,8 @@ void kern_moe_matmul(int isa, cf_env *E, float *y, const float *x, const float *
                      int x_per_slot, const float *bias, float *scratch, int n_tok) {
     const kern_type_ops *ty = kern_type_ops_get(type);
     const long n_y = (long)n_tok * k * n_out;
-    if (!ty || n_in % ty->blck || (kern_type_is_r8(type) && (n_out % 8 || n_in % 32)) ||
-        (!kern_type_is_r8(type) && !ty->dot[isa]) || k < 1 || k > KERN_MOE_MAX_K ||
+    const int grouped = kern_type_is_r8(type) || kern_type_is_rk(type); /* 8-row groups */
+    if (!ty || n_in % ty->blck || (grouped && n_out % 8) || (!grouped && !ty->dot[isa]) || k < 1 || k > KERN_MOE_MAX_K ||
         n_expert < 1 || n_expert > KERN_MOE_MAX_EXPERTS) {
         fill_nan(y, n_y);
         return;
