@@ -41,7 +41,7 @@
 #include "kern_kquants.h"
 
 /* Tokens one gemm leaf call takes at most. */
-#define KERN_RK_NT 8
+#define KERN_RK_NT 16
 
 /* Bytes per 256-column super-block of a group (8 native blocks); 0 for
  * other types. */

@@ -15,9 +15,10 @@
  *   AVX2: vpmaddubsw (codes <= 63 against int8: |2·63·128| < 32768, never
  *         saturates) then vpmaddwd against the sub-block's scale in both
  *         16-bit halves of the row's lane, which is sc · Σ in one step.
- * M and O: vpmaddwd of (scale or min) pairs per lane against the token's
- * bsum pairs.  Then the f32 FMAs in the scalar reference's order, so every
- * impl and token count gives the same bits.
+ * M and O: vpmaddwd per lane of int16 pairs against the token's bsum pairs
+ * (bs_2k, bs_2k+1): Q4_K/Q5_K (m_k, m_k), Q6_K (sc_2k, sc_2k+1).  Then the
+ * f32 FMAs in the scalar reference's order, so every impl and token count
+ * gives the same bits.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -25,7 +26,7 @@
 #include "kern_rk.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 8")
+#define UNROLL _Pragma("GCC unroll 16")
 
 INLINE __m256i bc32(const void *p) {
     int v;
@@ -37,7 +38,7 @@ INLINE __m256i load8u(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_
 INLINE __m256 dw8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
 #if RK_VNNI
-#define RK_WIDE 8
+#define RK_WIDE 16 /* 8 code vectors + 16 int32 sums + temporaries in 32 registers */
 #else
 #define RK_WIDE 4
 #endif
@@ -72,8 +73,8 @@ INLINE void gemm_q45(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int
     const __m256i m15 = _mm256_set1_epi32(15), m3 = _mm256_set1_epi32(3);
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * bb;
-        /* scales (VNNI: int32 per lane; AVX2: in both 16-bit halves) and min pairs */
-        __m256i sc[8], mp[4];
+        /* scales (VNNI: int32 per lane; AVX2: in both 16-bit halves) and mins (both halves) */
+        __m256i sc[8], mp[8];
         UNROLL for (int j = 0; j < 8; j++) {
             const __m256i lo = load8u(blk + 32 + 8 * j);
             const __m256i h = _mm256_srli_epi32(load8u(blk + 96 + 8 * (j / 2)), 4 * (j & 1));
@@ -85,8 +86,7 @@ INLINE void gemm_q45(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int
 #else
             sc[j] = _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
 #endif
-            if (j & 1) mp[j / 2] = _mm256_or_si256(mp[j / 2], _mm256_slli_epi32(m, 16));
-            else mp[j / 2] = m;
+            mp[j] = _mm256_or_si256(m, _mm256_slli_epi32(m, 16));
         }
         __m256i S[NTOK];
         UNROLL for (int t = 0; t < NTOK; t++) S[t] = _mm256_setzero_si256();
@@ -114,14 +114,9 @@ INLINE void gemm_q45(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int
         const __m256 dw = dw8(blk), dm = dw8(blk + 16);
         UNROLL for (int t = 0; t < NTOK; t++) {
             const kern_block_q8_k *ab = at[t] + b;
-            /* the 8 sums of 32 activations as int16 pairs (bs_2k, bs_2k+1) */
-            const __m128i ones = _mm_set1_epi16(1);
-            const __m128i b32 = _mm_packs_epi32(_mm_madd_epi16(_mm_loadu_si128((const __m128i *)ab->bsums), ones),
-                                                _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(ab->bsums + 8)), ones));
-            __m256i M = _mm256_madd_epi16(mp[0], _mm256_broadcastd_epi32(b32));
-            M = _mm256_add_epi32(M, _mm256_madd_epi16(mp[1], _mm256_broadcastd_epi32(_mm_srli_si128(b32, 4))));
-            M = _mm256_add_epi32(M, _mm256_madd_epi16(mp[2], _mm256_broadcastd_epi32(_mm_srli_si128(b32, 8))));
-            M = _mm256_add_epi32(M, _mm256_madd_epi16(mp[3], _mm256_broadcastd_epi32(_mm_srli_si128(b32, 12))));
+            /* M = Σ_j m_j·(bs_2j + bs_2j+1): (m_j, m_j) against the bsum pair */
+            __m256i M = _mm256_setzero_si256();
+            UNROLL for (int j = 0; j < 8; j++) M = _mm256_add_epi32(M, _mm256_madd_epi16(mp[j], bc32(ab->bsums + 2 * j)));
             const __m256 da = _mm256_set1_ps(ab->d);
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[t]), _mm256_mul_ps(dw, da), acc[t]);
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), M)),
@@ -205,7 +200,7 @@ INLINE void gemm_q6(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int 
         if (t < nt) _mm256_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
 
-/* ---- entries: NTOK 1 (decode), 4, RK_WIDE --------------------------------------------------- */
+/* ---- entries: NTOK 1 (decode), 4, (8,) RK_WIDE --------------------------------------------------- */
 
 INLINE void body(int kind, const void *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,
                  size_t ldy, const int NTOK) {
@@ -223,6 +218,8 @@ INLINE void body(int kind, const void *wg, const kern_block_q8_k *a, size_t as, 
         for (int t0 = 0; t0 < nt; t0 += RK_WIDE) {                                                    \
             const int n = nt - t0 < RK_WIDE ? nt - t0 : RK_WIDE;                                      \
             if (n <= 4) body(kind, wg, a + (size_t)t0 * as, as, nb, n, y + (size_t)t0 * ldy, ldy, 4);   \
+            else if (RK_WIDE > 8 && n <= 8)                                                           \
+                body(kind, wg, a + (size_t)t0 * as, as, nb, n, y + (size_t)t0 * ldy, ldy, 8);         \
             else body(kind, wg, a + (size_t)t0 * as, as, nb, n, y + (size_t)t0 * ldy, ldy, RK_WIDE);    \
         }                                                                                             \
     }
