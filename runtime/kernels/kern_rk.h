@@ -8,7 +8,9 @@
  * the integer driver), kern_rk_simd.h compiled as kern_rk_avx2.c
  * (vpmaddubsw + vpmaddwd) and kern_rk_vnni.c (vpdpbusd, 32 ymm).  The impl
  * is kern_r8's choice (kern_r8_impl_for_isa): scalar, avx2, vnni; on aarch64
- * NEON/dotprod run the scalar RK leaves (no NEON RK leaves yet).
+ * NEON/dotprod run the scalar RK leaves (no NEON RK leaves yet, so `auto`
+ * keeps K-quants native there, precision.c; a .giw with RK tensors still
+ * runs, on the scalar leaves).
  *
  * Integer path (act_quant = 1), ggml's numerics.  Each token's activations
  * are quantized to ggml Q8_K (f32 d, 256 int8, 16 int16 bsums) with the
