@@ -17,13 +17,16 @@
  *  - batch invariance: each token of a 40-token call has the bits of a
  *    1-token call on that token; 1-thread pool, 2-thread pool, no pool:
  *    same bits;
- *  - act_quant 0: the native type's bits (decode and batch).
+ *  - act_quant 0: the native type's bits (decode and batch);
+ *  - expert matmul (kern_moe_matmul) on RK experts: one token and a 5-token
+ *    batch give each token the same bits, within the native experts' bound.
  */
 #include <math.h>
 #include <stdlib.h>
 
 #include "kernels/kern.h"
 #include "kernels/kern_q8.h"
+#include "kernels/kern_moe.h"
 #include "kernels/kern_r8.h"
 #include "kernels/kern_rk.h"
 #include "kernels/precision.h"
@@ -277,4 +280,47 @@ TEST(kern_rk, matmul) {
     free(x), free(y), free(ys), free(y2), free(ref), free(tol);
     pool_free(P1);
     pool_free(P2);
+}
+
+TEST(kern_rk, expert_matmul) {
+    const int n_out = 16, n_in = 512, n_expert = 3, k = 2, nt = 5;
+    pool *P = NULL;
+    EXPECT_EQ_I(pool_new(2, &P), 0);
+    EXPECT_EQ_I(pool_reserve(P, kern_scratch_bytes_act(16, nt * k, n_in)), 0);
+    float *x = malloc(sizeof(float) * nt * n_in), route[5][4];
+    for (int i = 0; i < nt * n_in; i++) x[i] = rnd_f(-2, 2);
+    for (int t = 0; t < nt; t++) {
+        const int32_t ids[2] = {t % n_expert, (t + 2) % n_expert};
+        route[t][0] = 0.75f, route[t][1] = 0.25f;
+        memcpy(&route[t][2], ids, sizeof ids);
+    }
+    const long sf = kern_moe_scratch_floats(nt, n_in, n_out, k);
+    float *scratch = malloc(sizeof(float) * (size_t)sf), *y = malloc(sizeof(float) * nt * k * n_out);
+    float *y1 = malloc(sizeof(float) * k * n_out), *yn = malloc(sizeof(float) * nt * k * n_out);
+    for (int ti = 0; ti < 3; ti++) {
+        const int rk = g_rk[ti], nat = kern_rk_native(rk);
+        uint8_t *w = make_weights(nat, n_expert * n_out, n_in), *p = repack(rk, nat, w, n_expert * n_out, n_in);
+        for (int aq = 0; aq < 2; aq++) {
+            cf_env E = {.pool = P, .n_ctx = 16, .act_quant = aq};
+            const int isa = kern_best_isa();
+            kern_moe_matmul(isa, &E, y, x, &route[0][0], p, rk, n_out, n_in, n_expert, k, 0, NULL, scratch, nt);
+            kern_moe_matmul(isa, &E, yn, x, &route[0][0], w, nat, n_out, n_in, n_expert, k, 0, NULL, scratch, nt);
+            int same = 1;
+            double worst = 0;
+            for (int t = 0; t < nt; t++) {
+                kern_moe_matmul(isa, &E, y1, x + (size_t)t * n_in, &route[t][0], p, rk, n_out, n_in, n_expert, k, 0,
+                                NULL, scratch, 1);
+                same &= !memcmp(y1, y + (size_t)t * k * n_out, sizeof(float) * k * n_out);
+            }
+            for (int i = 0; i < nt * k * n_out; i++) {
+                const double e = fabs((double)y[i] - yn[i]) / (1e-4 * (fabs((double)yn[i]) + 1.0));
+                if (!(e <= worst)) worst = e;
+            }
+            EXPECT_MSG(same, "%s act_quant %d: one-token expert matmul differs from the batch", g_name[ti], aq);
+            EXPECT_MSG(worst <= 1.0, "%s act_quant %d: experts off the native ones (%.3g x tol)", g_name[ti], aq, worst);
+        }
+        free(w), free(p);
+    }
+    free(x), free(scratch), free(y), free(y1), free(yn);
+    pool_free(P);
 }
