@@ -18,8 +18,9 @@
  *    1-token call on that token; 1-thread pool, 2-thread pool, no pool:
  *    same bits;
  *  - act_quant 0: the native type's bits (decode and batch);
- *  - expert matmul (kern_moe_matmul) on RK experts: one token and a 5-token
- *    batch give each token the same bits, within the native experts' bound.
+ *  - expert matmul (kern_moe_matmul) on RK experts: within the native
+ *    experts' bound, and (act_quant 1) one token and a 5-token batch give
+ *    each token the same bits.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -316,7 +317,10 @@ TEST(kern_rk, expert_matmul) {
                 const double e = fabs((double)y[i] - yn[i]) / (1e-4 * (fabs((double)yn[i]) + 1.0));
                 if (!(e <= worst)) worst = e;
             }
-            EXPECT_MSG(same, "%s act_quant %d: one-token expert matmul differs from the batch", g_name[ti], aq);
+            /* act_quant 1: both paths run the RK leaf per token; with f32
+             * activations the one-token path is a dot and the batch a tile
+             * GEMM (as for every type), so only the bound holds there */
+            if (aq) EXPECT_MSG(same, "%s: one-token expert matmul differs from the batch", g_name[ti]);
             EXPECT_MSG(worst <= 1.0, "%s act_quant %d: experts off the native ones (%.3g x tol)", g_name[ti], aq, worst);
         }
         free(w), free(p);
