@@ -80,7 +80,7 @@ int cli_resolve_model(const char *cmd, const char **model, char *buf, size_t cap
 int cli_parse_precision(const char *prog, const char *v);
 /* The --quant line of every usage text. */
 #define CLI_QUANT_HELP                                                                             \
-    "auto (default: Q4_0/Q8_0 weights interleaved losslessly, other types native),\n"             \
+    "auto (default: Q4_0/Q8_0/Q4_K/Q5_K/Q6_K weights interleaved losslessly, other types native),\n" \
     "                          native (the GGUF blocks, zero copy), f32, int8, int8int8, int4, int4mix\n" \
     "                          (repacked at load; a .giw runs as saved; docs/precisions.md)\n"
 /* --mem BYTES: a byte count with an optional binary suffix K, M, G, T (or

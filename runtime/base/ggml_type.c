@@ -103,6 +103,9 @@ static_assert(GGML_TYPE_MXFP4 == 39 && GGML_TYPE_COUNT == 40, "ggml_type ids dri
 static const ggml_type_info cinfer_type_table[GGUF_CINFER_TYPE_LAST - GGUF_CINFER_TYPE_FIRST + 1] = {
     [GGUF_CINFER_TYPE_Q4_0_R8 - GGUF_CINFER_TYPE_FIRST] = {"Q4_0_R8", 32, SZ_Q4_0},
     [GGUF_CINFER_TYPE_Q8_0_R8 - GGUF_CINFER_TYPE_FIRST] = {"Q8_0_R8", 32, SZ_Q8_0},
+    [GGUF_CINFER_TYPE_Q4_K_R8 - GGUF_CINFER_TYPE_FIRST] = {"Q4_K_R8", 256, SZ_Q4_K},
+    [GGUF_CINFER_TYPE_Q5_K_R8 - GGUF_CINFER_TYPE_FIRST] = {"Q5_K_R8", 256, SZ_Q5_K},
+    [GGUF_CINFER_TYPE_Q6_K_R8 - GGUF_CINFER_TYPE_FIRST] = {"Q6_K_R8", 256, SZ_Q6_K},
 };
 
 const ggml_type_info *ggml_type_get(uint32_t t) {

@@ -40,6 +40,7 @@
 #include "kern_kquants.h"
 #include "kern_q8.h"
 #include "kern_r8.h"
+#include "kern_rk.h"
 
 #include <assert.h>
 #include <math.h>
@@ -64,7 +65,7 @@ static_assert(CF_F32 == 0 && CF_F16 == 1 && CF_Q4_0 == 2 && CF_Q4_1 == 3 && CF_Q
               CF_Q5_1 == 7 && CF_Q8_0 == 8 && CF_IQ4_NL == 20 && CF_BF16 == 30 && CF_MXFP4 == 39,
               "prelude type ids are ggml's");
 
-#define KERN_TYPE_COUNT 102 /* GGML_TYPE_COUNT is 40; cinfer's R8 types are 100, 101 */
+#define KERN_TYPE_COUNT 105 /* GGML_TYPE_COUNT is 40; cinfer's R8 types are 100, 101, RK 102..104 */
 
 /* ==== the type table ======================================================= */
 
@@ -120,6 +121,11 @@ static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
      * kern_r8_matmul.  type_size is the ggml block's, per row (kern_row_bytes). */
     [CF_Q4_0_R8] = {"q4_0_r8", 32, 18, {0}, CF_Q8_0},
     [CF_Q8_0_R8] = {"q8_0_r8", 32, 34, {0}, CF_Q8_0},
+    /* row-interleaved K-quants (kern.h, kern_rk.c): matmul goes to kern_rk_matmul
+     * under act_quant; f32 activations dequantize their rows into the tile */
+    [CF_Q4_K_R8] = {"q4_k_r8", KERN_QK_K, (int)sizeof(kern_block_q4_k), {0}, KERN_T_Q8_K},
+    [CF_Q5_K_R8] = {"q5_k_r8", KERN_QK_K, (int)sizeof(kern_block_q5_k), {0}, KERN_T_Q8_K},
+    [CF_Q6_K_R8] = {"q6_k_r8", KERN_QK_K, (int)sizeof(kern_block_q6_k), {0}, KERN_T_Q8_K},
 };
 
 const kern_type_ops *kern_type_ops_get(int type) {
@@ -130,6 +136,8 @@ const kern_type_ops *kern_type_ops_get(int type) {
 int kern_type_supported(int type) { return kern_type_ops_get(type) != NULL; }
 
 int kern_type_is_r8(int type) { return type == CF_Q4_0_R8 || type == CF_Q8_0_R8; }
+
+int kern_type_is_rk(int type) { return type == CF_Q4_K_R8 || type == CF_Q5_K_R8 || type == CF_Q6_K_R8; }
 
 int kern_type_block(int type) {
     const kern_type_ops *t = kern_type_ops_get(type);
@@ -227,6 +235,10 @@ static const float *w_tile(const mm_job *j, float *tile, long r0, int nr, int k0
         kern_r8_deq_rows(j->isa, j->type, j->w, j->n_in, (int)r0, nr, k0, kc, tile, KERN_MM_KC);
         return tile;
     }
+    if (kern_type_is_rk(j->type)) {
+        kern_rk_deq_rows(j->isa, j->type, j->w, j->n_in, (int)r0, nr, k0, kc, tile, KERN_MM_KC);
+        return tile;
+    }
     const kern_dequant_fn deq = j->ty->dequant[j->isa];
     const size_t off = (size_t)(k0 / j->ty->blck) * (size_t)j->ty->type_size;
     for (int r = 0; r < nr; r++)
@@ -294,6 +306,17 @@ static void mm_vec_rows(const mm_job *j, long r0, long r1) {
             }
         return;
     }
+    if (kern_type_is_rk(j->type)) { /* the mat-mat's dequantized tile, one token (r0, r1 multiples of 8) */
+        for (long rb = r0; rb < r1; rb += KERN_R8_ROWS)
+            for (int k0 = 0; k0 < j->n_in; k0 += KERN_MM_KC) {
+                const int kc = j->n_in - k0 < KERN_MM_KC ? j->n_in - k0 : KERN_MM_KC;
+                size_t ws;
+                const float *wt = w_tile(j, tile, rb, KERN_R8_ROWS, k0, kc, &ws);
+                j->ops->tile_mm(wt, ws, KERN_R8_ROWS, j->x + k0, (size_t)j->n_in, 1, kc, j->y + rb,
+                                (size_t)j->n_out, k0 > 0);
+            }
+        return;
+    }
     /* F32/F16/BF16 (2-4 bytes a weight, little work each): 4 streams beat 8
      * from DRAM (F16 32000x1024: 22 vs 19 GB/s; F32: 19.7 vs 15.2) and 4
      * chains cover the FMAs; quantized rows take 8 (Q4_0 1024x1024 in cache:
@@ -307,7 +330,7 @@ static void mm_vec_rows(const mm_job *j, long r0, long r1) {
 static void mm_vec_worker(void *arg, int ith, int nth) {
     const mm_job *j = arg;
     long r0, r1;
-    if (kern_type_is_r8(j->type)) { /* whole 8-row groups */
+    if (kern_type_is_r8(j->type) || kern_type_is_rk(j->type)) { /* whole 8-row groups */
         split(j->n_out / KERN_R8_ROWS, ith, nth, &r0, &r1);
         r0 *= KERN_R8_ROWS;
         r1 *= KERN_R8_ROWS;
@@ -348,7 +371,7 @@ static void mm_mat_worker(void *arg, int ith, int nth) {
 void kern_matmul_f32act(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
                         int n_out, int n_in, int n_tok) {
     const kern_type_ops *ty = kern_type_ops_get(type);
-    if (!ty || n_in % ty->blck || (kern_type_is_r8(type) && n_out % 8)) {
+    if (!ty || n_in % ty->blck || ((kern_type_is_r8(type) || kern_type_is_rk(type)) && n_out % 8)) {
         fill_nan(y, (long)n_out * n_tok); /* the compiler checks types; never crash here */
         return;
     }

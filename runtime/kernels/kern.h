@@ -229,12 +229,58 @@ long kern_moe_scratch_floats(int n_tok, int n_in, int n_out, int k);
 
 /* 1 for CF_Q4_0_R8 / CF_Q8_0_R8. */
 int kern_type_is_r8(int type);
+/* ---- row-interleaved K-quant types (kern_rk.c, internals in kern_rk.h) -----
+ * CF_Q4_K_R8 (102), CF_Q5_K_R8 (103), CF_Q6_K_R8 (104) hold ggml Q4_K / Q5_K
+ * / Q6_K numerics, 8 rows per group like the R8 types above, in super-blocks
+ * of 256 columns: group g holds rows 8g..8g+7 as n_cols/256 super-blocks in
+ * column order, each exactly the bytes of the 8 native blocks re-laid (so
+ * the repack is lossless and the sizes are the native ones).  A "chunk" is
+ * 32 bytes whose byte 4r+i (r 0..7, i 0..3) belongs to row r: 32-bit lane r
+ * of a ymm holds row r's codes for 4 consecutive columns.
+ *
+ *   Q4_K_R8 super-block, 1152 bytes (= 8 block_q4_K):
+ *     [   0..  15]  d[r] f16        [16..31]  dmin[r] f16
+ *     [  32..  95]  byte 8j+r: (sc_j & 15) | (m_j & 15) << 4 of row r
+ *                   (sc_j, m_j: the 6-bit scale and min of sub-block j,
+ *                   columns 32j..32j+31, ggml get_scale_min_k4)
+ *     [  96.. 127]  byte 8(j/2)+r, nibble j&1 (low nibble: even j):
+ *                   (sc_j >> 4) | (m_j >> 4) << 2
+ *     [ 128..1151]  chunk (p, c) at 128 + 256p + 32c (p 0..3, c 0..7):
+ *                   byte 4r+i = row r's ggml qs[32p+4c+i]: low nibble
+ *                   column 64p+4c+i, high nibble column 64p+32+4c+i
+ *   Q5_K_R8 super-block, 1408 bytes (= 8 block_q5_K): Q4_K_R8's 1152, then
+ *     [1152..1407]  chunk c at 1152 + 32c: byte 4r+i = row r's ggml
+ *                   qh[4c+i]: bit j = fifth bit of column 32j+4c+i
+ *   Q6_K_R8 super-block, 1680 bytes (= 8 block_q6_K):
+ *     [   0..  15]  d[r] f16
+ *     [  16.. 143]  byte 16k+2r+e: int8 scale sc_(2k+e) of row r (sub-block
+ *                   s = columns 16s..16s+15)
+ *     [ 144..1167]  chunk (p, c) at 144 + 256p + 32c: byte 4r+i: low nibble
+ *                   = low 4 bits of column 64p+4c+i, high nibble = of column
+ *                   64p+32+4c+i (a nibble shuffle of ggml's ql)
+ *     [1168..1679]  chunk (h, c) at 1168 + 256h + 32c (h 0..1): byte 4r+i =
+ *                   row r's ggml qh[32h+4c+i]: bits 2k..2k+1 = high 2 bits
+ *                   of column 128h+32k+4c+i
+ * Like the R8 types: kern_row_bytes is the native row size, single rows are
+ * not addressable (per-row helpers refuse them), matmul needs n_out % 8 == 0
+ * and runs both act_quant modes (kern_rk.h has the numerics). */
+#define CF_Q4_K_R8 102
+#define CF_Q5_K_R8 103
+#define CF_Q6_K_R8 104
+#define KERN_Q4_K_R8_BLOCK 1152
+#define KERN_Q5_K_R8_BLOCK 1408
+#define KERN_Q6_K_R8_BLOCK 1680
+
+/* 1 for CF_Q4_K_R8 / CF_Q5_K_R8 / CF_Q6_K_R8. */
+int kern_type_is_rk(int type);
 /* Bytes the repacked copy of an n_rows x n_cols matrix takes; 0 when dst_type
- * cannot hold it (not an R8 type, n_rows % 8, n_cols % 32, non-positive). */
+ * cannot hold it (not an R8/RK type, n_rows % 8, n_cols % 32 (RK: % 256),
+ * non-positive). */
 size_t kern_repack_bytes(int dst_type, int n_rows, int n_cols);
 /* dst = src (n_rows x n_cols, ggml type src_type, any supported type) re-laid
  * as dst_type.  Q4_0->Q4_0_R8 and Q8_0->Q8_0_R8 (and R8 -> the same R8 type)
- * are byte shuffles (lossless); other sources are dequantized to f32 and
+ * are byte shuffles (lossless), and so are Q4_K/Q5_K/Q6_K -> their RK type
+ * (the only source an RK type takes); other R8 sources are dequantized to f32 and
  * quantized with ggml's reference quantizer (quantize_row_q4_0_ref /
  * q8_0_ref rounding, runtime/kernels/quant.c).  0, or -1 with a one-line message in
  * err when the type pair or shape is unsupported or memory runs out. */

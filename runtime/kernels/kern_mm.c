@@ -5,6 +5,7 @@
 
 #include "kern_q8.h"
 #include "kern_r8.h"
+#include "kern_rk.h"
 
 /* act_quant 1 (llama.cpp's numerics): activations converted to the type's
  * vec_dot_type, integer dots — kern_q8.c.  Types whose vec_dot_type is F32
@@ -14,6 +15,8 @@ void kern_matmul_dispatch(int isa, cf_env *E, float *y, const float *x, const vo
     const kern_type_ops *ty = kern_type_ops_get(type);
     if (kern_type_is_r8(type))
         kern_r8_matmul(isa, E, y, x, w, type, n_out, n_in, n_tok);
+    else if (kern_type_is_rk(type))
+        kern_rk_matmul(isa, E, y, x, w, type, n_out, n_in, n_tok);
     else if (E->act_quant && ty && ty->vec_dot_type != CF_F32)
         kern_q8_matmul(isa, E, y, x, w, type, n_out, n_in, n_tok);
     else

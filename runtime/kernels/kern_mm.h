@@ -9,7 +9,7 @@
 #include "kern.h"
 
 /* y (n_tok, n_out) = x (n_tok, n_in) · Wᵀ through isa: the R8 driver for the
- * interleaved types (kern_r8_mm.c), quantized activations when E->act_quant
+ * interleaved types (kern_r8_mm.c; K-quants kern_rk_mm.c), quantized activations when E->act_quant
  * and the type has a vec_dot_type (kern_q8_mm.c), else f32 activations
  * (kern.c).  Shapes and errors as cf_kernels.matmul (templates/prelude.h). */
 void kern_matmul_dispatch(int isa, cf_env *E, float *y, const float *x, const void *w, int type,

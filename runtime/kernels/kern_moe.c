@@ -28,6 +28,7 @@
 #include "kern_mm.h"
 #include "kern_q8.h"
 #include "kern_r8.h"
+#include "kern_rk.h"
 
 #define PAR_MIN_WORK 32768L /* as kern.c: below this many multiply-adds, one thread */
 
@@ -264,7 +265,8 @@ void kern_moe_matmul(int isa, cf_env *E, float *y, const float *x, const float *
     const kern_type_ops *ty = kern_type_ops_get(type);
     const long n_y = (long)n_tok * k * n_out;
     if (!ty || n_in % ty->blck || (kern_type_is_r8(type) && (n_out % 8 || n_in % 32)) ||
-        (!kern_type_is_r8(type) && !ty->dequant[isa]) || k < 1 || k > KERN_MOE_MAX_K ||
+        (kern_type_is_rk(type) && (n_out % 8 || n_in % KERN_QK_K)) ||
+        (!kern_type_is_r8(type) && !kern_type_is_rk(type) && !ty->dequant[isa]) || k < 1 || k > KERN_MOE_MAX_K ||
         n_expert < 1 || n_expert > KERN_MOE_MAX_EXPERTS) {
         fill_nan(y, n_y);
         return;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/f16.h"
+#include "kern_rk.h"
 
 static_assert(KERN_Q4_0_R8_BLOCK == 8 * sizeof(kern_block_q4_0), "Q4_0_R8 block = 8 Q4_0 blocks");
 static_assert(KERN_Q8_0_R8_BLOCK == 8 * sizeof(kern_block_q8_0), "Q8_0_R8 block = 8 Q8_0 blocks");
@@ -205,6 +206,11 @@ int kern_r8_mv(int isa, int type, const void *w, int n_in, int r0, int k0, int k
 /* ==== layout: sizes and whole-tensor dequantization ========================== */
 
 size_t kern_repack_bytes(int dst_type, int n_rows, int n_cols) {
+    const int kb = kern_rk_block_bytes(dst_type);
+    if (kb) {
+        if (n_rows <= 0 || n_cols <= 0 || n_rows % 8 || n_cols % KERN_QK_K) return 0;
+        return (size_t)(n_rows / 8) * (size_t)(n_cols / KERN_QK_K) * (size_t)kb;
+    }
     const int bb = kern_r8_block_bytes(dst_type);
     if (!bb || n_rows <= 0 || n_cols <= 0 || n_rows % 8 || n_cols % 32) return 0;
     return (size_t)(n_rows / 8) * (size_t)(n_cols / 32) * (size_t)bb;

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "base/pool.h"
+#include "kern_rk.h"
 #include "quant.h"
 
 #define R8_WBLOCK (256 * 1024) /* weight bytes per row-group block (L2) */
@@ -49,6 +50,8 @@ static void shuffle_group(int dst_type, const uint8_t *src, size_t rb, int nb, u
 
 int kern_repack(int dst_type, int src_type, const void *src, int n_rows, int n_cols, void *dst,
                 char *err, size_t err_len) {
+    if (kern_rk_block_bytes(dst_type))
+        return kern_rk_repack(dst_type, src_type, src, n_rows, n_cols, dst, err, err_len);
     const size_t total = kern_repack_bytes(dst_type, n_rows, n_cols);
     if (!total) {
         if (err && err_len)

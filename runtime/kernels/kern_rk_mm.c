@@ -1,0 +1,180 @@
+/*
+ * kern_rk_mm.c — repacking into the row-interleaved K-quant types (kern_rk.h)
+ * and the matmul driver of their integer (act_quant) path; the leaves are
+ * kern_rk.c (scalar), kern_rk_avx2.c and kern_rk_vnni.c.
+ *
+ * The driver is kern_r8_mm.c's with Q8_K activations: each token is
+ * quantized once per call to n_in/256 ggml block_q8_K (threads split the
+ * tokens) into thread 0's pool scratch after kern_scratch_bytes(n_ctx)
+ * (292 bytes per 256 elements and token, inside the 4 bytes per element
+ * kern_scratch_bytes_act reserves), or a stack buffer without a pool.
+ * Threads take contiguous ranges of row groups and walk them in blocks of
+ * RK_WBLOCK weight bytes x RK_ABLOCK activation bytes (both L2-resident).
+ * Every (row, token) result is one leaf's sum over all super-blocks in
+ * order, so it depends neither on the thread count nor on the token count.
+ */
+#include "kern_rk.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/pool.h"
+#include "kern_q8.h"
+#include "kern_r8.h"
+
+#define RK_WBLOCK (256 * 1024)
+#define RK_ABLOCK (192 * 1024)
+#define RK_STACK_BYTES (128 * 1024)
+#define RK_PAR_MIN_WORK 32768L
+
+static const char *rk_name(int type) {
+    return type == CF_Q4_K_R8 ? "q4_k_r8" : type == CF_Q5_K_R8 ? "q5_k_r8" : type == CF_Q6_K_R8 ? "q6_k_r8" : "?";
+}
+
+/* ==== repack ========================================================================== */
+
+int kern_rk_repack(int dst_type, int src_type, const void *src, int n_rows, int n_cols, void *dst,
+                   char *err, size_t err_len) {
+    const int bb = kern_rk_block_bytes(dst_type);
+    if (!bb || n_rows <= 0 || n_cols <= 0 || n_rows % 8 || n_cols % KERN_QK_K) {
+        if (err && err_len)
+            snprintf(err, err_len, "repack to %s: %d x %d not supported (rows %% 8 == 0, columns %% 256 == 0)",
+                     rk_name(dst_type), n_rows, n_cols);
+        return -1;
+    }
+    const int nb = n_cols / KERN_QK_K;
+    const size_t total = (size_t)(n_rows / 8) * nb * bb;
+    if (src_type == dst_type) {
+        memcpy(dst, src, total);
+        return 0;
+    }
+    if (src_type != kern_rk_native(dst_type)) {
+        if (err && err_len)
+            snprintf(err, err_len, "repack to %s: source type %d is not its native K-quant (lossless repacks only)",
+                     rk_name(dst_type), src_type);
+        return -1;
+    }
+    const size_t nbytes = (size_t)bb / 8, rb = (size_t)nb * nbytes;
+    for (int g = 0; g < n_rows / 8; g++)
+        for (int b = 0; b < nb; b++) {
+            const void *rows[8];
+            for (int r = 0; r < 8; r++) rows[r] = (const uint8_t *)src + (size_t)(8 * g + r) * rb + (size_t)b * nbytes;
+            kern_rk_pack(dst_type, rows, (uint8_t *)dst + ((size_t)g * nb + b) * bb);
+        }
+    return 0;
+}
+
+/* ==== the integer (act_quant) driver ==================================================== */
+
+typedef struct {
+    int isa; /* quantizer */
+    kern_rk_gemm_fn gemm;
+    float *y;
+    const float *x;
+    const uint8_t *w;
+    kern_block_q8_k *a; /* n_tok rows of nb blocks */
+    int n_out, n_in, n_tok, nb, bb;
+} rk_job;
+
+static void rk_quant_worker(void *arg, int ith, int nth) {
+    const rk_job *j = arg;
+    /* every ISA's quantizer writes the same bytes; NEON uses the scalar one */
+    const kern_quant_fn quant = j->isa == KERN_ISA_SIMD ? KERN_SIMD(kern_avx2_quantize_q8_k, kern_sc_quantize_q8_k)
+                                                        : kern_sc_quantize_q8_k;
+    const long t0 = (long)j->n_tok * ith / nth, t1 = (long)j->n_tok * (ith + 1) / nth;
+    for (long t = t0; t < t1; t++) quant(j->x + (size_t)t * j->n_in, j->a + (size_t)t * j->nb, j->n_in);
+}
+
+static void rk_mm_worker(void *arg, int ith, int nth) {
+    const rk_job *j = arg;
+    const long ng = j->n_out / 8;
+    const long g0 = ng * ith / nth, g1 = ng * (ith + 1) / nth;
+    const size_t grp = (size_t)j->nb * j->bb, tok = (size_t)j->nb * sizeof(kern_block_q8_k);
+    long gstep = (long)(RK_WBLOCK / grp);
+    if (gstep < 1) gstep = 1;
+    int tstep = (int)(RK_ABLOCK / tok);
+    if (tstep < KERN_RK_NT) tstep = KERN_RK_NT;
+    tstep -= tstep % KERN_RK_NT;
+    for (long gb = g0; gb < g1; gb += gstep) {
+        const long ge = gb + gstep < g1 ? gb + gstep : g1;
+        for (int tb = 0; tb < j->n_tok; tb += tstep) {
+            const int te = tb + tstep < j->n_tok ? tb + tstep : j->n_tok;
+            for (long g = gb; g < ge; g++)
+                for (int t = tb; t < te; t += KERN_RK_NT) {
+                    const int nt = te - t < KERN_RK_NT ? te - t : KERN_RK_NT;
+                    j->gemm(j->w + (size_t)g * grp, j->a + (size_t)t * j->nb, (size_t)j->nb, j->nb, nt,
+                            j->y + (size_t)t * j->n_out + 8 * g, (size_t)j->n_out);
+                }
+        }
+    }
+}
+
+static void rk_run(cf_env *E, long work, void (*fn)(void *, int, int), void *arg) {
+    if (work < RK_PAR_MIN_WORK || !E->pool) fn(arg, 0, 1);
+    else pool_run((pool *)E->pool, fn, arg);
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static void rk_q8_matmul(int impl, cf_env *E, float *y, const float *x, const void *w, int type, int n_out,
+                         int n_in, int n_tok) {
+    const int nb = n_in / KERN_QK_K;
+    const size_t tok = (size_t)nb * sizeof(kern_block_q8_k);
+    rk_job j = {impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD,
+                kern_rk_leaves_for(impl)->gemm[kern_rk_index(type)], y, x, w, NULL, n_out, n_in, n_tok, nb,
+                kern_rk_block_bytes(type)};
+    size_t have = 0;
+    uint8_t *p = E->pool ? pool_scratch((pool *)E->pool, 0, &have) : NULL;
+    const size_t off = align64(kern_scratch_bytes(E->n_ctx));
+    long fit = p && have >= off + tok ? (long)((have - off) / tok) : 0;
+#ifdef CINFER_TEST_BUILD
+    if (E->pool && fit < n_tok && !kern_test_allow_small_scratch) {
+        fprintf(stderr, "kern: pool scratch %zu bytes < %zu needed for act_quant; call pool_reserve(pool, "
+                        "kern_scratch_bytes_act(n_ctx, n_batch, n_in_max))\n", have, off + tok * n_tok);
+        abort();
+    }
+    if (E->pool && fit < n_tok) kern_test_note_fallback();
+#endif
+    _Alignas(64) uint8_t stack_buf[RK_STACK_BYTES];
+    uint8_t *buf = p ? p + off : NULL;
+    if (fit < 1) {
+        fit = (long)(sizeof stack_buf / tok);
+        buf = stack_buf;
+        if (fit < 1) { /* one token does not fit (n_in > ~114k): exact f32 activations */
+            kern_matmul_f32act(j.isa, E, y, x, w, type, n_out, n_in, n_tok);
+            return;
+        }
+    }
+    const int chunk = fit >= n_tok ? n_tok : (int)fit;
+    for (int t0 = 0; t0 < n_tok; t0 += chunk) {
+        const int nt = n_tok - t0 < chunk ? n_tok - t0 : chunk;
+        j.y = y + (size_t)t0 * n_out;
+        j.x = x + (size_t)t0 * n_in;
+        j.n_tok = nt;
+        j.a = (kern_block_q8_k *)buf;
+        rk_run(E, (long)nt * n_in * 8, rk_quant_worker, &j);
+        rk_run(E, (long)n_out * n_in * nt, rk_mm_worker, &j);
+    }
+}
+
+void kern_rk_matmul_impl(int impl, cf_env *E, float *y, const float *x, const void *w, int type, int n_out,
+                         int n_in, int n_tok) {
+    if (!kern_rk_block_bytes(type) || n_out % 8 || n_in % KERN_QK_K || n_out <= 0 || n_in <= 0 ||
+        !kern_r8_impl_available(impl)) {
+        for (long i = 0; i < (long)(n_out > 0 ? n_out : 0) * n_tok; i++) y[i] = NAN;
+        return;
+    }
+    if (E->act_quant) {
+        rk_q8_matmul(impl, E, y, x, w, type, n_out, n_in, n_tok);
+        return;
+    }
+    kern_matmul_f32act(impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD, E, y, x, w, type, n_out, n_in,
+                       n_tok);
+}
+
+void kern_rk_matmul(int isa, cf_env *E, float *y, const float *x, const void *w, int type, int n_out, int n_in,
+                    int n_tok) {
+    kern_rk_matmul_impl(kern_r8_impl_for_isa(isa), E, y, x, w, type, n_out, n_in, n_tok);
+}

@@ -1,0 +1,230 @@
+/*
+ * kern_rk_simd.h — the SIMD gemm leaves of the row-interleaved K-quant types
+ * (kern_rk.h), written once and compiled twice: kern_rk_avx2.c (RK_VNNI 0)
+ * and kern_rk_vnni.c (RK_VNNI 1, AVX-512 VL encoding: 32 ymm registers).
+ * Included only by those two files; RK_LEAVES names the table to define.
+ *
+ * One row group (8 rows = the 8 int32 lanes of a ymm) x NTOK tokens.  A
+ * chunk (32 bytes) holds 4 columns of the 8 rows; the token's 4 matching
+ * Q8_K bytes are broadcast to every lane.  The integer sums S (and M, the
+ * Q4_K/Q5_K min term, or O, the Q6_K offset term) of kern_rk.h are formed
+ * exactly in int32:
+ *   VNNI: per sub-block (Q4_K/Q5_K: 32 columns, Q6_K: 16) vpdpbusd of the
+ *         unsigned codes against the int8 activations, then S += sc · that
+ *         (vpmulld, lane = row);
+ *   AVX2: vpmaddubsw (codes <= 63 against int8: |2·63·128| < 32768, never
+ *         saturates) then vpmaddwd against the sub-block's scale in both
+ *         16-bit halves of the row's lane, which is sc · Σ in one step.
+ * M and O: vpmaddwd per lane of int16 pairs against the token's bsum pairs
+ * (bs_2k, bs_2k+1): Q4_K/Q5_K (m_k, m_k), Q6_K (sc_2k, sc_2k+1).  Then the
+ * f32 FMAs in the scalar reference's order, so every impl and token count
+ * gives the same bits.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kern_rk.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+INLINE __m256i bc32(const void *p) {
+    int v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+INLINE __m256i loadu(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+INLINE __m256i load8u(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+INLINE __m256 dw8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+#if RK_VNNI
+#define RK_WIDE 16 /* 8 code vectors + 16 int32 sums + temporaries in 32 registers */
+#else
+#define RK_WIDE 4
+#endif
+
+/* token t's pointer, or token 0's for the unused slots of the last call (read, never stored) */
+#define TOKEN_PTRS(at, a, as, nt, NTOK) \
+    const kern_block_q8_k *at[NTOK];    \
+    UNROLL for (int t = 0; t < NTOK; t++) at[t] = (a) + (size_t)(t < (nt) ? t : 0) * (as)
+
+/* ---- Q4_K_R8 / Q5_K_R8 --------------------------------------------------------------- */
+
+/* the unsigned codes of sub-block j (= pair j/2, nibble j&1), chunk c */
+INLINE __m256i q45_u(const uint8_t *blk, int five, int j, int c) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i v = loadu(blk + 128 + 256 * (j / 2) + 32 * c);
+    __m256i u = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+    if (five) {
+        const __m256i h = loadu(blk + 1152 + 32 * c), b4 = _mm256_set1_epi8(0x10);
+        const __m256i hb = j <= 4 ? _mm256_and_si256(_mm256_slli_epi16(h, 4 - j), b4)
+                                  : _mm256_and_si256(_mm256_srli_epi16(h, j - 4), b4);
+        u = _mm256_or_si256(u, hb);
+    }
+    return u;
+}
+
+INLINE void gemm_q45(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,
+                     size_t ldy, const int five, const int NTOK) {
+    const int bb = five ? KERN_Q5_K_R8_BLOCK : KERN_Q4_K_R8_BLOCK;
+    TOKEN_PTRS(at, a, as, nt, NTOK);
+    __m256 acc[NTOK];
+    UNROLL for (int t = 0; t < NTOK; t++) acc[t] = _mm256_setzero_ps();
+    const __m256i m15 = _mm256_set1_epi32(15), m3 = _mm256_set1_epi32(3);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = wg + (size_t)b * bb;
+        /* scales (VNNI: int32 per lane; AVX2: in both 16-bit halves) and mins (both halves) */
+        __m256i sc[8], mp[8];
+        UNROLL for (int j = 0; j < 8; j++) {
+            const __m256i lo = load8u(blk + 32 + 8 * j);
+            const __m256i h = _mm256_srli_epi32(load8u(blk + 96 + 8 * (j / 2)), 4 * (j & 1));
+            const __m256i s = _mm256_or_si256(_mm256_and_si256(lo, m15), _mm256_slli_epi32(_mm256_and_si256(h, m3), 4));
+            const __m256i m = _mm256_or_si256(_mm256_srli_epi32(lo, 4),
+                                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2), m3), 4));
+#if RK_VNNI
+            sc[j] = s;
+#else
+            sc[j] = _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
+#endif
+            mp[j] = _mm256_or_si256(m, _mm256_slli_epi32(m, 16));
+        }
+        __m256i S[NTOK];
+        UNROLL for (int t = 0; t < NTOK; t++) S[t] = _mm256_setzero_si256();
+#if RK_VNNI
+        for (int j = 0; j < 8; j++) {
+            __m256i u[8];
+            UNROLL for (int c = 0; c < 8; c++) u[c] = q45_u(blk, five, j, c);
+            UNROLL for (int t = 0; t < NTOK; t++) {
+                const int8_t *q = at[t][b].qs + 32 * j;
+                __m256i s = _mm256_setzero_si256();
+                UNROLL for (int c = 0; c < 8; c++) s = _mm256_dpbusd_epi32(s, u[c], bc32(q + 4 * c));
+                S[t] = _mm256_add_epi32(S[t], _mm256_mullo_epi32(s, sc[j]));
+            }
+        }
+#else
+        for (int j = 0; j < 8; j++)
+            UNROLL for (int c = 0; c < 8; c++) {
+                const __m256i u = q45_u(blk, five, j, c);
+                UNROLL for (int t = 0; t < NTOK; t++) {
+                    const __m256i p = _mm256_maddubs_epi16(u, bc32(at[t][b].qs + 32 * j + 4 * c));
+                    S[t] = _mm256_add_epi32(S[t], _mm256_madd_epi16(p, sc[j]));
+                }
+            }
+#endif
+        const __m256 dw = dw8(blk), dm = dw8(blk + 16);
+        UNROLL for (int t = 0; t < NTOK; t++) {
+            const kern_block_q8_k *ab = at[t] + b;
+            /* M = Σ_j m_j·(bs_2j + bs_2j+1): (m_j, m_j) against the bsum pair */
+            __m256i M = _mm256_setzero_si256();
+            UNROLL for (int j = 0; j < 8; j++) M = _mm256_add_epi32(M, _mm256_madd_epi16(mp[j], bc32(ab->bsums + 2 * j)));
+            const __m256 da = _mm256_set1_ps(ab->d);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[t]), _mm256_mul_ps(dw, da), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), M)),
+                                     _mm256_mul_ps(dm, da), acc[t]);
+        }
+    }
+    UNROLL for (int t = 0; t < NTOK; t++)
+        if (t < nt) _mm256_storeu_ps(y + (size_t)t * ldy, acc[t]);
+}
+
+/* ---- Q6_K_R8 --------------------------------------------------------------------------- */
+
+/* the 6-bit codes (0..63) of 32-column sub-block j (pair j/2, nibble j&1), chunk c */
+INLINE __m256i q6_u(const uint8_t *blk, int j, int c) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m256i v = loadu(blk + 144 + 256 * (j / 2) + 32 * c);
+    const __m256i lo = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+    const __m256i h = loadu(blk + 1168 + 256 * (j / 4) + 32 * c);
+    const int k = j & 3; /* bits 2k..2k+1 -> bits 4..5 */
+    const __m256i hb = k == 0 ? _mm256_slli_epi16(h, 4) : k == 1 ? _mm256_slli_epi16(h, 2)
+                     : k == 2 ? h : _mm256_srli_epi16(h, 2);
+    return _mm256_or_si256(lo, _mm256_and_si256(hb, m30));
+}
+
+INLINE void gemm_q6(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,
+                    size_t ldy, const int NTOK) {
+    TOKEN_PTRS(at, a, as, nt, NTOK);
+    __m256 acc[NTOK];
+    UNROLL for (int t = 0; t < NTOK; t++) acc[t] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = wg + (size_t)b * KERN_Q6_K_R8_BLOCK;
+        /* scp[k]: lane r = (sc_2k, sc_2k+1) of row r as int16; sc[s] per sub-block */
+        __m256i scp[8], sc[16];
+        UNROLL for (int k = 0; k < 8; k++) {
+            scp[k] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 16 + 16 * k)));
+#if RK_VNNI
+            sc[2 * k] = _mm256_srai_epi32(_mm256_slli_epi32(scp[k], 16), 16);
+            sc[2 * k + 1] = _mm256_srai_epi32(scp[k], 16);
+#else
+            sc[2 * k] = _mm256_blend_epi16(scp[k], _mm256_slli_epi32(scp[k], 16), 0xAA);
+            sc[2 * k + 1] = _mm256_blend_epi16(_mm256_srli_epi32(scp[k], 16), scp[k], 0xAA);
+#endif
+        }
+        __m256i S[NTOK];
+        UNROLL for (int t = 0; t < NTOK; t++) S[t] = _mm256_setzero_si256();
+#if RK_VNNI
+        for (int j = 0; j < 8; j++) {
+            __m256i u[8];
+            UNROLL for (int c = 0; c < 8; c++) u[c] = q6_u(blk, j, c);
+            UNROLL for (int t = 0; t < NTOK; t++) {
+                const int8_t *q = at[t][b].qs + 32 * j;
+                __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+                UNROLL for (int c = 0; c < 4; c++) {
+                    s0 = _mm256_dpbusd_epi32(s0, u[c], bc32(q + 4 * c));
+                    s1 = _mm256_dpbusd_epi32(s1, u[4 + c], bc32(q + 16 + 4 * c));
+                }
+                S[t] = _mm256_add_epi32(S[t], _mm256_add_epi32(_mm256_mullo_epi32(s0, sc[2 * j]),
+                                                               _mm256_mullo_epi32(s1, sc[2 * j + 1])));
+            }
+        }
+#else
+        for (int j = 0; j < 8; j++)
+            UNROLL for (int c = 0; c < 8; c++) {
+                const __m256i u = q6_u(blk, j, c), s = sc[2 * j + (c >= 4)];
+                UNROLL for (int t = 0; t < NTOK; t++) {
+                    const __m256i p = _mm256_maddubs_epi16(u, bc32(at[t][b].qs + 32 * j + 4 * c));
+                    S[t] = _mm256_add_epi32(S[t], _mm256_madd_epi16(p, s));
+                }
+            }
+#endif
+        const __m256 dw = dw8(blk);
+        UNROLL for (int t = 0; t < NTOK; t++) {
+            const kern_block_q8_k *ab = at[t] + b;
+            __m256i O = _mm256_setzero_si256();
+            UNROLL for (int k = 0; k < 8; k++) O = _mm256_add_epi32(O, _mm256_madd_epi16(scp[k], bc32(ab->bsums + 2 * k)));
+            const __m256i tot = _mm256_sub_epi32(S[t], _mm256_slli_epi32(O, 5));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(dw, _mm256_set1_ps(ab->d)), acc[t]);
+        }
+    }
+    UNROLL for (int t = 0; t < NTOK; t++)
+        if (t < nt) _mm256_storeu_ps(y + (size_t)t * ldy, acc[t]);
+}
+
+/* ---- entries: NTOK 1 (decode), 4, (8,) RK_WIDE --------------------------------------------------- */
+
+INLINE void body(int kind, const void *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,
+                 size_t ldy, const int NTOK) {
+    if (kind == 2) gemm_q6((const uint8_t *)wg, a, as, nb, nt, y, ldy, NTOK);
+    else gemm_q45((const uint8_t *)wg, a, as, nb, nt, y, ldy, kind, NTOK);
+}
+
+#define RK_ENTRY(name, kind)                                                                          \
+    static void name(const void *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,   \
+                     size_t ldy) {                                                                    \
+        if (nt == 1) {                                                                                \
+            body(kind, wg, a, as, nb, 1, y, ldy, 1);                                                  \
+            return;                                                                                   \
+        }                                                                                             \
+        for (int t0 = 0; t0 < nt; t0 += RK_WIDE) {                                                    \
+            const int n = nt - t0 < RK_WIDE ? nt - t0 : RK_WIDE;                                      \
+            if (n <= 4) body(kind, wg, a + (size_t)t0 * as, as, nb, n, y + (size_t)t0 * ldy, ldy, 4);   \
+            else if (RK_WIDE > 8 && n <= 8)                                                           \
+                body(kind, wg, a + (size_t)t0 * as, as, nb, n, y + (size_t)t0 * ldy, ldy, 8);         \
+            else body(kind, wg, a + (size_t)t0 * as, as, nb, n, y + (size_t)t0 * ldy, ldy, RK_WIDE);    \
+        }                                                                                             \
+    }
+RK_ENTRY(gemm_q4k_entry, 0)
+RK_ENTRY(gemm_q5k_entry, 1)
+RK_ENTRY(gemm_q6k_entry, 2)
+
+const kern_rk_leaves RK_LEAVES = {{gemm_q4k_entry, gemm_q5k_entry, gemm_q6k_entry}};
