@@ -43,6 +43,7 @@ typedef struct {
     int no_bos;
     int activations; /* CINFER_ACT_* */
     int precision;   /* CINFER_PRECISION_* (--quant) */
+    int device, device_index; /* --device */
     cc_mode mode;
     samp_params sp;
     const char *json_schema; /* --json-schema: constrain output to this JSON Schema */
@@ -97,7 +98,8 @@ static void run_usage(FILE *f, int prebuilt) {
     if (!prebuilt)
         fprintf(f,
             "  --jit | --aot           compile in memory with libtcc (default) or with cc -O3\n"
-            "  --quant P               compute precision: " CLI_QUANT_HELP);
+            "  --quant P               compute precision: " CLI_QUANT_HELP
+            CLI_DEVICE_HELP);
     fprintf(f,
             "  --activations f32|q8    matmul activations: f32 (exact dequantized weights) or\n"
             "                          q8 (quantized per row like llama.cpp; faster; the default for\n"
@@ -152,7 +154,8 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
             run_usage(stdout, prebuilt);
             exit(0);
-        } else if (prebuilt && (!strcmp(f, "--jit") || !strcmp(f, "--aot") || !strcmp(f, "--archspec"))) {
+        } else if (prebuilt && (!strcmp(f, "--jit") || !strcmp(f, "--aot") || !strcmp(f, "--archspec") ||
+                                !strcmp(f, "--device"))) {
             fprintf(stderr, "%s: %s is not available in a standalone executable (its forward pass is "
                     "compiled in); use cinfer run MODEL %s\n", run_name, f, f);
             return -1;
@@ -191,6 +194,10 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
         }
         else if (!strcmp(f, "--jit")) a->mode = CC_JIT;
         else if (!strcmp(f, "--aot")) a->mode = CC_AOT;
+        else if (!strcmp(f, "--device")) {
+            NEED_VAL();
+            if (cli_parse_device(run_name, v, &a->device, &a->device_index)) return -1;
+        }
         else if (!strcmp(f, "--no-bos")) a->no_bos = 1;
         else if (!strcmp(f, "--activations")) {
             NEED_VAL();
@@ -371,10 +378,11 @@ static int open_compiled(run_args *a, const cli_linked *lk, cinfer_model **m, ch
     cli_progress_begin(&prog, "repacking weights", "MiB", 0, 1048576);
     cinfer_model_options mo = {.compile = a->mode == CC_AOT ? CINFER_AOT : CINFER_JIT,
                                .archspec_path = a->archspec, .verbose = a->verbose,
-                               .precision = a->precision, .progress = on_progress, .progress_user = &prog};
+                               .precision = a->precision, .progress = on_progress, .progress_user = &prog,
+                               .device = a->device, .device_index = a->device_index};
     char cc_name[256];
     int opened = cinfer_model_open(a->model, &mo, m, err, err_len);
-    if (opened && a->mode == CC_AOT && cc_compiler_missing(cc_name, sizeof cc_name)) {
+    if (opened && a->mode == CC_AOT && a->device == CINFER_DEVICE_CPU && cc_compiler_missing(cc_name, sizeof cc_name)) {
         /* no cached object and no compiler to build one: the JIT runs the same kernels */
         fprintf(stderr, "%s: --aot needs a C compiler and '%s' is not installed (apt-get install gcc, or set CC); "
                 "using the JIT (libtcc) instead\n", run_name, cc_name);

@@ -33,6 +33,7 @@ static void serve_usage(FILE *f) {
             "  -t, --threads N    threads per model (default: physical cores)\n"
             "  --queue N          requests that may wait behind the running one, per model (default 16)\n"
             "  --no-webui         no chat page at GET /\n"
+            "  --device D         cpu (default) or cuda[:N]: every model on that GPU (docs/cuda.md)\n"
             "  --cors-origin O    let web pages from origin O (e.g. https://app.example) call the API\n"
             "                     (repeatable; '*': any).  Other cross-site requests get 403\n"
             "endpoints: GET / (web UI), GET /health, GET /v1/models, POST /v1/chat/completions,\n"
@@ -68,30 +69,32 @@ enum { MAX_MODELS = 16 };
  * neither the compiler nor the model cache. */
 typedef struct {
     int (*resolve)(const char **path, char *buf, size_t cap);
-    int (*open)(const char *path, const cli_linked *lk, cinfer_model **m, char *err, size_t err_len);
+    int (*open)(const char *path, const cli_linked *lk, const cinfer_model_options *mo, cinfer_model **m, char *err,
+                size_t err_len);
 } serve_models;
 
 static int resolve_cached(const char **path, char *buf, size_t cap) {
     return cli_resolve_model("serve", path, buf, cap, CLI_MODEL_RUN);
 }
-static int open_compiled(const char *path, const cli_linked *lk, cinfer_model **m, char *err,
-                         size_t err_len) {
+static int open_compiled(const char *path, const cli_linked *lk, const cinfer_model_options *mo, cinfer_model **m,
+                         char *err, size_t err_len) {
     (void)lk;
-    return cinfer_model_open(path, NULL, m, err, err_len);
+    return cinfer_model_open(path, mo, m, err, err_len);
 }
 static int resolve_none(const char **path, char *buf, size_t cap) {
     (void)path, (void)buf, (void)cap;
     return 0;
 }
-static int open_bundle(const char *path, const cli_linked *lk, cinfer_model **m, char *err,
-                       size_t err_len) {
-    (void)path;
+static int open_bundle(const char *path, const cli_linked *lk, const cinfer_model_options *mo, cinfer_model **m,
+                       char *err, size_t err_len) {
+    (void)path, (void)mo;
     return cinfer_model_open_linked_at(lk->path, lk->offset, lk->n_bytes, lk->describe, lk->forward,
                                        m, err, err_len);
 }
 
 static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_models *sm) {
     srv_options o = {.port = 8080};
+    cinfer_model_options mo = {0};
     const char *path = NULL;
     const char *paths[MAX_MODELS], *cors[MAX_MODELS];
     int n_cors = 0;
@@ -138,6 +141,13 @@ static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_m
             o.n_cors_origins = n_cors;
         }
         else if (!strcmp(f, "--name")) o.model_name = v;
+        else if (!strcmp(f, "--device")) {
+            if (cli_parse_device("cinfer serve", v, &mo.device, &mo.device_index)) return 2;
+            if (lk && mo.device != CINFER_DEVICE_CPU) {
+                fprintf(stderr, "cinfer serve: --device cuda: a bundle runs its linked forward pass on the CPU\n");
+                return 2;
+            }
+        }
         else if (!strcmp(f, "--model")) {
             if (lk) {
                 fprintf(stderr, "cinfer serve: --model: this program serves only the model inside it\n");
@@ -212,13 +222,13 @@ static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_m
     srv_model extra[MAX_MODELS];
     int n_open = 0;
     srv *s = NULL;
-    if (path && sm->open(path, lk, &m, err, sizeof err)) {
+    if (path && sm->open(path, lk, &mo, &m, err, sizeof err)) {
         fprintf(stderr, "cinfer serve: %s\n", err);
         goto out;
     }
     for (; n_open < n_models; n_open++) {
         extra[n_open].name = names[n_open];
-        if (sm->open(paths[n_open], lk, &extra[n_open].m, err, sizeof err)) {
+        if (sm->open(paths[n_open], lk, &mo, &extra[n_open].m, err, sizeof err)) {
             fprintf(stderr, "cinfer serve: model '%s': %s\n", names[n_open], err);
             goto out;
         }
