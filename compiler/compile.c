@@ -136,6 +136,7 @@ static int cuda_supported(const ir_program *p, const char *ops_cu, char *err, si
         if (op->code == IR_ATTENTION && op->i[6] >= 0) form = "with attention sinks";
         else if (op->code == IR_ATTENTION && op->i[5] != op->i[3]) form = "with a value head size other than the key's";
         else if (op->code == IR_ATTENTION && op->in[1] >= 0 && op->in[2] < 0) form = "with values read from the keys";
+        else if (op->code == IR_ATTENTION && op->i[4] < 0) form = "without a causal mask (an encoder's)";
         if (form)
             return snprintf(err, err_len, "not supported on --device cuda: op '%s' %s (%s:%d; no CUDA kernel for "
                             "that form yet, run it on the CPU)", name, form, p->files[op->file], op->line), -1;

@@ -17,7 +17,7 @@
 #ifndef CINFER_PRELUDE_H
 #define CINFER_PRELUDE_H
 
-#define CF_ABI_VERSION 4
+#define CF_ABI_VERSION 5
 
 /* ggml type ids as used in calls (same values as enum ggml_type in gguf.h). */
 #define CF_F32 0
@@ -48,6 +48,9 @@
 #define CF_GATING_SOFTMAX 1
 #define CF_GATING_SIGMOID 2
 #define CF_GATING_SOFTMAX_WEIGHT 3
+
+/* attention's `window` below CF_ATT_BIDIRECTIONAL: no causal mask (encoders). */
+#define CF_ATT_BIDIRECTIONAL (-1)
 
 typedef struct cf_env cf_env;
 
@@ -89,9 +92,12 @@ typedef struct cf_kernels {
      * head_dim_v floats of its key rows and nothing goes to the V cache (MLA
      * with absorbed matrices: keys [latent | rope part], values the latent).
      * window > 0: a query at position p sees only keys p-window+1..p (sliding
-     * window).  softcap > 0: scores become softcap·tanh(score/softcap) before
-     * the softmax (Gemma 2).  sinks (n_head) or NULL: one extra logit per head
-     * that joins the softmax's max and denominator but has no value (gpt-oss).
+     * window); window CF_ATT_BIDIRECTIONAL: every query sees every key at
+     * positions 0..pos+n_tokens-1, its own batch's later ones too (encoders,
+     * which evaluate their whole input in one call at pos 0).  softcap > 0:
+     * scores become softcap·tanh(score/softcap) before the softmax (Gemma 2).
+     * sinks (n_head) or NULL: one extra logit per head that joins the
+     * softmax's max and denominator but has no value (gpt-oss).
      * k == v == NULL: nothing is stored and the queries read the cache of
      * `layer` as an earlier layer of the same call filled it (Gemma 3n/4
      * layers that share another layer's KV). */
@@ -105,7 +111,8 @@ typedef struct cf_kernels {
     void (*add)(cf_env *E, float *y, const float *a, const float *b, int n, int n_tokens);
     /* y (n) = row n_tokens - 1 of x (n_tokens, n). */
     void (*last_row)(cf_env *E, float *y, const float *x, int n, int n_tokens);
-    /* y = x + b per row, b (n) f32 (biases).  y may alias x. */
+    /* y = x + b per row, b (n) f32 (biases; or one row of an F32 matrix: BERT's
+     * token-type embedding).  y may alias x. */
     void (*add_row)(cf_env *E, float *y, const float *x, const float *b, int n, int n_tokens);
     /* y = x * s.  y may alias x. */
     void (*scale)(cf_env *E, float *y, const float *x, float s, int n, int n_tokens);
@@ -246,9 +253,9 @@ struct cf_env {
                            * 1 converted per row to the weight type's ggml
                            * vec_dot_type (Q8_0/Q8_1/Q8_K/F16/BF16) with integer
                            * dots, like llama.cpp's CPU backend (runtime/kernels/kern_q8.h) */
-    float *hidden;        /* NULL, or (n_tokens, n_embd): the logits op copies its
-                           * input, the final normalized hidden state, of every
-                           * token here (embeddings) */
+    float *hidden;        /* NULL, or (n_tokens, n_embd): the logits op (an encoder's
+                           * embeddings op) copies its input, the final normalized
+                           * hidden state, of every token here (embeddings) */
 };
 
 /* What a generated module tells the runtime about itself. */
@@ -268,6 +275,10 @@ typedef struct cf_model_desc {
     const char *const *weight_names; /* (n_weights) GGUF tensor names */
     const int *weight_types;         /* (n_weights) ggml type ids */
     const long *weight_shapes;       /* (n_weights * 4) ne[0..3] */
+    int encoder;          /* 1: an encoder (BERT-style embedding model): attention is
+                           * bidirectional, so cf_forward must see the whole input in one
+                           * call at pos 0 (n_tokens <= n_batch); there are no logits, the
+                           * output is E->hidden.  0: a generative (causal) model */
 } cf_model_desc;
 
 #endif
@@ -383,7 +394,8 @@ struct cf_cuda_host {
 #define CF_N_BATCH 512
 #define CF_ARENA_FLOATS 851968L
 #define CF_N_WEIGHTS 20
-#line 26 "templates/forward.cu.in"
+#define CF_ENCODER 0
+#line 27 "templates/forward.cu.in"
 
 /* ==== device half: compiled by NVRTC at load, for this GPU ================
  * Each kernel instantiates a body of runtime/kernels/cuda/cf_cuda.cuh with an
@@ -421,7 +433,7 @@ CF_KERNEL(cf_x_ccba3dc45052b421, CFK_EW_THREADS) { cfk_swiglu_op<384>(E, a.out, 
 CF_KERNEL(cf_mv_f6b7ca695024662c, CFK_MV_THREADS) { cfk_mv<8, 128, 384>(a.out, a.in[0], a.w, E->n_tokens); } CF_KERNEL(cf_mm_f6b7ca695024662c, CFK_MM_THREADS) { cfk_mm<8, 128, 384>(a.out, a.in[0], a.w, E->n_tokens); }
 #line 75 "archspecs/llama.lua"
 CF_KERNEL(cf_lh_d43368c0e5efe19b, CFK_EW_THREADS) { cfk_copy_cols<128, 0, 128>(E, E->hidden, a.in[0]); } CF_KERNEL(cf_lm_d43368c0e5efe19b, CFK_MV_THREADS) { cfk_mv<8, 2048, 128>(E->logits, a.in[0] + (E->n_tokens - 1) * 128, a.w, 1); } CF_KERNEL(cf_lv_d43368c0e5efe19b, CFK_MV_THREADS) { cfk_mv<8, 2048, 128>(E->logits, a.in[0], a.w, E->n_tokens); } CF_KERNEL(cf_la_d43368c0e5efe19b, CFK_MM_THREADS) { cfk_mm<8, 2048, 128>(E->logits, a.in[0], a.w, E->n_tokens); } CF_KERNEL(cf_lp_d43368c0e5efe19b, CFK_EW_THREADS) { cfk_logits_post<2048>(E, (const float *)a.w2, 1.0f, 0.0f); }
-#line 42 "templates/forward.cu.in"
+#line 43 "templates/forward.cu.in"
 #endif
 
 /* ==== host half: compiled by libtcc ======================================= */
@@ -431,13 +443,13 @@ CF_KERNEL(cf_lh_d43368c0e5efe19b, CFK_EW_THREADS) { cfk_copy_cols<128, 0, 128>(E
 static const int cf_kv_dim[CF_N_LAYER] = {
     64,
     64,
-#line 52 "templates/forward.cu.in"
+#line 53 "templates/forward.cu.in"
 };
 
 static const int cf_kv_dim_v[CF_N_LAYER] = {
     64,
     64,
-#line 58 "templates/forward.cu.in"
+#line 59 "templates/forward.cu.in"
 };
 
 /* Weight slots: the runtime uploads tensor cf_weight_names[i] to slot i after
@@ -463,7 +475,7 @@ static const char *const cf_weight_names[CF_N_WEIGHTS] = {
     "blk.1.ffn_gate.weight",
     "blk.1.ffn_up.weight",
     "blk.1.ffn_down.weight",
-#line 66 "templates/forward.cu.in"
+#line 67 "templates/forward.cu.in"
 };
 
 static const int cf_weight_types[CF_N_WEIGHTS] = {
@@ -487,7 +499,7 @@ static const int cf_weight_types[CF_N_WEIGHTS] = {
     8, /* Q8_0 */
     8, /* Q8_0 */
     8, /* Q8_0 */
-#line 72 "templates/forward.cu.in"
+#line 73 "templates/forward.cu.in"
 };
 
 static const long cf_weight_shapes[CF_N_WEIGHTS * 4] = {
@@ -511,13 +523,13 @@ static const long cf_weight_shapes[CF_N_WEIGHTS * 4] = {
     128, 384, 1, 1,
     128, 384, 1, 1,
     384, 128, 1, 1,
-#line 78 "templates/forward.cu.in"
+#line 79 "templates/forward.cu.in"
 };
 
 static const cf_model_desc cf_desc = {
     CF_ABI_VERSION, CF_ARCH, CF_FINGERPRINT, CF_N_VOCAB, CF_N_EMBD, CF_N_LAYER,
     CF_N_CTX_TRAIN, CF_N_BATCH, CF_ARENA_FLOATS, cf_kv_dim, cf_kv_dim_v, CF_N_WEIGHTS,
-    cf_weight_names, cf_weight_types, cf_weight_shapes,
+    cf_weight_names, cf_weight_types, cf_weight_shapes, CF_ENCODER,
 };
 
 const cf_model_desc *cf_describe(void);
@@ -598,6 +610,6 @@ void cf_cuda_forward(cf_cuda_host *H) {
     L->rms_norm(H, 31, "cf_x_4451ec4ad96ca835", 65536, 0, 1, 1, 128, T); /* output_norm.weight */
 #line 75 "archspecs/llama.lua"
     L->logits(H, 32, "cf_lh_d43368c0e5efe19b", "cf_lm_d43368c0e5efe19b", "cf_lv_d43368c0e5efe19b", "cf_la_d43368c0e5efe19b", "cf_lp_d43368c0e5efe19b", 65536, 0, -1, 8, 2048, 128, -1 >= 0 || 1.0f != 1.0f || 0.0f > 0.0f, T); /* token_embd.weight */
-#line 102 "templates/forward.cu.in"
+#line 103 "templates/forward.cu.in"
 }
 #endif

@@ -475,6 +475,7 @@ TEST(cuda, unsupported_family_ops_are_clear) {
         {"gpt-oss", "op 'attention' with attention sinks (archspecs/"},
         {"qwen3moe", "op 'moe_route' (archspecs/"},
         {"deepseek2", "op 'head_split' (archspecs/deepseek2.lua:"},
+        {"bert", "op 'attention' without a causal mask (an encoder's) (archspecs/"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char path[1024], err[1024];
