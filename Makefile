@@ -210,7 +210,10 @@ test-aarch64: $(A64)/test_kern $(BUILD)/test_runner $(BUILD)/cinfer
 	@CINFER_BIN=$(BUILD)/cinfer CINFER_BUILD=$(BUILD) QEMU_A64="$(QEMU_A64)" $(BUILD)/test_runner bundle_aarch64
 
 # ---- targets ---------------------------------------------------------------
-test: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/libcinfer.a $(BUILD)/examples/embed $(BUILD)/tools/archgen
+# an aarch64 runtime already built (make aarch64) is brought up to date: the
+# bundle_aarch64 tests link against it, and a stale one from an older ABI crashes
+test: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/libcinfer.a $(BUILD)/examples/embed $(BUILD)/tools/archgen \
+      $(if $(wildcard $(A64)/libcinfer.a),$(A64)/libcinfer.a)
 	@CINFER_BIN=$(BUILD)/cinfer CINFER_BUILD=$(BUILD) CINFER_SHARED=$(SHARED) ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(BUILD)/test_runner $(T)
 

@@ -42,6 +42,7 @@ typedef struct {
     int activations; /* CINFER_ACT_* */
     int precision;   /* CINFER_PRECISION_* (--quant) */
     int device, device_index; /* --device */
+    uint64_t mem_bytes; /* --mem (0: none) */
     int json, verbose;
     unsigned long long seed;
     double bw_gbs; /* memory bandwidth for the decode bound; 0: not given */
@@ -71,6 +72,8 @@ static void bench_usage(FILE *f) {
             "  --activations f32|q8  matmul activations (default: the library's, q8)\n"
             "  --quant P               compute precision: " CLI_QUANT_HELP
             CLI_DEVICE_HELP
+            "  --mem BYTES   memory budget (480M, 2G) for a context of max(-p, -n): the ladder's\n"
+            "                steps on stderr (docs/memory.md)\n"
             "  --json        JSON array with llama-bench's field names instead of the table\n"
             "  --bw GB/S     memory read bandwidth: also report the decode bound\n"
             "                (bandwidth / weight bytes per token) and the fraction reached\n"
@@ -124,6 +127,9 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             i++;
         } else if (!strcmp(f, "--device")) {
             if (cli_parse_device("cinfer bench", v, &a->device, &a->device_index)) return -1;
+            i++;
+        } else if (!strcmp(f, "--mem")) {
+            if (cli_parse_bytes("cinfer bench", v, &a->mem_bytes)) return -1;
             i++;
         } else if (!strcmp(f, "--jit")) a->mode = CINFER_JIT;
         else if (!strcmp(f, "--aot")) a->mode = CINFER_AOT;
@@ -308,9 +314,11 @@ int cli_bench(int argc, char **argv) {
     int32_t *ids = NULL, *hist = NULL;
     double *samples = NULL;
     int rc = 1;
+    const int n_ctx = a.n_prompt > a.n_gen ? a.n_prompt : a.n_gen;
     if (cinfer_model_open(a.model, &(cinfer_model_options){.compile = a.mode, .precision = a.precision,
-                                                          .device = a.device, .device_index = a.device_index},
-                          &m, err, sizeof err)) {
+                                                          .mem_bytes = a.mem_bytes, .n_ctx = n_ctx,
+                                                          .n_threads = n_threads, .device = a.device,
+                                                          .device_index = a.device_index}, &m, err, sizeof err)) {
         fprintf(stderr, "cinfer bench: %s\n", err);
         return 1;
     }
@@ -318,10 +326,10 @@ int cli_bench(int argc, char **argv) {
         cinfer_model_close(m);
         return 1;
     }
+    if (a.mem_bytes) cli_print_budget("cinfer bench", m, 0);
     const double load_ms = ((cli_now_ms() * 1e6) - t0) * 1e-6, compile_ms = cinfer_model_compile_ms(m);
     cli_warn_settings("cinfer bench", m, 0, a.n_threads); /* numbers taken with too many threads mislead */
     const int n_vocab = cinfer_model_n_vocab(m);
-    const int n_ctx = a.n_prompt > a.n_gen ? a.n_prompt : a.n_gen;
     if (cinfer_session_new(m, &(cinfer_session_options){.n_ctx = n_ctx, .n_threads = n_threads,
                                                       .activations = a.activations}, &s,
                            err, sizeof err)) {

@@ -237,15 +237,20 @@ static int open_progress(void *user, const char *stage, double done, double tota
 
 static void usage(FILE *f) {
     fprintf(f, "usage: cinfer chat MODEL [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
-               "                   [--min-p P] [--seed S] [-t THREADS] [-c N_CTX] [--aot] [--show-prompt]\n"
-               "                   [--quant auto|native|f32|int8|int8int8|int4|int4mix] [--device cpu|cuda[:N]] [-v]\n"
+               "                   [--min-p P] [--repeat-penalty R] [--repeat-penalty-all] [--seed S]\n"
+               "                   [-t THREADS] [-c N_CTX] [--aot] [--show-prompt]\n"
+               "                   [--quant auto|native|f32|int8|int8int8|int4|int4mix] [--mem BYTES]\n"
+               "                   [--device cpu|cuda[:N]] [-v]\n"
                "  MODEL: a GGUF or .giw file, or REPO[:FILE] pulled with cinfer pull.\n"
                "  interactive on a terminal: line editing and a history kept in $XDG_CACHE_HOME/cinfer/\n"
                "  chat_history; /help lists the commands (/reset, /save FILE, /load FILE, /exit);\n"
                "  Ctrl-C stops a reply, Ctrl-D leaves;\n"
                "  otherwise one user message per input line, one reply per message.\n"
                "  --seed S: default random (printed with -v), -1 = random, S = reproducible.\n"
-               "  When the conversation outgrows -c, the oldest turns are dropped (the system prompt stays).\n");
+               "  --repeat-penalty R leaves end-of-turn and control tokens alone; --repeat-penalty-all\n"
+               "  penalizes them too (llama.cpp's behaviour).\n"
+               "  When the conversation outgrows -c, the oldest turns are dropped (the system prompt stays).\n"
+               "  --mem BYTES (480M, 2G): a memory budget; the ladder's steps go to stderr (docs/memory.md).\n");
 }
 
 /* How chat_main gets its model: `cinfer chat MODEL` compiles one (and
@@ -292,6 +297,8 @@ static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn o
         else if (v && !strcmp(f, "--top-k")) go.top_k = (int)strtol(argv[++i], &end, 10);
         else if (v && !strcmp(f, "--top-p")) go.top_p = strtof(argv[++i], &end);
         else if (v && !strcmp(f, "--min-p")) go.min_p = strtof(argv[++i], &end);
+        else if (v && !strcmp(f, "--repeat-penalty")) go.repeat_penalty = strtof(argv[++i], &end);
+        else if (!strcmp(f, "--repeat-penalty-all")) go.repeat_penalty_all = 1;
         else if (v && !strcmp(f, "--seed")) {
             if (cli_parse_seed(argv[++i], &go.seed, &seed_random))
                 return fprintf(stderr, "cinfer chat: --seed: '%s' is not a seed (0..18446744073709551615, "
@@ -303,6 +310,8 @@ static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn o
             if ((mo.precision = cli_parse_precision("cinfer chat", argv[++i])) < 0) return 2;
         } else if (v && !strcmp(f, "--device")) {
             if (cli_parse_device("cinfer chat", argv[++i], &mo.device, &mo.device_index)) return 2;
+        } else if (v && !strcmp(f, "--mem") && !lk) {
+            if (cli_parse_bytes("cinfer chat", argv[++i], &mo.mem_bytes)) return 2;
         } else if (f[0] == '-' && f[1]) {
             fprintf(stderr, "cinfer chat: unknown or incomplete option '%s'\n", f);
             return usage(stderr), 2;
@@ -332,9 +341,15 @@ static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn o
     mo.progress = open_progress;
     mo.progress_user = &prog;
     err[0] = 0;
+    mo.n_ctx = so.n_ctx;
+    mo.n_threads = so.n_threads;
     int orc = open_model(model, &mo, lk, &m, err, sizeof err);
     cli_progress_end(&prog);
     if (!orc && cli_refuse_encoder("cinfer chat", m, model)) goto done;
+    if (!orc && mo.mem_bytes) {
+        cli_print_budget("cinfer chat", m, verbose);
+        so.n_ctx = 0; /* the context the budget chose */
+    }
     if (orc || cinfer_session_new(m, &so, &s, err, sizeof err)) {
         if (err[0]) fprintf(stderr, "cinfer chat: %s\n", err);
         goto done;

@@ -23,6 +23,7 @@ int cli_quantize(int argc, char **argv);
 int cli_schema_check(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_embed(int argc, char **argv);
+int cli_plan(int argc, char **argv);
 
 /* Programs with the forward pass linked in instead of compiled at start-up:
  * a standalone executable (`cinfer compile --aot -o PROG`, PROG MODEL) has
@@ -89,6 +90,18 @@ int cli_parse_device(const char *prog, const char *v, int *device, int *index);
     "auto (default: Q4_0/Q8_0 weights interleaved losslessly, other types native),\n"             \
     "                          native (the GGUF blocks, zero copy), f32, int8, int8int8, int4, int4mix\n" \
     "                          (repacked at load; a .giw runs as saved; docs/precisions.md)\n"
+/* --mem BYTES: a byte count with an optional binary suffix K, M, G, T (or
+ * KiB, MiB, GiB, TiB; "480M" = 480 * 2^20), > 0.  0, or -1 after printing
+ * "PROG: --mem 'v': expected bytes such as 480M or 2G". */
+int cli_parse_bytes(const char *prog, const char *v, uint64_t *out);
+/* Print a budgeted model's ladder steps (cinfer_model_budget), one
+ * "PROG: memory: STEP" line each on stderr, and with verbose its plan. */
+struct cinfer_model;
+void cli_print_budget(const char *prog, const struct cinfer_model *m, int verbose);
+/* For a model with streamed weights, one stderr line "PROG: stream: read
+ * ahead X MiB, dropped Y MiB, N major faults, Z MiB read from storage"
+ * (getrusage ru_majflt; /proc/self/io read_bytes, when readable). */
+void cli_print_stream_stats(const char *prog, const struct cinfer_model *m);
 /* CLOCK_MONOTONIC in milliseconds. */
 double cli_now_ms(void);
 /* Peak resident set of this process in bytes (getrusage ru_maxrss; on Linux

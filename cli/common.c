@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -318,4 +319,68 @@ char *cli_read_all(const char *path, size_t *len) {
     buf[n] = 0;
     *len = n;
     return buf;
+}
+
+int cli_parse_bytes(const char *prog, const char *v, uint64_t *out) {
+    static const char *const suffix[] = {"", "K", "M", "G", "T"};
+    char *end = NULL;
+    errno = 0;
+    double d = v ? strtod(v, &end) : -1;
+    int shift = -1;
+    if (v && end != v && !errno && d > 0)
+        for (int k = 0; k < 5 && shift < 0; k++) {
+            size_t n = strlen(suffix[k]);
+            if (!strncasecmp(end, suffix[k], n) && (!end[n] || (k && !strcasecmp(end + n, "iB"))))
+                shift = 10 * k;
+        }
+    if (shift < 0 || d * (double)(1ull << shift) >= 1.8e19) {
+        fprintf(stderr, "%s: --mem '%s': expected bytes such as 480M or 2G\n", prog, v ? v : "");
+        return -1;
+    }
+    *out = (uint64_t)(d * (double)(1ull << shift));
+    return 0;
+}
+
+void cli_print_budget(const char *prog, const cinfer_model *m, int verbose) {
+    cinfer_plan p;
+    const char *steps;
+    if (cinfer_model_budget(m, &p, &steps)) return;
+    for (const char *s = steps; *s;) {
+        const char *nl = strchr(s, '\n');
+        int n = nl ? (int)(nl - s) : (int)strlen(s);
+        fprintf(stderr, "%s: memory: %.*s\n", prog, n, s);
+        s += n + (nl != NULL);
+    }
+    char keep[64] = "";
+    if (p.streamed_bytes) snprintf(keep, sizeof keep, ", streamed (first %d layers resident)", p.stream_keep);
+    fprintf(stderr, "%s: memory: %s, %d positions%s, planned peak %.1f MiB of %.1f MiB\n", prog,
+            cinfer_precision_name(p.precision), p.n_ctx, keep, p.peak_bytes / 1048576.0, p.mem_bytes / 1048576.0);
+    if (verbose) {
+        char text[2048];
+        cinfer_plan_format(&p, text, sizeof text);
+        fprintf(stderr, "%s\n", text);
+    }
+}
+
+void cli_print_stream_stats(const char *prog, const cinfer_model *m) {
+    uint64_t ahead, dropped;
+    if (cinfer_model_stream_stats(m, &ahead, &dropped)) return;
+    struct rusage ru;
+    long majflt = getrusage(RUSAGE_SELF, &ru) ? -1 : ru.ru_majflt;
+    unsigned long long read_bytes = 0;
+    int have_io = 0;
+    FILE *f = fopen("/proc/self/io", "r");
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "read_bytes: %llu", &read_bytes) == 1) have_io = 1;
+    if (f) fclose(f);
+    char io[64] = "";
+    if (have_io) snprintf(io, sizeof io, ", %.1f MiB read from storage", read_bytes / 1048576.0);
+    unsigned long long size = 0, resident = 0;
+    FILE *sm = fopen("/proc/self/statm", "r");
+    if (!sm || fscanf(sm, "%llu %llu", &size, &resident) != 2) resident = 0;
+    if (sm) fclose(sm);
+    fprintf(stderr, "%s: stream: read ahead %.1f MiB, dropped %.1f MiB, %ld major faults%s, RSS now %.1f MiB\n",
+            prog, ahead / 1048576.0, dropped / 1048576.0, majflt, io,
+            resident * (double)sysconf(_SC_PAGESIZE) / 1048576.0);
 }

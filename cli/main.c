@@ -21,6 +21,7 @@ static const command commands[] = {
     {"pull", cli_pull, "REPO [FILE|PATTERN] ...", "download a model from Hugging Face"},
     {"list", cli_list, "", "the models in the local cache"},
     {"rm", cli_rm, "REPO[:FILE]", "remove from the local cache"},
+    {"plan", cli_plan, "MODEL [--quant P] [-c N] [--mem BYTES] [--json]", "the memory a run will take, by part (docs/memory.md)"},
     {"inspect", cli_inspect, "MODEL [--json]", "metadata, tensors, totals"},
     {"tokenize", cli_tokenize, "MODEL TEXT [--no-bos]", "print token ids"},
     {"bench", cli_bench, "MODEL [-p 512] [-n 128] [-t N] ...", "prompt and generation tokens/s"},

@@ -50,9 +50,13 @@ typedef struct {
     int confidence;          /* --confidence: print the decisions' distributions (stderr) */
     int n_given;             /* -n was given */
     int quant_given;         /* --quant was given */
+    uint64_t mem_bytes;      /* --mem: the memory budget (0: none) */
+    int stream_weights;      /* --stream-weights */
+    int stream_ahead;        /* --stream-ahead N */
     int seed_random;         /* the seed was drawn at random (no --seed, or --seed -1) */
     const char *stop[RUN_MAX_STOP]; /* --stop STR (repeatable) */
     int n_stop;
+    int penalty_all;         /* --repeat-penalty-all: end-of-generation/control tokens too */
 } run_args;
 
 /* "cinfer run", or the program's name for a standalone executable
@@ -90,6 +94,8 @@ static void run_usage(FILE *f, int prebuilt) {
             "  --temp T                temperature (0.8; 0 = greedy, deterministic)\n"
             "  --stop STR              stop when the text STR is generated (not printed; repeatable)\n"
             "  --top-k K --top-p P --min-p P --repeat-penalty R\n"
+            "                          (top-p 0 = greedy; the penalty leaves end-of-generation and\n"
+            "                          control tokens alone unless --repeat-penalty-all)\n"
             "  --seed S                sampling seed: same seed, same text (default: random, printed\n"
             "                          with -v; -1 = random)\n"
             "  -t N                    threads (default: physical cores)\n"
@@ -99,6 +105,10 @@ static void run_usage(FILE *f, int prebuilt) {
         fprintf(f,
             "  --jit | --aot           compile in memory with libtcc (default) or with cc -O3\n"
             "  --quant P               compute precision: " CLI_QUANT_HELP
+            "  --mem BYTES             memory budget (480M, 2G): the most precise plan that fits,\n"
+            "                          each step on stderr (precision, then context; docs/memory.md)\n"
+            "  --stream-weights        run from the file mapping a few layers at a time (models larger\n"
+            "                          than memory; native precision); --stream-ahead N layers (1)\n"
             CLI_DEVICE_HELP);
     fprintf(f,
             "  --activations f32|q8    matmul activations: f32 (exact dequantized weights) or\n"
@@ -184,6 +194,7 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
         else if (!strcmp(f, "--top-p")) { NUM(0, 1); a->sp.top_p = (float)d; }
         else if (!strcmp(f, "--min-p")) { NUM(0, 1); a->sp.min_p = (float)d; }
         else if (!strcmp(f, "--repeat-penalty")) { NUM(0, 100); a->sp.repeat_penalty = (float)d; }
+        else if (!strcmp(f, "--repeat-penalty-all")) a->penalty_all = 1;
         else if (!strcmp(f, "--seed")) {
             NEED_VAL();
             if (cli_parse_seed(v, &a->sp.seed, &a->seed_random)) {
@@ -192,6 +203,12 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
                 return -1;
             }
         }
+        else if (!strcmp(f, "--mem") && !prebuilt) {
+            NEED_VAL();
+            if (cli_parse_bytes(run_name, v, &a->mem_bytes)) return -1;
+        }
+        else if (!strcmp(f, "--stream-weights") && !prebuilt) a->stream_weights = 1;
+        else if (!strcmp(f, "--stream-ahead") && !prebuilt) { NUM(1, 64); a->stream_ahead = (int)d; }
         else if (!strcmp(f, "--jit")) a->mode = CC_JIT;
         else if (!strcmp(f, "--aot")) a->mode = CC_AOT;
         else if (!strcmp(f, "--device")) {
@@ -379,6 +396,8 @@ static int open_compiled(run_args *a, const cli_linked *lk, cinfer_model **m, ch
     cinfer_model_options mo = {.compile = a->mode == CC_AOT ? CINFER_AOT : CINFER_JIT,
                                .archspec_path = a->archspec, .verbose = a->verbose,
                                .precision = a->precision, .progress = on_progress, .progress_user = &prog,
+                               .mem_bytes = a->mem_bytes, .n_ctx = a->n_ctx, .n_threads = a->n_threads,
+                               .stream_weights = a->stream_weights, .stream_ahead = a->stream_ahead,
                                .device = a->device, .device_index = a->device_index};
     char cc_name[256];
     int opened = cinfer_model_open(a->model, &mo, m, err, err_len);
@@ -391,6 +410,10 @@ static int open_compiled(run_args *a, const cli_linked *lk, cinfer_model **m, ch
         opened = cinfer_model_open(a->model, &mo, m, err, err_len);
     }
     cli_progress_end(&prog);
+    if (!opened && a->mem_bytes) {
+        cli_print_budget(run_name, *m, a->verbose);
+        a->n_ctx = 0; /* the context the budget chose */
+    }
     return opened;
 }
 
@@ -508,6 +531,7 @@ static int run_main(int argc, char **argv, const cli_linked *lk, run_open_fn ope
             .min_p = a.sp.min_p,
             .repeat_penalty = a.sp.repeat_penalty,
             .repeat_last_n = a.sp.repeat_last_n,
+            .repeat_penalty_all = a.penalty_all,
             .seed = a.sp.seed,
             .stop = a.n_stop ? a.stop : NULL,
             .n_stop = a.n_stop,
@@ -560,6 +584,7 @@ stats:
             res.gen_ms > 0 ? res.n_generated * 1e3 / res.gen_ms : 0.0, rs.t_first_ms,
             a.n_threads > 0 ? a.n_threads : pool_default_threads(), kern_cpu_label(),
             cinfer_precision_name(cinfer_model_precision(m)), (cli_peak_rss_bytes() / 1048576.0));
+    cli_print_stream_stats("cinfer", m);
     goto done;
 fail:
     fprintf(stderr, "%s: %s\n", run_name, err);

@@ -30,6 +30,8 @@ static void serve_usage(FILE *f) {
             "  --api-key K        require K as 'Authorization: Bearer K' or 'x-api-key: K'\n"
             "  --name NAME        model id of the positional MODEL (default: file name without .gguf/.giw)\n"
             "  -c, --ctx-size N   context positions per model (default min(n_ctx_train, 4096))\n"
+            "  --mem BYTES        memory budget of each model (480M, 2G): the ladder's steps on\n"
+            "                     stderr (docs/memory.md)\n"
             "  -t, --threads N    threads per model (default: physical cores)\n"
             "  --queue N          requests that may wait behind the running one, per model (default 16)\n"
             "  --no-webui         no chat page at GET /\n"
@@ -69,15 +71,15 @@ enum { MAX_MODELS = 16 };
  * neither the compiler nor the model cache. */
 typedef struct {
     int (*resolve)(const char **path, char *buf, size_t cap);
-    int (*open)(const char *path, const cli_linked *lk, const cinfer_model_options *mo, cinfer_model **m, char *err,
-                size_t err_len);
+    int (*open)(const char *path, const cli_linked *lk, const cinfer_model_options *mo, cinfer_model **m,
+                char *err, size_t err_len);
 } serve_models;
 
 static int resolve_cached(const char **path, char *buf, size_t cap) {
     return cli_resolve_model("serve", path, buf, cap, CLI_MODEL_RUN);
 }
-static int open_compiled(const char *path, const cli_linked *lk, const cinfer_model_options *mo, cinfer_model **m,
-                         char *err, size_t err_len) {
+static int open_compiled(const char *path, const cli_linked *lk, const cinfer_model_options *mo,
+                         cinfer_model **m, char *err, size_t err_len) {
     (void)lk;
     return cinfer_model_open(path, mo, m, err, err_len);
 }
@@ -85,8 +87,8 @@ static int resolve_none(const char **path, char *buf, size_t cap) {
     (void)path, (void)buf, (void)cap;
     return 0;
 }
-static int open_bundle(const char *path, const cli_linked *lk, const cinfer_model_options *mo, cinfer_model **m,
-                       char *err, size_t err_len) {
+static int open_bundle(const char *path, const cli_linked *lk, const cinfer_model_options *mo,
+                       cinfer_model **m, char *err, size_t err_len) {
     (void)path, (void)mo;
     return cinfer_model_open_linked_at(lk->path, lk->offset, lk->n_bytes, lk->describe, lk->forward,
                                        m, err, err_len);
@@ -94,7 +96,8 @@ static int open_bundle(const char *path, const cli_linked *lk, const cinfer_mode
 
 static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_models *sm) {
     srv_options o = {.port = 8080};
-    cinfer_model_options mo = {0};
+    cinfer_model_options mo = {0}; /* --device; --mem adds each model's budget below */
+    uint64_t mem_bytes = 0; /* --mem: each model's budget */
     const char *path = NULL;
     const char *paths[MAX_MODELS], *cors[MAX_MODELS];
     int n_cors = 0;
@@ -174,6 +177,7 @@ static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_m
         else if (!strcmp(f, "--port")) { if (parse_int(f, v, 0, 65535, &x)) return 2; o.port = (int)x; }
         else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) { if (parse_int(f, v, 0, 1 << 24, &x)) return 2; o.n_ctx = (int)x; }
         else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) { if (parse_int(f, v, 0, 1024, &x)) return 2; o.n_threads = (int)x; }
+        else if (!strcmp(f, "--mem") && !lk) { if (cli_parse_bytes("cinfer serve", v, &mem_bytes)) return 2; i++; }
         else if (!strcmp(f, "--queue")) { if (parse_int(f, v, 1, 1 << 20, &x)) return 2; o.queue_max = (int)x; }
         else {
             fprintf(stderr, "cinfer serve: unknown option '%s' (see --help)\n", f);
@@ -222,17 +226,21 @@ static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_m
     srv_model extra[MAX_MODELS];
     int n_open = 0;
     srv *s = NULL;
+    if (mem_bytes) mo.mem_bytes = mem_bytes, mo.n_ctx = o.n_ctx, mo.n_threads = o.n_threads;
     if (path && sm->open(path, lk, &mo, &m, err, sizeof err)) {
         fprintf(stderr, "cinfer serve: %s\n", err);
         goto out;
     }
+    if (m && mem_bytes) cli_print_budget("cinfer serve", m, 0);
     for (; n_open < n_models; n_open++) {
         extra[n_open].name = names[n_open];
         if (sm->open(paths[n_open], lk, &mo, &extra[n_open].m, err, sizeof err)) {
             fprintf(stderr, "cinfer serve: model '%s': %s\n", names[n_open], err);
             goto out;
         }
+        if (mem_bytes) cli_print_budget(names[n_open], extra[n_open].m, 0);
     }
+    if (mem_bytes) o.n_ctx = 0; /* each model's sessions take the context its budget chose */
     o.models = extra;
     o.n_models = n_models;
     if (srv_start(m, &o, &s, err, sizeof err)) {

@@ -121,6 +121,27 @@ typedef struct {
                                   * it for another one is CINFER_EARG */
     cinfer_progress_fn progress; /* optional: repacking progress */
     void *progress_user;
+    /* Memory budget (`--mem`, docs/memory.md).  0: none, today's behaviour.
+     * Otherwise the open walks the ladder of cinfer_plan_model (precision,
+     * then context) to the most precise plan whose peak fits mem_bytes, with
+     * sessions of n_ctx positions on n_threads threads (0: the defaults of
+     * cinfer_session_options); cinfer_model_budget says what it chose and why.
+     * Nothing fits: CINFER_ENOMEM, the message holds the smallest plan. */
+    uint64_t mem_bytes;
+    int n_ctx;
+    int n_threads;
+    /* Streaming weights (`--stream-weights`, docs/memory.md): compute from
+     * the file mapping (precision auto means native here; other precisions
+     * are CINFER_EARG, except a .giw's own), nothing prefaulted, a helper
+     * thread mapping stream_ahead layers (0: 1) ahead of the forward pass and
+     * dropping the layers behind it from the process, so a model larger
+     * than memory runs at the speed its storage reads.  Only the layer
+     * window, the weights outside layers (embeddings, output) and the
+     * context stay resident.  One session at a time should evaluate. */
+    int stream_weights;
+    int stream_ahead;
+    /* The device (docs/cuda.md).  CINFER_DEVICE_CUDA plans and streams
+     * nothing: mem_bytes or stream_weights with it are CINFER_EARG. */
     int device;                  /* CINFER_DEVICE_*; 0 = CPU */
     int device_index;            /* CUDA: which GPU (0 = the first) */
 } cinfer_model_options;
@@ -205,6 +226,94 @@ void cinfer_model_repack_stats(const cinfer_model *m, int *n_tensors, size_t *n_
  * fsync'ed and renamed: path is never a half-written file.  CINFER_EIO. */
 int cinfer_model_save_giw(const cinfer_model *m, const char *path, char *err, size_t err_len);
 
+/* ---- memory plans (docs/memory.md) -------------------------------------------
+ * What a run will hold resident, by part, before anything heavy is loaded:
+ * the file is mapped and its metadata read, the tokenizer loaded and the
+ * forward pass compiled (JIT, milliseconds; these three are measured as the
+ * growth of this process's RSS), and the rest — weights, KV cache, arena,
+ * scratch — computed from the compiled module's description and the tensor
+ * table.  Bytes everywhere; "resident" means pages a run at a full context
+ * touches.  Checked against the peak RSS (getrusage ru_maxrss) of `cinfer
+ * run` in tests/test_memplan.c: within 10 %, erring high. */
+
+#define CINFER_PLAN_MAX_KINDS 12
+
+/* Weights of one compiled type, bound one way. */
+typedef struct {
+    int type;              /* ggml type id, or cinfer's 100 (Q4_0_R8) / 101 (Q8_0_R8) */
+    const char *type_name; /* "Q4_0_R8"; static */
+    int mapped;            /* 1: computed from the file mapping (page cache backed, shared,
+                            * dropped under memory pressure and read back); 0: converted
+                            * at open into anonymous memory */
+    int n_tensors;
+    uint64_t bytes;
+} cinfer_plan_weights;
+
+typedef struct {
+    int precision;      /* CINFER_PRECISION_* planned (never AUTO's 0 after a .giw: its own) */
+    int n_ctx;          /* KV cache positions planned */
+    int n_threads;      /* threads planned (each has kernel scratch) */
+    int n_weight_kinds;
+    cinfer_plan_weights weights[CINFER_PLAN_MAX_KINDS]; /* (n_weight_kinds), mapped first */
+    uint64_t weights_bytes;   /* sum of weights[].bytes */
+    uint64_t embd_bytes;      /* of weights_bytes: an untied token embedding left in the
+                               * mapping, as the rows n_ctx tokens read (>= 1 page each) */
+    uint64_t load_bytes;      /* transient at open: converted tensors' sources in flight,
+                               * the largest one per thread */
+    uint64_t kv_cache_bytes;  /* K and V, every layer, n_ctx positions (F32) */
+    uint64_t arena_bytes;     /* activations of the largest batch, min(n_batch, n_ctx) tokens */
+    uint64_t scratch_bytes;   /* per-thread kernel scratch, all threads */
+    uint64_t logits_bytes;    /* logits, batch positions, the session's token history */
+    uint64_t tokenizer_bytes; /* measured: vocabulary tables and the metadata pages read */
+    uint64_t compiler_bytes;  /* measured: compiling the forward pass (Lua, libtcc, the code) */
+    uint64_t runtime_bytes;   /* measured: this process before the model (code, libraries) */
+    uint64_t peak_bytes;      /* runtime + tokenizer + compiler + weights
+                               * + max(load, kv_cache + arena + scratch + logits) */
+    uint64_t mem_bytes;       /* the budget planned against; 0: none */
+    uint64_t streamed_bytes;  /* streamed: the mapped weights the window stands for (weights
+                               * then counts only the window); 0: not streamed */
+    int stream_keep;          /* streamed with a budget: the first layers kept resident
+                               * because the budget has room for them (counted in weights) */
+} cinfer_plan;
+
+typedef struct {
+    int precision;   /* CINFER_PRECISION_*; 0 = auto */
+    int n_ctx;       /* 0: min(n_ctx_train, 4096), as cinfer_session_options */
+    int n_threads;   /* 0: physical cores */
+    uint64_t mem_bytes; /* 0: plan the options as given.  Else walk the ladder: precision
+                         * (the asked one, then int8, int4mix, int4, each only when its
+                         * weights are smaller than the last), then halve the context
+                         * (down to 128 positions), until the peak fits */
+    const char *archspec_path; /* NULL: the built-in archspecs */
+    int stream_weights;        /* plan a streamed run (cinfer_model_options.stream_weights):
+                                * weights resident = outside layers + (stream_ahead + 1)
+                                * layers; the ladder then only shortens the context */
+    int stream_ahead;
+} cinfer_plan_options;
+
+/* Plan a run of the model at path (anything cinfer_model_open reads).
+ * steps (steps_cap bytes, may be NULL) receives one line per ladder step
+ * taken, "precision auto -> int8: peak 812.0 MiB > budget 512.0 MiB"
+ * ('\n'-separated; "" when the first plan fits or there is no budget).
+ * Errors: those of cinfer_model_open; CINFER_ENOMEM when mem_bytes is set
+ * and no step fits (*out then holds the smallest plan tried). */
+int cinfer_plan_model(const char *path, const cinfer_plan_options *opts, cinfer_plan *out,
+                      char *steps, size_t steps_cap, char *err, size_t err_len);
+
+/* The plan as text, one part per line ("weights  Q4_0_R8  converted  24  180.3 MiB"),
+ * into buf (cap bytes, NUL-terminated, truncated to fit). */
+void cinfer_plan_format(const cinfer_plan *p, char *buf, size_t cap);
+
+/* The budget a model was opened with (cinfer_model_options.mem_bytes): the
+ * plan chosen (*plan, may be NULL) and the ladder steps taken, '\n'-separated
+ * ("" when none were needed).  Returns 0, or CINFER_EARG when the model was
+ * opened without a budget.  The string is valid until cinfer_model_close. */
+int cinfer_model_budget(const cinfer_model *m, cinfer_plan *plan, const char **steps);
+
+/* Streamed weights (cinfer_model_options.stream_weights): bytes the read-ahead
+ * thread mapped in and dropped so far.  CINFER_EARG when not streaming. */
+int cinfer_model_stream_stats(const cinfer_model *m, uint64_t *read_ahead_bytes, uint64_t *dropped_bytes);
+
 /* ---- tokens ----------------------------------------------------------------- */
 
 /* Tokenize text[0..len).  add_special: add BOS/EOS as the model's GGUF asks;
@@ -239,7 +348,9 @@ enum {
 };
 
 typedef struct {
-    int n_ctx;       /* KV cache positions; 0: min(n_ctx_train, 4096) */
+    int n_ctx;       /* KV cache positions; 0: min(n_ctx_train, 4096), or for a model
+                      * opened with a budget (mem_bytes) the context it chose, which
+                      * is also the most a session of it may ask for (CINFER_EARG) */
     int n_threads;   /* 0: physical cores */
     int activations; /* CINFER_ACT_*; 0: CINFER_ACT_DEFAULT */
     cinfer_progress_fn progress; /* optional: prompt evaluation progress, and cancel */
@@ -462,12 +573,19 @@ typedef struct {
      * llama.cpp's usual sampling: temperature 0.8, top_k 40, top_p 0.95,
      * min_p 0.05 (cinfer run's defaults). */
     int max_tokens;        /* 0: until EOS or context full */
-    float temperature;     /* 0: greedy argmax, deterministic */
-    int top_k;             /* 0: off */
-    float top_p;           /* 0 or >= 1: off */
+    float temperature;     /* 0 (or less): greedy argmax, deterministic; any finite value
+                            * (large: near-uniform over the tokens top_k/top_p/min_p keep) */
+    int top_k;             /* <= 0: off */
+    float top_p;           /* nucleus: keep the most likely tokens until their probability
+                            * reaches top_p (at least one); 0: only the most likely one,
+                            * greedy (as OpenAI and llama.cpp read 0); >= 1: off.  Set it
+                            * (1, or e.g. 0.95) when sampling: a zeroed top_p is greedy */
     float min_p;           /* 0: off */
-    float repeat_penalty;  /* 0 or 1: off */
-    int repeat_last_n;     /* penalty window; 0: 64 */
+    float repeat_penalty;  /* 0 or 1: off.  Never applied to end-of-generation and control
+                            * tokens (<|im_end|> is in every earlier chat turn; penalized,
+                            * replies run on) unless repeat_penalty_all */
+    int repeat_last_n;     /* penalty window; 0: 64, -1: the whole history */
+    int repeat_penalty_all; /* 1: penalize end-of-generation and control tokens too (llama.cpp) */
     uint64_t seed;         /* sampling seed: same seed, same inputs → same text */
     const char *const *stop; /* n_stop strings that end generation (not emitted) */
     int n_stop;

@@ -221,7 +221,7 @@ static void *run_job(void *arg) {
     j->rc = cinfer_session_new(m, &so, &s, err, sizeof err);
     if (!j->rc) {
         collect c = {0};
-        cinfer_gen_options o = {.max_tokens = 48, .temperature = 0.8f, .top_k = 40, .seed = 7};
+        cinfer_gen_options o = {.max_tokens = 48, .temperature = 0.8f, .top_k = 40, .top_p = 1, .seed = 7};
         j->rc = cinfer_generate(s, "Once upon a time", &o, on_piece, &c, NULL, err, sizeof err);
         memcpy(j->text, c.text, sizeof j->text);
         cinfer_session_free(s);
@@ -281,4 +281,57 @@ TEST(api, installed_library_with_pkg_config) {
     int st = run_cmd(cmd, true, &out);
     EXPECT_MSG(st == 0 && out && strncmp(out, "Once upon a time", 16) == 0, "%s", out ? out : "");
     free(out);
+}
+
+/* ---- sampling options: edge values, the penalty's scope ------------------------------ */
+
+/* logit processor: EOS 10, token 100 5, everything else -inf */
+static void eos_first(float *l, int n_vocab, const int32_t *h, int n_h, void *user) {
+    (void)h, (void)n_h;
+    const int32_t eos = *(const int32_t *)user;
+    for (int i = 0; i < n_vocab; i++) l[i] = -INFINITY;
+    l[eos] = 10.0f;
+    l[100] = 5.0f;
+}
+
+TEST(api, sampling_edges_and_penalty_scope) {
+    cinfer_model *m = open_model(STORIES);
+    if (!m) SKIP("../shared absent");
+    cinfer_session *s;
+    char err[512];
+    EXPECT(cinfer_session_new(m, NULL, &s, err, sizeof err) == 0);
+    /* top_p 0 is greedy at any temperature and seed; top_k -1 is no limit */
+    collect greedy = {0};
+    cinfer_gen_options g = {.max_tokens = 12};
+    EXPECT_EQ_I(cinfer_generate(s, "Once upon a time", &g, on_piece, &greedy, NULL, err, sizeof err), 0);
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        collect c = {0};
+        cinfer_gen_options o = {.max_tokens = 12, .temperature = 1.5f, .top_k = -1, .top_p = 0, .seed = seed};
+        EXPECT_EQ_I(cinfer_generate(s, "Once upon a time", &o, on_piece, &c, NULL, err, sizeof err), 0);
+        EXPECT_STR_EQ(c.text, greedy.text);
+    }
+    /* any finite temperature is accepted; non-finite ones and top_p < 0 are refused by name */
+    cinfer_gen_options hot = {.max_tokens = 4, .temperature = 1e6f, .top_k = -1, .top_p = 1, .seed = 5};
+    EXPECT_EQ_I(cinfer_generate(s, "Once upon a time", &hot, NULL, NULL, NULL, err, sizeof err), 0);
+    hot.temperature = NAN;
+    EXPECT_EQ_I(cinfer_generate(s, "Once upon a time", &hot, NULL, NULL, NULL, err, sizeof err), CINFER_EARG);
+    EXPECT_MSG(strstr(err, "temperature"), "error: %s", err);
+    hot.temperature = 1, hot.top_p = -0.5f;
+    EXPECT_EQ_I(cinfer_generate(s, "Once upon a time", &hot, NULL, NULL, NULL, err, sizeof err), CINFER_EARG);
+    EXPECT_MSG(strstr(err, "top_p"), "error: %s", err);
+    /* the repetition penalty leaves EOS (in the history) alone unless repeat_penalty_all */
+    int32_t eos = cinfer_token_eos(m);
+    const int32_t ids[] = {cinfer_token_bos(m), 300, eos, 301, eos, 302};
+    cinfer_gen_result r;
+    cinfer_gen_options pen = {.max_tokens = 3, .repeat_penalty = 4.0f, .repeat_last_n = -1,
+                              .logit_fn = eos_first, .logit_user = &eos};
+    EXPECT_EQ_I(cinfer_generate_tokens(s, ids, 6, &pen, NULL, NULL, &r, err, sizeof err), 0);
+    EXPECT_EQ_I(r.stop, CINFER_STOP_EOS); /* 10 unpenalized beats 5 */
+    EXPECT_EQ_I(r.n_generated, 1);
+    pen.repeat_penalty_all = 1; /* 10 / 4 = 2.5 < 5: token 100; then 5 / 4 < 2.5: EOS */
+    EXPECT_EQ_I(cinfer_generate_tokens(s, ids, 6, &pen, NULL, NULL, &r, err, sizeof err), 0);
+    EXPECT_EQ_I(r.stop, CINFER_STOP_EOS);
+    EXPECT_EQ_I(r.n_generated, 2);
+    cinfer_session_free(s);
+    cinfer_model_close(m);
 }

@@ -552,6 +552,25 @@ TEST(cuda, cli_without_driver) {
     st = run_cmd(cmd, true, &out);
     EXPECT_MSG(st != 0 && out && strstr(out, "--device 'tpu': expected cpu, cuda or cuda:N"), "%s", out ? out : "");
     free(out);
+    /* the CPU-memory features refuse the GPU before any driver is looked for */
+    static const char *const mixes[][3] = {
+        {"run", "--stream-weights", "cinfer run: --device cuda: --stream-weights streams CPU weights"},
+        {"bench", "--mem 1G", "cinfer bench: --device cuda: --mem plans CPU memory"},
+    };
+    for (size_t i = 0; i < sizeof mixes / sizeof *mixes; i++) {
+        snprintf(cmd, sizeof cmd, "CINFER_CUDA_DRIVER=/nonexistent/libcuda.so.1 %s %s %s --device cuda %s 2>&1",
+                 cinfer_bin(), mixes[i][0], m, mixes[i][1]);
+        st = run_cmd(cmd, true, &out);
+        EXPECT_MSG(st != 0 && out && strstr(out, mixes[i][2]) && !strstr(out, "libcuda"), "%s: %d: %s", cmd, st,
+                   out ? out : "");
+        free(out);
+    }
+    cinfer_model *cm = NULL;
+    char err[1024];
+    EXPECT(cinfer_model_open(m, &(cinfer_model_options){.device = CINFER_DEVICE_CUDA, .stream_weights = 1}, &cm, err,
+                             sizeof err) == CINFER_EARG && !cm && strstr(err, "--stream-weights"));
+    EXPECT(cinfer_model_open(m, &(cinfer_model_options){.device = CINFER_DEVICE_CUDA, .mem_bytes = 1u << 30}, &cm,
+                             err, sizeof err) == CINFER_EARG && !cm && strstr(err, "--mem"));
 }
 
 /* ---- cuda_emul: the kernels' arithmetic against the CPU kernels ------------------------------------------------ */

@@ -121,7 +121,7 @@ int gram_gen_schemas(const char *model_rel, const char *prompt, int n_seeds, flo
         int batch = 0;
         for (int seed = 0; seed < n_seeds; seed++) {
             sbuf b = {0};
-            cinfer_gen_options o = {.max_tokens = 1500, .temperature = temp, .seed = (uint64_t)seed + 1, .grammar = g};
+            cinfer_gen_options o = {.max_tokens = 1500, .temperature = temp, .top_p = 1, .seed = (uint64_t)seed + 1, .grammar = g};
             cinfer_gen_result r;
             out->runs++;
             if (cinfer_generate(s, prompt, &o, collect, &b, &r, err, sizeof err)) {
@@ -255,7 +255,7 @@ TEST(gram_gen, struct_roundtrip) {
     EXPECT(s && cinfer_grammar_from_schema(m, schema, strlen(schema), NULL, &g, err, sizeof err) == 0);
     for (int seed = 0; g && seed < 5; seed++) {
         sbuf b = {0};
-        cinfer_gen_options o = {.max_tokens = 600, .temperature = 1.0f, .seed = (uint64_t)seed, .grammar = g};
+        cinfer_gen_options o = {.max_tokens = 600, .temperature = 1.0f, .top_p = 1, .seed = (uint64_t)seed, .grammar = g};
         cinfer_gen_result r;
         EXPECT(cinfer_generate(s, "Once upon a time", &o, collect, &b, &r, err, sizeof err) == 0);
         EXPECT_EQ_I(r.stop, CINFER_STOP_GRAMMAR);
@@ -290,7 +290,7 @@ TEST(gram_gen, confidence) {
     EXPECT(cinfer_confidence_new(&c) == 0);
     for (int seed = 0; seed < 4 && g; seed++) {
         sbuf b = {0};
-        cinfer_gen_options o = {.temperature = 1.0f, .seed = (uint64_t)seed, .grammar = g, .confidence = c};
+        cinfer_gen_options o = {.temperature = 1.0f, .top_p = 1, .seed = (uint64_t)seed, .grammar = g, .confidence = c};
         EXPECT(cinfer_generate(s, "Once upon a time", &o, collect, &b, NULL, err, sizeof err) == 0);
         /* one decision per enum/boolean/integer value: color, ok, n, list/0, list/1 */
         EXPECT_EQ_I(cinfer_confidence_count(c), 5);
@@ -332,7 +332,7 @@ static void *gen_thread(void *arg) {
     j->ok = 1;
     for (int k = 0; k < 4; k++) {
         sbuf b = {0};
-        cinfer_gen_options o = {.temperature = 1.0f, .seed = (uint64_t)(j->seed * 10 + k), .grammar = j->g};
+        cinfer_gen_options o = {.temperature = 1.0f, .top_p = 1, .seed = (uint64_t)(j->seed * 10 + k), .grammar = j->g};
         if (cinfer_generate(s, "Once upon a time", &o, collect, &b, NULL, err, sizeof err) ||
             cinfer_grammar_check(j->g, b.text ? b.text : "", b.len, err, sizeof err) != 1)
             j->ok = 0;

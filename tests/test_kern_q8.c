@@ -532,7 +532,7 @@ TEST(kern_q8, matmul) {
         double worst = 0;
         for (int isa = 0; isa < n_isas(); isa++)
             for (int k = 0; k < 3; k++) {
-                /* 37 rows: partial tiles; 1280 inputs: a full 1024 slice and a partial one */
+                /* 37 rows: partial tiles; 1280 inputs: an odd number of 256-element blocks */
                 uint64_t seed = g_rng;
                 size_t ny = (size_t)37 * toks[k];
                 float *y1 = malloc(sizeof(float) * ny);

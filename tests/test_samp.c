@@ -51,7 +51,16 @@ TEST(samp, defaults_and_validation) {
     EXPECT_EQ_I(samp_new(&d, 0, &s), SAMP_EINVAL);
     EXPECT_EQ_I(samp_new(NULL, 10, &s), SAMP_EINVAL);
     samp_params bad = d;
-    bad.top_p = 0.0f;
+    bad.top_p = -0.1f;
+    EXPECT_EQ_I(samp_new(&bad, 10, &s), SAMP_EINVAL);
+    bad = d;
+    bad.top_p = NAN;
+    EXPECT_EQ_I(samp_new(&bad, 10, &s), SAMP_EINVAL);
+    bad = d;
+    bad.temp = INFINITY;
+    EXPECT_EQ_I(samp_new(&bad, 10, &s), SAMP_EINVAL);
+    bad = d;
+    bad.temp = NAN;
     EXPECT_EQ_I(samp_new(&bad, 10, &s), SAMP_EINVAL);
     bad = d;
     bad.min_p = NAN;
@@ -227,5 +236,70 @@ TEST(samp, repetition_penalty) {
     int c0 = 0, draws = 20000;
     for (int d = 0; d < draws; d++) c0 += samp_sample(s, l, h0, 1) == 0;
     EXPECT_NEAR(c0 / (double)draws, exp(-1.0) / (1.0 + exp(-1.0)), 0.015);
+    samp_free(s);
+}
+
+/* Edge values (the llama.cpp / ggml issue history): top_p 0 keeps the top
+ * token (greedy), top_k <= 0 keeps all, any finite temperature >= 0 works —
+ * 0 greedy, tiny ones greedy without NaN, huge ones near-uniform over the
+ * tokens the filters keep. */
+TEST(samp, edge_values) {
+    enum { N = 64 };
+    float l[N];
+    fill_logits(l, N, 11);
+    const int best = argmax_f32(l, N);
+    samp_state *s;
+    /* top_p 0, whatever the temperature: the argmax every time */
+    samp_params p = params(5.0f, 0, 0.0f, 0.0f);
+    EXPECT_EQ_I(samp_new(&p, N, &s), 0);
+    for (int d = 0; d < 200; d++) EXPECT_EQ_I(samp_sample(s, l, NULL, 0), best);
+    samp_free(s);
+    /* temperature 1e-38: logits / T overflow to inf; still the argmax */
+    p = params(1e-38f, 0, 1.0f, 0.0f);
+    EXPECT_EQ_I(samp_new(&p, N, &s), 0);
+    for (int d = 0; d < 50; d++) EXPECT_EQ_I(samp_sample(s, l, NULL, 0), best);
+    samp_free(s);
+    /* temperature 1e30 with top_k -1 and nothing else: every id about equally often */
+    int counts[N];
+    p = params(1e30f, -1, 1.0f, 0.0f);
+    histogram(&p, l, N, 64000, counts);
+    for (int i = 0; i < N; i++) EXPECT_MSG(counts[i] > 800 && counts[i] < 1200, "id %d drawn %d / 64000", i, counts[i]);
+    /* ... and uniform over what top_k 5 keeps, never anything else */
+    p = params(1e30f, 5, 1.0f, 0.0f);
+    histogram(&p, l, N, 20000, counts);
+    int kept = 0;
+    for (int i = 0; i < N; i++)
+        if (counts[i]) {
+            kept++;
+            EXPECT_MSG(counts[i] > 3500 && counts[i] < 4500, "id %d drawn %d / 20000", i, counts[i]);
+        }
+    EXPECT_EQ_I(kept, 5);
+    /* -inf logits stay impossible at a huge temperature */
+    for (int i = 0; i < N; i++) if (i % 2) l[i] = -INFINITY;
+    p = params(1e30f, 0, 1.0f, 0.0f);
+    histogram(&p, l, N, 2000, counts);
+    for (int i = 1; i < N; i += 2) EXPECT_EQ_I(counts[i], 0);
+}
+
+/* Ids flagged in no_penalty (end-of-generation, control tokens) keep their
+ * logits; without the flags (llama.cpp's way) they are penalized too. */
+TEST(samp, penalty_exempt_ids) {
+    enum { N = 8 };
+    float l[N];
+    for (int i = 0; i < N; i++) l[i] = -5.0f;
+    l[2] = 3.0f, l[5] = 2.0f; /* 2: say <|im_end|>, in the history; 5: an ordinary token */
+    const int32_t hist[] = {2, 2, 4};
+    uint8_t exempt[N] = {0};
+    exempt[2] = 1;
+    samp_params p = params(0.0f, 0, 1.0f, 0.0f);
+    p.repeat_penalty = 2.0f; /* 3.0 / 2 = 1.5 < 2.0 if penalized */
+    p.no_penalty = exempt;
+    samp_state *s;
+    EXPECT_EQ_I(samp_new(&p, N, &s), 0);
+    EXPECT_EQ_I(samp_sample(s, l, hist, 3), 2);
+    samp_free(s);
+    p.no_penalty = NULL;
+    EXPECT_EQ_I(samp_new(&p, N, &s), 0);
+    EXPECT_EQ_I(samp_sample(s, l, hist, 3), 5);
     samp_free(s);
 }

@@ -24,10 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/pool.h"
 #include "compiler/compile.h"
 #include "engine/eng_cuda.h"
 #include "engine/engine.h"
 #include "engine/giw.h"
+#include "engine/memplan.h"
 #include "engine/samp.h"
 #include "formats/gguf.h"
 #include "formats/modelfile.h"
@@ -56,6 +58,11 @@ struct cinfer_model {
     void (*mod_free)(cc_module *); /* cc_module_free for a compiled module, free for a linked one */
     cuda_dev *gpu;        /* --device cuda: the GPU (closed after the engine and module) */
     char device[384];     /* cinfer_model_device */
+    int has_budget;       /* opened with cinfer_model_options.mem_bytes */
+    cinfer_plan budget;   /* the plan the budget chose */
+    char budget_steps[1024]; /* its ladder steps, '\n'-separated */
+    uint8_t *no_penalty;  /* (n_vocab) 1: end-of-generation or control token, which the
+                           * repetition penalty leaves alone (samp_params.no_penalty) */
 };
 
 /* How model_open gets the forward pass: compiled (cinfer_model_open passes
@@ -157,6 +164,264 @@ static void repack_progress(void *user, size_t done, size_t total) {
     (void)o->progress(o->progress_user, "repack", (double)done, (double)total);
 }
 
+/* ---- memory plans and the budget ladder --------------------------------------
+ * Shared by cinfer_plan_model and a budgeted cinfer_model_open: the file is
+ * open and its tokenizer loaded (both measured by the caller); each rung
+ * compiles the forward pass in its precision and adds up memplan's parts. */
+
+typedef struct {
+    const gguf_file *g;
+    const model_compiler *mc;
+    cc_options co;             /* .precision is set per rung */
+    int fixed;                 /* a .giw: only its own precision */
+    int n_threads;
+    uint64_t runtime_bytes, tokenizer_bytes;
+    uint64_t compiler_bytes;   /* measured at the first compile */
+    int compiled;
+    int stream, stream_ahead;  /* plan streamed weights */
+} plan_ctx;
+
+static uint64_t plan_peak(const cinfer_plan *p) {
+    uint64_t run = p->kv_cache_bytes + p->arena_bytes + p->scratch_bytes + p->logits_bytes;
+    return p->runtime_bytes + p->tokenizer_bytes + p->compiler_bytes + p->weights_bytes +
+           (p->load_bytes > run ? p->load_bytes : run);
+}
+
+/* The act_quant a session of this precision runs with by default (cinfer_session_new). */
+static int default_act_quant(int precision) {
+    int a = prec_act_quant(precision);
+    return a >= 0 ? a : 1;
+}
+
+/* Fill *p for the module desc at n_ctx. */
+static int plan_fill(plan_ctx *L, const cf_model_desc *d, int precision, int n_ctx, cinfer_plan *p,
+                     char *e, size_t el) {
+    memplan_parts parts;
+    if (memplan_parts_of(L->g, d, n_ctx, L->n_threads, default_act_quant(precision), &parts, e, el))
+        return CINFER_EFORMAT;
+    memset(p, 0, sizeof *p);
+    p->precision = precision;
+    p->n_ctx = memplan_n_ctx(d, n_ctx);
+    p->n_threads = L->n_threads > 0 ? L->n_threads : pool_default_threads();
+    p->n_weight_kinds = parts.n_kinds;
+    for (int k = 0; k < parts.n_kinds; k++)
+        p->weights[k] = (cinfer_plan_weights){parts.kinds[k].type, ggml_type_name((uint32_t)parts.kinds[k].type),
+                                              parts.kinds[k].mapped, parts.kinds[k].n_tensors,
+                                              parts.kinds[k].bytes};
+    p->weights_bytes = parts.weights_bytes;
+    if (L->stream) { /* resident: what lies outside layers, and the window of layers */
+        uint64_t layer_max, in_layers, global;
+        stream_layer_bytes(L->g, d, &layer_max, &in_layers, &global);
+        int ahead = L->stream_ahead > 0 ? L->stream_ahead : 1;
+        /* the layer being read, `ahead` being read ahead, and the one behind
+         * until the helper has dropped it */
+        uint64_t window = (uint64_t)(ahead + 2 < d->n_layer ? ahead + 2 : d->n_layer) * layer_max;
+        p->streamed_bytes = in_layers;
+        p->weights_bytes = parts.weights_bytes - in_layers + (window < in_layers ? window : in_layers);
+    }
+    p->embd_bytes = parts.embd_bytes;
+    p->load_bytes = parts.load_bytes;
+    p->kv_cache_bytes = parts.kv_bytes;
+    p->arena_bytes = parts.arena_bytes;
+    p->scratch_bytes = parts.scratch_bytes;
+    p->logits_bytes = parts.logits_bytes;
+    p->tokenizer_bytes = L->tokenizer_bytes;
+    p->compiler_bytes = L->compiler_bytes;
+    p->runtime_bytes = L->runtime_bytes;
+    p->peak_bytes = plan_peak(p);
+    return 0;
+}
+
+/* Compile for precision (measuring the first compile) into *mod. */
+static int plan_compile(plan_ctx *L, int precision, cc_module **mod, char *e, size_t el) {
+    cc_options co = L->co;
+    co.precision = precision;
+    uint64_t before = memplan_rss_now();
+    if (L->mc->build(L->g, &co, mod, e, el))
+        return strstr(e, "not supported") || strstr(e, "no CPU kernel") ? CINFER_EUNSUPPORTED
+                                                                        : CINFER_ECOMPILE;
+    if (!L->compiled) {
+        uint64_t after = memplan_rss_now();
+        L->compiler_bytes = after > before ? after - before : 0;
+        L->compiled = 1;
+    }
+    return 0;
+}
+
+static void step_line(char *steps, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void step_line(char *steps, size_t cap, const char *fmt, ...) {
+    if (!steps || !cap) return;
+    size_t n = strlen(steps);
+    if (n && n + 1 < cap) steps[n++] = '\n', steps[n] = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    if (n < cap) vsnprintf(steps + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+#define MIB(b) ((double)(b) / 1048576.0)
+
+/* The ladder (docs/memory.md): the asked precision, then int8, int4mix,
+ * int4 — a rung only when its weights are smaller than the last rung's —
+ * then halve the context down to PLAN_MIN_CTX.  mem == 0: the first plan.
+ * *mod (may be NULL) receives the chosen rung's module; the others are freed.
+ * CINFER_ENOMEM when nothing fits: *out holds the smallest plan. */
+#define PLAN_MIN_CTX 128
+static int plan_ladder(plan_ctx *L, int precision, int n_ctx, uint64_t mem, cinfer_plan *out,
+                       cc_module **mod, char *steps, size_t steps_cap, char *err, size_t err_len) {
+    char e[1024];
+    static const int rungs[] = {CINFER_PRECISION_INT8, CINFER_PRECISION_INT4MIX, CINFER_PRECISION_INT4};
+    if (steps && steps_cap) steps[0] = 0;
+    cc_module *cur = NULL;
+    int rc = plan_compile(L, precision, &cur, e, sizeof e);
+    if (!rc) rc = plan_fill(L, cur->desc, precision, n_ctx, out, e, sizeof e);
+    if (rc) {
+        if (cur) L->mc->free(cur);
+        return fail(err, err_len, rc, "%s", e);
+    }
+    out->mem_bytes = mem;
+    for (size_t r = 0; mem && out->peak_bytes > mem && !L->fixed && r < sizeof rungs / sizeof *rungs; r++) {
+        if (rungs[r] == out->precision) continue;
+        cc_module *next = NULL;
+        cinfer_plan p;
+        if (plan_compile(L, rungs[r], &next, e, sizeof e) ||
+            plan_fill(L, next->desc, rungs[r], n_ctx, &p, e, sizeof e)) {
+            if (next) L->mc->free(next);
+            continue; /* a precision this model cannot take is no step */
+        }
+        if (p.weights_bytes >= out->weights_bytes) {
+            L->mc->free(next);
+            continue;
+        }
+        p.mem_bytes = mem;
+        step_line(steps, steps_cap, "precision %s -> %s: peak %.1f MiB > budget %.1f MiB (weights %.1f -> %.1f MiB)",
+                  prec_name(out->precision), prec_name(p.precision), MIB(out->peak_bytes), MIB(mem),
+                  MIB(out->weights_bytes), MIB(p.weights_bytes));
+        L->mc->free(cur);
+        cur = next;
+        *out = p;
+    }
+    while (mem && out->peak_bytes > mem && out->n_ctx > PLAN_MIN_CTX) {
+        int half = out->n_ctx / 2 > PLAN_MIN_CTX ? out->n_ctx / 2 : PLAN_MIN_CTX;
+        cinfer_plan p;
+        if (plan_fill(L, cur->desc, out->precision, half, &p, e, sizeof e)) break;
+        p.mem_bytes = mem;
+        step_line(steps, steps_cap, "context %d -> %d: peak %.1f MiB > budget %.1f MiB (KV cache %.1f -> %.1f MiB)",
+                  out->n_ctx, half, MIB(out->peak_bytes), MIB(mem), MIB(out->kv_cache_bytes),
+                  MIB(p.kv_cache_bytes));
+        *out = p;
+    }
+    if (mem && out->peak_bytes > mem) {
+        char text[2048];
+        cinfer_plan_format(out, text, sizeof text);
+        L->mc->free(cur);
+        char line[2048], *w = line; /* one line: parts joined by "; ", runs of spaces squeezed */
+        for (const char *c = text; *c && w < line + sizeof line - 3; c++) {
+            if (*c == '\n') *w++ = ';', *w++ = ' ';
+            else if (*c != ' ' || (w > line && w[-1] != ' ')) *w++ = *c;
+        }
+        *w = 0;
+        memcpy(text, line, (size_t)(w - line) + 1);
+        return fail(err, err_len, CINFER_ENOMEM,
+                    "budget %.1f MiB: nothing fits; the smallest plan (%s, %d positions) needs %.1f MiB: %s",
+                    MIB(mem), prec_name(out->precision), out->n_ctx, MIB(out->peak_bytes), text);
+    }
+    if (mod) *mod = cur;
+    else L->mc->free(cur);
+    return 0;
+}
+
+void cinfer_plan_format(const cinfer_plan *p, char *buf, size_t cap) {
+    if (!buf || !cap) return;
+    buf[0] = 0;
+    size_t n = 0;
+#define PUT(...) do { if (n < cap) { int k_ = snprintf(buf + n, cap - n, __VA_ARGS__); \
+                                     if (k_ > 0) n += (size_t)k_; } } while (0)
+    PUT("precision %s, n_ctx %d, %d threads\n", prec_name(p->precision), p->n_ctx, p->n_threads);
+    for (int k = 0; k < p->n_weight_kinds; k++)
+        PUT("weights    %-8s %-9s %4d tensors %10.1f MiB\n", p->weights[k].type_name,
+            p->weights[k].mapped ? "mapped" : "converted", p->weights[k].n_tensors, MIB(p->weights[k].bytes));
+    if (p->embd_bytes) PUT("  (token_embd read by row: %.1f MiB of that at n_ctx)\n", MIB(p->embd_bytes));
+    if (p->streamed_bytes)
+        PUT("  (streamed: %.1f MiB of layers, a window of them%s resident)\n", MIB(p->streamed_bytes),
+            p->stream_keep ? " and the first ones" : "");
+    if (p->stream_keep) PUT("  (the first %d layers stay resident: the budget has room)\n", p->stream_keep);
+    PUT("weights    total %31.1f MiB\n", MIB(p->weights_bytes));
+    if (p->load_bytes) PUT("load       sources in flight %19.1f MiB\n", MIB(p->load_bytes));
+    PUT("kv cache   F32, %6d positions %14.1f MiB\n", p->n_ctx, MIB(p->kv_cache_bytes));
+    PUT("arena      activations %25.1f MiB\n", MIB(p->arena_bytes));
+    PUT("scratch    %2d threads %26.1f MiB\n", p->n_threads, MIB(p->scratch_bytes));
+    PUT("logits     and token history %19.1f MiB\n", MIB(p->logits_bytes));
+    PUT("tokenizer  measured %28.1f MiB\n", MIB(p->tokenizer_bytes));
+    PUT("compiler   measured %28.1f MiB\n", MIB(p->compiler_bytes));
+    PUT("runtime    measured %28.1f MiB\n", MIB(p->runtime_bytes));
+    PUT("peak %44.1f MiB", MIB(p->peak_bytes));
+    if (p->mem_bytes) PUT(" (budget %.1f MiB)", MIB(p->mem_bytes));
+#undef PUT
+}
+
+int cinfer_plan_model(const char *path, const cinfer_plan_options *opts, cinfer_plan *out,
+                      char *steps, size_t steps_cap, char *err, size_t err_len) {
+    static const model_compiler mc = {cc_build, cc_module_free};
+    cinfer_plan_options o = opts ? *opts : (cinfer_plan_options){0};
+    char e[1024];
+    if (steps && steps_cap) steps[0] = 0;
+    memset(out, 0, sizeof *out);
+    if (o.precision < 0 || o.precision >= CINFER_PRECISION_COUNT || o.n_ctx < 0 || o.n_threads < 0)
+        return fail(err, err_len, CINFER_EARG, "plan: precision %d (0..%d), n_ctx %d, n_threads %d (>= 0)",
+                    o.precision, CINFER_PRECISION_COUNT - 1, o.n_ctx, o.n_threads);
+    plan_ctx L = {.mc = &mc, .n_threads = o.n_threads, .stream = o.stream_weights != 0,
+                  .stream_ahead = o.stream_ahead, .fixed = o.stream_weights != 0,
+                  .co = {.mode = CC_JIT, .archspec_path = o.archspec_path}};
+    if (o.stream_weights && o.precision != CINFER_PRECISION_AUTO && o.precision != CINFER_PRECISION_NATIVE)
+        return fail(err, err_len, CINFER_EARG, "plan: streaming computes from the file mapping: precision %s "
+                    "cannot stream (native, or a .giw)", prec_name(o.precision));
+    if (o.stream_weights && o.precision == CINFER_PRECISION_AUTO) o.precision = CINFER_PRECISION_NATIVE;
+    L.runtime_bytes = memplan_rss_now();
+    const uint64_t anon0 = memplan_anon_now();
+    gguf_file *g = NULL;
+    tok_vocab *v = NULL;
+    int rc = modelfile_open(path, &g, e, sizeof e);
+    if (rc) return fail(err, err_len, gguf_code(rc), "%s", e);
+    if (tok_load_gguf(g, &v, e, sizeof e)) {
+        gguf_close(g);
+        return fail(err, err_len, CINFER_EUNSUPPORTED, "%s", e);
+    }
+    uint64_t after = memplan_anon_now();
+    /* the vocabulary's tables, and the header pages its strings live in */
+    L.tokenizer_bytes = (after > anon0 ? after - anon0 : 0) + gguf_data_offset(g);
+    L.g = g;
+    int giw_prec = giw_precision(g, e, sizeof e);
+    if (giw_prec == -2) rc = fail(err, err_len, CINFER_EFORMAT, "%s: %s", path, e);
+    else if (giw_prec >= 0 && o.precision != CINFER_PRECISION_AUTO && o.precision != giw_prec)
+        rc = fail(err, err_len, CINFER_EARG, "%s holds %s weights (a .giw); it cannot run as %s",
+                  path, prec_name(giw_prec), prec_name(o.precision));
+    else {
+        if (giw_prec >= 0) o.precision = giw_prec, L.fixed = 1;
+        else if (o.stream_weights) o.precision = CINFER_PRECISION_NATIVE;
+        rc = plan_ladder(&L, o.precision, o.n_ctx, o.mem_bytes, out, NULL, steps, steps_cap, err, err_len);
+    }
+    tok_free(v);
+    gguf_close(g);
+    return rc;
+}
+
+int cinfer_model_stream_stats(const cinfer_model *m, uint64_t *read_ahead_bytes, uint64_t *dropped_bytes) {
+    if (!m->em.stream) return CINFER_EARG;
+    stream_stats st;
+    stream_get_stats(m->em.stream, &st);
+    if (read_ahead_bytes) *read_ahead_bytes = st.populated_bytes;
+    if (dropped_bytes) *dropped_bytes = st.dropped_bytes;
+    return 0;
+}
+
+int cinfer_model_budget(const cinfer_model *m, cinfer_plan *plan, const char **steps) {
+    if (!m->has_budget) return CINFER_EARG;
+    if (plan) *plan = m->budget;
+    if (steps) *steps = m->budget_steps;
+    return 0;
+}
+
 /* Shared by both open functions: linked == NULL compiles the forward pass. */
 static void free_linked(cc_module *m) { free(m); }
 
@@ -167,6 +432,8 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
     char e[1024];
     *out = NULL;
     cinfer_model_options o = opts ? *opts : (cinfer_model_options){0};
+    const uint64_t rss_start = memplan_rss_now(), anon_start = memplan_anon_now();
+    int stream_keep = 0; /* streamed layers the budget keeps resident */
     cinfer_model *m = calloc(1, sizeof *m);
     if (!m) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
     pthread_mutex_init(&m->gv_lock, NULL);
@@ -210,6 +477,13 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
             goto bad;
         }
         o.precision = giw_prec;
+    } else if (o.stream_weights) {
+        if (o.precision != CINFER_PRECISION_AUTO && o.precision != CINFER_PRECISION_NATIVE) {
+            rc = fail(err, err_len, CINFER_EARG, "%s: streaming computes from the file mapping: precision %s "
+                      "cannot stream (native, or a .giw saved in it)", path, cinfer_precision_name(o.precision));
+            goto bad;
+        }
+        o.precision = CINFER_PRECISION_NATIVE;
     }
     m->precision = o.precision;
     snprintf(m->device, sizeof m->device, "cpu");
@@ -219,6 +493,17 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
         goto bad;
     }
     if (o.device == CINFER_DEVICE_CUDA) {
+        /* both are CPU-memory features: the plan measures this process, streaming maps the file */
+        if (o.stream_weights) {
+            rc = fail(err, err_len, CINFER_EARG, "--device cuda: --stream-weights streams CPU weights from the file "
+                      "mapping; the GPU holds every weight in device memory, drop one of them");
+            goto bad;
+        }
+        if (o.mem_bytes) {
+            rc = fail(err, err_len, CINFER_EARG, "--device cuda: --mem plans CPU memory (precision, then context); "
+                      "the GPU's weights and KV cache are not planned, drop one of them");
+            goto bad;
+        }
         if (describe) {
             rc = fail(err, err_len, CINFER_EUNSUPPORTED, "--device cuda: a program with a linked forward pass runs "
                       "on the CPU; use cinfer run MODEL --device cuda");
@@ -264,6 +549,32 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
         }
         m->mod->desc = describe();
         m->mod->forward = forward;
+    } else if (o.mem_bytes) {
+        if (o.n_ctx < 0 || o.n_threads < 0) {
+            rc = fail(err, err_len, CINFER_EARG, "budget: n_ctx %d and n_threads %d must be >= 0",
+                      o.n_ctx, o.n_threads);
+            goto bad;
+        }
+        uint64_t now = memplan_anon_now();
+        plan_ctx L = {.g = m->g, .mc = mc, .co = co, .fixed = giw_prec >= 0 || o.stream_weights,
+                      .n_threads = o.n_threads, .stream = o.stream_weights != 0, .stream_ahead = o.stream_ahead,
+                      .runtime_bytes = rss_start,
+                      .tokenizer_bytes = (now > anon_start ? now - anon_start : 0) + gguf_data_offset(m->g)};
+        rc = plan_ladder(&L, o.precision, o.n_ctx, o.mem_bytes, &m->budget, &m->mod, m->budget_steps,
+                         sizeof m->budget_steps, err, err_len);
+        if (rc) goto bad;
+        if (o.stream_weights) { /* room left in the budget keeps the first layers resident */
+            uint64_t layer_max, in_layers, global;
+            stream_layer_bytes(m->g, m->mod->desc, &layer_max, &in_layers, &global);
+            uint64_t room = o.mem_bytes - m->budget.peak_bytes;
+            if (layer_max) stream_keep = (int)(room / layer_max < 1u << 20 ? room / layer_max : 1u << 20);
+            if (stream_keep > m->mod->desc->n_layer) stream_keep = m->mod->desc->n_layer;
+            m->budget.weights_bytes += (uint64_t)stream_keep * layer_max;
+            m->budget.peak_bytes += (uint64_t)stream_keep * layer_max;
+            m->budget.stream_keep = stream_keep;
+        }
+        m->has_budget = 1;
+        m->precision = m->budget.precision;
     } else if (mc->build(m->g, &co, &m->mod, e, sizeof e)) {
         rc = fail(err, err_len, strstr(e, "not supported") || strstr(e, "no CPU kernel")
                                     ? CINFER_EUNSUPPORTED : CINFER_ECOMPILE, "%s", e);
@@ -284,8 +595,10 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
         if (o.verbose)
             fprintf(stderr, "cinfer: %s: %.1f MiB of weights uploaded, kernels from %s (%s)\n", m->device,
                     ecu_model_weight_bytes(m->em.cuda) / 1048576.0, m->mod->cuda_path, m->mod->cuda_image.arch);
-    } else if (eng_model_bind_threads(&m->em, m->g, m->mod->desc, m->mod->forward, 0,
-                                      o.progress ? repack_progress : NULL, &o, e, sizeof e)) {
+    } else if (o.stream_weights ? eng_model_bind_streamed(&m->em, m->g, m->mod->desc, m->mod->forward,
+                                                          o.stream_ahead, stream_keep, e, sizeof e)
+                                : eng_model_bind_threads(&m->em, m->g, m->mod->desc, m->mod->forward, 0,
+                                                         o.progress ? repack_progress : NULL, &o, e, sizeof e)) {
         rc = fail(err, err_len, strstr(e, "out of memory") ? CINFER_ENOMEM : CINFER_EFORMAT, "%s", e);
         goto bad;
     }
@@ -300,6 +613,12 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
     }
     /* A missing or unparsable chat template only matters to chat calls. */
     if (chat_template_from_gguf(m->g, &m->chat, m->chat_err, sizeof m->chat_err)) m->chat = NULL;
+    if (!(m->no_penalty = calloc((size_t)tok_n_vocab(m->vocab), 1))) {
+        rc = fail(err, err_len, CINFER_ENOMEM, "out of memory");
+        goto bad;
+    }
+    for (int32_t id = 0; id < tok_n_vocab(m->vocab); id++)
+        m->no_penalty[id] = tok_is_eog(m->vocab, id) || (tok_attr(m->vocab, id) & TOK_ATTR_CONTROL);
     *out = m;
     return 0;
 bad:
@@ -329,6 +648,7 @@ int cinfer_model_open_linked_at(const char *path, uint64_t offset, uint64_t n_by
 void cinfer_model_close(cinfer_model *m) {
     if (!m) return;
     free(m->path);
+    free(m->no_penalty);
     chat_template_free(m->chat);
     eng_model_release(&m->em);
     if (m->mod) m->mod_free(m->mod);
@@ -497,6 +817,12 @@ int cinfer_session_new(cinfer_model *m, const cinfer_session_options *opts,
     cinfer_session_options o = opts ? *opts : (cinfer_session_options){0};
     if (o.n_ctx < 0 || o.n_threads < 0)
         return fail(err, err_len, CINFER_EARG, "n_ctx and n_threads must be >= 0");
+    if (m->has_budget) { /* the budget planned this context: never more, silently */
+        if (o.n_ctx > m->budget.n_ctx)
+            return fail(err, err_len, CINFER_EARG, "n_ctx %d: the memory budget (%.1f MiB) planned %d positions",
+                        o.n_ctx, MIB(m->budget.mem_bytes), m->budget.n_ctx);
+        if (o.n_ctx == 0) o.n_ctx = m->budget.n_ctx;
+    }
     if (o.activations < CINFER_ACT_DEFAULT || o.activations > CINFER_ACT_Q8)
         return fail(err, err_len, CINFER_EARG, "activations %d: expected CINFER_ACT_F32 (1), "
                     "CINFER_ACT_Q8 (2) or 0 (default)", o.activations);
@@ -761,18 +1087,28 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
         return fail(err, err_len, CINFER_EARG, "max_tokens and n_stop must be >= 0");
     if (m->mod->desc->encoder) return no_logits(m, err, err_len);
 
+    if (!isfinite(o.temperature))
+        return fail(err, err_len, CINFER_EARG, "temperature %g: expected a finite number (0: greedy)",
+                    (double)o.temperature);
+    if (!(o.top_p >= 0))
+        return fail(err, err_len, CINFER_EARG, "top_p %g: expected 0..1 (0: greedy, 1: off)", (double)o.top_p);
+    if (!(o.min_p >= 0 && o.min_p <= 1))
+        return fail(err, err_len, CINFER_EARG, "min_p %g: expected 0..1 (0: off)", (double)o.min_p);
+    if (!(o.repeat_penalty >= 0) || isinf(o.repeat_penalty) || o.repeat_last_n < -1)
+        return fail(err, err_len, CINFER_EARG, "repeat_penalty %g / repeat_last_n %d: expected a penalty >= 0 "
+                    "(0 or 1: off) and a window >= -1", (double)o.repeat_penalty, o.repeat_last_n);
     samp_params sp = {
         .temp = o.temperature,
         .top_k = o.top_k,
-        .top_p = o.top_p > 0 && o.top_p < 1 ? o.top_p : 1.0f,
+        .top_p = o.top_p,
         .min_p = o.min_p,
         .repeat_penalty = o.repeat_penalty > 0 ? o.repeat_penalty : 1.0f,
-        .repeat_last_n = o.repeat_last_n > 0 ? o.repeat_last_n : 64,
+        .repeat_last_n = o.repeat_last_n ? o.repeat_last_n : 64,
+        .no_penalty = o.repeat_penalty_all ? NULL : m->no_penalty,
         .seed = o.seed,
     };
     samp_state *samp = NULL;
-    if (samp_new(&sp, n_vocab, &samp))
-        return fail(err, err_len, CINFER_EARG, "invalid sampling options");
+    if (samp_new(&sp, n_vocab, &samp)) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
 
     int rc = 0;
     pending_text pend = {0};

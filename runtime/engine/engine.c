@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,10 +124,9 @@ static void populate_mapped(eng_model *m, const gguf_file *g, const cf_model_des
     }
 }
 
-int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc *d,
-                           void (*forward)(cf_env *), int n_threads,
-                           void (*progress)(void *user, size_t done, size_t total), void *progress_user,
-                           char *err, size_t err_len) {
+static int bind_core(eng_model *m, const gguf_file *g, const cf_model_desc *d, void (*forward)(cf_env *),
+                     int n_threads, void (*progress)(void *user, size_t done, size_t total),
+                     void *progress_user, int streamed, char *err, size_t err_len) {
     memset(m, 0, sizeof *m);
     m->W = calloc((size_t)d->n_weights, sizeof *m->W);
     repack_job *jobs = calloc((size_t)d->n_weights, sizeof *jobs);
@@ -152,6 +152,12 @@ int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc
         if ((int)t->type == dst) {
             m->W[i] = t->data;
             continue;
+        }
+        if (streamed) {
+            snprintf(err, err_len, "tensor '%s': streaming needs its file type %s, compiled for %s "
+                     "(use --quant native or a .giw)", t->name, ggml_type_name(t->type),
+                     ggml_type_name((uint32_t)dst));
+            goto fail;
         }
         /* W[i] stays NULL until the region exists; jobs are in weight order */
         /* Conversions a precision asks for: anything with a kernel → F32, and
@@ -200,7 +206,7 @@ int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc
         m->n_repacked = n_jobs;
     }
     free(jobs);
-    populate_mapped(m, g, d);
+    if (!streamed) populate_mapped(m, g, d);
     m->g = g;
     m->desc = d;
     m->forward = forward;
@@ -209,6 +215,23 @@ fail:
     free(jobs);
     eng_model_release(m);
     return -1;
+}
+
+int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc *d,
+                           void (*forward)(cf_env *), int n_threads,
+                           void (*progress)(void *user, size_t done, size_t total), void *progress_user,
+                           char *err, size_t err_len) {
+    return bind_core(m, g, d, forward, n_threads, progress, progress_user, 0, err, err_len);
+}
+
+int eng_model_bind_streamed(eng_model *m, const gguf_file *g, const cf_model_desc *d,
+                            void (*forward)(cf_env *), int ahead, int keep, char *err, size_t err_len) {
+    if (bind_core(m, g, d, forward, 1, NULL, NULL, 1, err, err_len)) return -1;
+    if (stream_new(g, d, m->W, ahead, keep, &m->stream, err, err_len)) {
+        eng_model_release(m);
+        return -1;
+    }
+    return 0;
 }
 
 int eng_model_bind(eng_model *m, const gguf_file *g, const cf_model_desc *d,
@@ -230,6 +253,8 @@ void eng_model_release(eng_model *m) {
     if (!m) return;
     ecu_model_free(m->cuda);
     m->cuda = NULL;
+    stream_free(m->stream);
+    m->stream = NULL;
     if (m->region) munmap(m->region, m->repacked_bytes);
     free(m->W);
     m->region = NULL;
@@ -253,6 +278,14 @@ void eng_ctx_free(eng_ctx *c) {
     free(c->positions);
     pool_free(c->pool);
     free(c);
+}
+
+/* cf_kernels.matmul when streaming: say which weight comes next, then multiply. */
+static void stream_matmul(cf_env *E, float *y, const float *x, const void *w, int type, int n_out, int n_in,
+                          int n_tokens) {
+    eng_ctx *c = (eng_ctx *)((char *)E - offsetof(eng_ctx, env));
+    stream_touch(c->m->stream, w);
+    c->kern_base->matmul(E, y, x, w, type, n_out, n_in, n_tokens);
 }
 
 /* Widest matmul input: ne[0] of every weight bounds it. */
@@ -310,8 +343,11 @@ int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, in
         eng_ctx_free(c);
         return snprintf(err, err_len, "out of memory for a %d-position context", n_ctx), -1;
     }
+    c->kern_base = kern_table(kern_best_isa());
+    c->kern_stream = *c->kern_base;
+    c->kern_stream.matmul = stream_matmul;
     c->env = (cf_env){
-        .K = kern_table(kern_best_isa()),
+        .K = m->stream ? &c->kern_stream : c->kern_base,
         .W = m->W,
         .arena = c->arena,
         .kv_k = c->kv_k,
@@ -325,6 +361,252 @@ int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, in
     };
     *out = c;
     return 0;
+}
+
+/* ==== non-finite logits =======================================================
+ * eng_eval checks the logits of every batch (one pass over n_logits x n_vocab
+ * floats; a forward pass costs thousands of times more).  When one is inf or
+ * NaN, the batch runs once more through a kernel table whose entries check
+ * each output they write, to name the first op, its weight and its layer that
+ * produced a non-finite value.  The rerun recomputes the same KV rows from
+ * the same inputs with the same kernels, so the cache is unchanged. */
+
+static int all_finite(const float *x, size_t n) {
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
+}
+
+typedef struct {
+    cf_env env;                /* first: the wrappers get &env and find the rest */
+    cf_kernels table;          /* the real table with the checked ops swapped in */
+    const cf_kernels *real;
+    const cf_model_desc *desc;
+    const char *last_weight;   /* most recent op's weight, for ops without one */
+    int last_layer;
+    char what[256];            /* the first non-finite output, described */
+} eng_check;
+
+static int layer_of(const char *name) {
+    int l;
+    return name && sscanf(name, "blk.%d.", &l) == 1 ? l : -1;
+}
+
+/* Record op's output y (n floats) when it is the first non-finite one. */
+static void check_out(eng_check *C, const char *op, const void *w, int layer, const float *y, size_t n) {
+    const char *name = NULL;
+    for (int i = 0; w && i < C->desc->n_weights; i++)
+        if (C->env.W[i] == w) name = C->desc->weight_names[i];
+    if (name) C->last_weight = name;
+    if (layer < 0) layer = name ? layer_of(name) : C->last_layer;
+    if (layer >= 0) C->last_layer = layer;
+    if (C->what[0] || all_finite(y, n)) return;
+    const char *wn = name ? name : C->last_weight, *sep = !wn ? "" : name ? " " : " after ";
+    if (layer >= 0)
+        snprintf(C->what, sizeof C->what, "layer %d: the output of %s%s%s", layer, op, sep, wn ? wn : "");
+    else
+        snprintf(C->what, sizeof C->what, "the output of %s%s%s (outside the layers)", op, sep,
+                 wn ? wn : "");
+}
+
+#define CHK(E) ((eng_check *)(E))
+
+static void chk_matmul(cf_env *E, float *y, const float *x, const void *w, int type, int n_out, int n_in,
+                       int n_tok) {
+    CHK(E)->real->matmul(E, y, x, w, type, n_out, n_in, n_tok);
+    check_out(CHK(E), "matmul", w, -1, y, (size_t)n_out * n_tok);
+}
+static void chk_get_rows(cf_env *E, float *y, const void *w, int type, int n, const int *ids, int n_tok) {
+    CHK(E)->real->get_rows(E, y, w, type, n, ids, n_tok);
+    check_out(CHK(E), "get_rows", w, -1, y, (size_t)n * n_tok);
+}
+static void chk_rms_norm(cf_env *E, float *y, const float *x, const float *w, int n, float eps, int n_tok) {
+    CHK(E)->real->rms_norm(E, y, x, w, n, eps, n_tok);
+    check_out(CHK(E), "rms_norm", w, -1, y, (size_t)n * n_tok);
+}
+static void chk_rope(cf_env *E, float *x, int n_head, int head_dim, int n_rot, float freq_base, int mode,
+                     float freq_scale, float ext_factor, float attn_factor, float beta_fast, float beta_slow,
+                     int n_ctx_orig, const float *freq_factors, int n_tok) {
+    CHK(E)->real->rope(E, x, n_head, head_dim, n_rot, freq_base, mode, freq_scale, ext_factor, attn_factor,
+                       beta_fast, beta_slow, n_ctx_orig, freq_factors, n_tok);
+    check_out(CHK(E), "rope", freq_factors, -1, x, (size_t)n_head * head_dim * n_tok);
+}
+static void chk_attention(cf_env *E, float *out, const float *q, const float *k, const float *v,
+                          const float *sinks, int layer, int n_head, int n_head_kv, int head_dim, int head_dim_v,
+                          float scale, int window, float softcap, int n_tok) {
+    CHK(E)->real->attention(E, out, q, k, v, sinks, layer, n_head, n_head_kv, head_dim, head_dim_v, scale, window,
+                            softcap, n_tok);
+    check_out(CHK(E), "attention", NULL, layer, out, (size_t)n_head * head_dim_v * n_tok);
+}
+static void chk_swiglu(cf_env *E, float *y, const float *g, const float *u, int n, int n_tok) {
+    CHK(E)->real->swiglu(E, y, g, u, n, n_tok);
+    check_out(CHK(E), "swiglu", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_add(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok) {
+    CHK(E)->real->add(E, y, a, b, n, n_tok);
+    check_out(CHK(E), "add", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_add_row(cf_env *E, float *y, const float *x, const float *b, int n, int n_tok) {
+    CHK(E)->real->add_row(E, y, x, b, n, n_tok);
+    check_out(CHK(E), "add_row", b, -1, y, (size_t)n * n_tok);
+}
+static void chk_scale(cf_env *E, float *y, const float *x, float s, int n, int n_tok) {
+    CHK(E)->real->scale(E, y, x, s, n, n_tok);
+    check_out(CHK(E), "scale", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_gelu(cf_env *E, float *y, const float *x, int n, int n_tok) {
+    CHK(E)->real->gelu(E, y, x, n, n_tok);
+    check_out(CHK(E), "gelu", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_geglu(cf_env *E, float *y, const float *g, const float *u, int n, int n_tok) {
+    CHK(E)->real->geglu(E, y, g, u, n, n_tok);
+    check_out(CHK(E), "geglu", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_layer_norm(cf_env *E, float *y, const float *x, const float *w, const float *b, int n,
+                           float eps, int n_tok) {
+    CHK(E)->real->layer_norm(E, y, x, w, b, n, eps, n_tok);
+    check_out(CHK(E), "layer_norm", w, -1, y, (size_t)n * n_tok);
+}
+static void chk_logits_post(cf_env *E, float *logits, const float *bias, int n_vocab, int n_rows, float scale,
+                            float softcap) {
+    CHK(E)->real->logits_post(E, logits, bias, n_vocab, n_rows, scale, softcap);
+    check_out(CHK(E), "logits_post", bias, -1, logits, (size_t)n_vocab * n_rows);
+}
+static void chk_mul_row(cf_env *E, float *y, const float *x, const float *w, int n_w, int n, int n_tok) {
+    CHK(E)->real->mul_row(E, y, x, w, n_w, n, n_tok);
+    check_out(CHK(E), "mul_row", w, -1, y, (size_t)n * n_tok);
+}
+static void chk_mul(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok) {
+    CHK(E)->real->mul(E, y, a, b, n, n_tok);
+    check_out(CHK(E), "mul", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_relu_sqr(cf_env *E, float *y, const float *x, int n, int n_tok) {
+    CHK(E)->real->relu_sqr(E, y, x, n, n_tok);
+    check_out(CHK(E), "relu_sqr", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_xielu(cf_env *E, float *y, const float *x, float alpha_n, float alpha_p, float beta, float eps,
+                      int n, int n_tok) {
+    CHK(E)->real->xielu(E, y, x, alpha_n, alpha_p, beta, eps, n, n_tok);
+    check_out(CHK(E), "xielu", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_pos_log_scale(cf_env *E, float *y, const float *x, float scale, int floor_scale, float offset,
+                              int n, int n_tok) {
+    CHK(E)->real->pos_log_scale(E, y, x, scale, floor_scale, offset, n, n_tok);
+    check_out(CHK(E), "pos_log_scale", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_tanh(cf_env *E, float *y, const float *x, int n, int n_tok) {
+    CHK(E)->real->tanh_(E, y, x, n, n_tok);
+    check_out(CHK(E), "tanh", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_sub(cf_env *E, float *y, const float *a, const float *b, int n, int n_tok) {
+    CHK(E)->real->sub(E, y, a, b, n, n_tok);
+    check_out(CHK(E), "sub", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_concat(cf_env *E, float *y, const float *a, int n_a, const float *b, int n_b, int n_tok) {
+    CHK(E)->real->concat(E, y, a, n_a, b, n_b, n_tok);
+    check_out(CHK(E), "concat", NULL, -1, y, (size_t)(n_a + n_b) * n_tok);
+}
+static void chk_match_norm(cf_env *E, float *y, const float *x, const float *ref, int n, int n_group, int n_tok) {
+    CHK(E)->real->match_norm(E, y, x, ref, n, n_group, n_tok);
+    check_out(CHK(E), "match_norm", NULL, -1, y, (size_t)n * n_group * n_tok);
+}
+static void chk_mix_groups(cf_env *E, float *y, const float *x, const float *c, int n, int n_group, int n_tok) {
+    CHK(E)->real->mix_groups(E, y, x, c, n, n_group, n_tok);
+    check_out(CHK(E), "mix_groups", NULL, -1, y, (size_t)n * n_group * n_tok);
+}
+static void chk_axpy_groups(cf_env *E, float *y, const float *p, const float *v, const float *c, float bias, int n,
+                            int n_group, int n_tok) {
+    CHK(E)->real->axpy_groups(E, y, p, v, c, bias, n, n_group, n_tok);
+    check_out(CHK(E), "axpy_groups", NULL, -1, y, (size_t)n * n_group * n_tok);
+}
+static void chk_add_groups(cf_env *E, float *y, const float *x, const float *v, int n, int n_group, int g0,
+                           int n_tok) {
+    CHK(E)->real->add_groups(E, y, x, v, n, n_group, g0, n_tok);
+    check_out(CHK(E), "add_groups", NULL, -1, y, (size_t)n * n_group * n_tok);
+}
+static void chk_gaussian_topk(cf_env *E, float *y, const float *x, float std_mul, int n, int n_tok) {
+    CHK(E)->real->gaussian_topk(E, y, x, std_mul, n, n_tok);
+    check_out(CHK(E), "gaussian_topk", NULL, -1, y, (size_t)n * n_tok);
+}
+
+static void chk_moe_matmul(cf_env *E, float *y, const float *x, const float *route, const void *w, int type,
+                           int n_out, int n_in, int n_expert, int k, int x_per_slot, const float *bias,
+                           float *scratch, int n_tok) {
+    CHK(E)->real->moe_matmul(E, y, x, route, w, type, n_out, n_in, n_expert, k, x_per_slot, bias, scratch, n_tok);
+    check_out(CHK(E), "moe_matmul", w, -1, y, (size_t)n_tok * k * n_out);
+}
+static void chk_moe_sum(cf_env *E, float *y, const float *x, const float *route, const float *expert_scale, int n,
+                        int k, int n_tok) {
+    CHK(E)->real->moe_sum(E, y, x, route, expert_scale, n, k, n_tok);
+    check_out(CHK(E), "moe_sum", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_head_matmul(cf_env *E, float *y, const float *x, const void *w, int type, int n_out, int n_in,
+                            int n_head, int head_rows, int row0, int transposed, float *scratch, int n_tok) {
+    CHK(E)->real->head_matmul(E, y, x, w, type, n_out, n_in, n_head, head_rows, row0, transposed, scratch, n_tok);
+    check_out(CHK(E), "head_matmul", w, -1, y, (size_t)n_tok * n_head * n_out);
+}
+static void chk_mul_sigmoid(cf_env *E, float *y, const float *x, const float *g, int n, int n_g, int n_tok) {
+    CHK(E)->real->mul_sigmoid(E, y, x, g, n, n_g, n_tok);
+    check_out(CHK(E), "mul_sigmoid", NULL, -1, y, (size_t)n * n_tok);
+}
+static void chk_swiglu_oai(cf_env *E, float *y, const float *g, const float *u, float alpha, float limit, int n,
+                           int n_tok) {
+    CHK(E)->real->swiglu_oai(E, y, g, u, alpha, limit, n, n_tok);
+    check_out(CHK(E), "swiglu_oai", NULL, -1, y, (size_t)n * n_tok);
+}
+
+/* Rerun the batch in c->env with checked kernels; describe the first
+ * non-finite output in what. */
+static void diagnose_nonfinite(eng_ctx *c, char *what, size_t what_len) {
+    eng_check *C = calloc(1, sizeof *C);
+    if (!C) {
+        snprintf(what, what_len, "no memory to find the layer");
+        return;
+    }
+    C->real = c->env.K;
+    C->desc = c->m->desc;
+    C->last_layer = -1;
+    C->table = *C->real; /* ops added later run unchecked rather than not at all */
+    C->table.matmul = chk_matmul;
+    C->table.get_rows = chk_get_rows;
+    C->table.rms_norm = chk_rms_norm;
+    C->table.rope = chk_rope;
+    C->table.attention = chk_attention;
+    C->table.swiglu = chk_swiglu;
+    C->table.add = chk_add;
+    C->table.add_row = chk_add_row;
+    C->table.scale = chk_scale;
+    C->table.gelu = chk_gelu;
+    C->table.geglu = chk_geglu;
+    C->table.layer_norm = chk_layer_norm;
+    C->table.logits_post = chk_logits_post;
+    C->table.mul_row = chk_mul_row;
+    C->table.mul = chk_mul;
+    C->table.relu_sqr = chk_relu_sqr;
+    C->table.xielu = chk_xielu;
+    C->table.pos_log_scale = chk_pos_log_scale;
+    C->table.tanh_ = chk_tanh;
+    C->table.sub = chk_sub;
+    C->table.concat = chk_concat;
+    C->table.match_norm = chk_match_norm;
+    C->table.mix_groups = chk_mix_groups;
+    C->table.axpy_groups = chk_axpy_groups;
+    C->table.add_groups = chk_add_groups;
+    C->table.gaussian_topk = chk_gaussian_topk;
+    C->table.moe_matmul = chk_moe_matmul;
+    C->table.moe_sum = chk_moe_sum;
+    C->table.head_matmul = chk_head_matmul;
+    C->table.mul_sigmoid = chk_mul_sigmoid;
+    C->table.swiglu_oai = chk_swiglu_oai;
+    C->env = c->env;
+    C->env.K = &C->table;
+    c->m->forward(&C->env);
+    snprintf(what, what_len, "%s", C->what[0] ? C->what : "not reproduced by a checked rerun");
+    free(C);
 }
 
 int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len) {
@@ -357,8 +639,16 @@ int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len) {
         for (int t = 0; t < nb; t++) c->positions[t] = c->n_past + t;
         c->env.n_tokens = nb;
         c->m->forward(&c->env);
-        c->n_past += nb;
         c->n_logits = c->logits_all ? nb : 1;
+        /* an encoder writes env.hidden, not the logits (not checked) */
+        if (!d->encoder && !all_finite(c->logits, (size_t)c->n_logits * (size_t)d->n_vocab)) {
+            char what[300];
+            diagnose_nonfinite(c, what, sizeof what);
+            c->n_logits = 0;
+            return snprintf(err, err_len, "non-finite logits (inf/NaN) for the tokens at positions %d..%d; "
+                            "first in %s", c->n_past, c->n_past + nb - 1, what), -1;
+        }
+        c->n_past += nb;
     }
     return 0;
 }

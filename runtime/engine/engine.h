@@ -17,6 +17,7 @@
 #include "gpu/cuda.h"
 #include "prelude.h"
 #include "prelude_cuda.h"
+#include "stream.h"
 
 struct ecu_model;
 struct ecu_ctx;
@@ -32,6 +33,7 @@ typedef struct {
     size_t repacked_bytes;     /* bytes of `region` */
     double repack_ms;          /* wall time of the repacking */
     struct ecu_model *cuda;    /* --device cuda: the weights on the GPU (eng_cuda.h); W is NULL */
+    eng_stream *stream;        /* streamed weights (eng_model_bind_streamed), or NULL */
 } eng_model;
 
 typedef struct {
@@ -47,6 +49,8 @@ typedef struct {
     int logits_all; /* keep logits of every token of the last eval batch */
     int n_logits;   /* rows valid in logits after the last eval */
     cf_env env;     /* CPU; on CUDA only env.hidden is read (embeddings) */
+    const cf_kernels *kern_base; /* the ISA's kernel table; env.K is kern_stream when streaming */
+    cf_kernels kern_stream;      /* kern_base with matmul reporting its weight to the stream */
     struct ecu_ctx *cuda; /* --device cuda: KV cache, arena and graph on the GPU; kv_k, kv_v,
                            * arena and pool are NULL */
 } eng_ctx;
@@ -70,6 +74,13 @@ int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc
 /* eng_model_bind_threads with the default thread count. */
 int eng_model_bind(eng_model *m, const gguf_file *g, const cf_model_desc *desc,
                    void (*forward)(cf_env *), char *err, size_t err_len);
+/* Bind for streaming (stream.h, docs/memory.md): every weight must compute
+ * in its file type (native precision, or a .giw), nothing is prefaulted,
+ * and a helper thread reads `ahead` layers ahead of the forward pass and
+ * drops the others, except the first `keep`.  Errors: -1, "tensor 'X': streaming needs its file
+ * type Q8_0, compiled for Q8_0_R8 (use --quant native or a .giw)". */
+int eng_model_bind_streamed(eng_model *m, const gguf_file *g, const cf_model_desc *desc,
+                            void (*forward)(cf_env *), int ahead, int keep, char *err, size_t err_len);
 void eng_model_release(eng_model *m);
 
 /* --device cuda: bind desc's weight slots to g's tensors on the GPU dev:
@@ -96,7 +107,10 @@ void eng_ctx_free(eng_ctx *c);
 /* Evaluate n tokens at position c->n_past (in batches of desc->n_batch) and
  * advance n_past.  Afterwards eng_logits() holds the last token's logits
  * (n_vocab floats).  Errors: -1 when the context would overflow (nothing is
- * evaluated) or a token id is out of range.  An encoder (desc->encoder) has
+ * evaluated) or a token id is out of range; -1 when a batch's logits are not
+ * all finite, naming the first op, weight and layer that produced inf/NaN
+ * ("... first in layer 3: the output of matmul blk.3.ffn_down.weight"; n_past
+ * then stays at the start of that batch).  An encoder (desc->encoder) has
  * no logits (its output goes to env.hidden) and evaluates one input whole:
  * n_past must be 0 (eng_truncate(c, 0) first) and n <= desc->n_batch. */
 int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len);

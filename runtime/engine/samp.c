@@ -77,7 +77,7 @@ int samp_new(const samp_params *p, int n_vocab, samp_state **out) {
     if (!out) return SAMP_EINVAL;
     *out = NULL;
     if (!p || n_vocab <= 0) return SAMP_EINVAL;
-    if (isnan(p->temp) || isnan(p->top_p) || !(p->top_p > 0.0f) || isnan(p->min_p) || p->min_p < 0.0f ||
+    if (!isfinite(p->temp) || !(p->top_p >= 0.0f) || isnan(p->min_p) || p->min_p < 0.0f ||
         p->min_p > 1.0f || !(p->repeat_penalty > 0.0f) || isinf(p->repeat_penalty) || p->repeat_last_n < -1)
         return SAMP_EINVAL;
     samp_state *s = calloc(1, sizeof *s);
@@ -129,7 +129,8 @@ static void apply_penalty(samp_state *s, const int32_t *history, int n_history) 
     }
     for (int i = start; i < n_history; i++) {
         int32_t id = history[i];
-        if (id < 0 || id >= s->n_vocab || s->seen[id] == s->stamp) continue;
+        if (id < 0 || id >= s->n_vocab || s->seen[id] == s->stamp || (s->p.no_penalty && s->p.no_penalty[id]))
+            continue;
         s->seen[id] = s->stamp;
         float l = s->work[id];
         s->work[id] = l <= 0.0f ? l * pen : l / pen;
@@ -172,7 +173,10 @@ int samp_sample(samp_state *s, const float *logits, const int32_t *history, int 
     for (int i = 0; i < n_vocab; i++) s->work[i] = isnan(logits[i]) ? -INFINITY : logits[i];
     apply_penalty(s, history, n_history);
 
-    if (s->p.temp <= 0.0f) { /* greedy: first maximum = lowest id among ties */
+    /* greedy: first maximum = lowest id among ties.  top_p 0 keeps only the
+     * top candidate of (logit desc, id asc) — the same token, whatever top_k,
+     * min_p and the temperature do. */
+    if (s->p.temp <= 0.0f || s->p.top_p <= 0.0f) {
         int best = 0;
         for (int i = 1; i < n_vocab; i++)
             if (s->work[i] > s->work[best]) best = i;
@@ -232,19 +236,21 @@ int samp_sample(samp_state *s, const float *logits, const int32_t *history, int 
         }
     }
 
-    /* temperature, softmax, draw (llama_sampler_temp, llama_sampler_dist) */
+    /* temperature, softmax, draw (llama_sampler_temp, llama_sampler_dist).
+     * The maximum comes off before the division, so the best candidate's
+     * value is 0 at any temperature: a tiny one sends the others to -inf (not
+     * every positive logit to +inf), a huge one everything towards 0. */
     int best = 0;
-    for (int i = 0; i < n; i++) {
-        c[i].logit /= s->p.temp;
+    for (int i = 1; i < n; i++)
         if (cand_above(&c[i], &c[best])) best = i;
-    }
-    float max = c[best].logit;
-    if (!(max > -INFINITY)) return c[best].id;
+    const float max = c[best].logit;
+    if (!(max > -INFINITY)) return c[best].id; /* all -inf */
+    for (int i = 0; i < n; i++) c[i].logit = (c[i].logit - max) / s->p.temp;
     double sum = 0.0;
-    for (int i = 0; i < n; i++) sum += expf(c[i].logit - max);
+    for (int i = 0; i < n; i++) sum += expf(c[i].logit);
     double r = rng_uniform(s->rng) * sum, cum = 0.0;
     for (int i = 0; i < n; i++) {
-        cum += expf(c[i].logit - max);
+        cum += expf(c[i].logit);
         if (r < cum) return c[i].id;
     }
     return c[best].id; /* rounding left r at the very top: take the mode */

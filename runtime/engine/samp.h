@@ -28,13 +28,19 @@ enum {
 };
 
 typedef struct {
-    float temp;           /* temperature; <= 0: greedy argmax (after the penalty).  0.8 */
+    float temp;           /* temperature, finite; <= 0: greedy argmax (after the penalty);
+                           * large: near-uniform over the tokens the filters keep.  0.8 */
     int top_k;            /* keep the k highest logits; <= 0 or >= n_vocab: all.     40 */
-    float top_p;          /* keep the smallest head with cumulative p >= top_p; >= 1: off. 0.95 */
+    float top_p;          /* keep the smallest head with cumulative p >= top_p, at least
+                           * the top token: 0 is greedy; >= 1: off.                 0.95 */
     float min_p;          /* keep tokens with p >= min_p * p_max; <= 0: off.         0.05 */
     float repeat_penalty; /* logits of tokens among the last repeat_last_n: positive
                            * ones divided by it, negative ones multiplied; 1: off.  1.0 */
     int repeat_last_n;    /* history window for the penalty; 0: off, -1: all history.  64 */
+    const uint8_t *no_penalty; /* NULL, or (n_vocab) flags: ids with a nonzero flag are
+                           * never penalized (end-of-generation and control tokens, which
+                           * a chat history repeats every turn).  Borrowed: must outlive
+                           * the samp_state.  llama.cpp penalizes them (NULL).     NULL */
     uint64_t seed;        /* RNG seed; same seed + same inputs → same tokens.  0xFFFFFFFF
                            * (LLAMA_DEFAULT_SEED: llama.cpp then draws a random seed;
                            * here it is an ordinary seed — callers randomize if they want) */
@@ -45,7 +51,7 @@ samp_params samp_params_default(void);
 
 typedef struct samp_state samp_state;
 
-/* Validate p (top_p in (0, 1] or >= 1, min_p in [0, 1], repeat_penalty > 0,
+/* Validate p (finite temp, top_p >= 0, min_p in [0, 1], repeat_penalty > 0,
  * repeat_last_n >= -1, no NaN) and allocate the scratch for n_vocab logits.
  * Returns 0, SAMP_EINVAL or SAMP_ENOMEM; *out is freed with samp_free. */
 int samp_new(const samp_params *p, int n_vocab, samp_state **out);

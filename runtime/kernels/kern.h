@@ -21,12 +21,21 @@
  * does: each activation row is converted to the weight type's vec_dot_type
  * (Q8_0/Q8_1/Q8_K, F16, BF16) and multiplied with integer dot products
  * (kern_q8.h); results then match llama.cpp running the quantized file, not
- * its F32 dequantization.
+ * its F32 dequantization.  Where those formats would overflow (an F16
+ * activation above 65504, a Q8_0/Q8_1 block scale beyond f16) cinfer keeps
+ * f32 (kern_q8.h) and llama.cpp gets inf/NaN.
+ *
+ * Batch invariance: every kernel computes a token's results — each matmul
+ * output, its attention output and KV rows, every row-wise op — with the
+ * same arithmetic whatever the number of tokens in the call and the token's
+ * place among them (kern.c "matmul"; tests/test_kern_batch.c).  A new leaf
+ * or path must keep it: a decoded token, a batched one and a reused prefix
+ * must give the same bits.
  *
  * Weight types: ggml block layouts (ggml-common.h), see kern_type_supported.
  * Per-type code is one row of a table indexed by type id (kern.c): block
- * size, bytes, and per-ISA dequant_row / dot_row.  Adding a type is adding
- * that row and its leaf functions.
+ * size, bytes, and per-ISA leaves (dequant_row, the fused mat-vec, the
+ * act_quant dots).  Adding a type is adding that row and its leaf functions.
  *
  * Scratch.  Kernels never allocate.  matmul (n_tokens > 1) and attention use
  * per-thread scratch owned by the pool in E->pool: size it once, outside the
@@ -114,8 +123,9 @@ size_t kern_row_bytes(int type, int n);
 void kern_dequant_row(int type, const void *src, float *dst, int n);
 /* The same through isa's implementation (bit-identical to the scalar one). */
 void kern_dequant_row_isa(int isa, int type, const void *src, float *dst, int n);
-/* Σ dequant(w_row)[i] * x[i], f32 accumulation, through isa's kernel.
- * Returns NaN for an unsupported type or isa. */
+/* Σ dequant(w_row)[i] * x[i] in f32 exactly as isa's f32-activation matmul
+ * computes one output of one token (the same bits).  NaN for an unsupported
+ * type or isa, and for the R8 types (rows not addressable). */
 float kern_dot_row(int isa, int type, const void *w_row, const float *x, int n);
 
 /* ---- quantized activations (cf_env.act_quant = 1; kern_q8.h) ---------------
@@ -238,7 +248,6 @@ int kern_r8_dequant(int type, const void *src, int n_rows, int n_cols, float *ds
  * Not for other modules. */
 
 typedef void (*kern_dequant_fn)(const void *src, float *dst, int n);
-typedef float (*kern_dot_fn)(const void *w, const float *x, int n);
 /* s[t] = dot(w, a_t) over n elements for t < nt (1..KERN_Q8_NT), a_t at
  * (const char *)a + t * a_stride in the type's vec_dot_type (kern_q8.h). */
 typedef void (*kern_dot_q_fn)(const void *w, const void *a, size_t a_stride, int nt, int n,
@@ -246,22 +255,37 @@ typedef void (*kern_dot_q_fn)(const void *w, const void *a, size_t a_stride, int
 /* s[0..3] = dot(w, a_t) over n elements for the 4 tokens of a, activation
  * blocks interleaved by token (kern_block_q8x4, kern_q8.h). */
 typedef void (*kern_gemm4_fn)(const void *w, const void *a, int n, float *s);
+/* s[0..3] = dot(w_r, a) over n elements for the 4 weight rows w_r = (const
+ * char *)w + r * w_stride (0: one row four times) and the token in slot 0 of
+ * the kern_block_q8x4 blocks a: per row exactly the float work gemm4 does for
+ * one of its tokens, so mat-vec and mat-mat results agree bit for bit. */
+typedef void (*kern_gemv4_fn)(const void *w, size_t w_stride, const void *a, int n, float *s);
+/* Fused mat-vec slice: for rows r < n_rows (row r at (const char *)w + r *
+ * row_bytes, pointing at the slice's first block) y[r] = s_r, or y[r] += s_r
+ * when accumulate, where s_r = Σ_k dequant(w_r)[k] · x[k] over k < kc is
+ * computed exactly as the ISA's tile_mm computes it for one token on the
+ * dequantized row (kern.c, "matmul": the batch-invariance contract). */
+typedef void (*kern_mv_fn)(const void *w, size_t row_bytes, int n_rows, const float *x, int kc,
+                           float *y, int accumulate);
 
 typedef struct {
     const char *name;
     int blck;                              /* elements per block */
     int type_size;                         /* bytes per block */
     kern_dequant_fn dequant[KERN_ISA_COUNT];
-    kern_dot_fn dot[KERN_ISA_COUNT];
     int vec_dot_type;                      /* act_quant: activations' ggml type (CF_F32: none) */
     kern_dot_q_fn dot_q[KERN_ISA_COUNT];   /* act_quant: integer dot; NULL for F32/F16/BF16/Q8_K */
     kern_gemm4_fn gemm4[KERN_ISA_COUNT];   /* act_quant mat-mat, Q8_0/Q8_1 types; NULL: dot_q */
+    kern_gemv4_fn gemv4[KERN_ISA_COUNT];   /* act_quant mat-vec, the types with gemm4 */
+    kern_mv_fn mv[KERN_ISA_COUNT];         /* f32 mat-vec, fused; NULL: dequantized tile + tile_mm */
 } kern_type_ops;
 
 /* The leaves an ISA supplies to the shared drivers in kern.c. */
 typedef struct {
     /* y[t*ys + r] (=, or += when accumulate) Σ_k w[r*ws + k] * x[t*xs + k]
-     * for r < n_rows, t < n_tok, k < kc. */
+     * for r < n_rows, t < n_tok, k < kc.  Each (r, t) is summed the same way
+     * whatever n_rows and n_tok are: this order is the one every f32 matmul
+     * path reproduces (kern.c "matmul"). */
     void (*tile_mm)(const float *w, size_t ws, int n_rows, const float *x, size_t xs, int n_tok,
                     int kc, float *y, size_t ys, int accumulate);
     float (*dot_f32)(const float *a, const float *b, int n);
@@ -310,20 +334,10 @@ void kern_sc_dequant_q5_1(const void *src, float *dst, int n);
 void kern_sc_dequant_q8_0(const void *src, float *dst, int n);
 void kern_sc_dequant_iq4_nl(const void *src, float *dst, int n);
 void kern_sc_dequant_mxfp4(const void *src, float *dst, int n);
-float kern_sc_dot_f32(const void *w, const float *x, int n);
-float kern_sc_dot_f16(const void *w, const float *x, int n);
-float kern_sc_dot_bf16(const void *w, const float *x, int n);
-float kern_sc_dot_q4_0(const void *w, const float *x, int n);
-float kern_sc_dot_q4_1(const void *w, const float *x, int n);
-float kern_sc_dot_q5_0(const void *w, const float *x, int n);
-float kern_sc_dot_q5_1(const void *w, const float *x, int n);
-float kern_sc_dot_q8_0(const void *w, const float *x, int n);
-float kern_sc_dot_iq4_nl(const void *w, const float *x, int n);
 /* the kern_isa_ops leaves an ISA without its own may share */
 double kern_sc_softmax_exp(float *s, int n, float max);
 void kern_sc_rms_norm_row(float *y, const float *x, const float *w, int n, float eps);
 void kern_sc_swiglu_row(float *y, const float *g, const float *u, int n);
-float kern_sc_dot_mxfp4(const void *w, const float *x, int n);
 
 /* kern_avx2.c */
 extern const kern_isa_ops kern_avx2_ops;
@@ -336,26 +350,25 @@ void kern_avx2_dequant_q5_1(const void *src, float *dst, int n);
 void kern_avx2_dequant_q8_0(const void *src, float *dst, int n);
 void kern_avx2_dequant_iq4_nl(const void *src, float *dst, int n);
 void kern_avx2_dequant_mxfp4(const void *src, float *dst, int n);
-float kern_avx2_dot_f32(const void *w, const float *x, int n);
-float kern_avx2_dot_f16(const void *w, const float *x, int n);
-float kern_avx2_dot_bf16(const void *w, const float *x, int n);
-float kern_avx2_dot_q4_0(const void *w, const float *x, int n);
-float kern_avx2_dot_q4_1(const void *w, const float *x, int n);
-float kern_avx2_dot_q5_0(const void *w, const float *x, int n);
-float kern_avx2_dot_q5_1(const void *w, const float *x, int n);
-float kern_avx2_dot_q8_0(const void *w, const float *x, int n);
-float kern_avx2_dot_iq4_nl(const void *w, const float *x, int n);
-float kern_avx2_dot_mxfp4(const void *w, const float *x, int n);
+#define KERN_AVX2_MV_DECL(t)                                                               \
+    void kern_avx2_mv_##t(const void *w, size_t row_bytes, int n_rows, const float *x, int kc, \
+                          float *y, int accumulate);
+KERN_AVX2_MV_DECL(f16)
+KERN_AVX2_MV_DECL(bf16)
+KERN_AVX2_MV_DECL(q4_0)
+KERN_AVX2_MV_DECL(q4_1)
+KERN_AVX2_MV_DECL(q5_0)
+KERN_AVX2_MV_DECL(q5_1)
+KERN_AVX2_MV_DECL(q8_0)
+KERN_AVX2_MV_DECL(iq4_nl)
+KERN_AVX2_MV_DECL(mxfp4)
+#undef KERN_AVX2_MV_DECL
 
 /* kern_neon.c (aarch64): the f32 row primitives and the F16, Q4_0, Q8_0 leaves */
 extern const kern_isa_ops kern_neon_ops;
 void kern_neon_dequant_f16(const void *src, float *dst, int n);
 void kern_neon_dequant_q4_0(const void *src, float *dst, int n);
 void kern_neon_dequant_q8_0(const void *src, float *dst, int n);
-float kern_neon_dot_f32(const void *w, const float *x, int n);
-float kern_neon_dot_f16(const void *w, const float *x, int n);
-float kern_neon_dot_q4_0(const void *w, const float *x, int n);
-float kern_neon_dot_q8_0(const void *w, const float *x, int n);
 
 /* kern_att_avx2.c: one attention head, head_dim % 8 == 0 (kern.c att_head).
  * scores: s[p] = scale * Σ_d q[d] k[p*ks + d] for p < n; returns max s.

@@ -5,16 +5,16 @@
  * nothing in it may run before kern_best_isa() said yes: no constructors, no
  * code reachable from the scalar table.
  *
- * Weight dots work on the quantized blocks directly: each block's 32 codes
- * are widened to f32 in registers (vpmovsxbd + vcvtdq2ps), multiplied with
- * the activations, and the block sum is scaled by d with one FMA.  Dequant
- * leaves produce exactly the scalar reference values (q * d is exact in f32;
- * q * d + m is one rounding either way), so the mat-mat path multiplies the
- * same numbers as llama.cpp on an F32-dequantized model.
+ * Dequant leaves produce exactly the scalar reference values (q * d is exact
+ * in f32; q * d + m is one rounding either way), so the f32 matmul
+ * multiplies the same numbers as llama.cpp on an F32-dequantized model; the
+ * fused mat-vec leaves (mv, below) decode the same values in registers.
  *
  * tile_mm is a register-blocked dot-product GEMM: 4 weight rows x 3 tokens =
  * 12 ymm accumulators, 3 activation vectors and 1 weight vector live per
- * step (16 registers), i.e. 12 FMAs per 7 loads.
+ * step (16 registers), i.e. 12 FMAs per 7 loads; one token takes 8 rows (8
+ * chains).  Every (row, token) is one 8-lane FMA chain in element order plus
+ * hsum: the arithmetic every f32 matmul path reproduces (kern.c "matmul").
  *
  * exp: Cephes-style expf (range reduction by ln2 in two parts, degree-6
  * polynomial), within ~1-2 ulp of libm over [-87.3, 88.3]; above it returns
@@ -37,10 +37,6 @@ static inline float hsum(__m256 v) {
 
 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-/* 8 signed bytes at p -> 8 floats */
-static inline __m256 i8x8_load(const void *p) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
-}
 /* low / high 8 signed bytes of v -> 8 floats */
 static inline __m256 i8x8_lo(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
 static inline __m256 i8x8_hi(__m128i v) {
@@ -112,26 +108,51 @@ static inline void codes_q5_1(const kern_block_q5_1 *b, __m128i *lo, __m128i *hi
     *hi = _mm_or_si128(*hi, _mm_and_si128(bits16_to_mask(qh >> 16), x10));
 }
 
-/* Σ codes * x over one block of 32 */
-static inline __m256 block_sum(__m128i lo, __m128i hi, const float *x) {
-    __m256 s = _mm256_mul_ps(i8x8_lo(lo), _mm256_loadu_ps(x));
-    s = _mm256_fmadd_ps(i8x8_hi(lo), _mm256_loadu_ps(x + 8), s);
-    s = _mm256_fmadd_ps(i8x8_lo(hi), _mm256_loadu_ps(x + 16), s);
-    return _mm256_fmadd_ps(i8x8_hi(hi), _mm256_loadu_ps(x + 24), s);
+/* The 32 exact values of one block as 4 x 8 floats (element order):
+ * code * d, or code * d + m in one rounding (q * d is exact in f32). */
+static inline void block_vals(__m128i lo, __m128i hi, __m256 d, __m256 v[4]) {
+    v[0] = _mm256_mul_ps(i8x8_lo(lo), d);
+    v[1] = _mm256_mul_ps(i8x8_hi(lo), d);
+    v[2] = _mm256_mul_ps(i8x8_lo(hi), d);
+    v[3] = _mm256_mul_ps(i8x8_hi(hi), d);
 }
 
-static inline void block_store(__m128i lo, __m128i hi, __m256 d, float *dst) {
-    _mm256_storeu_ps(dst, _mm256_mul_ps(i8x8_lo(lo), d));
-    _mm256_storeu_ps(dst + 8, _mm256_mul_ps(i8x8_hi(lo), d));
-    _mm256_storeu_ps(dst + 16, _mm256_mul_ps(i8x8_lo(hi), d));
-    _mm256_storeu_ps(dst + 24, _mm256_mul_ps(i8x8_hi(hi), d));
+static inline void block_vals_dm(__m128i lo, __m128i hi, __m256 d, __m256 m, __m256 v[4]) {
+    v[0] = _mm256_fmadd_ps(i8x8_lo(lo), d, m);
+    v[1] = _mm256_fmadd_ps(i8x8_hi(lo), d, m);
+    v[2] = _mm256_fmadd_ps(i8x8_lo(hi), d, m);
+    v[3] = _mm256_fmadd_ps(i8x8_hi(hi), d, m);
 }
 
-static inline void block_store_dm(__m128i lo, __m128i hi, __m256 d, __m256 m, float *dst) {
-    _mm256_storeu_ps(dst, _mm256_fmadd_ps(i8x8_lo(lo), d, m));
-    _mm256_storeu_ps(dst + 8, _mm256_fmadd_ps(i8x8_hi(lo), d, m));
-    _mm256_storeu_ps(dst + 16, _mm256_fmadd_ps(i8x8_lo(hi), d, m));
-    _mm256_storeu_ps(dst + 24, _mm256_fmadd_ps(i8x8_hi(hi), d, m));
+static inline void codes_q8_0(const kern_block_q8_0 *b, __m128i *lo, __m128i *hi) {
+    *lo = _mm_loadu_si128((const __m128i *)b->qs);
+    *hi = _mm_loadu_si128((const __m128i *)(b->qs + 16));
+}
+
+/* vals_<type>(b, v): the block's dequantized values in registers; the dequant
+ * leaves store exactly these and the mv leaves multiply them in place. */
+#define VALS_D(tname)                                                                 \
+    static inline void vals_##tname(const kern_block_##tname *b, __m256 v[4]) {       \
+        __m128i lo, hi;                                                               \
+        codes_##tname(b, &lo, &hi);                                                   \
+        block_vals(lo, hi, _mm256_set1_ps(BSCALE_##tname(b)), v);                     \
+    }
+VALS_D(q4_0)
+VALS_D(q5_0)
+VALS_D(q8_0)
+VALS_D(iq4_nl)
+VALS_D(mxfp4)
+
+static inline void vals_q4_1(const kern_block_q4_1 *b, __m256 v[4]) {
+    __m128i lo, hi;
+    nibbles(b->qs, &lo, &hi);
+    block_vals_dm(lo, hi, _mm256_set1_ps(h2f(b->d)), _mm256_set1_ps(h2f(b->m)), v);
+}
+
+static inline void vals_q5_1(const kern_block_q5_1 *b, __m256 v[4]) {
+    __m128i lo, hi;
+    codes_q5_1(b, &lo, &hi);
+    block_vals_dm(lo, hi, _mm256_set1_ps(h2f(b->d)), _mm256_set1_ps(h2f(b->m)), v);
 }
 
 /* ==== dequant leaves ========================================================= */
@@ -159,51 +180,26 @@ void kern_avx2_dequant_bf16(const void *src, float *dst, int n) {
     }
 }
 
-#define DEQUANT_D(tname)                                                              \
+#define DEQUANT_32(tname)                                                             \
     void kern_avx2_dequant_##tname(const void *src, float *dst, int n) {             \
         const kern_block_##tname *b = src;                                            \
         for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {                  \
-            __m128i lo, hi;                                                           \
-            codes_##tname(b, &lo, &hi);                                               \
-            block_store(lo, hi, _mm256_set1_ps(BSCALE_##tname(b)), dst);              \
+            __m256 v[4];                                                              \
+            vals_##tname(b, v);                                                       \
+            for (int j = 0; j < 4; j++) _mm256_storeu_ps(dst + 8 * j, v[j]);          \
         }                                                                             \
     }
-DEQUANT_D(q4_0)
-DEQUANT_D(q5_0)
-DEQUANT_D(iq4_nl)
-DEQUANT_D(mxfp4)
+DEQUANT_32(q4_0)
+DEQUANT_32(q4_1)
+DEQUANT_32(q5_0)
+DEQUANT_32(q5_1)
+DEQUANT_32(q8_0)
+DEQUANT_32(iq4_nl)
+DEQUANT_32(mxfp4)
 
-void kern_avx2_dequant_q4_1(const void *src, float *dst, int n) {
-    const kern_block_q4_1 *b = src;
-    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
-        __m128i lo, hi;
-        nibbles(b->qs, &lo, &hi);
-        block_store_dm(lo, hi, _mm256_set1_ps(h2f(b->d)), _mm256_set1_ps(h2f(b->m)), dst);
-    }
-}
+/* ==== f32 dot (attention scores) ============================================== */
 
-void kern_avx2_dequant_q5_1(const void *src, float *dst, int n) {
-    const kern_block_q5_1 *b = src;
-    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
-        __m128i lo, hi;
-        codes_q5_1(b, &lo, &hi);
-        block_store_dm(lo, hi, _mm256_set1_ps(h2f(b->d)), _mm256_set1_ps(h2f(b->m)), dst);
-    }
-}
-
-void kern_avx2_dequant_q8_0(const void *src, float *dst, int n) {
-    const kern_block_q8_0 *b = src;
-    for (int i = 0; i < n / KERN_QK; i++, b++, dst += KERN_QK) {
-        __m256 d = _mm256_set1_ps(h2f(b->d));
-        for (int j = 0; j < KERN_QK; j += 8)
-            _mm256_storeu_ps(dst + j, _mm256_mul_ps(i8x8_load(b->qs + j), d));
-    }
-}
-
-/* ==== dot leaves ============================================================== */
-
-float kern_avx2_dot_f32(const void *w, const float *x, int n) {
-    const float *a = w;
+static float avx2_dot_f32(const float *a, const float *x, int n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     int i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -218,106 +214,14 @@ float kern_avx2_dot_f32(const void *w, const float *x, int n) {
     return s;
 }
 
-float kern_avx2_dot_f16(const void *w, const float *x, int n) {
-    const uint16_t *a = w;
-#define F16X8(o) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i + (o))))
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(F16X8(0), _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(F16X8(8), _mm256_loadu_ps(x + i + 8), s1);
-        s2 = _mm256_fmadd_ps(F16X8(16), _mm256_loadu_ps(x + i + 16), s2);
-        s3 = _mm256_fmadd_ps(F16X8(24), _mm256_loadu_ps(x + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(F16X8(0), _mm256_loadu_ps(x + i), s0);
-#undef F16X8
-    float s = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++) s += h2f(a[i]) * x[i];
-    return s;
-}
-
-float kern_avx2_dot_bf16(const void *w, const float *x, int n) {
-    const uint16_t *a = w;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(bf16x8_load(a + i), _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(bf16x8_load(a + i + 8), _mm256_loadu_ps(x + i + 8), s1);
-        s2 = _mm256_fmadd_ps(bf16x8_load(a + i + 16), _mm256_loadu_ps(x + i + 16), s2);
-        s3 = _mm256_fmadd_ps(bf16x8_load(a + i + 24), _mm256_loadu_ps(x + i + 24), s3);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(bf16x8_load(a + i), _mm256_loadu_ps(x + i), s0);
-    float s = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++) {
-        uint32_t u = (uint32_t)a[i] << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        s += f * x[i];
-    }
-    return s;
-}
-
-/* Types with value = code * d: acc += d * Σ code * x, two blocks per step so
- * the two accumulator chains overlap. */
-#define DOT_D(tname)                                                                  \
-    float kern_avx2_dot_##tname(const void *w, const float *x, int n) {              \
-        const kern_block_##tname *b = w;                                              \
-        const int nb = n / KERN_QK;                                                   \
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;                               \
-        __m128i lo, hi;                                                               \
-        int i = 0;                                                                    \
-        for (; i + 2 <= nb; i += 2, b += 2, x += 2 * KERN_QK) {                       \
-            codes_##tname(b, &lo, &hi);                                               \
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(BSCALE_##tname(b)), block_sum(lo, hi, x), acc0); \
-            codes_##tname(b + 1, &lo, &hi);                                           \
-            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(BSCALE_##tname(b + 1)),              \
-                                   block_sum(lo, hi, x + KERN_QK), acc1);             \
-        }                                                                             \
-        if (i < nb) {                                                                 \
-            codes_##tname(b, &lo, &hi);                                               \
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(BSCALE_##tname(b)), block_sum(lo, hi, x), acc0); \
-        }                                                                             \
-        return hsum(_mm256_add_ps(acc0, acc1));                                       \
-    }
-DOT_D(q4_0)
-DOT_D(q5_0)
-DOT_D(iq4_nl)
-DOT_D(mxfp4)
-
-static inline void codes_q8_0(const kern_block_q8_0 *b, __m128i *lo, __m128i *hi) {
-    *lo = _mm_loadu_si128((const __m128i *)b->qs);
-    *hi = _mm_loadu_si128((const __m128i *)(b->qs + 16));
-}
-DOT_D(q8_0)
-
-/* Types with value = code * d + m: acc += d * Σ code * x + m * Σ x. */
-#define DOT_DM(tname, CODES)                                                          \
-    float kern_avx2_dot_##tname(const void *w, const float *x, int n) {              \
-        const kern_block_##tname *b = w;                                              \
-        const int nb = n / KERN_QK;                                                   \
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;                               \
-        for (int i = 0; i < nb; i++, b++, x += KERN_QK) {                             \
-            __m128i lo, hi;                                                           \
-            CODES;                                                                    \
-            __m256 sx = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)), \
-                                      _mm256_add_ps(_mm256_loadu_ps(x + 16),          \
-                                                    _mm256_loadu_ps(x + 24)));        \
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b->d)), block_sum(lo, hi, x), acc0); \
-            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b->m)), sx, acc1);              \
-        }                                                                             \
-        return hsum(_mm256_add_ps(acc0, acc1));                                       \
-    }
-DOT_DM(q4_1, nibbles(b->qs, &lo, &hi))
-DOT_DM(q5_1, codes_q5_1(b, &lo, &hi))
-
 /* ==== tile_mm: register-blocked y = W·Xᵀ on an f32 tile ======================= */
 
 static inline __attribute__((always_inline)) void mk(const int R, const int T, const float *w,
                                                      size_t ws, const float *x, size_t xs,
                                                      int kc, float *y, size_t ys,
                                                      int accumulate) {
-    __m256 acc[4][3];
-#pragma GCC unroll 4
+    __m256 acc[8][3];
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 3
         for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
@@ -326,14 +230,14 @@ static inline __attribute__((always_inline)) void mk(const int R, const int T, c
         __m256 xv[3];
 #pragma GCC unroll 3
         for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(x + t * xs + k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             __m256 wv = _mm256_loadu_ps(w + r * ws + k);
 #pragma GCC unroll 3
             for (int t = 0; t < T; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 3
         for (int t = 0; t < T; t++) {
@@ -349,6 +253,7 @@ static inline __attribute__((always_inline)) void mk(const int R, const int T, c
                              float *y, size_t ys, int accumulate) {                         \
         mk(R, T, w, ws, x, xs, kc, y, ys, accumulate);                                      \
     }
+MK(8, 1)
 MK(4, 3)
 MK(4, 2)
 MK(4, 1)
@@ -358,6 +263,9 @@ MK(1, 1)
 
 typedef void (*mk_fn)(const float *, size_t, const float *, size_t, int, float *, size_t, int);
 
+/* Every (row, token) pair is its own FMA chain, so which micro-kernel covers
+ * it never changes its bits.  One token (decode): 8 rows per step — 8 chains
+ * in flight, as the FMA latency (4) x throughput (2) needs. */
 static void avx2_tile_mm(const float *w, size_t ws, int n_rows, const float *x, size_t xs,
                          int n_tok, int kc, float *y, size_t ys, int accumulate) {
     static const mk_fn mk4[4] = {NULL, mk_4x1, mk_4x2, mk_4x3};
@@ -367,14 +275,99 @@ static void avx2_tile_mm(const float *w, size_t ws, int n_rows, const float *x, 
         const float *xt = x + t * xs;
         float *yt = y + t * ys;
         int r = 0;
+        if (nt == 1)
+            for (; r + 8 <= n_rows; r += 8) mk_8x1(w + r * ws, ws, xt, xs, kc, yt + r, ys, accumulate);
         for (; r + 4 <= n_rows; r += 4) mk4[nt](w + r * ws, ws, xt, xs, kc, yt + r, ys, accumulate);
         for (; r < n_rows; r++) mk1[nt](w + r * ws, ws, xt, xs, kc, yt + r, ys, accumulate);
     }
 }
 
-/* ==== f32 row primitives ======================================================== */
+/* ==== mv: fused mat-vec slices (kern_mv_fn) ===================================
+ * Per row exactly mk's arithmetic for one token — one 8-lane FMA chain over
+ * the slice in element order, hsum, the scalar tail, then = or += into y —
+ * on weights decoded in registers to the dequant leaves' values (vals_*,
+ * cvtph, the bf16 shift), so a token decoded alone gets the same bits as in
+ * a batch (kern.c "matmul").  Eight rows at a time keep eight chains in
+ * flight (FMA latency 4 x throughput 2). */
 
-static float avx2_dot_f32(const float *a, const float *b, int n) { return kern_avx2_dot_f32(a, b, n); }
+#define AI static inline __attribute__((always_inline))
+
+#define MV_32(tname)                                                                          \
+    AI void mv_##tname##_k(const int R, const uint8_t *w, size_t rb, const float *x, int nb,   \
+                           float *y, int accumulate) {                                        \
+        __m256 acc[8];                                                                        \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();      \
+        for (int ib = 0; ib < nb; ib++, x += KERN_QK) {                                       \
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                             \
+                __m256 v[4];                                                                  \
+                vals_##tname((const kern_block_##tname *)(w + (size_t)r * rb) + ib, v);       \
+                acc[r] = _mm256_fmadd_ps(v[0], _mm256_loadu_ps(x), acc[r]);                   \
+                acc[r] = _mm256_fmadd_ps(v[1], _mm256_loadu_ps(x + 8), acc[r]);               \
+                acc[r] = _mm256_fmadd_ps(v[2], _mm256_loadu_ps(x + 16), acc[r]);              \
+                acc[r] = _mm256_fmadd_ps(v[3], _mm256_loadu_ps(x + 24), acc[r]);              \
+            }                                                                                 \
+        }                                                                                     \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                 \
+            const float s = hsum(acc[r]);                                                     \
+            y[r] = accumulate ? y[r] + s : s;                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    void kern_avx2_mv_##tname(const void *w, size_t rb, int nr, const float *x, int kc,      \
+                              float *y, int accumulate) {                                     \
+        const uint8_t *p = w;                                                                 \
+        int r = 0;                                                                            \
+        for (; r + 8 <= nr; r += 8) mv_##tname##_k(8, p + (size_t)r * rb, rb, x, kc / KERN_QK, y + r, accumulate); \
+        for (; r + 4 <= nr; r += 4) mv_##tname##_k(4, p + (size_t)r * rb, rb, x, kc / KERN_QK, y + r, accumulate); \
+        for (; r < nr; r++) mv_##tname##_k(1, p + (size_t)r * rb, rb, x, kc / KERN_QK, y + r, accumulate); \
+    }
+MV_32(q4_0)
+MV_32(q4_1)
+MV_32(q5_0)
+MV_32(q5_1)
+MV_32(q8_0)
+MV_32(iq4_nl)
+MV_32(mxfp4)
+
+static inline float bf16_scalar(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* F16 / BF16: 8 weights per load; the tail (kc % 8) as mk's scalar tail */
+#define MV_16(tname, LOAD8, ONE)                                                              \
+    AI void mv_##tname##_k(const int R, const uint16_t *w, size_t rs, const float *x, int kc,  \
+                           float *y, int accumulate) {                                        \
+        __m256 acc[8];                                                                        \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();      \
+        int k = 0;                                                                            \
+        for (; k + 8 <= kc; k += 8) {                                                         \
+            const __m256 xv = _mm256_loadu_ps(x + k);                                         \
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)                               \
+                acc[r] = _mm256_fmadd_ps(LOAD8(w + (size_t)r * rs + k), xv, acc[r]);          \
+        }                                                                                     \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                 \
+            float s = hsum(acc[r]);                                                           \
+            for (int kk = k; kk < kc; kk++) s += ONE(w[(size_t)r * rs + kk]) * x[kk];         \
+            y[r] = accumulate ? y[r] + s : s;                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    void kern_avx2_mv_##tname(const void *w, size_t rb, int nr, const float *x, int kc,      \
+                              float *y, int accumulate) {                                     \
+        const uint16_t *p = w;                                                                \
+        const size_t rs = rb / 2;                                                             \
+        int r = 0;                                                                            \
+        for (; r + 8 <= nr; r += 8) mv_##tname##_k(8, p + (size_t)r * rs, rs, x, kc, y + r, accumulate); \
+        for (; r + 4 <= nr; r += 4) mv_##tname##_k(4, p + (size_t)r * rs, rs, x, kc, y + r, accumulate); \
+        for (; r < nr; r++) mv_##tname##_k(1, p + (size_t)r * rs, rs, x, kc, y + r, accumulate); \
+    }
+#define F16X8(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+MV_16(f16, F16X8, h2f)
+MV_16(bf16, bf16x8_load, bf16_scalar)
+#undef F16X8
+
+/* ==== f32 row primitives ======================================================== */
 
 static void avx2_axpy(float *y, float a, const float *x, int n) {
     __m256 va = _mm256_set1_ps(a);
@@ -457,17 +450,25 @@ static void avx2_rms_norm_row(float *y, const float *x, const float *w, int n, f
     }
 }
 
-static void avx2_swiglu_row(float *y, const float *g, const float *u, int n) {
+static inline __m256 swiglu8(__m256 vg, __m256 vu) {
     const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    __m256 silu = _mm256_div_ps(vg, _mm256_add_ps(one, exp8(_mm256_xor_ps(vg, sign))));
+    return _mm256_mul_ps(silu, vu);
+}
+
+/* The tail (n % 8) goes through the vector code too: the driver splits rows
+ * of a batch at multiples of 8 from its start, so an element is in a tail or
+ * not depending on the batch — and expf differs from exp8 in the last bit. */
+static void avx2_swiglu_row(float *y, const float *g, const float *u, int n) {
     int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 vg = _mm256_loadu_ps(g + i);
-        __m256 silu = _mm256_div_ps(vg, _mm256_add_ps(one, exp8(_mm256_xor_ps(vg, sign))));
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
-    }
-    for (; i < n; i++) {
-        float s = g[i] / (1.0f + expf(-g[i]));
-        y[i] = s * u[i];
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, swiglu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+    if (i < n) {
+        float tg[8] = {0}, tu[8] = {0}, ty[8];
+        memcpy(tg, g + i, (size_t)(n - i) * sizeof *g);
+        memcpy(tu, u + i, (size_t)(n - i) * sizeof *u);
+        _mm256_storeu_ps(ty, swiglu8(_mm256_loadu_ps(tg), _mm256_loadu_ps(tu)));
+        memcpy(y + i, ty, (size_t)(n - i) * sizeof *y);
     }
 }
 

@@ -1,14 +1,13 @@
 /*
  * kern_kquants.c — scalar reference leaves for the 256-element weight types
- * (kern_kquants.h): the codebooks, dequantize_row and dot_row of Q2_K, Q3_K,
- * Q4_K, Q5_K, Q6_K, Q8_K, IQ4_XS, IQ3_XXS, IQ3_S, TQ1_0 and TQ2_0.
+ * (kern_kquants.h): the codebooks and dequantize_row of Q2_K, Q3_K, Q4_K,
+ * Q5_K, Q6_K, Q8_K, IQ4_XS, IQ3_XXS, IQ3_S, TQ1_0 and TQ2_0.
  *
  * These are the oracles the AVX2 leaves (kern_kquants_avx2.c) and the
  * parity tests are checked against, so they follow ggml's
  * dequantize_row_* (ggml/src/ggml-quants.c) statement by statement, in the
- * same element order and with the same float operations.  dot is
- * Σ dequant(w)[i] * x[i] summed sequentially in f32, one super-block at a
- * time, like kern.c's scalar dots.
+ * same element order and with the same float operations.  The f32 matmul
+ * multiplies these values (kern.c); the integer dots are kern_q8.c's.
  *
  * Built without ISA flags (no FMA contraction on x86-64), like kern.c.
  */
@@ -379,16 +378,3 @@ void kern_sc_dequant_tq2_0(const void *src, float *y, int n) {
     }
 }
 
-/* ==== dot: Σ dequant(w)[i] * x[i], sequential f32 sum ========================= */
-
-#define KQ_SCALAR_DOT(t)                                                           \
-    float kern_sc_dot_##t(const void *w, const float *x, int n) {                 \
-        const kern_block_##t *b = w;                                               \
-        float buf[KERN_QK_K], sum = 0.0f;                                          \
-        for (int i = 0; i < n / KERN_QK_K; i++, x += KERN_QK_K) {                  \
-            kern_sc_dequant_##t(b + i, buf, KERN_QK_K);                            \
-            for (int k = 0; k < KERN_QK_K; k++) sum += buf[k] * x[k];              \
-        }                                                                          \
-        return sum;                                                                \
-    }
-KERN_KQUANT_TYPES(KQ_SCALAR_DOT)

@@ -136,9 +136,7 @@ extern const uint32_t kern_iq3s_grid[512];
 
 #define KERN_KQ_DECL(t)                                                       \
     void kern_sc_dequant_##t(const void *src, float *dst, int n);            \
-    float kern_sc_dot_##t(const void *w, const float *x, int n);             \
-    void kern_avx2_dequant_##t(const void *src, float *dst, int n);          \
-    float kern_avx2_dot_##t(const void *w, const float *x, int n);
+    void kern_avx2_dequant_##t(const void *src, float *dst, int n);
 KERN_KQUANT_TYPES(KERN_KQ_DECL)
 #undef KERN_KQ_DECL
 

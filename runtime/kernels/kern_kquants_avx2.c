@@ -3,9 +3,9 @@
  * types of kern_kquants.h (built with -mavx2 -mfma -mf16c; nothing here runs
  * unless kern_best_isa() chose KERN_ISA_AVX2).
  *
- * Every leaf decodes codes in registers and combines them with the f32
- * activations by FMA; no scalar loop touches an element.  Two decoders,
- * whichever measured faster per type (1 thread, 4096x1024 mat-vec):
+ * Dequantization leaves: codes decoded in registers, 8 floats per store; no
+ * scalar loop touches an element.  Two decoders, whichever measured faster
+ * per type (1 thread, 4096x1024):
  *  - 32 codes at a time with byte-wide ops on one ymm (bit planes, pshufb
  *    codebooks, grid entries, sign masks), widened to 4 x 8 floats
  *    (vpmovsxbd + vcvtdq2ps): Q3_K, Q5_K, Q6_K, Q8_K, IQ*, TQ*;
@@ -14,18 +14,11 @@
  *    Q2_K (4 bit pairs), Q4_K (2 nibbles) — fewer shuffles.
  * Scales are unpacked once per 256-element block into small float arrays
  * and broadcast.  IQ3 grid entries are 8 scalar loads (vpgatherdd measured
- * slower on this machine).
- *
- * Two shapes of dot:
- *  - types with a per-sub-block min (Q2_K, Q4_K, Q5_K): the exact weight
- *    w = fmsub(q, d*sc, dmin*m) is formed in registers (the same single
- *    rounding as the scalar dequant) and FMA'd with x;
- *  - types without (Q3_K, Q6_K, Q8_K, IQ4_XS, IQ3_XXS, IQ3_S, TQ1_0, TQ2_0):
- *    Σ q*x per sub-block, then acc += scale * that sum (one FMA per
- *    sub-block instead of one multiply per element).
- * Either way only the summation order differs from the scalar oracle;
- * tests/test_kern_quants.c bounds the difference.  The dequant leaves produce
- * bit-identical values to the scalar ones (see kern_kquants.h, Exactness).
+ * slower on this machine).  The types with a per-sub-block min (Q2_K, Q4_K,
+ * Q5_K) form w = fmsub(q, d*sc, dmin*m), the scalar dequant's one rounding.
+ * Every value is bit-identical to the scalar leaf's (kern_kquants.h,
+ * Exactness), so the f32 matmul — which multiplies these values for the
+ * mat-mat and the mat-vec alike (kern.c) — is exact on them.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -40,19 +33,11 @@
 
 /* ==== helpers ================================================================ */
 
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 /* 8 bytes at p -> 8 int32 lanes (zero-extended) */
 static inline __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
-static inline __m256 ld(const float *p) { return _mm256_loadu_ps(p); }
 static inline __m256 bc(const float *p) { return _mm256_broadcast_ss(p); }
 
 /* 32 signed byte codes -> f[0..3], 8 floats each, element order kept */
@@ -76,14 +61,6 @@ static inline void widen16_w(__m256i c, __m256 f[2]) {
     f[1] = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(c, 1)));
 }
 
-/* Σ f[k] * x[8k .. 8k+7] over n8 vectors (2 or 4) */
-static inline __m256 fsum(const __m256 *f, const float *x, int n8) {
-    __m256 s = _mm256_mul_ps(f[0], ld(x));
-    UNROLL
-    for (int k = 1; k < n8; k++) s = _mm256_fmadd_ps(f[k], ld(x + 8 * k), s);
-    return s;
-}
-
 static inline void store_scaled(const __m256 *f, int n8, __m256 a, float *dst) {
     UNROLL
     for (int k = 0; k < n8; k++) _mm256_storeu_ps(dst + 8 * k, _mm256_mul_ps(f[k], a));
@@ -101,10 +78,6 @@ static inline __m256i bits_to_mask32(uint32_t bits) {
 /* c negated where mask is 0xff */
 static inline __m256i apply_signs(__m256i c, __m256i mask) {
     return _mm256_sub_epi8(_mm256_xor_si256(c, mask), mask);
-}
-
-static inline float sum4(const __m256 acc[4]) {
-    return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
 /* ==== Q2_K ==================================================================== */
@@ -148,17 +121,6 @@ void kern_avx2_dequant_q2_k(const void *src, float *dst, int n) {
         q2_k_scales(b, a, m);
         Q2_K_GROUPS(b, (void)k; _mm256_storeu_ps(dst + xo, _mm256_fmsub_ps(fv, bc(a + s), bc(m + s))))
     }
-}
-
-float kern_avx2_dot_q2_k(const void *w, const float *x, int n) {
-    const kern_block_q2_k *b = w;
-    _Alignas(32) float a[16], m[16];
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int i = 0; i < n / KERN_QK_K; i++, b++, x += KERN_QK_K) {
-        q2_k_scales(b, a, m);
-        Q2_K_GROUPS(b, acc[k] = _mm256_fmadd_ps(_mm256_fmsub_ps(fv, bc(a + s), bc(m + s)), ld(x + xo), acc[k]))
-    }
-    return sum4(acc);
 }
 
 /* ==== Q3_K ==================================================================== */
@@ -212,20 +174,6 @@ void kern_avx2_dequant_q3_k(const void *src, float *dst, int n) {
             store_scaled(f + 2, 2, bc(a + s + 1), dst + xo + 16);
         })
     }
-}
-
-float kern_avx2_dot_q3_k(const void *w, const float *x, int n) {
-    const kern_block_q3_k *b = w;
-    _Alignas(32) float a[16];
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int i = 0; i < n / KERN_QK_K; i++, b++, x += KERN_QK_K) {
-        q3_k_scales(b, a);
-        Q3_K_GROUPS(b, {
-            acc[j & 1] = _mm256_fmadd_ps(bc(a + s), fsum(f, x + xo, 2), acc[j & 1]);
-            acc[2 + (j & 1)] = _mm256_fmadd_ps(bc(a + s + 1), fsum(f + 2, x + xo + 16, 2), acc[2 + (j & 1)]);
-        })
-    }
-    return sum4(acc);
 }
 
 /* ==== Q4_K, Q5_K ================================================================ */
@@ -303,8 +251,6 @@ static inline void k4_scales(const uint8_t *s12, uint16_t d, uint16_t dmin, floa
 
 #define K4_STORE (void)k; _mm256_storeu_ps(dst + xo, _mm256_fmsub_ps(fv, bc(a + s), bc(m + s)))
 
-#define K4_DOT acc[k] = _mm256_fmadd_ps(_mm256_fmsub_ps(fv, bc(a + s), bc(m + s)), ld(x + xo), acc[k])
-
 void kern_avx2_dequant_q4_k(const void *src, float *dst, int n) {
     const kern_block_q4_k *b = src;
     _Alignas(32) float a[8], m[8];
@@ -314,17 +260,6 @@ void kern_avx2_dequant_q4_k(const void *src, float *dst, int n) {
     }
 }
 
-float kern_avx2_dot_q4_k(const void *w, const float *x, int n) {
-    const kern_block_q4_k *b = w;
-    _Alignas(32) float a[8], m[8];
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int i = 0; i < n / KERN_QK_K; i++, b++, x += KERN_QK_K) {
-        k4_scales(b->scales, b->d, b->dmin, a, m);
-        Q4_K_GROUPS(b, K4_DOT)
-    }
-    return sum4(acc);
-}
-
 void kern_avx2_dequant_q5_k(const void *src, float *dst, int n) {
     const kern_block_q5_k *b = src;
     _Alignas(32) float a[8], m[8];
@@ -332,17 +267,6 @@ void kern_avx2_dequant_q5_k(const void *src, float *dst, int n) {
         k4_scales(b->scales, b->d, b->dmin, a, m);
         Q5_K_GROUPS(b, K4_STORE)
     }
-}
-
-float kern_avx2_dot_q5_k(const void *w, const float *x, int n) {
-    const kern_block_q5_k *b = w;
-    _Alignas(32) float a[8], m[8];
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int i = 0; i < n / KERN_QK_K; i++, b++, x += KERN_QK_K) {
-        k4_scales(b->scales, b->d, b->dmin, a, m);
-        Q5_K_GROUPS(b, K4_DOT)
-    }
-    return sum4(acc);
 }
 
 /* ==== Q6_K ==================================================================== */
@@ -392,20 +316,6 @@ void kern_avx2_dequant_q6_k(const void *src, float *dst, int n) {
     }
 }
 
-float kern_avx2_dot_q6_k(const void *w, const float *x, int n) {
-    const kern_block_q6_k *b = w;
-    _Alignas(32) float a[16];
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int i = 0; i < n / KERN_QK_K; i++, b++, x += KERN_QK_K) {
-        q6_k_scales(b, a);
-        Q6_K_GROUPS(b, {
-            acc[k & 1] = _mm256_fmadd_ps(bc(a + s), fsum(f, x + xo, 2), acc[k & 1]);
-            acc[2 + (k & 1)] = _mm256_fmadd_ps(bc(a + s + 1), fsum(f + 2, x + xo + 16, 2), acc[2 + (k & 1)]);
-        })
-    }
-    return sum4(acc);
-}
-
 /* ==== Q8_K ==================================================================== */
 
 void kern_avx2_dequant_q8_k(const void *src, float *dst, int n) {
@@ -419,25 +329,6 @@ void kern_avx2_dequant_q8_k(const void *src, float *dst, int n) {
             store_scaled(f, 4, d, dst + j);
         }
     }
-}
-
-float kern_avx2_dot_q8_k(const void *w, const float *x, int n) {
-    const kern_block_q8_k *b = w;
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int i = 0; i < n / KERN_QK_K; i++, b++, x += KERN_QK_K) {
-        __m256 s[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        UNROLL
-        for (int j = 0; j < KERN_QK_K; j += 32) {
-            __m256 f[4];
-            widen32(load32(b->qs + j), f);
-            s[0] = _mm256_fmadd_ps(f[0], ld(x + j), s[0]);
-            s[1] = _mm256_fmadd_ps(f[1], ld(x + j + 8), s[1]);
-            s[0] = _mm256_fmadd_ps(f[2], ld(x + j + 16), s[0]);
-            s[1] = _mm256_fmadd_ps(f[3], ld(x + j + 24), s[1]);
-        }
-        acc[i & 1] = _mm256_fmadd_ps(_mm256_set1_ps(b->d), _mm256_add_ps(s[0], s[1]), acc[i & 1]);
-    }
-    return hsum(_mm256_add_ps(acc[0], acc[1]));
 }
 
 /* ==== IQ4_XS ==================================================================== */
@@ -466,14 +357,6 @@ void kern_avx2_dequant_iq4_xs(const void *src, float *dst, int n) {
     const kern_block_iq4_xs *b = src;
     for (int i = 0; i < n / KERN_QK_K; i++, b++, dst += KERN_QK_K)
         IQ4_XS_GROUPS(b, store_scaled(f, 4, _mm256_set1_ps(dl), dst + xo))
-}
-
-float kern_avx2_dot_iq4_xs(const void *w, const float *x, int n) {
-    const kern_block_iq4_xs *b = w;
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int i = 0; i < n / KERN_QK_K; i++, b++, x += KERN_QK_K)
-        IQ4_XS_GROUPS(b, acc[ib & 1] = _mm256_fmadd_ps(_mm256_set1_ps(dl), fsum(f, x + xo, 4), acc[ib & 1]))
-    return hsum(_mm256_add_ps(acc[0], acc[1]));
 }
 
 /* ==== IQ3_XXS ==================================================================== */
@@ -511,14 +394,6 @@ void kern_avx2_dequant_iq3_xxs(const void *src, float *dst, int n) {
         IQ3_XXS_GROUPS(b, store_scaled(f, 4, _mm256_set1_ps(db), dst + xo))
 }
 
-float kern_avx2_dot_iq3_xxs(const void *w, const float *x, int n) {
-    const kern_block_iq3_xxs *b = w;
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int i = 0; i < n / KERN_QK_K; i++, b++, x += KERN_QK_K)
-        IQ3_XXS_GROUPS(b, acc[ib & 1] = _mm256_fmadd_ps(_mm256_set1_ps(db), fsum(f, x + xo, 4), acc[ib & 1]))
-    return hsum(_mm256_add_ps(acc[0], acc[1]));
-}
-
 /* ==== IQ3_S ==================================================================== */
 
 /* BODY(f, db, xo) per 32-element sub-block: 8 grid entries with 9-bit indices
@@ -553,14 +428,6 @@ void kern_avx2_dequant_iq3_s(const void *src, float *dst, int n) {
     const kern_block_iq3_s *b = src;
     for (int i = 0; i < n / KERN_QK_K; i++, b++, dst += KERN_QK_K)
         IQ3_S_GROUPS(b, store_scaled(f, 4, _mm256_set1_ps(db), dst + xo))
-}
-
-float kern_avx2_dot_iq3_s(const void *w, const float *x, int n) {
-    const kern_block_iq3_s *b = w;
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int i = 0; i < n / KERN_QK_K; i++, b++, x += KERN_QK_K)
-        IQ3_S_GROUPS(b, acc[ib & 1] = _mm256_fmadd_ps(_mm256_set1_ps(db), fsum(f, x + xo, 4), acc[ib & 1]))
-    return hsum(_mm256_add_ps(acc[0], acc[1]));
 }
 
 /* ==== TQ1_0 ==================================================================== */
@@ -608,20 +475,6 @@ void kern_avx2_dequant_tq1_0(const void *src, float *dst, int n) {
     }
 }
 
-float kern_avx2_dot_tq1_0(const void *w, const float *x, int n) {
-    const kern_block_tq1_0 *b = w;
-    __m256 acc = _mm256_setzero_ps();
-    for (int i = 0; i < n / KERN_QK_K; i++, b++, x += KERN_QK_K) {
-        __m256 s[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        TQ1_0_GROUPS(b, {
-            s[0] = _mm256_fmadd_ps(f[0], ld(x + xo), s[0]);
-            s[1] = _mm256_fmadd_ps(f[1], ld(x + xo + 8), s[1]);
-        })
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b->d)), _mm256_add_ps(s[0], s[1]), acc);
-    }
-    return hsum(acc);
-}
-
 /* ==== TQ2_0 ==================================================================== */
 
 /* BODY(f, xo) per 32 elements: ((qs >> 2l) & 3) - 1 */
@@ -645,21 +498,5 @@ void kern_avx2_dequant_tq2_0(const void *src, float *dst, int n) {
         const __m256 d = _mm256_set1_ps(h2f(b->d));
         TQ2_0_GROUPS(b, store_scaled(f, 4, d, dst + xo))
     }
-}
-
-float kern_avx2_dot_tq2_0(const void *w, const float *x, int n) {
-    const kern_block_tq2_0 *b = w;
-    __m256 acc = _mm256_setzero_ps();
-    for (int i = 0; i < n / KERN_QK_K; i++, b++, x += KERN_QK_K) {
-        __m256 s[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        TQ2_0_GROUPS(b, {
-            s[0] = _mm256_fmadd_ps(f[0], ld(x + xo), s[0]);
-            s[1] = _mm256_fmadd_ps(f[1], ld(x + xo + 8), s[1]);
-            s[0] = _mm256_fmadd_ps(f[2], ld(x + xo + 16), s[0]);
-            s[1] = _mm256_fmadd_ps(f[3], ld(x + xo + 24), s[1]);
-        })
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(b->d)), _mm256_add_ps(s[0], s[1]), acc);
-    }
-    return hsum(acc);
 }
 

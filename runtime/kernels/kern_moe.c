@@ -8,17 +8,15 @@
  * smallest normal, scale), with ggml's softmax numerics (max subtracted,
  * exponentials summed in double, scaled by the float of 1/sum).
  *
- * The expert matmul reads only the chosen experts' matrices.  One token
- * (decode) is one fork-join over (slot, row) units: the activations are
- * converted once per slot (once in all when the slots share x), then every
- * unit runs the same leaf the dense path of that type and activation mode
- * runs (f32 dot, integer dot, or the R8 row-group leaves), so a slot's
- * result is what the dense matmul gives for its expert.  More tokens are
- * grouped by expert (a counting sort of the route): each chosen expert's
- * token rows are gathered into scratch, multiplied by the dense driver
- * (kern_mm.h: mat-mat tiles, 4-token integer blocks, R8 GEMM) — so the
- * expert's weights are streamed once for all its tokens — and scattered back.
- * Either way the arithmetic does not depend on the thread count.
+ * The expert matmul reads only the chosen experts' matrices.  The (token,
+ * slot) rows are grouped by expert (a counting sort of the route): each
+ * chosen expert's token rows are gathered into scratch, multiplied by the
+ * dense driver (kern_mm.h: the mat-vec for one row, mat-mat tiles, 4-token
+ * integer blocks, R8 GEMM for more) — so the expert's weights are streamed
+ * once for all its rows — and scattered back.  A decoded token takes the
+ * same path with one row per chosen expert, so by the dense kernels' batch
+ * invariance (kern.h) a token's result is the same bits whatever tokens
+ * share the call, and the arithmetic does not depend on the thread count.
  */
 #include "kern_moe.h"
 
@@ -176,86 +174,6 @@ void kern_moe_sum(cf_env *E, float *y, const float *x, const float *route,
 
 /* ==== the expert matmul ================================================================ */
 
-enum { MOE_F32, MOE_Q, MOE_R8_F32, MOE_R8_Q }; /* the leaf a one-token unit runs */
-
-typedef struct {
-    int mode, isa, type, n_out, n_in, k;
-    size_t row_bytes;                /* per weight row (R8: group bytes / 8) */
-    const kern_type_ops *ty;
-    kern_r8_gemm_fn r8_gemm;
-    const uint8_t *we[KERN_MOE_MAX_K]; /* slot j's expert matrix */
-    const void *a[KERN_MOE_MAX_K];     /* slot j's activations, in the leaf's format */
-    float *y;                           /* (k, n_out) */
-} moe_vec_job;
-
-static void moe_vec_worker(void *arg, int ith, int nth) {
-    const moe_vec_job *j = arg;
-    const int r8 = j->mode == MOE_R8_F32 || j->mode == MOE_R8_Q;
-    const long per = r8 ? j->n_out / 8 : j->n_out, total = per * j->k;
-    const long u0 = total * ith / nth, u1 = total * (ith + 1) / nth;
-    for (long u = u0; u < u1;) {
-        const int s = (int)(u / per);
-        const long r0 = u % per, r1 = (s + 1) * per < u1 ? per : u1 - (long)s * per;
-        float *ys = j->y + (size_t)s * j->n_out;
-        const uint8_t *w = j->we[s];
-        switch (j->mode) {
-        case MOE_F32:
-            for (long r = r0; r < r1; r++)
-                ys[r] = j->ty->dot[j->isa](w + (size_t)r * j->row_bytes, j->a[s], j->n_in);
-            break;
-        case MOE_Q:
-            for (long r = r0; r < r1; r++)
-                j->ty->dot_q[j->isa](w + (size_t)r * j->row_bytes, j->a[s], 0, 1, j->n_in, ys + r);
-            break;
-        case MOE_R8_F32:
-            kern_r8_dot_groups(j->isa, j->type, w, j->n_in, r0, r1, j->a[s], ys);
-            break;
-        default: { /* MOE_R8_Q */
-            const size_t grp = (size_t)8 * j->row_bytes;
-            const int nb = j->n_in / 32;
-            for (long g = r0; g < r1; g++)
-                j->r8_gemm(w + (size_t)g * grp, j->a[s], (size_t)nb, nb, 1, ys + 8 * g,
-                           (size_t)j->n_out);
-        }
-        }
-        u = (long)s * per + r1;
-    }
-}
-
-/* Slot activations of one token for the leaf of j->mode (MOE_F32: the f32
- * rows themselves), converted into buf (<= 2 k n_in floats): one row per
- * slot when x_per_slot, else one for all. */
-static void moe_vec_acts(moe_vec_job *j, int type, const float *x, int x_per_slot, float *buf) {
-    const int n_slots = x_per_slot ? j->k : 1, n = j->n_in;
-    uint8_t *b = (uint8_t *)buf;
-    for (int s = 0; s < n_slots; s++) {
-        const float *xs = x + (size_t)s * n;
-        const void *a = xs;
-        if (j->mode == MOE_Q) {
-            kern_quantize_act_row(j->isa, type, xs, b, n);
-            a = b;
-            b += (kern_act_row_bytes(type, n) + 63) & ~(size_t)63;
-        } else if (j->mode == MOE_R8_Q) {
-            kern_block_q8x4 *q = (kern_block_q8x4 *)b;
-            const int nb = n / 32;
-            const kern_quant_fn quant = j->isa == KERN_ISA_SIMD
-                                            ? KERN_SIMD(kern_avx2_quantize_q8_0, kern_sc_quantize_q8_0)
-                                            : kern_sc_quantize_q8_0; /* as kern_r8_mm.c */
-            for (int b0 = 0; b0 < nb; b0 += 8) {
-                const int bc = nb - b0 < 8 ? nb - b0 : 8;
-                kern_block_q8_0 tmp[8];
-                const void *rows[4] = {tmp, NULL, NULL, NULL};
-                quant(xs + (size_t)b0 * 32, tmp, bc * 32);
-                kern_q8x4_pack(CF_Q8_0, rows, bc * 32, q + b0);
-            }
-            a = q;
-            b += (size_t)nb * sizeof(kern_block_q8x4);
-        }
-        j->a[s] = a;
-    }
-    for (int s = n_slots; s < j->k; s++) j->a[s] = j->a[0];
-}
-
 /* F16/BF16 weights with act_quant: llama.cpp rounds the activations to the
  * weight's format; round them, then the f32 leaves run (as kern_q8_mm.c). */
 static void round_acts(int isa, int vdt, const float *x, float *dst, int n) {
@@ -273,35 +191,7 @@ static void round_acts(int isa, int vdt, const float *x, float *dst, int n) {
     }
 }
 
-static void moe_one_token(int isa, cf_env *E, float *y, const float *x, const float *route,
-                          const uint8_t *w, size_t expert_bytes, int type, int n_out, int n_in,
-                          int k, int x_per_slot, float *scratch) {
-    moe_vec_job j = {.isa = isa, .type = type, .n_out = n_out, .n_in = n_in, .k = k,
-                     .ty = kern_type_ops_get(type), .y = y};
-    const int r8 = kern_type_is_r8(type);
-    j.row_bytes = kern_row_bytes(type, n_in);
-    const int quant = E->act_quant && j.ty->vec_dot_type != CF_F32;
-    if (r8) {
-        j.mode = quant ? MOE_R8_Q : MOE_R8_F32;
-        j.r8_gemm = kern_r8_leaves_for(kern_r8_impl_for_isa(isa))->gemm[type == CF_Q8_0_R8];
-    } else {
-        j.mode = quant && j.ty->dot_q[isa] ? MOE_Q : MOE_F32;
-    }
-    for (int s = 0; s < k; s++) j.we[s] = w + (size_t)kern_route_id(route, k, s) * expert_bytes;
-    if (quant && j.mode == MOE_F32) { /* F16 / BF16 */
-        const int n_slots = x_per_slot ? k : 1;
-        for (int s = 0; s < n_slots; s++) {
-            round_acts(isa, j.ty->vec_dot_type, x + (size_t)s * n_in, scratch + (size_t)s * n_in, n_in);
-            j.a[s] = scratch + (size_t)s * n_in;
-        }
-        for (int s = n_slots; s < k; s++) j.a[s] = j.a[0];
-    } else {
-        moe_vec_acts(&j, type, x, x_per_slot, scratch);
-    }
-    run(E, (long)k * n_out * n_in, moe_vec_worker, &j);
-}
-
-/* More tokens: the (token, slot) rows sorted by expert (a counting sort,
+/* The (token, slot) rows sorted by expert (a counting sort,
  * token order kept within an expert), gathered into scratch in that order by
  * all threads, each expert's contiguous block multiplied by the dense driver
  * (its weights streamed once for all its rows), the results scattered back
@@ -374,7 +264,7 @@ void kern_moe_matmul(int isa, cf_env *E, float *y, const float *x, const float *
     const kern_type_ops *ty = kern_type_ops_get(type);
     const long n_y = (long)n_tok * k * n_out;
     if (!ty || n_in % ty->blck || (kern_type_is_r8(type) && (n_out % 8 || n_in % 32)) ||
-        (!kern_type_is_r8(type) && !ty->dot[isa]) || k < 1 || k > KERN_MOE_MAX_K ||
+        (!kern_type_is_r8(type) && !ty->dequant[isa]) || k < 1 || k > KERN_MOE_MAX_K ||
         n_expert < 1 || n_expert > KERN_MOE_MAX_EXPERTS) {
         fill_nan(y, n_y);
         return;
@@ -387,20 +277,8 @@ void kern_moe_matmul(int isa, cf_env *E, float *y, const float *x, const float *
         }
     }
     const size_t eb = (size_t)n_out * kern_row_bytes(type, n_in);
-    const uint8_t *wb = w;
-    if (n_tok == 1) {
-        moe_one_token(isa, E, y, x, route, wb, eb, type, n_out, n_in, k, x_per_slot, scratch);
-    } else {
-        moe_grouped(isa, E, y, x, route, wb, eb, type, n_out, n_in, n_expert, k, x_per_slot, bias,
-                    scratch, n_tok);
-        return;
-    }
-    if (bias)
-        for (long i = 0; i < (long)n_tok * k; i++) {
-            const float *b = bias + (size_t)kern_route_id(route + (i / k) * 2 * k, k, (int)(i % k)) * n_out;
-            float *yi = y + (size_t)i * n_out;
-            for (int r = 0; r < n_out; r++) yi[r] += b[r];
-        }
+    moe_grouped(isa, E, y, x, route, (const uint8_t *)w, eb, type, n_out, n_in, n_expert, k, x_per_slot, bias,
+                scratch, n_tok);
 }
 
 /* ==== per-head matmul (MLA) ============================================================= */
@@ -430,32 +308,28 @@ static float *tile_of(cf_env *E, int ith) {
     return p && have >= KERN_MM_TILE_BYTES ? p : NULL;
 }
 
-/* one token, or quantized activations: units are (head, output row), each a
- * fused dot per token (integer dots KERN_Q8_NT tokens at a time) */
+/* quantized activations: units are (head, output row), the integer dot per
+ * token (KERN_Q8_NT tokens at a time; each token's arithmetic the same
+ * whatever nt: batch invariance, kern.h) */
 static void hmm_vec_worker(void *arg, int ith, int nth) {
     const hmm_job *j = arg;
     const long total = (long)j->n_head * j->n_out;
     const size_t ys = (size_t)j->n_head * j->n_out, as = (size_t)j->n_head * j->arb;
     for (long u = total * ith / nth; u < total * (ith + 1) / nth; u++) {
         const int h = (int)(u / j->n_out), r = (int)(u % j->n_out);
-        if (j->a) {
-            float s[KERN_Q8_NT];
-            for (int t0 = 0; t0 < j->n_tok; t0 += KERN_Q8_NT) {
-                const int nt = j->n_tok - t0 < KERN_Q8_NT ? j->n_tok - t0 : KERN_Q8_NT;
-                j->ty->dot_q[j->isa](hmm_row(j, h, r), j->a + t0 * as + (size_t)h * j->arb, as, nt,
-                                     j->n_in, s);
-                for (int t = 0; t < nt; t++) j->y[(t0 + t) * ys + u] = s[t];
-            }
-            continue;
+        float s[KERN_Q8_NT];
+        for (int t0 = 0; t0 < j->n_tok; t0 += KERN_Q8_NT) {
+            const int nt = j->n_tok - t0 < KERN_Q8_NT ? j->n_tok - t0 : KERN_Q8_NT;
+            j->ty->dot_q[j->isa](hmm_row(j, h, r), j->a + t0 * as + (size_t)h * j->arb, as, nt, j->n_in, s);
+            for (int t = 0; t < nt; t++) j->y[(t0 + t) * ys + u] = s[t];
         }
-        for (int t = 0; t < j->n_tok; t++)
-            j->y[t * ys + u] = j->ty->dot[j->isa](hmm_row(j, h, r),
-                                                  j->x + ((size_t)t * j->n_head + h) * j->n_in, j->n_in);
     }
 }
 
-/* more tokens: units are (head, 16-row tile); per KC slice the tile is
- * dequantized once and multiplied with every token's head row */
+/* f32 activations, one token or more: units are (head, 16-row tile); per KC
+ * slice the tile is dequantized once and multiplied with every token's head
+ * row by tile_mm, whose per-(row, token) sum does not depend on the number
+ * of tokens (batch invariance, kern.h) */
 static void hmm_mat_units(const hmm_job *j, float *tile, long u0, long u1) {
     const long tiles = (j->n_out + KERN_MM_ROWS - 1) / KERN_MM_ROWS;
     const int blck = j->ty->blck, tsz = j->ty->type_size;
@@ -566,5 +440,5 @@ void kern_head_matmul(int isa, cf_env *E, float *y, const float *x, const void *
             round_acts(isa, ty->vec_dot_type, x + (size_t)r * n_in, scratch + (size_t)r * n_in, n_in);
         j.x = scratch;
     }
-    run(E, work, n_tok == 1 ? hmm_vec_worker : hmm_mat_worker, &j);
+    run(E, work, hmm_mat_worker, &j);
 }

@@ -1,8 +1,9 @@
 /*
  * kern_neon.c — the aarch64 SIMD slot's f32 leaves (Advanced SIMD, part of
  * every AArch64 CPU): the matmul tile, dot/axpy, f16 row conversions, and
- * dequant_row / dot_row for F16, Q4_0 and Q8_0 (kern.h kern_isa_ops,
- * kern_type_ops).  softmax, rms_norm and swiglu keep the scalar leaves
+ * dequant_row for F16, Q4_0 and Q8_0 (kern.h kern_isa_ops, kern_type_ops;
+ * the mat-vec multiplies the dequantized rows with tile_mm, whose per-row
+ * arithmetic is the same in every call: batch invariance, kern.h).  softmax, rms_norm and swiglu keep the scalar leaves
  * (their exp and double sums are the reference's).  The integer dots of
  * quantized activations are kern_q8_neon.c / kern_q8_dotprod.c; the R8
  * leaves kern_r8_neon.c.  Built only for aarch64 (Makefile: *_neon.c).
@@ -14,6 +15,7 @@
 #include "kern.h"
 
 #include <arm_neon.h>
+#include <math.h>
 #include <string.h>
 
 #include "base/f16.h"
@@ -37,31 +39,47 @@ static float dot_f32(const float *a, const float *b, int n) {
     return s;
 }
 
-/* 4 rows of w against one x row at a time: each x load feeds 4 rows */
+/* One row's sum, the same whatever n_rows (batch invariance, kern.h): a
+ * 4-lane FMA chain over the first kc & ~3 columns, its lanes added by
+ * vaddvq, then the last kc % 4 columns in order with fmaf.  tile_mm runs 4
+ * rows at a time (each x load feeds 4 chains) and the rest one by one, but
+ * every row gets this arithmetic, so a row's result does not depend on the
+ * rows it was grouped with: the mat-vec's row groups and the mat-mat's
+ * tiles give the same bits. */
+static inline float row_tail(float s, const float *w, const float *x, int k, int kc) {
+    for (; k < kc; k++) s = fmaf(w[k], x[k], s);
+    return s;
+}
+
 static void tile_mm(const float *w, size_t ws, int n_rows, const float *x, size_t xs, int n_tok, int kc,
                     float *y, size_t ys, int accumulate) {
+    const int k4 = kc & ~3;
     for (int t = 0; t < n_tok; t++) {
         const float *xt = x + (size_t)t * xs;
         float *yt = y + (size_t)t * ys;
         int r = 0;
-        for (; r + 4 <= n_rows && kc % 4 == 0; r += 4) {
+        for (; r + 4 <= n_rows; r += 4) {
             const float *w0 = w + (size_t)r * ws, *w1 = w0 + ws, *w2 = w1 + ws, *w3 = w2 + ws;
             float32x4_t a0 = vdupq_n_f32(0), a1 = a0, a2 = a0, a3 = a0;
-            for (int k = 0; k < kc; k += 4) {
+            for (int k = 0; k < k4; k += 4) {
                 const float32x4_t xv = vld1q_f32(xt + k);
                 a0 = vfmaq_f32(a0, vld1q_f32(w0 + k), xv);
                 a1 = vfmaq_f32(a1, vld1q_f32(w1 + k), xv);
                 a2 = vfmaq_f32(a2, vld1q_f32(w2 + k), xv);
                 a3 = vfmaq_f32(a3, vld1q_f32(w3 + k), xv);
             }
-            const float s[4] = {vaddvq_f32(a0), vaddvq_f32(a1), vaddvq_f32(a2), vaddvq_f32(a3)};
+            const float s[4] = {row_tail(vaddvq_f32(a0), w0, xt, k4, kc), row_tail(vaddvq_f32(a1), w1, xt, k4, kc),
+                                row_tail(vaddvq_f32(a2), w2, xt, k4, kc), row_tail(vaddvq_f32(a3), w3, xt, k4, kc)};
             for (int i = 0; i < 4; i++) {
                 if (accumulate) yt[r + i] += s[i];
                 else yt[r + i] = s[i];
             }
         }
         for (; r < n_rows; r++) {
-            const float s = dot_f32(w + (size_t)r * ws, xt, kc);
+            const float *wr = w + (size_t)r * ws;
+            float32x4_t a0 = vdupq_n_f32(0);
+            for (int k = 0; k < k4; k += 4) a0 = vfmaq_f32(a0, vld1q_f32(wr + k), vld1q_f32(xt + k));
+            const float s = row_tail(vaddvq_f32(a0), wr, xt, k4, kc);
             if (accumulate) yt[r] += s;
             else yt[r] = s;
         }
@@ -103,21 +121,6 @@ const kern_isa_ops kern_neon_ops = {
 
 void kern_neon_dequant_f16(const void *src, float *dst, int n) { f16_to_f32_row(src, dst, n); }
 
-float kern_neon_dot_f32(const void *w, const float *x, int n) { return dot_f32(w, x, n); }
-
-float kern_neon_dot_f16(const void *w, const float *x, int n) {
-    const uint16_t *h = w;
-    float32x4_t s0 = vdupq_n_f32(0), s1 = s0;
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        s0 = vfmaq_f32(s0, f16x4_load(h + i), vld1q_f32(x + i));
-        s1 = vfmaq_f32(s1, f16x4_load(h + i + 4), vld1q_f32(x + i + 4));
-    }
-    float s = vaddvq_f32(vaddq_f32(s0, s1));
-    for (; i < n; i++) s += f16_to_f32(h[i]) * x[i];
-    return s;
-}
-
 /* codes - 8 of one Q4_0 block as 32 int8: [0..15] low nibbles, [16..31] high */
 static inline void q4_0_codes(const kern_block_q4_0 *b, int8x16_t *lo, int8x16_t *hi) {
     const uint8x16_t q = vld1q_u8(b->qs);
@@ -158,36 +161,4 @@ void kern_neon_dequant_q8_0(const void *src, float *dst, int n) {
         s8x16_scale(vld1q_s8(b->qs + 16), d, v);
         for (int k = 0; k < 4; k++) vst1q_f32(dst + 16 + 4 * k, v[k]);
     }
-}
-
-/* Σ_k q[k] * x[k] for 16 int8 codes against 16 floats, into acc */
-static inline float32x4_t s8x16_dot(float32x4_t acc, int8x16_t q, const float *x) {
-    const int16x8_t l = vmovl_s8(vget_low_s8(q)), h = vmovl_s8(vget_high_s8(q));
-    acc = vfmaq_f32(acc, vcvtq_f32_s32(vmovl_s16(vget_low_s16(l))), vld1q_f32(x));
-    acc = vfmaq_f32(acc, vcvtq_f32_s32(vmovl_s16(vget_high_s16(l))), vld1q_f32(x + 4));
-    acc = vfmaq_f32(acc, vcvtq_f32_s32(vmovl_s16(vget_low_s16(h))), vld1q_f32(x + 8));
-    return vfmaq_f32(acc, vcvtq_f32_s32(vmovl_s16(vget_high_s16(h))), vld1q_f32(x + 12));
-}
-
-/* per block: d * Σ q·x (the block's scale applied once, as the AVX2 leaves do) */
-float kern_neon_dot_q4_0(const void *w, const float *x, int n) {
-    const kern_block_q4_0 *b = w;
-    float32x4_t acc = vdupq_n_f32(0);
-    for (int i = 0; i < n / KERN_QK; i++, b++, x += KERN_QK) {
-        int8x16_t lo, hi;
-        q4_0_codes(b, &lo, &hi);
-        const float32x4_t s = s8x16_dot(s8x16_dot(vdupq_n_f32(0), lo, x), hi, x + 16);
-        acc = vfmaq_f32(acc, s, vdupq_n_f32(f16_to_f32(b->d)));
-    }
-    return vaddvq_f32(acc);
-}
-
-float kern_neon_dot_q8_0(const void *w, const float *x, int n) {
-    const kern_block_q8_0 *b = w;
-    float32x4_t acc = vdupq_n_f32(0);
-    for (int i = 0; i < n / KERN_QK; i++, b++, x += KERN_QK) {
-        const float32x4_t s = s8x16_dot(s8x16_dot(vdupq_n_f32(0), vld1q_s8(b->qs), x), vld1q_s8(b->qs + 16), x + 16);
-        acc = vfmaq_f32(acc, s, vdupq_n_f32(f16_to_f32(b->d)));
-    }
-    return vaddvq_f32(acc);
 }

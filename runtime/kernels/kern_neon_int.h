@@ -8,6 +8,7 @@
  *
  *   dotq_q4_0, dotq_q8_0   one weight row x nt Q8_0 activation rows (ggml_vec_dot_q4_0_q8_0 / q8_0_q8_0)
  *   gemm4_q4_0, gemm4_q8_0 one weight row x 4 tokens of kern_block_q8x4
+ *   gemv4_q4_0, gemv4_q8_0 4 weight rows x the token in slot 0 (gemm4 transposed)
  *   dotq_q4_k, dotq_q6_k   one weight row x nt Q8_K rows (ggml_vec_dot_q4_K_q8_K / q6_K_q8_K)
  *   r8_gemm_q4, r8_gemm_q8 one R8 row group x nt tokens of kern_block_q8x4 (kern_r8.h)
  *
@@ -102,6 +103,38 @@ void NEON_FN(kern_gemm4_q8_0_)(const void *w, const void *a, int n, float *s) {
         const int8x16_t w0 = vld1q_s8(x[ib].qs), w1 = vld1q_s8(x[ib].qs + 16);
         const float dw = f16_to_f32(x[ib].d);
         for (int t = 0; t < 4; t++) acc[t] += (float)dot32(w0, w1, y[ib].qs[t]) * (dw * y[ib].d[t]);
+    }
+    memcpy(s, acc, sizeof acc);
+}
+
+/* 4 weight rows (row r at (const char *)w + r * ws; ws 0: one row four
+ * times) against the token in slot 0 of a (kern_gemv4_fn): per row exactly
+ * the float steps gemm4 does for that token, so the mat-vec gives the bits
+ * the mat-mat does (batch invariance, kern.h). */
+void NEON_FN(kern_gemv4_q4_0_)(const void *w, size_t ws, const void *a, int n, float *s) {
+    const kern_block_q8x4 *y = a;
+    float acc[4] = {0, 0, 0, 0};
+    for (int ib = 0; ib < n / KERN_QK; ib++) {
+        const float dy = y[ib].d[0];
+        for (int r = 0; r < 4; r++) {
+            const kern_block_q4_0 *x = (const kern_block_q4_0 *)((const uint8_t *)w + (size_t)r * ws) + ib;
+            int8x16_t lo, hi;
+            q4_0_codes(x->qs, &lo, &hi);
+            acc[r] += (float)dot32(lo, hi, y[ib].qs[0]) * (f16_to_f32(x->d) * dy);
+        }
+    }
+    memcpy(s, acc, sizeof acc);
+}
+
+void NEON_FN(kern_gemv4_q8_0_)(const void *w, size_t ws, const void *a, int n, float *s) {
+    const kern_block_q8x4 *y = a;
+    float acc[4] = {0, 0, 0, 0};
+    for (int ib = 0; ib < n / KERN_QK; ib++) {
+        const float dy = y[ib].d[0];
+        for (int r = 0; r < 4; r++) {
+            const kern_block_q8_0 *x = (const kern_block_q8_0 *)((const uint8_t *)w + (size_t)r * ws) + ib;
+            acc[r] += (float)dot32(vld1q_s8(x->qs), vld1q_s8(x->qs + 16), y[ib].qs[0]) * (f16_to_f32(x->d) * dy);
+        }
     }
     memcpy(s, acc, sizeof acc);
 }

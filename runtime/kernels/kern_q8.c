@@ -490,6 +490,12 @@ void kern_q8x4_pack(int vdt, const void *const rows[4], int n, kern_block_q8x4 *
         }
 }
 
+int kern_q8x4_overflows(const kern_block_q8x4 *q, int nb, int t) {
+    for (int b = 0; b < nb; b++)
+        if (isinf(q[b].d[t]) || isinf(q[b].s[t])) return 1;
+    return 0;
+}
+
 /* Scalar reference: token t's ggml row rebuilt from the interleaved blocks
  * (d and s are f16 values, so the round trip is exact), then the 1-token dot. */
 #define SC_GEMM4(t, ablock)                                                               \
@@ -507,15 +513,39 @@ void kern_q8x4_pack(int vdt, const void *const rows[4], int n, kern_block_q8x4 *
             s[k] = dotq_##t((const kern_block_##t *)w, row, nb);                          \
         }                                                                                 \
     }
+/* Scalar gemv4: slot 0's row rebuilt once, then the 1-token dot per weight
+ * row — what SC_GEMM4 does for that token. */
+#define SC_GEMV4(t, ablock)                                                               \
+    void kern_sc_gemv4_##t(const void *w, size_t ws, const void *a, int n, float *s) {    \
+        const kern_block_q8x4 *x4 = a;                                                    \
+        const int nb = n / KERN_QK;                                                       \
+        ablock row[nb > 0 ? nb : 1];                                                      \
+        for (int b = 0; b < nb; b++) {                                                    \
+            ablock *y = &row[b];                                                          \
+            memcpy(y->qs, x4[b].qs[0], KERN_QK);                                          \
+            y->d = f32_to_f16(x4[b].d[0]);                                                \
+            SET_S(y, f32_to_f16(x4[b].s[0]));                                             \
+        }                                                                                 \
+        for (int r = 0; r < 4; r++)                                                       \
+            s[r] = dotq_##t((const kern_block_##t *)((const uint8_t *)w + (size_t)r * ws), row, nb); \
+    }
 #define SET_S(y, v) (void)(v)
 SC_GEMM4(q4_0, kern_block_q8_0)
 SC_GEMM4(q5_0, kern_block_q8_0)
 SC_GEMM4(q8_0, kern_block_q8_0)
 SC_GEMM4(iq4_nl, kern_block_q8_0)
 SC_GEMM4(mxfp4, kern_block_q8_0)
+SC_GEMV4(q4_0, kern_block_q8_0)
+SC_GEMV4(q5_0, kern_block_q8_0)
+SC_GEMV4(q8_0, kern_block_q8_0)
+SC_GEMV4(iq4_nl, kern_block_q8_0)
+SC_GEMV4(mxfp4, kern_block_q8_0)
 #undef SET_S
 #define SET_S(y, v) ((y)->s = (v))
 SC_GEMM4(q4_1, kern_block_q8_1)
 SC_GEMM4(q5_1, kern_block_q8_1)
+SC_GEMV4(q4_1, kern_block_q8_1)
+SC_GEMV4(q5_1, kern_block_q8_1)
 #undef SET_S
 #undef SC_GEMM4
+#undef SC_GEMV4

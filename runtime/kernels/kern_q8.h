@@ -28,7 +28,16 @@
  *
  * Dots: integer sums per block are exact (int32); how the float products of
  * scales and sums are accumulated differs between the scalar reference, the
- * AVX2 leaves and ggml (tests bound that difference).
+ * AVX2 leaves and ggml (tests bound that difference) — but within one ISA a
+ * token's float work is the same in the mat-vec and the mat-mat: dot_q does
+ * each token alike whatever nt, gemv4 is gemm4 transposed, and both drivers
+ * give a row's whole input to one leaf call (batch invariance, kern.h).
+ *
+ * Range.  Where ggml's formats overflow, cinfer leaves them: an F16
+ * activation beyond 65504 stays its f32 value (kern_q8_mm.c round_rows); a
+ * token whose Q8_0 d or Q8_1 s overflowed f16 (kern_q8x4_overflows) is
+ * computed with f32 activations.  Both are decisions per element or per
+ * token, so batch invariance holds; in range the numbers are ggml's.
  */
 #ifndef CINFER_KERN_Q8_H
 #define CINFER_KERN_Q8_H
@@ -74,6 +83,11 @@ typedef struct {
 /* out (n/32 blocks) = the 4 rows rows[t] (ggml Q8_0 or Q8_1 blocks, vdt;
  * NULL: a zero token) interleaved. */
 void kern_q8x4_pack(int vdt, const void *const rows[4], int n, kern_block_q8x4 *out);
+/* 1 when token slot t (0..3) of the nb blocks q has a scale that overflowed
+ * its f16 (d: |x| above ~8.3e6; Q8_1's s = d·Σq: a block sum of a few
+ * thousand): its integer dots would be inf or NaN, so the drivers compute
+ * that token with f32 activations instead (a per-token choice: batch-invariant). */
+int kern_q8x4_overflows(const kern_block_q8x4 *q, int nb, int t);
 
 /* ---- integer dots (kern_dot_q_fn, kern.h) ------------------------------------ */
 
@@ -82,12 +96,15 @@ void kern_q8x4_pack(int vdt, const void *const rows[4], int n, kern_block_q8x4 *
     X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(iq4_nl) X(mxfp4) X(q2_k) X(q3_k) X(q4_k)  \
     X(q5_k) X(q6_k) X(iq4_xs) X(iq3_xxs) X(iq3_s) X(tq1_0) X(tq2_0)
 
-/* The 32-element types, which also have a 4-token kern_gemm4_fn on kern_block_q8x4. */
+/* The 32-element types, which also have a 4-token kern_gemm4_fn on kern_block_q8x4
+ * and its 4-row transpose kern_gemv4_fn. */
 #define KERN_Q8_GEMM4_TYPES(X) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(iq4_nl) X(mxfp4)
 
 #define KERN_Q8_GEMM4_DECL(t)                                                           \
     void kern_sc_gemm4_##t(const void *w, const void *a, int n, float *s);             \
-    void kern_avx2_gemm4_##t(const void *w, const void *a, int n, float *s);
+    void kern_avx2_gemm4_##t(const void *w, const void *a, int n, float *s);           \
+    void kern_sc_gemv4_##t(const void *w, size_t ws, const void *a, int n, float *s);  \
+    void kern_avx2_gemv4_##t(const void *w, size_t ws, const void *a, int n, float *s);
 KERN_Q8_GEMM4_TYPES(KERN_Q8_GEMM4_DECL)
 #undef KERN_Q8_GEMM4_DECL
 
@@ -106,6 +123,8 @@ void kern_neon_dotq_q4_k(const void *w, const void *a, size_t as, int nt, int n,
 void kern_neon_dotq_q6_k(const void *w, const void *a, size_t as, int nt, int n, float *s);
 void kern_neon_gemm4_q4_0(const void *w, const void *a, int n, float *s);
 void kern_neon_gemm4_q8_0(const void *w, const void *a, int n, float *s);
+void kern_neon_gemv4_q4_0(const void *w, size_t ws, const void *a, int n, float *s);
+void kern_neon_gemv4_q8_0(const void *w, size_t ws, const void *a, int n, float *s);
 /* ... and each build on its own (tests) */
 #define KERN_NEON_INT_DECL(sfx)                                                                   \
     void kern_dotq_q4_0_##sfx(const void *w, const void *a, size_t as, int nt, int n, float *s); \
@@ -113,7 +132,9 @@ void kern_neon_gemm4_q8_0(const void *w, const void *a, int n, float *s);
     void kern_dotq_q4_k_##sfx(const void *w, const void *a, size_t as, int nt, int n, float *s); \
     void kern_dotq_q6_k_##sfx(const void *w, const void *a, size_t as, int nt, int n, float *s); \
     void kern_gemm4_q4_0_##sfx(const void *w, const void *a, int n, float *s);                   \
-    void kern_gemm4_q8_0_##sfx(const void *w, const void *a, int n, float *s);
+    void kern_gemm4_q8_0_##sfx(const void *w, const void *a, int n, float *s);                   \
+    void kern_gemv4_q4_0_##sfx(const void *w, size_t ws, const void *a, int n, float *s);       \
+    void kern_gemv4_q8_0_##sfx(const void *w, size_t ws, const void *a, int n, float *s);
 KERN_NEON_INT_DECL(neon)
 KERN_NEON_INT_DECL(dotprod)
 #undef KERN_NEON_INT_DECL

@@ -794,3 +794,123 @@ GEMM4_OFFSET(q5_0)
     }
 GEMM4_Q8_1(q4_1)
 GEMM4_Q8_1(q5_1)
+
+/* ==== 4-row mat-vec of the 32-element types (kern_gemv4_fn) =========================
+ * The transpose of the gemm4 leaves above: 4 weight rows x the token in slot
+ * 0 of the kern_block_q8x4 blocks.  fold4 over the rows puts row r where
+ * gemm4 puts token t — [r0 r1 r2 r3 | r0 r1 r2 r3], the low half the block's
+ * first 16 elements — and the scale lane is d_w[r] · d_a where gemm4 has
+ * d_w · d_a[t]: each lane does the float work gemm4 does for that (row,
+ * token), so a decoded token gets the bits it gets in a batch.  Rows at
+ * w + r * ws (ws 0: the same row four times, for a matrix's last rows). */
+
+/* the f16 scales of 4 rows' blocks as [d0 d1 d2 d3 | d0 d1 d2 d3] */
+INLINE __m256 rows4_f16(uint16_t h0, uint16_t h1, uint16_t h2, uint16_t h3) {
+    const __m128 v = _mm_cvtph_ps(_mm_setr_epi16((short)h0, (short)h1, (short)h2, (short)h3, 0, 0, 0, 0));
+    return _mm256_set_m128(v, v);
+}
+
+#define ROW(t, r, ib) ((const kern_block_##t *)(w + (size_t)(r) * ws) + (ib))
+#define DW4(t, ib, f) rows4_f16(ROW(t, 0, ib)->f, ROW(t, 1, ib)->f, ROW(t, 2, ib)->f, ROW(t, 3, ib)->f)
+
+#define GEMV4_SIGNED_BLOCK(t, ib, ACC)                                                        \
+    {                                                                                         \
+        const __m256i a = load32(y[ib].qs[0]);                                                \
+        __m256i p[4];                                                                         \
+        UNROLL for (int r = 0; r < 4; r++) {                                                  \
+            const __m256i q = dec_##t(ROW(t, r, ib));                                         \
+            p[r] = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));      \
+        }                                                                                     \
+        const __m256i f = SMALL_##t ? fold4_16(p[0], p[1], p[2], p[3])                        \
+                                    : fold4(_mm256_madd_epi16(p[0], ones), _mm256_madd_epi16(p[1], ones), \
+                                            _mm256_madd_epi16(p[2], ones), _mm256_madd_epi16(p[3], ones)); \
+        const __m256 d = _mm256_mul_ps(DW4S_##t(ib), _mm256_set1_ps(y[ib].d[0]));             \
+        ACC = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(f), ACC);                                 \
+    }
+/* the 4 rows' block scales in both halves: f16 d, MXFP4's e8m0 exponent */
+INLINE __m256 rows4_f32(float a, float b, float c, float d) {
+    const __m128 v = _mm_setr_ps(a, b, c, d);
+    return _mm256_set_m128(v, v);
+}
+#define DW4S_q8_0(ib) DW4(q8_0, ib, d)
+#define DW4S_iq4_nl(ib) DW4(iq4_nl, ib, d)
+#define DW4S_mxfp4(ib)                                                                        \
+    rows4_f32(BSCALE_mxfp4(ROW(mxfp4, 0, ib)), BSCALE_mxfp4(ROW(mxfp4, 1, ib)),                \
+              BSCALE_mxfp4(ROW(mxfp4, 2, ib)), BSCALE_mxfp4(ROW(mxfp4, 3, ib)))
+
+#define GEMV4_SIGNED(t)                                                                       \
+    void kern_avx2_gemv4_##t(const void *vw, size_t ws, const void *va, int n, float *s) {    \
+        const uint8_t *w = vw;                                                                \
+        const kern_block_q8x4 *y = va;                                                        \
+        const __m256i ones = _mm256_set1_epi16(1);                                            \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                        \
+        const int nb = n / KERN_QK;                                                           \
+        int ib = 0;                                                                           \
+        for (; ib + 1 < nb; ib += 2) {                                                        \
+            GEMV4_SIGNED_BLOCK(t, ib, acc0)                                                   \
+            GEMV4_SIGNED_BLOCK(t, ib + 1, acc1)                                               \
+        }                                                                                     \
+        if (ib < nb) GEMV4_SIGNED_BLOCK(t, ib, acc0)                                          \
+        store4(_mm256_add_ps(acc0, acc1), s);                                                 \
+    }
+GEMV4_SIGNED(q8_0)
+GEMV4_SIGNED(iq4_nl)
+GEMV4_SIGNED(mxfp4)
+
+#define GEMV4_OFFSET_BLOCK(t, ib, ACC)                                                        \
+    {                                                                                         \
+        const __m256i a = load32(y[ib].qs[0]);                                                \
+        __m256i p[4];                                                                         \
+        UNROLL for (int r = 0; r < 4; r++) p[r] = _mm256_maddubs_epi16(decu_##t(ROW(t, r, ib)), a); \
+        const __m256i off = _mm256_zextsi128_si256(_mm_slli_epi32(_mm_set1_epi32(y[ib].sum[0]), OFF_##t)); \
+        const __m256i f = _mm256_sub_epi32(fold4_16(p[0], p[1], p[2], p[3]), off);           \
+        const __m256 d = _mm256_mul_ps(DW4(t, ib, d), _mm256_set1_ps(y[ib].d[0]));            \
+        ACC = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(f), ACC);                                 \
+    }
+
+#define GEMV4_OFFSET(t)                                                                       \
+    void kern_avx2_gemv4_##t(const void *vw, size_t ws, const void *va, int n, float *s) {    \
+        const uint8_t *w = vw;                                                                \
+        const kern_block_q8x4 *y = va;                                                        \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                        \
+        const int nb = n / KERN_QK;                                                           \
+        int ib = 0;                                                                           \
+        for (; ib + 1 < nb; ib += 2) {                                                        \
+            GEMV4_OFFSET_BLOCK(t, ib, acc0)                                                   \
+            GEMV4_OFFSET_BLOCK(t, ib + 1, acc1)                                               \
+        }                                                                                     \
+        if (ib < nb) GEMV4_OFFSET_BLOCK(t, ib, acc0)                                          \
+        store4(_mm256_add_ps(acc0, acc1), s);                                                 \
+    }
+GEMV4_OFFSET(q4_0)
+GEMV4_OFFSET(q5_0)
+
+#define GEMV4_Q8_1_BLOCK(t, ib, ACC, SUMMS)                                                   \
+    {                                                                                         \
+        const __m256i a = load32(y[ib].qs[0]);                                                \
+        __m256i p[4];                                                                         \
+        UNROLL for (int r = 0; r < 4; r++) p[r] = _mm256_maddubs_epi16(dec_##t(ROW(t, r, ib)), a); \
+        const __m256 d = _mm256_mul_ps(DW4(t, ib, d), _mm256_set1_ps(y[ib].d[0]));            \
+        ACC = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(fold4_16(p[0], p[1], p[2], p[3])), ACC);  \
+        SUMMS = _mm_fmadd_ps(_mm256_castps256_ps128(DW4(t, ib, m)), _mm_set1_ps(y[ib].s[0]), SUMMS); \
+    }
+
+#define GEMV4_Q8_1(t)                                                                         \
+    void kern_avx2_gemv4_##t(const void *vw, size_t ws, const void *va, int n, float *s) {    \
+        const uint8_t *w = vw;                                                                \
+        const kern_block_q8x4 *y = va;                                                        \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                        \
+        __m128 sm0 = _mm_setzero_ps(), sm1 = _mm_setzero_ps();                                \
+        const int nb = n / KERN_QK;                                                           \
+        int ib = 0;                                                                           \
+        for (; ib + 1 < nb; ib += 2) {                                                        \
+            GEMV4_Q8_1_BLOCK(t, ib, acc0, sm0)                                                \
+            GEMV4_Q8_1_BLOCK(t, ib + 1, acc1, sm1)                                            \
+        }                                                                                     \
+        if (ib < nb) GEMV4_Q8_1_BLOCK(t, ib, acc0, sm0)                                       \
+        float r[4];                                                                           \
+        store4(_mm256_add_ps(acc0, acc1), r);                                                 \
+        _mm_storeu_ps(s, _mm_add_ps(_mm_loadu_ps(r), _mm_add_ps(sm0, sm1)));                  \
+    }
+GEMV4_Q8_1(q4_1)
+GEMV4_Q8_1(q5_1)

@@ -30,3 +30,13 @@ NEON_DISPATCH(q6_k)
 NEON_DISPATCH4(q4_0)
 NEON_DISPATCH4(q8_0)
 #undef NEON_DISPATCH4
+
+#define NEON_DISPATCH_V4(t)                                                                            \
+    void kern_gemv4_##t##_dotprod(const void *w, size_t ws, const void *a, int n, float *s);          \
+    void kern_neon_gemv4_##t(const void *w, size_t ws, const void *a, int n, float *s) {             \
+        if (kern_cpu_dotprod()) kern_gemv4_##t##_dotprod(w, ws, a, n, s);                            \
+        else kern_gemv4_##t##_neon(w, ws, a, n, s);                                                 \
+    }
+NEON_DISPATCH_V4(q4_0)
+NEON_DISPATCH_V4(q8_0)
+#undef NEON_DISPATCH_V4

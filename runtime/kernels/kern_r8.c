@@ -2,8 +2,8 @@
  * kern_r8.c — the row-interleaved types CF_Q4_0_R8 / CF_Q8_0_R8 (layout in
  * kern.h, internals in kern_r8.h): element access, the scalar reference
  * leaves, impl selection, and the two helpers kern.c's f32-activation matmul
- * asks for dequantized tiles (kern_r8_deq_rows) and row-group dots
- * (kern_r8_dot_groups).  Repacking and the integer (act_quant) matmul driver
+ * asks for dequantized tiles (kern_r8_deq_rows) and mat-vec slices
+ * (kern_r8_mv).  Repacking and the integer (act_quant) matmul driver
  * are kern_r8_mm.c.
  */
 #include "kern_r8.h"
@@ -88,26 +88,31 @@ static void sc_deq8_q8(const void *wg, int b0, int nbk, float *dst, size_t ld) {
     sc_deq8(CF_Q8_0_R8, wg, b0, nbk, dst, ld);
 }
 
-/* sequential f32 sum over k, like kern.c's scalar dot_row */
-static void sc_dot8(int type, const void *wg, const float *x, int nb, float *y) {
+/* sequential f32 sum over k per row: the scalar tile_mm on the dequantized rows */
+static void sc_mv8(int type, const void *wg, int b0, int nbk, const float *x, float *y, int accumulate) {
     float w[8][32], s[8] = {0};
-    for (int b = 0; b < nb; b++) {
-        sc_deq8(type, wg, b, 1, &w[0][0], 32);
+    for (int b = 0; b < nbk; b++) {
+        sc_deq8(type, wg, b0 + b, 1, &w[0][0], 32);
         for (int r = 0; r < 8; r++)
             for (int k = 0; k < 32; k++) s[r] += w[r][k] * x[32 * b + k];
     }
-    memcpy(y, s, sizeof s);
+    for (int r = 0; r < 8; r++) y[r] = accumulate ? y[r] + s[r] : s[r];
 }
-static void sc_dot8_q4(const void *wg, const float *x, int nb, float *y) { sc_dot8(CF_Q4_0_R8, wg, x, nb, y); }
-static void sc_dot8_q8(const void *wg, const float *x, int nb, float *y) { sc_dot8(CF_Q8_0_R8, wg, x, nb, y); }
+static void sc_mv8_q4(const void *wg, int b0, int nbk, const float *x, float *y, int accumulate) {
+    sc_mv8(CF_Q4_0_R8, wg, b0, nbk, x, y, accumulate);
+}
+static void sc_mv8_q8(const void *wg, int b0, int nbk, const float *x, float *y, int accumulate) {
+    sc_mv8(CF_Q8_0_R8, wg, b0, nbk, x, y, accumulate);
+}
 
 static const kern_r8_leaves g_sc_leaves = {
-    {sc_gemm_q4, sc_gemm_q8}, {sc_dot8_q4, sc_dot8_q8}, {sc_deq8_q4, sc_deq8_q8}};
+    {sc_gemm_q4, sc_gemm_q8}, {sc_mv8_q4, sc_mv8_q8}, {sc_deq8_q4, sc_deq8_q8}};
 #if defined(__aarch64__)
+/* no mv8 of their own: kern.c's mat-vec takes the NEON tile_mm on deq8's rows */
 static const kern_r8_leaves g_neon_leaves = {
-    {kern_r8_gemm_q4_neon, kern_r8_gemm_q8_neon}, {sc_dot8_q4, sc_dot8_q8}, {sc_deq8_q4, sc_deq8_q8}};
+    {kern_r8_gemm_q4_neon, kern_r8_gemm_q8_neon}, {sc_mv8_q4, sc_mv8_q8}, {sc_deq8_q4, sc_deq8_q8}};
 static const kern_r8_leaves g_dotprod_leaves = {
-    {kern_r8_gemm_q4_dotprod, kern_r8_gemm_q8_dotprod}, {sc_dot8_q4, sc_dot8_q8}, {sc_deq8_q4, sc_deq8_q8}};
+    {kern_r8_gemm_q4_dotprod, kern_r8_gemm_q8_dotprod}, {sc_mv8_q4, sc_mv8_q8}, {sc_deq8_q4, sc_deq8_q8}};
 #endif
 
 /* ==== impl selection ================================================================ */
@@ -181,12 +186,20 @@ void kern_r8_deq_rows(int isa, int type, const void *w, int n_in, int r0, int nr
                     dst + (size_t)r * ld, ld);
 }
 
-void kern_r8_dot_groups(int isa, int type, const void *w, int n_in, long g0, long g1, const float *x,
-                        float *y) {
-    const kern_r8_leaves *L = kern_r8_leaves_for(kern_r8_impl_for_isa(isa));
-    const int ti = type == CF_Q8_0_R8;
+int kern_r8_mv(int isa, int type, const void *w, int n_in, int r0, int k0, int kc, const float *x,
+               float *y, int accumulate) {
+    /* the leaf follows the tile_mm it must equal (isa), not the pinned impl:
+     * the AVX2 and VNNI builds of mv8 are the same arithmetic */
+#if defined(__x86_64__)
+    const kern_r8_leaves *L = isa == KERN_ISA_SIMD ? &kern_r8_avx2_leaves : &g_sc_leaves;
+#else
+    if (isa == KERN_ISA_SIMD) return -1; /* no mv8 equals the NEON tile_mm: the caller dequantizes */
+    const kern_r8_leaves *L = &g_sc_leaves;
+#endif
     const size_t grp = (size_t)(n_in / 32) * kern_r8_block_bytes(type);
-    for (long g = g0; g < g1; g++) L->dot8[ti]((const uint8_t *)w + (size_t)g * grp, x, n_in / 32, y + 8 * g);
+    L->mv8[type == CF_Q8_0_R8]((const uint8_t *)w + (size_t)(r0 / 8) * grp, k0 / 32, kc / 32, x, y,
+                               accumulate);
+    return 0;
 }
 
 /* ==== layout: sizes and whole-tensor dequantization ========================== */

@@ -63,29 +63,35 @@ void kern_r8_matmul_impl(int impl, cf_env *E, float *y, const float *x, const vo
 /* f32-activation helpers for kern.c's kern_matmul_f32act (isa's impl):
  * deq_rows: rows r0..r0+nr-1 (r0, nr multiples of 8), columns k0..k0+kc-1
  * (multiples of 32) of the R8 matrix w (rows of n_in) as f32 into
- * dst[r * ld + k]; dot_groups: y[8g + r] = Σ_k w[8g + r][k] x[k] for row
- * groups g0 <= g < g1. */
+ * dst[r * ld + k] (the mat-mat tile). */
 void kern_r8_deq_rows(int isa, int type, const void *w, int n_in, int r0, int nr, int k0, int kc,
                       float *dst, size_t ld);
-void kern_r8_dot_groups(int isa, int type, const void *w, int n_in, long g0, long g1, const float *x,
-                        float *y);
+/* The mat-vec slice of the row group holding rows r0..r0+7: y[r] (=, or +=
+ * when accumulate) Σ_k w[r0 + r][k0 + k] x[k], k < kc, computed exactly as
+ * isa's tile_mm computes it on the dequantized rows (the SIMD slot on
+ * x86-64: the AVX2 mv8 leaf whatever impl is pinned; scalar: sequential).
+ * Returns 0, or -1 with y untouched where no leaf equals isa's tile_mm (the
+ * NEON slot): the caller then runs tile_mm on kern_r8_deq_rows' tile. */
+int kern_r8_mv(int isa, int type, const void *w, int n_in, int r0, int k0, int kc, const float *x,
+               float *y, int accumulate);
 
 /* ---- leaves ---------------------------------------------------------------
  * gemm: one row group wg (nb blocks) against nt tokens (1..KERN_R8_NT) whose
  * Q8_0 rows are packed as kern_block_q8x4: quad q (tokens 4q..4q+3) at
  * a + q * a_quad_stride blocks; tokens >= nt of the last quad may be zero
  * rows and are not stored.  y[t * ldy + r] = result for row r, token t.
- * dot8_f32: y[r] = Σ_k dequant(w)[r][k] · x[k] for one row group.
+ * mv8: kern_r8_mv for one row group's blocks [b0, b0 + nbk) (x: their
+ * 32 * nbk floats).
  * dequant8: rows 0..7 of a group's blocks [b0, b0 + nbk) as f32 into
  * dst[r * ld + k]. */
 typedef void (*kern_r8_gemm_fn)(const void *wg, const kern_block_q8x4 *a, size_t a_quad_stride,
                                 int nb, int nt, float *y, size_t ldy);
-typedef void (*kern_r8_dot8_fn)(const void *wg, const float *x, int nb, float *y);
+typedef void (*kern_r8_mv8_fn)(const void *wg, int b0, int nbk, const float *x, float *y, int accumulate);
 typedef void (*kern_r8_deq8_fn)(const void *wg, int b0, int nbk, float *dst, size_t ld);
 
 typedef struct {
     kern_r8_gemm_fn gemm[2];  /* [0] Q4_0_R8, [1] Q8_0_R8 */
-    kern_r8_dot8_fn dot8[2];
+    kern_r8_mv8_fn mv8[2];
     kern_r8_deq8_fn deq8[2];
 } kern_r8_leaves;
 

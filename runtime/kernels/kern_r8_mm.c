@@ -211,6 +211,10 @@ static void r8_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
         j.a = (kern_block_q8x4 *)buf;
         r8_run(E, (long)nt * n_in * 8, r8_quant_worker, &j);
         r8_run(E, (long)n_out * n_in * nt, r8_mm_worker, &j);
+        for (int t = 0; t < nt; t++) /* a token whose Q8_0 scales overflowed: f32 activations */
+            if (kern_q8x4_overflows(j.a + (size_t)(t / 4) * nb, nb, t % 4))
+                kern_matmul_f32act(j.isa, E, j.y + (size_t)t * n_out, j.x + (size_t)t * n_in, w, type,
+                                   n_out, n_in, 1);
     }
 }
 

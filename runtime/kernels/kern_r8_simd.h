@@ -150,38 +150,55 @@ INLINE __m256 q8_col(__m256i v, int i) {
     return _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(v, 24 - 8 * i), 24));
 }
 
-static void dot8_q4(const void *wg, const float *x, int nb, float *y) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++, x += 32) {
-        const uint8_t *blk = (const uint8_t *)wg + (size_t)b * KERN_Q4_0_R8_BLOCK;
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-        UNROLL for (int c = 0; c < 4; c++) {
-            const __m256i v = loadu(blk + 16 + 32 * c);
-            UNROLL for (int i = 0; i < 4; i++) {
-                s0 = _mm256_fmadd_ps(q4_col(v, 8 * i), _mm256_broadcast_ss(x + 4 * c + i), s0);
-                s1 = _mm256_fmadd_ps(q4_col(v, 8 * i + 4), _mm256_broadcast_ss(x + 16 + 4 * c + i), s1);
-            }
-        }
-        acc = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), dw8(blk), acc);
-    }
-    _mm256_storeu_ps(y, acc);
+/* mv8: one row group's slice of blocks [b0, b0 + nbk) against x (the slice's
+ * 32 * nbk floats), per row exactly kern_avx2.c's tile_mm for one token on
+ * the dequantized rows (kern.c "matmul": the batch-invariance contract):
+ * there row r's 8-lane FMA chain gives lane m the columns k = m (mod 8) in
+ * order, then hsum adds ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)).  Here the lanes
+ * are the 8 rows and A[m] holds every row's lane m, so the same FMAs run in
+ * the same order on the same values (code * d, exact) and the same adds
+ * finish — 8 independent chains, no tile. */
+INLINE void mv8_finish(const __m256 A[8], float *y, int accumulate) {
+    const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(A[0], A[4]), _mm256_add_ps(A[2], A[6])),
+                                   _mm256_add_ps(_mm256_add_ps(A[1], A[5]), _mm256_add_ps(A[3], A[7])));
+    _mm256_storeu_ps(y, accumulate ? _mm256_add_ps(_mm256_loadu_ps(y), s) : s);
 }
 
-static void dot8_q8(const void *wg, const float *x, int nb, float *y) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++, x += 32) {
-        const uint8_t *blk = (const uint8_t *)wg + (size_t)b * KERN_Q8_0_R8_BLOCK;
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-        UNROLL for (int c = 0; c < 8; c += 2) {
-            const __m256i v0 = loadu(blk + 16 + 32 * c), v1 = loadu(blk + 48 + 32 * c);
+static void mv8_q4(const void *wg, int b0, int nbk, const float *x, float *y, int accumulate) {
+    __m256 A[8];
+    UNROLL for (int m = 0; m < 8; m++) A[m] = _mm256_setzero_ps();
+    for (int b = 0; b < nbk; b++, x += 32) {
+        const uint8_t *blk = (const uint8_t *)wg + (size_t)(b0 + b) * KERN_Q4_0_R8_BLOCK;
+        const __m256 dw = dw8(blk);
+        __m256i v[4];
+        UNROLL for (int c = 0; c < 4; c++) v[c] = loadu(blk + 16 + 32 * c);
+        UNROLL for (int h = 0; h < 2; h++) /* low nibbles: columns 0..15, high: 16..31 */
+            UNROLL for (int c = 0; c < 4; c++)
+                UNROLL for (int i = 0; i < 4; i++) {
+                    const int k = 16 * h + 4 * c + i;
+                    A[k % 8] = _mm256_fmadd_ps(_mm256_mul_ps(q4_col(v[c], 8 * i + 4 * h), dw),
+                                               _mm256_broadcast_ss(x + k), A[k % 8]);
+                }
+    }
+    mv8_finish(A, y, accumulate);
+}
+
+static void mv8_q8(const void *wg, int b0, int nbk, const float *x, float *y, int accumulate) {
+    __m256 A[8];
+    UNROLL for (int m = 0; m < 8; m++) A[m] = _mm256_setzero_ps();
+    for (int b = 0; b < nbk; b++, x += 32) {
+        const uint8_t *blk = (const uint8_t *)wg + (size_t)(b0 + b) * KERN_Q8_0_R8_BLOCK;
+        const __m256 dw = dw8(blk);
+        UNROLL for (int c = 0; c < 8; c++) {
+            const __m256i v = loadu(blk + 16 + 32 * c);
             UNROLL for (int i = 0; i < 4; i++) {
-                s0 = _mm256_fmadd_ps(q8_col(v0, i), _mm256_broadcast_ss(x + 4 * c + i), s0);
-                s1 = _mm256_fmadd_ps(q8_col(v1, i), _mm256_broadcast_ss(x + 4 * c + 4 + i), s1);
+                const int k = 4 * c + i;
+                A[k % 8] = _mm256_fmadd_ps(_mm256_mul_ps(q8_col(v, i), dw), _mm256_broadcast_ss(x + k),
+                                           A[k % 8]);
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), dw8(blk), acc);
     }
-    _mm256_storeu_ps(y, acc);
+    mv8_finish(A, y, accumulate);
 }
 
 /* 8 rows x 32 columns of one block into dst[r * ld + k].  Lane r of chunk c
@@ -254,4 +271,4 @@ static void deq8_q8(const void *wg, int b0, int nbk, float *dst, size_t ld) {
 }
 
 const kern_r8_leaves R8_LEAVES = {
-    {gemm_q4_entry, gemm_q8_entry}, {dot8_q4, dot8_q8}, {deq8_q4, deq8_q8}};
+    {gemm_q4_entry, gemm_q8_entry}, {mv8_q4, mv8_q8}, {deq8_q4, deq8_q8}};

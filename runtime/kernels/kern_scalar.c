@@ -1,7 +1,7 @@
 /*
  * kern_scalar.c — the scalar reference leaves: per weight type a dequant_row
- * and a dot_row for the 32-element and plain types (the 256-element types
- * are kern_kquants.c), and the f32 row primitives of kern_isa_ops.  Every
+ * for the 32-element and plain types (the 256-element types are
+ * kern_kquants.c), and the f32 row primitives of kern_isa_ops.  Every
  * SIMD leaf is tested against these (tests/test_kern*.c); they follow
  * ggml-quants.c dequantize_row_* statement by statement.
  */
@@ -112,56 +112,24 @@ void kern_sc_dequant_mxfp4(const void *src, float *dst, int n) {
     }
 }
 
-/* ==== scalar leaves: dot = Σ dequant(w)[i] * x[i], sequential f32 sum ===== */
-
-#define DOT_CHUNK 256
-
-static float dot_via_dequant(kern_dequant_fn deq, int blck, int type_size, const void *w,
-                             const float *x, int n) {
-    float buf[DOT_CHUNK], sum = 0.0f;
-    const uint8_t *wb = w;
-    for (int k0 = 0; k0 < n; k0 += DOT_CHUNK) {
-        int kc = n - k0 < DOT_CHUNK ? n - k0 : DOT_CHUNK;
-        deq(wb + (size_t)(k0 / blck) * (size_t)type_size, buf, kc);
-        for (int k = 0; k < kc; k++) sum += buf[k] * x[k0 + k];
-    }
-    return sum;
-}
-
-#define SCALAR_DOT(tname, blck, tsize)                                                   \
-    float kern_sc_dot_##tname(const void *w, const float *x, int n) {                    \
-        return dot_via_dequant(kern_sc_dequant_##tname, blck, tsize, w, x, n);            \
-    }
-SCALAR_DOT(f16, 1, 2)
-SCALAR_DOT(bf16, 1, 2)
-SCALAR_DOT(q4_0, 32, 18)
-SCALAR_DOT(q4_1, 32, 20)
-SCALAR_DOT(q5_0, 32, 22)
-SCALAR_DOT(q5_1, 32, 24)
-SCALAR_DOT(q8_0, 32, 34)
-SCALAR_DOT(iq4_nl, 32, 18)
-SCALAR_DOT(mxfp4, 32, 17)
-
-float kern_sc_dot_f32(const void *w, const float *x, int n) {
-    const float *a = w;
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) sum += a[i] * x[i];
-    return sum;
-}
-
 /* ==== scalar leaves: f32 row primitives ==================================== */
+
+/* Σ a[i] * b[i], sequential: the reference matmul's order per (row, token) */
+static float sc_dot_f32(const float *a, const float *b, int n) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) sum += a[i] * b[i];
+    return sum;
+}
 
 static void sc_tile_mm(const float *w, size_t ws, int n_rows, const float *x, size_t xs, int n_tok,
                        int kc, float *y, size_t ys, int accumulate) {
     for (int t = 0; t < n_tok; t++)
         for (int r = 0; r < n_rows; r++) {
-            float s = kern_sc_dot_f32(w + r * ws, x + t * xs, kc);
+            float s = sc_dot_f32(w + r * ws, x + t * xs, kc);
             if (accumulate) y[t * ys + r] += s;
             else y[t * ys + r] = s;
         }
 }
-
-static float sc_dot_f32(const float *a, const float *b, int n) { return kern_sc_dot_f32(a, b, n); }
 
 static void sc_axpy(float *y, float a, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
