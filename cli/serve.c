@@ -177,7 +177,7 @@ static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_m
         else if (!strcmp(f, "--port")) { if (parse_int(f, v, 0, 65535, &x)) return 2; o.port = (int)x; }
         else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) { if (parse_int(f, v, 0, 1 << 24, &x)) return 2; o.n_ctx = (int)x; }
         else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) { if (parse_int(f, v, 0, 1024, &x)) return 2; o.n_threads = (int)x; }
-        else if (!strcmp(f, "--mem") && !lk) { if (cli_parse_bytes("cinfer serve", v, &mem_bytes)) return 2; i++; }
+        else if (!strcmp(f, "--mem") && !lk) { if (cli_parse_bytes("cinfer serve", v, &mem_bytes)) return 2; }
         else if (!strcmp(f, "--queue")) { if (parse_int(f, v, 1, 1 << 20, &x)) return 2; o.queue_max = (int)x; }
         else {
             fprintf(stderr, "cinfer serve: unknown option '%s' (see --help)\n", f);
