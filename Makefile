@@ -62,7 +62,8 @@ SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_S
 
 .PHONY: bundle-deps deb-pkgs-arm64 aarch64 test-aarch64 bench-bundle
 .PHONY: all test check check-layout demo deps deb-pkgs node-check golden fuzz bench clean help install unicode bench-tok \
-        bench-matmul fuzz-hf fuzz-tokjson bench-grammar arch-models arch-models-quant arch-refs tok-refs tok-vocabs
+        bench-matmul fuzz-hf fuzz-tokjson bench-grammar test-grammar-full fuzz-schema arch-models arch-models-quant arch-refs \
+        tok-refs tok-vocabs bench-ssm
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
@@ -213,7 +214,7 @@ test-aarch64: $(A64)/test_kern $(BUILD)/test_runner $(BUILD)/cinfer
 # an aarch64 runtime already built (make aarch64) is brought up to date: the
 # bundle_aarch64 tests link against it, and a stale one from an older ABI crashes
 test: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/libcinfer.a $(BUILD)/examples/embed $(BUILD)/tools/archgen \
-      $(if $(wildcard $(A64)/libcinfer.a),$(A64)/libcinfer.a)
+      $(BUILD)/bench_gram $(if $(wildcard $(A64)/libcinfer.a),$(A64)/libcinfer.a)
 	@CINFER_BIN=$(BUILD)/cinfer CINFER_BUILD=$(BUILD) CINFER_SHARED=$(SHARED) ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(BUILD)/test_runner $(T)
 
@@ -299,19 +300,31 @@ tok-refs: $(BUILD)/libcinfer.a
 
 # ---- bench -------------------------------------------------------------------
 # Benchmarks, never part of `make test` (tools/bench.sh says what it does):
-# the 336M llama-shape model of DESIGN.md §7 made with ../shared/tools/mkmodel
-# as F16 under $(BUILD)/bench (not committed), quantized with `cinfer
-# quantize`, then `cinfer bench` and the peer (peer/, node-llama-cpp) on the
-# same files and threads, interleaved, with ratios and the fraction of the
-# memory-bandwidth bound.  BENCH_TYPES, BENCH_P, BENCH_N, BENCH_R,
-# BENCH_ROUNDS, BENCH_THREADS, PEER_DIR override the defaults.
-bench: $(BUILD)/cinfer
+# the 336M llama-shape model of DESIGN.md §7 and a qwen2moe MoE made with
+# ../shared/tools/mkmodel, a Granite-4.0-H-1B-like hybrid made with
+# tools/archgen.c (--bench), under $(BUILD)/bench (not committed), quantized
+# with `cinfer quantize`, then `cinfer bench` and the peer (llama.cpp's native
+# llama-bench, else node-llama-cpp) on the same files and threads,
+# interleaved, with ratios and the fraction of the memory-bandwidth bound, and
+# the recurrent-layer kernels (bench_ssm).  BENCH_MODELS, BENCH_TYPES,
+# BENCH_MOE_TYPES, BENCH_HYBRID_TYPES, BENCH_P, BENCH_N, BENCH_R,
+# BENCH_ROUNDS, BENCH_THREADS, LLAMA_BENCH, PEER_DIR override the defaults.
+bench: $(BUILD)/cinfer $(BUILD)/tools/archgen $(BUILD)/bench_ssm
 	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/bench.sh
 
 # Bundle start-up and heap (tools/bench_bundle.sh): process start -> first token
 # of a 336M Q4_0 bundle vs cinfer run --aot and llama.cpp's llama-bench.
 bench-bundle: $(BUILD)/cinfer
 	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/bench_bundle.sh
+
+# The recurrent-layer kernels on realistic shapes (tools/bench_ssm.c): the chunked
+# gated delta rule against the recurrence, the Mamba-2/Mamba-1 scans, the conv:
+# make bench-ssm BENCH_SSM_ARGS="-t 2 -n 512".
+BENCH_SSM_ARGS ?= -t 2 -n 512
+$(BUILD)/bench_ssm: tools/bench_ssm.c $(BUILD)/libcinfer.a
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ tools/bench_ssm.c $(BUILD)/libcinfer.a $(LIBS)
+bench-ssm: $(BUILD)/bench_ssm
+	@$(BUILD)/bench_ssm $(BENCH_SSM_ARGS)
 
 # One matmul per bench-model shape, native vs row-interleaved (tools/bench_matmul.c):
 # make bench-matmul BENCH_MM_ARGS="-t 2 -n 512" (-f: f32 activations, -i avx2|vnni|scalar).
@@ -330,11 +343,21 @@ bench-tok: $(BUILD)/bench_tok
 # Structured output (tests/test_gram_bench.c + test_gram_gen.c, -O2, not
 # sanitized): JSON-Schema-Test-Suite table, the JSONSchemaBench sample,
 # Qwen3 mask timing, 100-seed generation per schema and model (docs/benchmarks.md).
-$(BUILD)/bench_gram: tests/test_gram_bench.c tests/test_gram_gen.c $(BUILD)/libcinfer.a
-	$(Q)$(CC) $(CFLAGS_ALL) -Itests -o $@ tests/test_gram_bench.c tests/test_gram_gen.c $(BUILD)/libcinfer.a $(LIBS)
+BENCH_GRAM_SRC := tests/test_gram_bench.c tests/test_gram_gen.c tests/test_gram_diff.c
+$(BUILD)/bench_gram: $(BENCH_GRAM_SRC) tests/test_gram_diff.h $(BUILD)/libcinfer.a
+	$(Q)$(CC) $(CFLAGS_ALL) -Itests -o $@ $(BENCH_GRAM_SRC) $(BUILD)/libcinfer.a $(LIBS)
 bench-grammar: $(BUILD)/bench_gram $(BUILD)/test_runner $(BUILD)/cinfer
 	@CINFER_GRAM_REPORT=1 CINFER_BIN=$(BUILD)/cinfer $(BUILD)/test_runner gram_suite
 	@CINFER_SHARED=$(SHARED) $(BUILD)/bench_gram all
+
+# Everything the grammar tests sample in `make test`, in full: the differential
+# test with 64 mutants per valid instance and flexible whitespace on every
+# schema, the generation stress test on every schema (512 tokens), and every
+# schema as response_format through cinfer serve.  Tens of minutes.
+test-grammar-full: $(BUILD)/bench_gram $(BUILD)/test_runner $(BUILD)/cinfer
+	@CINFER_SHARED=$(SHARED) $(BUILD)/bench_gram diff 64 1
+	@CINFER_SHARED=$(SHARED) $(BUILD)/bench_gram stress 1 512
+	@CINFER_BIN=$(BUILD)/cinfer CINFER_BUILD=$(BUILD) CINFER_GRAM_SERVE_STRIDE=1 $(BUILD)/test_runner gram_diff/serve_every_schema
 
 # ---- embedding references ---------------------------------------------------
 # tests/data/embed/qwen3-chat.json: llama.cpp's raw embeddings (mean, cls,
@@ -417,6 +440,21 @@ $(FUZZ_DIR)/fuzz_tokjson: fuzz/fuzz_tokjson.c $(FUZZ_TOK_LIB) $(wildcard runtime
 	@mkdir -p $(dir $@)
 	$(Q)$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fsanitize=fuzzer,address,undefined \
 	  -fno-sanitize-recover=undefined -o $@ fuzz/fuzz_tokjson.c $(FUZZ_TOK_LIB) -lcjson -lxxhash -lm
+# the JSON Schema compiler, matcher and masks (fuzz/fuzz_schema.c), seeded with every schema of
+# ../shared/jsonschemabench (and its first valid instance) and the JSON-Schema-Test-Suite's schemas
+FUZZ_SCHEMA_LIB := $(wildcard runtime/grammar/gram_*.c) $(FUZZ_TOK_LIB)
+$(FUZZ_DIR)/fuzz_schema: fuzz/fuzz_schema.c $(FUZZ_SCHEMA_LIB) $(wildcard runtime/grammar/*.h)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  FUZZ    $@")
+	$(Q)$(FUZZ_CC) $(CSTD) -O1 -g $(WARN) $(INCLUDES) -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=undefined -o $@ fuzz/fuzz_schema.c $(FUZZ_SCHEMA_LIB) -lcjson -lxxhash -lm -lpthread
+$(FUZZ_DIR)/corpus-schema/.seeded:
+	@mkdir -p $(FUZZ_DIR)/corpus-schema
+	@python3 tools/fuzz_schema_seeds.py $(SHARED) $(FUZZ_DIR)/corpus-schema
+	@touch $@
+fuzz-schema: $(FUZZ_DIR)/fuzz_schema $(FUZZ_DIR)/corpus-schema/.seeded
+	$(FUZZ_DIR)/fuzz_schema -max_len=65536 -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=4096 \
+	  -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus-schema
 fuzz-tokjson: $(FUZZ_DIR)/fuzz_tokjson
 	@mkdir -p $(FUZZ_DIR)/corpus-tokjson
 	$(FUZZ_DIR)/fuzz_tokjson -max_len=8192 -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
@@ -501,10 +539,13 @@ help:
 	@echo "make test-aarch64  NEON kernel tests and aarch64 bundles under qemu-user"
 	@echo "make serve-deps npm ci the serve tests' packages into tests/serve/node_modules"
 	@echo "make loadtest   serve load test: 200 requests, 8 clients (LOAD_ARGS=...)"
+	@echo "make bench-ssm  recurrent-layer kernels: chunked vs token-by-token DeltaNet, Mamba scans (tools/bench_ssm.c)"
 	@echo "make bench-tok  tokenizer throughput on 1 MiB of mixed text"
 	@echo "make bench-grammar  JSON Schema suites, mask timing, constrained generation (structured output)"
+	@echo "make test-grammar-full  the grammar tests make test samples, in full (differential, stress, serve)"
 	@echo "make fuzz-tokjson  libFuzzer on tokenizer.json loading (FUZZ_SECONDS)"
 	@echo "make fuzz-hf    libFuzzer on Hugging Face checkpoint folders (FUZZ_SECONDS)"
+	@echo "make fuzz-schema   libFuzzer on the JSON Schema compiler, matcher and masks (FUZZ_SECONDS)"
 	@echo "make fuzz-srv   libFuzzer on cinfer serve request bodies (FUZZ_SECONDS)"
 	@echo "make embed-refs tests/data/embed/qwen3-chat.json from llama.cpp (PEER=DIR: node-llama-cpp + llama.cpp source)"
 	@echo "make unicode    regenerate runtime/text/unicode_data.c from /usr/share/unicode (unicode-data)"

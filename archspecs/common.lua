@@ -43,6 +43,19 @@ function rope_scaling(yarn_log_mul)
           n_ctx_orig = hparam("rope.scaling.original_context_length", hparam("context_length", 2048))}
 end
 
+-- hparam(suffix [, default]) of a key that may also be a per-layer array:
+-- the array's largest entry.
+function hparam_max(suffix, default)
+  local n = gguf_len(ARCH .. "." .. suffix)
+  if not n then
+    if default == nil then return hparam(suffix) end
+    return hparam(suffix, default)
+  end
+  local m = 0
+  for il = 0, n - 1 do m = math.max(m, hparam_layer(suffix, il)) end
+  return m
+end
+
 -- Hyperparameters most decoder-only transformers share, from "<arch>.*" keys
 -- with llama.cpp's defaults, and the model{} declaration.  d overrides:
 --   eps_key (default "attention.layer_norm_rms_epsilon"), eps, freq_base, n_ctx,
@@ -50,14 +63,17 @@ end
 --   into hp.rope, which rope_qk applies; the dense families predate it and
 --   leave it off).
 -- head_dim is attention.key_length when present (qwen3, gemma), else n_embd/n_head.
+-- Keys that hybrids give per layer (head_count_kv, feed_forward_length:
+-- arrays) read as their largest entry here; such archspecs ask
+-- hparam_layer(key, il) for each layer's own.
 function transformer_hparams(d)
   d = d or {}
   local hp = {}
   hp.n_embd    = hparam("embedding_length")
   hp.n_layer   = d.n_layer or hparam("block_count")
-  hp.n_ff      = hparam("feed_forward_length")
+  hp.n_ff      = hparam_max("feed_forward_length")
   hp.n_head    = hparam("attention.head_count")
-  hp.n_head_kv = hparam("attention.head_count_kv", hp.n_head)
+  hp.n_head_kv = hparam_max("attention.head_count_kv", hp.n_head)
   hp.head_dim  = hparam("attention.key_length", hp.n_embd // hp.n_head)
   hp.n_rot     = hparam("rope.dimension_count", hp.head_dim)
   hp.freq_base = hparam("rope.freq_base", d.freq_base or 10000.0)
@@ -295,4 +311,45 @@ function bert_encoder(x, hp, opts)
     x = layer_norm_wb(add(x, f), p .. "layer_output_norm", hp)
   end
   embeddings(x)
+end
+
+-- ---- recurrent layers (state-space models, linear attention) --------------------
+-- A recurrent layer is one whose mixer calls ssm_conv / ssm_scan / delta_net
+-- with layer = il: each of those ops keeps a fixed-size state for that layer
+-- (conv window, SSM or DeltaNet state) that the engine carries between calls,
+-- saves with a session and snapshots for prefix reuse; an attention() call
+-- gives the layer a KV cache.  A hybrid calls either (or both, falcon-h1) per
+-- layer.
+
+-- The Mamba-2 mixer's hyperparameters (ssm.*) added to hp: d_conv, d_inner,
+-- d_state, ssm_n_head (time_step_rank), ssm_n_group (group_count, default 1).
+function ssm_hparams(hp)
+  hp.d_conv      = hparam("ssm.conv_kernel")
+  hp.d_inner     = hparam("ssm.inner_size")
+  hp.d_state     = hparam("ssm.state_size")
+  hp.ssm_n_head  = hparam("ssm.time_step_rank")
+  hp.ssm_n_group = hparam("ssm.group_count", 1)
+  return hp
+end
+
+-- The Mamba-2 mixer of block p (layer il) on the normed input h
+-- (llama.cpp build_mamba2_layer): ssm_in -> [z | x B C | dt]; causal conv
+-- (with bias when the file has one) and silu over x B C; the SSD scan per
+-- head with dt bias, A and the D skip; y * silu(z); the grouped RMS norm when
+-- ssm_norm is present; ssm_out.
+function mamba2_mixer(h, p, hp, il)
+  local di, ds, ng, nh = hp.d_inner, hp.d_state, hp.ssm_n_group, hp.ssm_n_head
+  local conv_ch = di + 2 * ng * ds
+  local zxbcdt = matmul(weight(p .. "ssm_in.weight", {hp.n_embd, di + conv_ch + nh}), h)
+  local xbc = ssm_conv(split(zxbcdt, di, conv_ch), weight(p .. "ssm_conv1d.weight", {hp.d_conv, conv_ch}),
+                       {layer = il, act = "silu",
+                        bias = weight(p .. "ssm_conv1d.bias", {conv_ch}, {optional = true})})
+  local y = ssm_scan(split(xbc, 0, di), split(zxbcdt, di + conv_ch, nh), split(xbc, di, 2 * ng * ds),
+                     {layer = il, n_head = nh, d_state = ds, n_group = ng,
+                      A = weight(p .. "ssm_a", {1, nh}), D = weight(p .. "ssm_d", {1, nh}),
+                      dt_bias = weight(p .. "ssm_dt.bias", {nh})})
+  y = swiglu(split(zxbcdt, 0, di), y)
+  local nw = weight(p .. "ssm_norm.weight", {di // ng, ng}, {optional = true})
+  if nw then y = rms_norm(y, nw, hp.eps, {group = di // ng}) end
+  return matmul(weight(p .. "ssm_out.weight", {di, hp.n_embd}), y)
 end

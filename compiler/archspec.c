@@ -31,6 +31,11 @@
  *   mul_sigmoid(x, g)  swiglu_oai(g, u, {alpha, limit})
  *   head_split(x, n_head, off, width)  head_concat(a, b, n_head)
  *   head_matmul(w, x, {n_head, n_out, head_rows, row0, transposed})
+ *   mul(a, b)  relu_sqr(x)
+ *   recurrent layers (each keeps a fixed-size state in E->state, opts.layer names its layer):
+ *   ssm_conv(x, w, {layer, bias, act})  causal depthwise conv1d (Mamba, DeltaNet, LFM2)
+ *   ssm_scan(x, dt, bc, {layer, A, D, dt_bias, n_head, d_state, n_group})  Mamba-1/2 scan
+ *   delta_net(qkv, ba, {layer, A, dt_bias, n_k_head, n_v_head, d_k, d_v, eps})  gated DeltaNet
  * Activation values are tables {n = width} carrying a hidden id.  Every error
  * goes through luaL_error, so it names the archspec file and line; the state
  * is sandboxed (no io/os/require).
@@ -46,6 +51,7 @@
 #include <string.h>
 
 #include "kernels/kern.h"
+#include "kernels/kern_ssm.h"
 
 typedef struct {
     const gguf_file *g;
@@ -221,9 +227,12 @@ static int l_model(lua_State *L) {
         return luaL_error(L, "model{}: n_vocab, n_embd and n_layer must be >= 1");
     free(c->p->kv_dim);
     free(c->p->kv_dim_v);
+    free(c->p->state_dim);
     c->p->kv_dim = calloc((size_t)c->p->n_layer, sizeof(int));
     c->p->kv_dim_v = calloc((size_t)c->p->n_layer, sizeof(int));
-    if (!c->p->kv_dim || !c->p->kv_dim_v) return luaL_error(L, "out of memory");
+    c->p->state_dim = calloc((size_t)c->p->n_layer, sizeof(long));
+    c->p->state_floats = 0;
+    if (!c->p->kv_dim || !c->p->kv_dim_v || !c->p->state_dim) return luaL_error(L, "out of memory");
     return 0;
 }
 
@@ -360,8 +369,10 @@ static int l_embed(lua_State *L) {
 }
 
 /* rms_norm(x, w, eps [, {group = g}]): normalise each token's row, or each of
- * its width/g groups of g values (per-head q/k norm) with a weight of g; w
- * nil: no weight multiply (ggml_rms_norm alone). */
+ * its width/g groups of g values, with a weight of g shared by the groups
+ * (per-head q/k norm) or, when w has the whole width ([g, width/g]), one row
+ * of it per group (Mamba-2's grouped norm); w nil: no weight multiply
+ * (ggml_rms_norm alone). */
 static int l_rms_norm(lua_State *L) {
     ir_op op = new_op(IR_RMS_NORM);
     op.in[0] = check_value(L, 1);
@@ -371,9 +382,15 @@ static int l_rms_norm(lua_State *L) {
     int group = lua_istable(L, 4) ? field_int(L, 4, "group", 0, n) : n;
     if (group < 1 || n % group)
         return luaL_error(L, "rms_norm: group %d does not divide the width %d", group, n);
-    if (op.w >= 0 && wt(L, op.w)->ne[0] != group)
-        return luaL_error(L, "rms_norm: weight '%s' has %I elements, expected %d",
-                          wt(L, op.w)->name, (lua_Integer)wt(L, op.w)->ne[0], group);
+    if (op.w >= 0) {
+        const gguf_tensor *t = wt(L, op.w);
+        if (group < n && t->ne[0] == group && t->n_elems == (uint64_t)n)
+            op.code = IR_RMS_NORM_GROUPS;
+        else if (t->ne[0] != group || t->n_elems != (uint64_t)group)
+            return luaL_error(L, "rms_norm: weight '%s' has %I elements, expected %d%s",
+                              t->name, (lua_Integer)t->n_elems, group,
+                              group < n ? " (or one row per group)" : "");
+    }
     op.i[0] = n / group;
     op.i[1] = group;
     return emit_op(L, &op, n);
@@ -618,6 +635,143 @@ static int binary(lua_State *L, ir_opcode code) {
 static int l_swiglu(lua_State *L) { return binary(L, IR_SWIGLU); }
 static int l_geglu(lua_State *L) { return binary(L, IR_GEGLU); }
 static int l_add(lua_State *L) { return binary(L, IR_ADD); }
+/* ---- recurrent layers (state-space models, linear attention) ---------------------
+ * Each of these ops owns a fixed-size part of the model's recurrent state
+ * (E->state): what the previous tokens left, carried from call to call.  The
+ * archspec names the layer (opts.layer) the way attention() does; the state is
+ * laid out in op order and counted per layer (cf_model_desc.state_dim). */
+
+/* Reserve `floats` of state for op, counted against `layer`. */
+static void take_state(lua_State *L, ir_op *op, int layer, long floats, const char *what) {
+    spec_ctx *c = ctx_of(L);
+    if (!c->p->state_dim) luaL_error(L, "%s: call model{} first", what);
+    if (layer >= c->p->n_layer)
+        luaL_error(L, "%s: layer %d out of range (n_layer %d)", what, layer, c->p->n_layer);
+    op->state_off = c->p->state_floats;
+    op->state_floats = floats;
+    c->p->state_floats += floats;
+    c->p->state_dim[layer] += floats;
+}
+
+/* An optional weight field of table t: its id, or -1 when the field is nil;
+ * it must be an F32 tensor of n elements. */
+static int opt_weight_field(lua_State *L, int t, const char *k, long n, const char *what) {
+    lua_getfield(L, t, k);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return -1;
+    }
+    int id = check_weight(L, lua_gettop(L), 1);
+    lua_pop(L, 1);
+    if (wt(L, id)->n_elems != (uint64_t)n)
+        luaL_error(L, "%s: %s '%s' has %I elements, expected %d", what, k, wt(L, id)->name,
+                   (lua_Integer)wt(L, id)->n_elems, (int)n);
+    return id;
+}
+
+/* ssm_conv(x, w, {layer=, bias=, act="silu"|"none"}): causal depthwise conv1d
+ * over x's channels; w [d_conv, width] (F32), the state its d_conv - 1 last
+ * input rows. */
+static int l_ssm_conv(lua_State *L) {
+    ir_op op = new_op(IR_SSM_CONV);
+    op.in[0] = check_value(L, 1);
+    op.w = check_weight(L, 2, 1);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    int n = value_n(L, op.in[0]), layer = field_int(L, 3, "layer", 1, 0);
+    const gguf_tensor *t = wt(L, op.w);
+    if (t->n_dims != 2 || t->ne[1] != n || t->ne[0] < 2 || t->ne[0] > 64)
+        return luaL_error(L, "ssm_conv: weight '%s' is [%I, %I], expected [d_conv 2..64, %d]",
+                          t->name, (lua_Integer)t->ne[0], (lua_Integer)t->ne[1], n);
+    op.i[0] = t->ne[0];
+    op.i[1] = opt_weight_field(L, 3, "bias", n, "ssm_conv");
+    lua_getfield(L, 3, "act");
+    const char *act = lua_isnil(L, -1) ? "none" : lua_tostring(L, -1);
+    if (!act || (strcmp(act, "none") && strcmp(act, "silu")))
+        return luaL_error(L, "ssm_conv: act must be \"none\" or \"silu\"");
+    op.i[2] = strcmp(act, "silu") ? 0 : 1;
+    lua_pop(L, 1);
+    take_state(L, &op, layer, (long)(op.i[0] - 1) * n, "ssm_conv");
+    return emit_op(L, &op, n);
+}
+
+/* ssm_scan(x, dt, bc, {layer=, A=, D=, dt_bias=, n_head=, d_state=, n_group=1}):
+ * the selective scan.  A [n_head] (Mamba-2, or [1, n_head]) or [d_state,
+ * n_head] (Mamba-1: head_dim must be 1), D and dt_bias optional [n_head]. */
+static int l_ssm_scan(lua_State *L) {
+    ir_op op = new_op(IR_SSM_SCAN);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value(L, 2);
+    op.in[2] = check_value(L, 3);
+    luaL_checktype(L, 4, LUA_TTABLE);
+    int layer = field_int(L, 4, "layer", 1, 0), n_head = field_int(L, 4, "n_head", 1, 0);
+    int d_state = field_int(L, 4, "d_state", 1, 0), n_group = field_int(L, 4, "n_group", 0, 1);
+    int n = value_n(L, op.in[0]);
+    if (n_head < 1 || n % n_head || d_state < 1 || n_group < 1 || n_head % n_group)
+        return luaL_error(L, "ssm_scan: width %d, n_head %d, n_group %d: heads must divide the width "
+                          "and groups the heads", n, n_head, n_group);
+    if (value_n(L, op.in[1]) != n_head || value_n(L, op.in[2]) != 2 * n_group * d_state)
+        return luaL_error(L, "ssm_scan: dt has width %d (expected n_head %d), bc %d (expected "
+                          "2 * n_group * d_state = %d)", value_n(L, op.in[1]), n_head,
+                          value_n(L, op.in[2]), 2 * n_group * d_state);
+    lua_getfield(L, 4, "A");
+    if (lua_isnil(L, -1)) return luaL_error(L, "ssm_scan: missing field 'A'");
+    op.w = check_weight(L, lua_gettop(L), 1);
+    lua_pop(L, 1);
+    const gguf_tensor *a = wt(L, op.w);
+    int head_dim = n / n_head;
+    if (a->n_elems == (uint64_t)n_head) {
+        op.i[4] = 0;
+    } else if (a->ne[0] == d_state && a->ne[1] == n_head && a->n_dims == 2 && head_dim == 1) {
+        op.i[4] = 1;
+    } else {
+        return luaL_error(L, "ssm_scan: A '%s' is [%I, %I]: expected [n_head %d] (Mamba-2) or "
+                          "[d_state %d, n_head] with head_dim 1 (Mamba-1; head_dim is %d)", a->name,
+                          (lua_Integer)a->ne[0], (lua_Integer)a->ne[1], n_head, d_state, head_dim);
+    }
+    op.i[0] = n_head;
+    op.i[1] = head_dim;
+    op.i[2] = d_state;
+    op.i[3] = n_group;
+    op.i[5] = opt_weight_field(L, 4, "D", n_head, "ssm_scan");
+    op.i[6] = opt_weight_field(L, 4, "dt_bias", n_head, "ssm_scan");
+    take_state(L, &op, layer, (long)n * d_state, "ssm_scan");
+    return emit_op(L, &op, n);
+}
+
+/* delta_net(qkv, ba, {layer=, A=, dt_bias=, n_k_head=, n_v_head=, d_k=, d_v=, eps=}):
+ * the gated delta rule (templates/prelude.h); A and dt_bias [n_v_head]. */
+static int l_delta_net(lua_State *L) {
+    ir_op op = new_op(IR_DELTA_NET);
+    op.in[0] = check_value(L, 1);
+    op.in[1] = check_value(L, 2);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    int layer = field_int(L, 3, "layer", 1, 0);
+    int nk = field_int(L, 3, "n_k_head", 1, 0), nv = field_int(L, 3, "n_v_head", 1, 0);
+    int dk = field_int(L, 3, "d_k", 1, 0), dv = field_int(L, 3, "d_v", 1, 0);
+    if (nk < 1 || nv < 1 || nv % nk || dk < 1 || dv < 1 || dk > 1024 || dv > 1024)
+        return luaL_error(L, "delta_net: n_k_head %d, n_v_head %d (a multiple of it), d_k %d, d_v "
+                          "%d (1..1024) expected", nk, nv, dk, dv);
+    if (value_n(L, op.in[0]) != 2 * nk * dk + nv * dv || value_n(L, op.in[1]) != 2 * nv)
+        return luaL_error(L, "delta_net: qkv has width %d (expected 2 * %d * %d + %d * %d = %d), "
+                          "ba %d (expected %d)", value_n(L, op.in[0]), nk, dk, nv, dv,
+                          2 * nk * dk + nv * dv, value_n(L, op.in[1]), 2 * nv);
+    lua_getfield(L, 3, "A");
+    if (lua_isnil(L, -1)) return luaL_error(L, "delta_net: missing field 'A'");
+    op.w = check_weight(L, lua_gettop(L), 1);
+    lua_pop(L, 1);
+    if (wt(L, op.w)->n_elems != (uint64_t)nv)
+        return luaL_error(L, "delta_net: A '%s' has %I elements, expected n_v_head %d",
+                          wt(L, op.w)->name, (lua_Integer)wt(L, op.w)->n_elems, nv);
+    op.i[0] = nk;
+    op.i[1] = nv;
+    op.i[2] = dk;
+    op.i[3] = dv;
+    op.i[5] = opt_weight_field(L, 3, "dt_bias", nv, "delta_net");
+    op.f[0] = (float)field_num(L, 3, "eps", 1, 0);
+    op.scratch_min = kern_delta_net_scratch_floats(nv, dk, dv);
+    take_state(L, &op, layer, (long)nv * dv * dk, "delta_net");
+    return emit_op(L, &op, nv * dv);
+}
 
 /* ---- mixture of experts ---------------------------------------------------- */
 
@@ -1109,7 +1263,8 @@ int archspec_build(const gguf_file *g, const char *common, size_t common_len, co
         {"moe_route", l_moe_route}, {"moe_matmul", l_moe_matmul}, {"moe_sum", l_moe_sum},
         {"mul_sigmoid", l_mul_sigmoid}, {"swiglu_oai", l_swiglu_oai}, {"head_split", l_head_split},
         {"head_concat", l_head_concat}, {"head_matmul", l_head_matmul}, {"add_row", l_add_row},
-        {"embeddings", l_embeddings}, {NULL, NULL}};
+        {"embeddings", l_embeddings},
+        {"ssm_conv", l_ssm_conv}, {"ssm_scan", l_ssm_scan}, {"delta_net", l_delta_net}, {NULL, NULL}};
     lua_pushglobaltable(L);
     lua_pushlightuserdata(L, &c);
     luaL_setfuncs(L, fns, 1);

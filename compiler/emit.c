@@ -211,6 +211,8 @@ static int put_placeholder(sbuf *b, const ir_program *p, const ir_op *op, int op
     }
     else if (IS("scratch") && (op->scratch_per_tok > 0 || op->scratch_min > 0))
         sb_printf(b, "A + %ld", scratch_off);
+    else if (IS("state") && op->state_floats > 0)
+        sb_printf(b, "E->state + %ld", op->state_off);
     else if (IS("wname") && op->w >= 0) sb_puts(b, p->weights[op->w].name);
     else if (IS("k")) sb_printf(b, "%d", op_index);
     else if (IS("sig") && sig) sb_puts(b, sig);
@@ -304,10 +306,13 @@ static void emit_region(sbuf *b, const char *name, const ir_program *p, const em
         sb_printf(b, "#define CF_ARENA_FLOATS %ldL\n#define CF_N_WEIGHTS %d\n", arena_floats,
                   p->n_weights);
         sb_printf(b, "#define CF_ENCODER %d\n", p->encoder);
+        sb_printf(b, "#define CF_STATE_FLOATS %ldL\n", p->state_floats);
     } else if (!strcmp(name, "kv_dim")) {
         for (int l = 0; l < p->n_layer; l++) sb_printf(b, "    %d,\n", p->kv_dim[l]);
     } else if (!strcmp(name, "kv_dim_v")) {
         for (int l = 0; l < p->n_layer; l++) sb_printf(b, "    %d,\n", p->kv_dim_v[l]);
+    } else if (!strcmp(name, "state_dim")) {
+        for (int l = 0; l < p->n_layer; l++) sb_printf(b, "    %ld,\n", p->state_dim[l]);
     } else if (!strcmp(name, "weight_names")) {
         for (int w = 0; w < p->n_weights; w++) sb_printf(b, "    \"%s\",\n", p->weights[w].name);
     } else if (!strcmp(name, "weight_types")) {

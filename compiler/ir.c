@@ -46,6 +46,10 @@ static const ir_op_info op_info[IR_OP_COUNT] = {
     [IR_HEAD_CONCAT] = {"head_concat", 2, 0, 0, 0},
     [IR_HEAD_MATMUL] = {"head_matmul", 1, 1, 0, 0},
     [IR_EMBEDDINGS] = {"embeddings", 1, 0, 0, 0},
+    [IR_SSM_CONV] = {"ssm_conv", 1, 1, 0, 1u << 1},
+    [IR_SSM_SCAN] = {"ssm_scan", 3, 1, 0, 1u << 5 | 1u << 6},
+    [IR_DELTA_NET] = {"delta_net", 2, 1, 0, 1u << 5},
+    [IR_RMS_NORM_GROUPS] = {"rms_norm_groups", 1, 1, 0, 0},
 };
 
 const ir_op_info *ir_info(ir_opcode c) { return (unsigned)c < IR_OP_COUNT ? &op_info[c] : NULL; }
@@ -64,6 +68,7 @@ void ir_free(ir_program *p) {
     free(p->ops);
     free(p->kv_dim);
     free(p->kv_dim_v);
+    free(p->state_dim);
     free(p->arch);
     free(p->archspec_path);
     for (int i = 0; i < p->n_files; i++) free(p->files[i]);

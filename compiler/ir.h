@@ -74,6 +74,16 @@ typedef enum {
                    * (i[2] heads of i[1]); i[5] = 1: transposed (rows [h*i[3] + i[4], +i[1]) of i[0]) */
     /* encoders */
     IR_EMBEDDINGS,/* an encoder's output: E->hidden = in0 (i[0] = n_embd) of every token; no logits */
+    /* recurrent layers: the op's state is E->state + state_off (state_floats floats) */
+    IR_SSM_CONV,  /* out(n) = causal conv of in0 (n channels) with w0 (n rows of i[0]=d_conv taps),
+                   * bias wi1, then i[2]=act (CF_ACT_*); state (d_conv-1, n) */
+    IR_SSM_SCAN,  /* out(i[0]*i[1]) = scan(in0=x (i[0]=n_head x i[1]=head_dim), in1=dt (n_head),
+                   * in2=[B|C] (2 x i[3]=n_group x i[2]=d_state)); A w0, D wi5, dt bias wi6,
+                   * i[4]=a_per_state (Mamba-1); state (n_head, head_dim, d_state) */
+    IR_DELTA_NET, /* out(i[1]*i[3]) = gated delta rule(in0=qkv, in1=ba; i[0]=n_k_head, i[1]=n_v_head,
+                   * i[2]=d_k, i[3]=d_v, f[0]=eps); A w0, dt bias wi5; state (n_v_head, d_k, d_v) */
+    IR_RMS_NORM_GROUPS, /* out(n) = rms_norm per group of i[1] (i[0] groups), each with its own
+                   * weights (w0: n floats), f[0]=eps */
     IR_OP_COUNT
 } ir_opcode;
 
@@ -92,6 +102,8 @@ typedef struct {
     int line;              /* and its line there */
     int scratch_per_tok;   /* floats of op-local scratch ($scratch) per batch token ... */
     long scratch_min;      /* ... and at least this many; 0, 0: none */
+    long state_off;        /* recurrent ops: offset of the op's state in E->state ($state) */
+    long state_floats;     /* ... and its size (0: the op keeps no state) */
 } ir_op;
 
 typedef struct {
@@ -121,6 +133,8 @@ typedef struct {
     int n_vocab, n_embd, n_layer, n_ctx_train;
     int *kv_dim;             /* (n_layer) K floats per position, from attention ops */
     int *kv_dim_v;           /* (n_layer) V floats per position (0: values read from K) */
+    long *state_dim;         /* (n_layer) recurrent state floats, from the recurrent ops */
+    long state_floats;       /* their sum: the model's E->state */
     ir_op *ops;
     int n_ops, cap_ops;
     ir_value *values;

@@ -18,7 +18,7 @@
 #ifndef CINFER_PRELUDE_H
 #define CINFER_PRELUDE_H
 
-#define CF_ABI_VERSION 5
+#define CF_ABI_VERSION 6
 
 /* ggml type ids as used in calls (same values as enum ggml_type in gguf.h). */
 #define CF_F32 0
@@ -52,6 +52,9 @@
 
 /* attention's `window` below CF_ATT_BIDIRECTIONAL: no causal mask (encoders). */
 #define CF_ATT_BIDIRECTIONAL (-1)
+/* Activation after a causal conv (ssm_conv): none, or silu(x) = x / (1 + e^-x). */
+#define CF_ACT_NONE 0
+#define CF_ACT_SILU 1
 
 typedef struct cf_env cf_env;
 
@@ -233,6 +236,56 @@ typedef struct cf_kernels {
     void (*head_matmul)(cf_env *E, float *y, const float *x, const void *w, int type, int n_out,
                         int n_in, int n_head, int head_rows, int row0, int transposed,
                         float *scratch, int n_tokens);
+
+    /* ---- recurrent layers (state-space models, linear attention) -------------
+     * Their memory is E->state (cf_model_desc.state_floats, all zero before
+     * position 0); `state` points at the op's own part of it, laid out as
+     * documented per op.  A call over n_tokens tokens leaves the state its last
+     * token produced, so a batch and the same tokens one call each give the
+     * same state.  Formulas: llama.cpp's ggml_ssm_conv, ggml_ssm_scan and
+     * ggml_gated_delta_net (ggml-cpu/ops.cpp); the papers are Mamba (Gu & Dao
+     * 2023), Mamba-2 / SSD (Dao & Gu 2024), Gated DeltaNet (Yang et al. 2024). */
+    /* Causal depthwise conv1d over the n channels of x (n_tokens, n): with the
+     * window r = [state; x] (state: the d_conv - 1 previous input rows of n,
+     * oldest first), y[t][c] = Σ_i w[c * d_conv + i] · r[t + i][c] (+ b[c];
+     * b may be NULL), then silu when act is CF_ACT_SILU; the state becomes the
+     * last d_conv - 1 rows of r.  w: n rows of d_conv taps, oldest first (GGUF
+     * ssm_conv1d.weight / shortconv.conv.weight).  y must not alias x. */
+    void (*ssm_conv)(cf_env *E, float *y, const float *x, const float *w, const float *b,
+                     float *state, int n, int d_conv, int act, int n_tokens);
+    /* Selective scan.  x (n_tokens, n_head * head_dim); dt (n_tokens, n_head)
+     * raw (+ dt_bias (n_head) when not NULL, then softplus); bc (n_tokens,
+     * 2 * n_group * d_state) = [B | C], each n_group rows of d_state; head h
+     * reads group h / (n_head / n_group).  state (n_head, head_dim, d_state).
+     * Per token: Δ = softplus(dt[h]); S[h][p][s] = S·exp(Δ·A) + B[s]·Δ·x[h][p];
+     * y[h][p] = Σ_s S[h][p][s]·C[s] (+ D[h]·x[h][p] when D is not NULL).
+     * a_per_state 0 (Mamba-2 SSD): A (n_head), one decay per head;
+     * 1 (Mamba-1, head_dim 1, n_head = d_inner): A (n_head, d_state). */
+    void (*ssm_scan)(cf_env *E, float *y, const float *x, const float *dt, const float *bc,
+                     const float *A, const float *D, const float *dt_bias, float *state,
+                     int n_head, int head_dim, int d_state, int n_group, int a_per_state,
+                     int n_tokens);
+    /* Gated delta rule (Qwen3-Next linear attention).  qkv (n_tokens,
+     * 2 * n_k_head * d_k + n_v_head * d_v) = [q heads | k heads | v heads]
+     * after the short conv; ba (n_tokens, 2 * n_v_head) as qwen3next's
+     * ssm_ba writes it: per k head, r = n_v_head / n_k_head beta logits then r
+     * alpha logits.  v head h reads k head h / r.  q, k are L2-normalised per
+     * head (x / sqrt(Σx² + eps)), q scaled by 1/sqrt(d_k); β = sigmoid(b),
+     * g = softplus(a + dt_bias[h]) · A[h]; state (n_v_head, d_k, d_v), one
+     * d_k x d_v matrix S per value head: per token S = e^g S; u = β (v − Sᵀk);
+     * S += k uᵀ; o = Sᵀ q.
+     * o (n_tokens, n_v_head * d_v).  Batches of more than a few tokens run
+     * the chunked (WY) form of the same recurrence (float rounding apart,
+     * the same numbers).  scratch: kern_delta_net_scratch_floats(n_v_head,
+     * d_k, d_v) floats (runtime/kernels/kern_ssm.h; the emitter reserves them). */
+    void (*delta_net)(cf_env *E, float *o, const float *qkv, const float *ba, const float *A,
+                      const float *dt_bias, float *state, int n_k_head, int n_v_head, int d_k,
+                      int d_v, float eps, float *scratch, int n_tokens);
+    /* RMSNorm of each group of `group` values of x (n_tokens, n_group * group)
+     * with that group's own weights: y = x / sqrt(mean(x²) + eps) * w,
+     * w (n_group * group) (Mamba-2's grouped ssm_norm). */
+    void (*rms_norm_groups)(cf_env *E, float *y, const float *x, const float *w, int group,
+                            int n_group, float eps, int n_tokens);
 } cf_kernels;
 
 /* Everything one forward call sees.  Filled by the runtime. */
@@ -257,6 +310,9 @@ struct cf_env {
     float *hidden;        /* NULL, or (n_tokens, n_embd): the logits op (an encoder's
                            * embeddings op) copies its input, the final normalized
                            * hidden state, of every token here (embeddings) */
+    float *state;         /* (cf_model_desc.state_floats) recurrent state of every
+                           * layer that has one, as positions 0..pos-1 left it;
+                           * NULL when the model has none */
 };
 
 /* What a generated module tells the runtime about itself. */
@@ -280,6 +336,8 @@ typedef struct cf_model_desc {
                            * bidirectional, so cf_forward must see the whole input in one
                            * call at pos 0 (n_tokens <= n_batch); there are no logits, the
                            * output is E->hidden.  0: a generative (causal) model */
+    long state_floats;    /* recurrent state of all layers, fixed size (0: none) */
+    const long *state_dim; /* (n_layer) floats of it per layer (0: no recurrent op) */
 } cf_model_desc;
 
 #endif
@@ -296,7 +354,8 @@ typedef struct cf_model_desc {
 #define CF_ARENA_FLOATS 395264L
 #define CF_N_WEIGHTS 48
 #define CF_ENCODER 0
-#line 23 "templates/forward.c.in"
+#define CF_STATE_FLOATS 0L
+#line 24 "templates/forward.c.in"
 
 /* K and V cache floats per position, by layer (V 0: the values are a prefix
  * of the keys). */
@@ -306,7 +365,7 @@ static const int cf_kv_dim[CF_N_LAYER] = {
     32,
     32,
     32,
-#line 30 "templates/forward.c.in"
+#line 31 "templates/forward.c.in"
 };
 
 static const int cf_kv_dim_v[CF_N_LAYER] = {
@@ -315,7 +374,18 @@ static const int cf_kv_dim_v[CF_N_LAYER] = {
     32,
     32,
     32,
-#line 36 "templates/forward.c.in"
+#line 37 "templates/forward.c.in"
+};
+
+/* Recurrent state floats by layer (conv windows, SSM / DeltaNet states; 0:
+ * no recurrent op), CF_STATE_FLOATS in all. */
+static const long cf_state_dim[CF_N_LAYER] = {
+    0,
+    0,
+    0,
+    0,
+    0,
+#line 45 "templates/forward.c.in"
 };
 
 /* Weight slots: the runtime binds slot i to tensor cf_weight_names[i] after
@@ -369,7 +439,7 @@ static const char *const cf_weight_names[CF_N_WEIGHTS] = {
     "blk.4.ffn_gate.weight",
     "blk.4.ffn_up.weight",
     "blk.4.ffn_down.weight",
-#line 44 "templates/forward.c.in"
+#line 53 "templates/forward.c.in"
 };
 
 static const int cf_weight_types[CF_N_WEIGHTS] = {
@@ -421,7 +491,7 @@ static const int cf_weight_types[CF_N_WEIGHTS] = {
     0, /* F32 */
     0, /* F32 */
     0, /* F32 */
-#line 50 "templates/forward.c.in"
+#line 59 "templates/forward.c.in"
 };
 
 static const long cf_weight_shapes[CF_N_WEIGHTS * 4] = {
@@ -473,13 +543,13 @@ static const long cf_weight_shapes[CF_N_WEIGHTS * 4] = {
     64, 172, 1, 1,
     64, 172, 1, 1,
     172, 64, 1, 1,
-#line 56 "templates/forward.c.in"
+#line 65 "templates/forward.c.in"
 };
 
 static const cf_model_desc cf_desc = {
     CF_ABI_VERSION, CF_ARCH, CF_FINGERPRINT, CF_N_VOCAB, CF_N_EMBD, CF_N_LAYER,
     CF_N_CTX_TRAIN, CF_N_BATCH, CF_ARENA_FLOATS, cf_kv_dim, cf_kv_dim_v, CF_N_WEIGHTS,
-    cf_weight_names, cf_weight_types, cf_weight_shapes, CF_ENCODER,
+    cf_weight_names, cf_weight_types, cf_weight_shapes, CF_ENCODER, CF_STATE_FLOATS, cf_state_dim,
 };
 
 const cf_model_desc *cf_describe(void);
@@ -651,5 +721,5 @@ void cf_forward(cf_env *E) {
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[1], 64, 9.99999975e-06f, T * 1); /* output_norm.weight */
 #line 75 "archspecs/llama.lua"
     if (E->hidden) K->copy_cols(E, E->hidden, A + 32768, 64, 0, 64, T); if (E->logits_all) { K->matmul(E, E->logits, A + 32768, W[2], 0, 512, 64, T); } else { K->last_row(E, A + 0, A + 32768, 64, T); K->matmul(E, E->logits, A + 0, W[2], 0, 512, 64, 1); } K->logits_post(E, E->logits, (const float *)(const void *)0, 512, E->logits_all ? T : 1, 1.0f, 0.0f); /* output.weight */
-#line 83 "templates/forward.c.in"
+#line 92 "templates/forward.c.in"
 }

@@ -355,10 +355,14 @@ typedef struct {
     int activations; /* CINFER_ACT_*; 0: CINFER_ACT_DEFAULT */
     cinfer_progress_fn progress; /* optional: prompt evaluation progress, and cancel */
     void *progress_user;
+    int n_state_snapshots; /* models with recurrent layers: saved states kept for prefix
+                            * reuse (each the size of the model's state); 0: 4, at most 64 */
 } cinfer_session_options;
 
 /* A new session with an empty history.  Allocates the KV cache
- * (n_layer × n_ctx × kv_dim × 2 floats), activation arena and thread pool up
+ * (n_layer × n_ctx × kv_dim × 2 floats), the recurrent state of models that
+ * have one (state-space and linear-attention layers: a fixed size whatever
+ * n_ctx, plus n_state_snapshots copies), activation arena and thread pool up
  * front; generation allocates nothing per token. */
 int cinfer_session_new(cinfer_model *m, const cinfer_session_options *opts,
                        cinfer_session **out, char *err, size_t err_len);
@@ -371,14 +375,18 @@ int cinfer_session_n_ctx(const cinfer_session *s);
 int cinfer_session_n_past(const cinfer_session *s);
 const int32_t *cinfer_session_tokens(const cinfer_session *s);
 
-/* Save the history and KV cache to path (written to path.tmp, then renamed)
- * and restore it into a session of the same model (checked by fingerprint;
- * the session's n_ctx must hold the saved tokens).  CINFER_EIO, CINFER_EFORMAT. */
+/* Save the history, KV cache, recurrent state and last logits to path
+ * (written to path.tmp, then renamed) and restore it into a session of the
+ * same model (checked by fingerprint; the session's n_ctx must hold the saved
+ * tokens); the restored session continues bit for bit as the saved one would
+ * have.  CINFER_EIO, CINFER_EFORMAT. */
 int cinfer_session_save(const cinfer_session *s, const char *path, char *err, size_t err_len);
 int cinfer_session_load(cinfer_session *s, const char *path, char *err, size_t err_len);
 
 /* Evaluate ids as the full history: the longest common prefix with the current
- * history is kept (its KV cache reused), the rest evaluated in batches.
+ * history is kept (its KV cache reused; for recurrent models the prefix up to
+ * the last saved state within it, see cinfer_gen_options.keep_state_at), the
+ * rest evaluated in batches.
  * Afterwards cinfer_logits() holds the last token's logits.  CINFER_ECTX when
  * n_ids > n_ctx; CINFER_EARG for an id out of range. */
 int cinfer_eval(cinfer_session *s, const int32_t *ids, size_t n_ids, char *err, size_t err_len);
@@ -395,25 +403,47 @@ const float *cinfer_logits(const cinfer_session *s);
  *
  * What the grammar accepts is canonical JSON: no whitespace (unless
  * CINFER_WS_FLEXIBLE), strings in one spelling (raw UTF-8; only ", \ and
- * control characters escaped), numbers in plain decimal (no exponent, no
- * trailing fraction zeros, no -0).  Object keys may come in any order; each
- * declared key at most once.  cinfer_grammar_check canonicalises its input
- * first, so it answers "does the value satisfy the schema".
+ * control characters escaped, \u00XX in lower case), numbers in plain
+ * decimal (no exponent, no trailing fraction zeros, no -0).  Object keys may
+ * come in any order, each key at most once (declared or not).
+ * cinfer_grammar_check canonicalises its input first, so it answers "does
+ * the value satisfy the schema"; cinfer_grammar_check_bytes takes the bytes
+ * as they are ("could generation emit them").
  *
- * Supported keywords (drafts 4, 6, 7, 2019-09, 2020-12): type (incl. lists),
- * enum, const, properties, required, additionalProperties,
- * patternProperties, propertyNames, min/maxProperties, dependentRequired /
- * dependencies (arrays), items, prefixItems, additionalItems, min/maxItems,
- * minLength, maxLength, pattern (ECMA-262 subset: no lookaround,
- * backreferences or \b), format (date, time, date-time, uuid, email, uri,
- * uri-reference, ipv4, hostname; others are annotations), minimum, maximum,
- * exclusiveMinimum/Maximum (number and draft-4 boolean forms), multipleOf,
- * anyOf, oneOf (when its branches are provably disjoint), allOf, not (of
- * type, const, enum, pattern, multipleOf or a single required key),
- * $ref/$defs/definitions/$id/$anchor (local, recursion allowed), boolean
- * schemas; annotations are ignored.  Anything else is a CINFER_EUNSUPPORTED
+ * Supported keywords (drafts 4, 6, 7, 2019-09, 2020-12; without $schema,
+ * 2020-12): type (incl. lists), enum, const, properties, required,
+ * additionalProperties, patternProperties (up to 500), propertyNames (type,
+ * pattern, format, lengths up to 256, enum, const), minProperties,
+ * maxProperties, dependentRequired, dependentSchemas and dependencies (both
+ * forms, in every draft: validators apply it when present; up to 6 schema
+ * dependencies an object), items, prefixItems, additionalItems, minItems,
+ * maxItems (up to 4096), minLength, maxLength (up to 67108863), pattern
+ * (ECMA-262 subset: no lookaround, backreferences or \b; at most 200,000
+ * automaton states once counted repetitions are expanded), format (asserted:
+ * date, time, date-time, duration, uuid, email, idn-email, hostname, ipv4,
+ * ipv6, uri, uri-reference, iri, iri-reference, uri-template, json-pointer,
+ * relative-json-pointer, regex; idn-hostname is refused; other names are
+ * annotations), minimum, maximum, exclusiveMinimum/Maximum (number and
+ * draft-4 boolean forms), multipleOf, anyOf, oneOf (when its branches are
+ * provably disjoint), allOf, not (of a boolean schema, type, const, enum,
+ * pattern, multipleOf or a single required key), uniqueItems (with maxItems
+ * 1 or less), unevaluatedProperties/Items (when true), $ref, $defs,
+ * definitions, $id (and draft 4's id), $anchor, $dynamicAnchor (as an
+ * anchor), boolean schemas.  Annotations (title, description, default,
+ * examples, $comment, deprecated, readOnly, writeOnly, content*, and any
+ * unknown keyword) are ignored.  Anything else (contains, if/then/else,
+ * $dynamicRef, $recursiveRef, remote $refs, ...) is a CINFER_EUNSUPPORTED
  * error listing each keyword and its location, never a silently looser
  * grammar — unless options.permissive asks for exactly that.
+ *
+ * Refused whatever the options: schema text that is not exactly one JSON
+ * value (trailing bytes), repeats a key in an object, or nests deeper than
+ * 512 (CINFER_EFORMAT "schema: ..."); a cycle of $ref/allOf/anyOf/oneOf/not
+ * that consumes no input ({"$ref":"#"}: validators never finish it;
+ * CINFER_EFORMAT, with the cycle); a schema past the compiler's limits
+ * (20,000 rules, a bounded amount of automaton work, a $ref chain of 500;
+ * CINFER_EUNSUPPORTED "schema too large: ...").  Values nested deeper than
+ * the matcher's 2048-frame stack are not accepted.
  *
  * A grammar compiled for a model (generation) also keeps sampled numbers
  * finite: at most max(18, what the schema's bounds need) integer digits and
@@ -451,6 +481,17 @@ void cinfer_grammar_free(cinfer_grammar *g);
  * CINFER_EFORMAT when json is not valid JSON (err says where). */
 int cinfer_grammar_check(const cinfer_grammar *g, const char *json, size_t len, char *err,
                          size_t err_len);
+/* 1 when the grammar accepts exactly the bytes text[0..len) — no
+ * canonicalising: this is what generation can emit (under
+ * CINFER_WS_COMPACT the canonical spelling only; under CINFER_WS_FLEXIBLE
+ * also JSON whitespace, at most 16 bytes in a row, between tokens but not
+ * before or after the value); 0 when it does not (err: the byte offset and
+ * what was expected, or that the bytes stop inside the value). */
+int cinfer_grammar_check_bytes(const cinfer_grammar *g, const char *text, size_t len, char *err,
+                               size_t err_len);
+/* 1 when no value satisfies the schema ("not": {}, or bounds or types that
+ * exclude everything), 0 when some does, CINFER_ENOMEM. */
+int cinfer_grammar_accepts_nothing(const cinfer_grammar *g);
 
 /* Confidence capture: at each enum, boolean and integer value the grammar
  * constrains, the model's distribution over the allowed values, renormalised
@@ -599,6 +640,13 @@ typedef struct {
      * grammar must come from this session's model. */
     const cinfer_grammar *grammar;
     cinfer_confidence *confidence; /* with grammar: cleared, then filled with the decisions */
+    /* Models with recurrent layers (Mamba, DeltaNet, hybrids) cannot drop the
+     * tail of their state, so prefix reuse restarts from a saved state: one is
+     * kept at the end of every prompt and of every generation, and also after
+     * the first keep_state_at[i] prompt tokens (e.g. where each chat message
+     * ends: cinfer_chat passes those itself).  Ignored by other models. */
+    const size_t *keep_state_at;
+    size_t n_keep_state_at;
 } cinfer_gen_options;
 
 typedef enum {
@@ -612,7 +660,7 @@ typedef enum {
 
 typedef struct {
     int n_prompt;          /* prompt tokens */
-    int n_reused;          /* of them, taken from the KV cache (prefix reuse) */
+    int n_reused;          /* of them, taken from the KV cache or a saved recurrent state (prefix reuse) */
     int n_generated;
     cinfer_stop_reason stop;
     double prompt_ms, gen_ms;

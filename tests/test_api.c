@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cinfer.h"
+#include "gguf_edit.h"
 #include "test.h"
 
 #define STORIES "models/stories260K/stories260K.gguf"
@@ -197,9 +198,13 @@ TEST(api, bad_input_errors) {
     cinfer_model_close(NULL);
     cinfer_session_free(NULL);
     const char *arch = shared_path("models/arch/mamba.gguf");
-    if (arch) {
-        EXPECT(cinfer_model_open(arch, NULL, &m, err, sizeof err) == CINFER_EUNSUPPORTED);
-        EXPECT_MSG(strstr(err, "mamba"), "%s", err);
+    if (arch) { /* an architecture no archspec has */
+        char rwkv[600];
+        snprintf(rwkv, sizeof rwkv, "%s/api-rwkv7.gguf", test_tmpdir());
+        const char *k[] = {"general.architecture"}, *v[] = {"rwkv7"};
+        EXPECT(gguf_edit_copy(arch, rwkv, NULL, k, v, 1) == 0);
+        EXPECT(cinfer_model_open(rwkv, NULL, &m, err, sizeof err) == CINFER_EUNSUPPORTED);
+        EXPECT_MSG(strstr(err, "rwkv7"), "%s", err);
     }
 }
 

@@ -13,6 +13,7 @@
 
 #include "compiler/compile.h"
 #include "formats/gguf.h"
+#include "gguf_edit.h"
 #include "test.h"
 
 typedef struct {
@@ -178,21 +179,26 @@ TEST(compile, family_op_errors_name_the_line) {
                "message: %s", err);
 }
 
+/* A copy of a model with general.architecture set to one no archspec has. */
 TEST(compile, unsupported_architecture_is_clear) {
     NEED_SHARED(m, "models/arch/mamba.gguf");
-    char model[1024], err[1024];
+    char model[1024], path[1200], err[1024];
     snprintf(model, sizeof model, "%s", m);
+    snprintf(path, sizeof path, "%s/rwkv7.gguf", test_tmpdir());
+    const char *k[] = {"general.architecture"}, *v[] = {"rwkv7"};
+    EXPECT(gguf_edit_copy(model, path, NULL, k, v, 1) == 0);
     gguf_file *g = NULL;
-    char *src = NULL;
+    char *src_c = NULL;
     size_t len;
     cc_options o = {0};
-    EXPECT(gguf_open(model, &g, err, sizeof err) == 0);
-    EXPECT(cc_generate(g, &o, &src, &len, err, sizeof err) != 0);
-    EXPECT_MSG(strstr(err, "architecture 'mamba' is not supported; supported: ") &&
+    EXPECT(gguf_open(path, &g, err, sizeof err) == 0);
+    EXPECT(g && cc_generate(g, &o, &src_c, &len, err, sizeof err) != 0);
+    EXPECT_MSG(strstr(err, "architecture 'rwkv7' is not supported; supported: ") &&
                    strstr(err, "llama") && strstr(err, "qwen2moe") && strstr(err, "gemma3n, gemma4") &&
+                   strstr(err, "mamba2") &&
                    !strstr(err, "common") && !strstr(err, ".hf"),
                "message: %s", err);
-    free(src);
+    free(src_c);
     gguf_close(g);
 }
 

@@ -10,6 +10,7 @@
  */
 #include <cJSON.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdarg.h>
@@ -19,10 +20,25 @@
 #include <unistd.h>
 
 #include "formats/gguf.h"
-#include "grammar/gram.h"
+#include "grammar/gram_mask.h"
 #include "test.h"
+#include "test_gram_diff.h"
 #include "text/tok.h"
 
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Wall-clock seconds; with CINFER_BENCH_CLOCK=cpu the calling thread's CPU
+ * time instead, which leaves out the time other jobs hold the core (on a
+ * shared, oversubscribed machine the wall clock measures the queue). */
+static double now_s(void) {
+    static int cpu = -1;
+    if (cpu < 0) cpu = getenv("CINFER_BENCH_CLOCK") && !strcmp(getenv("CINFER_BENCH_CLOCK"), "cpu");
+    struct timespec ts;
+    clock_gettime(cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#ifndef CINFER_TEST_BUILD
 typedef struct {
     char name[64];
     int schemas, compiled, valid, valid_ok, invalid, invalid_ok, tests_in_failed;
@@ -33,16 +49,10 @@ typedef struct {
     int n;
 } kw_count;
 
-static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 static int cmp_kw(const void *a, const void *b) { return ((const kw_count *)b)->n - ((const kw_count *)a)->n; }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Every stride-th schema of the sample (1: all). */
+/* Every stride-th schema of the sample (1: all); `make bench-grammar` (the
+ * test runner's gram_diff/jsonschemabench covers the same checks). */
 static void maskbench(int stride, int report) {
     NEED_SHARED(dir0, "jsonschemabench/data");
     char dir[1024];
@@ -77,7 +87,7 @@ static void maskbench(int stride, int report) {
         subset_counts *sc = &sub[si];
         size_t len;
         char *txt = read_file(path, &len);
-        cJSON *doc = txt ? gram_json_parse(txt, len, NULL) : NULL;
+        cJSON *doc = txt ? gram_json_parse(txt, len, NULL, 0) : NULL;
         free(txt);
         if (!doc) continue;
         sc->schemas++;
@@ -166,6 +176,8 @@ static void maskbench(int stride, int report) {
     free(names);
 }
 
+#endif
+
 /* ---- mask timing ------------------------------------------------------------------------------ */
 
 static int cmp_dbl(const void *a, const void *b) {
@@ -221,7 +233,11 @@ static void mask_timing(const char *vocab_rel, int stride, int report) {
     double trie_ms = (now_s() - t0) * 1e3;
     int nv = gram_vocab_n_vocab(gv), nw = (nv + 31) / 32;
     uint32_t *bits = malloc((size_t)nw * 4), *scratch = malloc((size_t)nw * 4);
-    dvec cold = {0}, warm = {0}, comp = {0}, tok_per_inst = {0};
+    dvec cold = {0}, warm = {0}, comp = {0}, comp_only = {0}, tok_per_inst = {0}, apply_old = {0}, apply_new = {0},
+         ids_new = {0};
+    float *logits = malloc((size_t)nv * sizeof *logits), *work = malloc((size_t)nv * sizeof *work);
+    int32_t *allowed = malloc(((size_t)nv + 1) * sizeof *allowed);
+    for (int i = 0; i < nv; i++) logits[i] = (float)((i * 2654435761u) % 1000) / 100.0f;
     int32_t *ids = malloc(1 << 20);
     long not_allowed = 0, n_inst = 0;
     DIR *d = opendir(dir);
@@ -240,21 +256,31 @@ static void mask_timing(const char *vocab_rel, int stride, int report) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         size_t len;
         char *txt = read_file(path, &len);
-        cJSON *doc = txt ? gram_json_parse(txt, len, NULL) : NULL;
+        cJSON *doc = txt ? gram_json_parse(txt, len, NULL, 0) : NULL;
         free(txt);
         if (!doc) continue;
         char *schema = gram_json_print(cJSON_GetObjectItem(doc, "schema"));
         gram_grammar *g = NULL;
+        /* compiled as for generation (cinfer_grammar_from_schema with a model), then the first mask */
+        gram_options go = {.gen_limits = 1};
         double tc = now_s();
-        int rc = schema ? gram_compile(schema, strlen(schema), NULL, &g, err, sizeof err) : -1;
-        if (!rc) rc = gram_bind(g, gv);
+        int rc = schema ? gram_compile(schema, strlen(schema), &go, &g, err, sizeof err) : -1;
+        double tcc = now_s();
+        gram_masker *mk = NULL;
+        gram_matcher *m0 = NULL;
+        if (!rc) rc = gram_masker_new(g, gv, &mk) || gram_matcher_new(g, &m0) || gram_mask(mk, m0, bits, scratch) < 0;
         double compile_ms = (now_s() - tc) * 1e3;
+        gram_matcher_free(m0);
         free(schema);
         if (rc) {
+            gram_masker_free(mk);
+            gram_free(g);
             cJSON_Delete(doc);
             continue;
         }
         dpush(&comp, compile_ms);
+        dpush(&comp_only, (tcc - tc) * 1e3);
+        if (compile_ms > 20 && report > 1) printf("      %s: compile + first mask %.1f ms\n", names[i], compile_ms);
         for (int pass = 0; pass < 2; pass++)
             for (cJSON *t = cJSON_GetObjectItem(doc, "tests") ? cJSON_GetObjectItem(doc, "tests")->child : NULL; t; t = t->next) {
                 if (!cJSON_IsTrue(cJSON_GetObjectItem(t, "valid"))) continue;
@@ -273,22 +299,45 @@ static void mask_timing(const char *vocab_rel, int stride, int report) {
                 if (!pass) n_inst++, dpush(&tok_per_inst, (double)n_ids);
                 for (size_t k = 0; k <= n_ids; k++) {
                     double ts = now_s();
-                    int na = gram_mask(m, bits, scratch);
+                    int na = gram_mask(mk, m, bits, scratch);
                     double us = (now_s() - ts) * 1e6;
                     dpush(pass ? &warm : &cold, us);
                     if (na < 0) break;
+                    if (!pass && (cold.n & 15) == 0) {
+                        /* applying it: the old per-token loop, word-level -inf, the allowed-id list */
+                        memcpy(work, logits, (size_t)nv * sizeof *work);
+                        double ta = now_s();
+                        for (int w = 0; w < nw; w++) {
+                            uint32_t b = bits[w];
+                            if (b == 0xFFFFFFFFu) continue;
+                            int base = w * 32, lim = base + 32 < nv ? base + 32 : nv;
+                            for (int x = base; x < lim; x++)
+                                if (!(b >> (x - base) & 1)) work[x] = -INFINITY;
+                        }
+                        double tb = now_s();
+                        memcpy(work, logits, (size_t)nv * sizeof *work);
+                        double tc2 = now_s();
+                        gram_mask_apply(bits, work, nv);
+                        double td = now_s();
+                        gram_mask_ids(bits, nv, allowed);
+                        double te = now_s();
+                        dpush(&apply_old, (tb - ta) * 1e6);
+                        dpush(&apply_new, (td - tc2) * 1e6);
+                        dpush(&ids_new, (te - td) * 1e6);
+                    }
                     if (k == n_ids) break;
                     if (!(bits[ids[k] >> 5] >> (ids[k] & 31) & 1)) {
                         if (!pass && not_allowed++ < 5)
                             test_fail(__FILE__, __LINE__, "%s: token %d (#%zu) of a valid instance not in its mask", names[i], ids[k], k);
                         break;
                     }
-                    if (gram_accept_token(m, ids[k])) break;
+                    if (gram_accept_token(gv, m, ids[k])) break;
                 }
                 gram_matcher_free(m);
                 free(inst);
                 free(canon);
             }
+        gram_masker_free(mk);
         gram_free(g);
         cJSON_Delete(doc);
     }
@@ -297,7 +346,11 @@ static void mask_timing(const char *vocab_rel, int stride, int report) {
         printf("    %ld valid instances, %zu masks per pass\n", n_inst, cold.n);
         dstats("mask, first pass (cold caches), us", &cold, "us");
         dstats("mask, second pass (warm), us", &warm, "us");
-        dstats("compile + bind per schema, ms", &comp, "ms");
+        dstats("compile + first mask per schema, ms", &comp, "ms");
+        dstats("  of which compile, ms", &comp_only, "ms");
+        dstats("mask applied, per token (old), us", &apply_old, "us");
+        dstats("mask applied, word-level -inf, us", &apply_new, "us");
+        dstats("allowed ids (samp_sample_ids), us", &ids_new, "us");
         dstats("tokens per instance", &tok_per_inst, "");
     }
     EXPECT_EQ_I(not_allowed, 0);
@@ -309,17 +362,20 @@ static void mask_timing(const char *vocab_rel, int stride, int report) {
     free(cold.v);
     free(warm.v);
     free(comp.v);
+    free(comp_only.v);
+    free(apply_old.v);
+    free(apply_new.v);
+    free(ids_new.v);
+    free(logits);
+    free(work);
+    free(allowed);
     free(tok_per_inst.v);
     gram_vocab_free(gv);
     tok_free(tv);
 }
 
 #ifdef CINFER_TEST_BUILD
-/* Sanitized: every 13th schema keeps this near 20 s; `make bench-grammar` runs all. */
-TEST(gram_bench, maskbench_sample) {
-    const char *rep = getenv("CINFER_GRAM_REPORT");
-    maskbench(13, rep ? atoi(rep) : 0);
-}
+/* (The instance checks over the whole sample are gram_diff/jsonschemabench's, at -O2.) */
 
 /* Sanitized: masks for every 80th schema's valid instances, each token must be allowed. */
 TEST(gram_bench, masks_qwen3_sample) {
@@ -348,11 +404,14 @@ void test_skip(const char *fmt, ...) {
     va_end(ap);
 }
 bool test_failed(void) { return g_failed > 0; }
+const char *shared_root(void) {
+    const char *root = getenv("CINFER_SHARED");
+    return root && *root ? root : "../shared";
+}
 const char *shared_path(const char *rel) {
     static char ring[8][1024];
     static int k;
-    const char *root = getenv("CINFER_SHARED");
-    if (!root || !*root) root = "../shared";
+    const char *root = shared_root();
     char *p = ring[k++ & 7];
     snprintf(p, sizeof ring[0], "%s/%s", root, rel);
     FILE *f = fopen(p, "r");
@@ -432,9 +491,75 @@ static void gen_all(int seeds) {
     if (system(cmd)) printf("    could not remove %s\n", dir);
 }
 
-/* bench_gram [all|maskbench|masks|gen] [STRIDE or SEEDS] */
+/* bench_gram [all|maskbench|masks|gen|diff] [STRIDE, SEEDS or MUTANTS] */
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "all";
+    if (!strcmp(what, "stress")) {
+        /* bench_gram stress [STRIDE [MAX_TOKENS]] */
+        int stride = argc > 2 ? atoi(argv[2]) : 1;
+        if (stride < 1) stride = 1;
+        int max_tokens = argc > 3 ? atoi(argv[3]) : 256;
+        const char *dir = shared_path("jsonschemabench/data");
+        if (!dir) {
+            printf("    skipped: ../shared/jsonschemabench/data absent\n");
+            return 0;
+        }
+        char d[1024], batch[] = "/tmp/cinfer-gram-stress-XXXXXX";
+        snprintf(d, sizeof d, "%s", dir);
+        int fd = mkstemp(batch);
+        if (fd < 0) return 1;
+        close(fd);
+        printf("Generation stress test, Qwen3 (random weights), every %d-th schema, temperature 1.0, closing tokens favoured:\n",
+               stride);
+        double t0 = now_s();
+        gram_stress_counts sc;
+        if (gram_stress_run("models/chat/qwen3-chat.gguf", d, stride, max_tokens, batch, &sc)) {
+            printf("    skipped: ../shared/models/chat/qwen3-chat.gguf absent\n");
+            unlink(batch);
+            return 0;
+        }
+        gram_stress_report(&sc);
+        gram_diff_counts c = {0};
+        if (gram_diff_validator()) gram_diff_validate(batch, 0, &c);
+        printf("    validated %ld, invalid %d (the validator could not evaluate %d); %.0f s\n", c.validated, c.invalid,
+               c.unverified, now_s() - t0);
+        printf("RESULT schemas=%d compiled=%d complete=%d incomplete=%d failed=%d validated=%ld invalid=%d validator=%d "
+               "failures=%d\n",
+               sc.schemas, sc.compiled, sc.complete, sc.incomplete, sc.failed, c.validated, c.invalid, gram_diff_validator(),
+               g_failed);
+        unlink(batch);
+        return g_failed || c.invalid ? 1 : 0;
+    }
+    if (!strcmp(what, "diff")) {
+        /* `make test-grammar-full`: every schema, MUTANTS (default 64) mutants per valid instance,
+         * flexible whitespace on every schema */
+        int n_mut = argc > 2 ? atoi(argv[2]) : 64, flex_every = argc > 3 ? atoi(argv[3]) : 1;
+        const char *dir = shared_path("jsonschemabench/data");
+        if (!dir) {
+            printf("    skipped: ../shared/jsonschemabench/data absent\n");
+            return 0;
+        }
+        char d[1024], batch[] = "/tmp/cinfer-gram-diff-XXXXXX";
+        snprintf(d, sizeof d, "%s", dir);
+        int fd = mkstemp(batch);
+        if (fd < 0) return 1;
+        close(fd);
+        printf("Differential test, JSONSchemaBench sample, %d mutants per valid instance, flexible whitespace on every"
+               " %d-th schema:\n", n_mut, flex_every);
+        gram_diff_counts c;
+        if (gram_diff_run(d, n_mut, flex_every, batch, 1, &c)) return 1;
+        int validator = gram_diff_validator();
+        if (validator) gram_diff_validate(batch, 1, &c);
+        else printf("    python3-jsonschema absent: accepted mutants not validated\n");
+        gram_diff_report(&c);
+        /* for tests/test_gram_diff.c, which runs this and checks the counts */
+        printf("RESULT schemas=%d compiled=%d valid=%d valid_ok=%d invalid_inst=%d invalid_inst_acc=%d mutants=%ld "
+               "accepted=%ld validated=%ld invalid=%d unverified=%d validator=%d failures=%d\n",
+               c.schemas, c.compiled, c.valid, c.valid_ok, c.invalid_inst, c.invalid_inst_acc, c.mutants, c.mutants_acc,
+               c.validated, c.invalid, c.unverified, validator, g_failed);
+        unlink(batch);
+        return g_failed || c.invalid || c.invalid_inst_acc ? 1 : 0;
+    }
     int stride = argc > 2 ? atoi(argv[2]) : 1;
     if (stride < 1) stride = 1;
     if (!strcmp(what, "all") || !strcmp(what, "maskbench")) {

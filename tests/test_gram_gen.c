@@ -17,8 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cJSON.h>
+
 #include "cinfer.h"
 #include "test.h"
+#include "test_gram_diff.h"
 
 #define STORIES "models/stories260K/stories260K.gguf"
 #define TINY "models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf"
@@ -170,6 +173,257 @@ int gram_gen_schemas(const char *model_rel, const char *prompt, int n_seeds, flo
     cinfer_session_free(s);
     cinfer_model_close(m);
     return 0;
+}
+
+/* ---- the generation stress test --------------------------------------------------------------- */
+
+/* The bias toward finishing.  The text generated so far is followed by a
+ * small JSON lexer (containers, strings, whether a string is a key).
+ * Inside a value string, tokens that are the closing quote and then only
+ * ']' or '}' are favoured; inside a key, the next token of a required
+ * property name the key is a prefix of (else the closing quote); outside
+ * strings, tokens made only of ']' and '}'
+ * (and end-of-generation), while tokens with '{', '[' or ',' are
+ * disfavoured.  The bias grows with the tokens generated, so values finish
+ * inside the budget while the first tokens are still the model's
+ * (random-weight) choice. */
+typedef struct {
+    const cinfer_model *m;
+    uint8_t *quote_first; /* (n_vocab) the token is '"' and then only closers */
+    int8_t *outside;      /* (n_vocab) outside strings: 1 closes, -1 opens or continues */
+    char **req;           /* the schema's required property names */
+    int n_req, cap_req;
+    int32_t quote_tok;    /* the token '"' */
+    char key[256];        /* the key being generated, after its opening quote */
+    int key_len;
+    char seen[8192];      /* keys finished in the open objects: (depth byte, key text with its quote, NUL)... */
+    int seen_len;
+    int n_prompt, done, calls;
+    int in_str, esc, in_key, expect_key;
+    char stack[256];
+    int depth;
+} close_bias;
+
+static void lex_byte(close_bias *cb, char c) {
+    if (cb->in_str) {
+        if (cb->in_key && cb->key_len < (int)sizeof cb->key - 1) cb->key[cb->key_len++] = c;
+        if (cb->esc) cb->esc = 0;
+        else if (c == '\\') cb->esc = 1;
+        else if (c == '"') {
+            cb->in_str = 0;
+            if (cb->in_key && cb->seen_len + cb->key_len + 2 < (int)sizeof cb->seen) {
+                cb->seen[cb->seen_len++] = (char)cb->depth;
+                memcpy(cb->seen + cb->seen_len, cb->key, (size_t)cb->key_len);
+                cb->seen_len += cb->key_len;
+                cb->seen[cb->seen_len++] = 0;
+            }
+        }
+        return;
+    }
+    int obj = cb->depth && cb->stack[cb->depth - 1] == '{';
+    switch (c) {
+    case '"':
+        cb->in_str = 1;
+        cb->in_key = obj && cb->expect_key;
+        cb->key_len = 0;
+        cb->expect_key = 0;
+        break;
+    case '{':
+    case '[':
+        if (cb->depth < (int)sizeof cb->stack) cb->stack[cb->depth++] = c;
+        cb->expect_key = c == '{';
+        break;
+    case '}':
+    case ']': {
+        /* forget the keys of the object that closes */
+        int w = 0;
+        for (int r = 0; r < cb->seen_len;) {
+            int l = (int)strlen(cb->seen + r + 1) + 2;
+            if (cb->seen[r] < cb->depth) memmove(cb->seen + w, cb->seen + r, (size_t)l), w += l;
+            r += l;
+        }
+        cb->seen_len = w;
+        if (cb->depth) cb->depth--;
+        cb->expect_key = 0;
+        break;
+    }
+    case ',': cb->expect_key = obj; break;
+    default: break;
+    }
+}
+
+static void bias_closing(float *logits, int n_vocab, const int32_t *history, int n_history, void *user) {
+    close_bias *cb = user;
+    if (cb->n_prompt < 0) cb->n_prompt = cb->done = n_history;
+    for (; cb->done < n_history; cb->done++) {
+        char piece[256];
+        size_t n = 0;
+        if (cinfer_detokenize(cb->m, &history[cb->done], 1, piece, sizeof piece, &n) || n > sizeof piece) n = 0;
+        for (size_t k = 0; k < n; k++) lex_byte(cb, piece[k]);
+    }
+    float b = 2.0f + (float)cb->calls++ / 6.0f;
+    if (cb->in_str && cb->in_key) {
+        /* the next token of each required name this key can still become */
+        int any = 0;
+        for (int r = 0; r < cb->n_req; r++) {
+            char want[600];
+            int wl = snprintf(want, sizeof want, "%s\"", cb->req[r]);
+            if (wl >= (int)sizeof want || cb->key_len > wl || memcmp(want, cb->key, (size_t)cb->key_len)) continue;
+            int dup = 0; /* this object has it already */
+            for (int q = 0; q < cb->seen_len && !dup; q += (int)strlen(cb->seen + q + 1) + 2)
+                dup = cb->seen[q] == cb->depth && !strcmp(cb->seen + q + 1, want);
+            if (dup) continue;
+            int32_t ids[8];
+            size_t n = 0;
+            if (cinfer_tokenize(cb->m, want + cb->key_len, (size_t)(wl - cb->key_len), 0, 0, ids, 8, &n) && n <= 8) continue;
+            if (n && ids[0] >= 0 && ids[0] < n_vocab) logits[ids[0]] += 2 * b, any = 1;
+        }
+        if (!any && cb->quote_tok >= 0) logits[cb->quote_tok] += 2 * b;
+    } else if (cb->in_str && !cb->esc) {
+        for (int i = 0; i < n_vocab; i++)
+            if (cb->quote_first[i]) logits[i] += b;
+    } else if (!cb->in_str)
+        for (int i = 0; i < n_vocab; i++)
+            if (cb->outside[i]) logits[i] += cb->outside[i] > 0 ? b : -b / 2;
+}
+
+/* the names in every "required" array of the schema */
+static void required_names(close_bias *cb, const cJSON *v, int depth) {
+    if (depth > 64 || !v) return;
+    for (const cJSON *k = v->child; k; k = k->next) {
+        if (k->string && !strcmp(k->string, "required") && cJSON_IsArray(k))
+            for (const cJSON *x = k->child; x && cb->n_req < 256; x = x->next)
+                if (cJSON_IsString(x) && strlen(x->valuestring) < 200) {
+                    if (cb->n_req == cb->cap_req) {
+                        cb->cap_req = cb->cap_req ? cb->cap_req * 2 : 16;
+                        cb->req = realloc(cb->req, (size_t)cb->cap_req * sizeof *cb->req);
+                    }
+                    cb->req[cb->n_req++] = strdup(x->valuestring);
+                }
+        if (cJSON_IsObject(k) || cJSON_IsArray(k)) required_names(cb, k, depth + 1);
+    }
+}
+
+static void put_hex(FILE *f, const char *b, size_t n) {
+    static const char hx[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) fputc(hx[(uint8_t)b[i] >> 4], f), fputc(hx[(uint8_t)b[i] & 15], f);
+}
+
+int gram_stress_run(const char *model_rel, const char *data_dir, int stride, int max_tokens, const char *batch_path,
+                    gram_stress_counts *out) {
+    memset(out, 0, sizeof *out);
+    const char *mp = shared_path(model_rel);
+    if (!mp) return -1;
+    char err[4096];
+    cinfer_model *m = NULL;
+    cinfer_session *s = NULL;
+    if (cinfer_model_open(mp, NULL, &m, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "%s: %s", model_rel, err);
+        return -1;
+    }
+    cinfer_session_options so = {.n_ctx = 1024, .n_threads = 1};
+    if (cinfer_session_new(m, &so, &s, err, sizeof err)) {
+        test_fail(__FILE__, __LINE__, "%s", err);
+        cinfer_model_close(m);
+        return -1;
+    }
+    int nv = cinfer_model_n_vocab(m);
+    close_bias cb = {.m = m, .quote_first = calloc((size_t)nv, 1), .outside = calloc((size_t)nv, 1), .quote_tok = -1};
+    for (int32_t id = 0; cb.quote_first && cb.outside && id < nv; id++) {
+        char piece[256];
+        size_t n = 0;
+        if (cinfer_detokenize(m, &id, 1, piece, sizeof piece, &n) || n > sizeof piece) n = 0;
+        int closers = 0, openers = 0;
+        for (size_t k = 0; k < n; k++) {
+            closers += piece[k] == ']' || piece[k] == '}';
+            openers += piece[k] == '{' || piece[k] == '[' || piece[k] == ',';
+        }
+        /* '"' then only closers: the string ends and nothing new begins */
+        cb.quote_first[id] = n && piece[0] == '"' && (size_t)closers == n - 1;
+        if (n == 1 && piece[0] == '"') cb.quote_tok = id;
+        cb.outside[id] = n && (size_t)closers == n ? 1 : openers ? -1 : 0;
+    }
+    if (cb.outside && cinfer_token_eos(m) >= 0) cb.outside[cinfer_token_eos(m)] = 1;
+    DIR *d = opendir(data_dir);
+    char **names = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (!strstr(e->d_name, ".json")) continue;
+        if (n == cap) names = realloc(names, (size_t)(cap = cap ? cap * 2 : 256) * sizeof *names);
+        names[n++] = strdup(e->d_name);
+    }
+    if (d) closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    FILE *batch = fopen(batch_path, "w");
+    for (int i = 0; i < n && batch; i += stride) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", data_dir, names[i]);
+        size_t len;
+        char *txt = slurp(path, &len);
+        cJSON *doc = txt ? cJSON_ParseWithLength(txt, len) : NULL;
+        free(txt);
+        char *schema = doc ? cJSON_PrintUnformatted(cJSON_GetObjectItem(doc, "schema")) : NULL;
+        for (int k = 0; k < cb.n_req; k++) free(cb.req[k]);
+        cb.n_req = 0;
+        required_names(&cb, cJSON_GetObjectItem(doc, "schema"), 0);
+        cJSON_Delete(doc);
+        if (!schema) continue;
+        out->schemas++;
+        cinfer_grammar *g = NULL;
+        if (cinfer_grammar_from_schema(m, schema, strlen(schema), NULL, &g, err, sizeof err)) {
+            out->refused++;
+            free(schema);
+            continue;
+        }
+        out->compiled++;
+        sbuf b = {0};
+        cb.calls = cb.in_str = cb.esc = cb.in_key = cb.expect_key = cb.depth = cb.seen_len = 0;
+        cb.n_prompt = -1;
+        cinfer_gen_options o = {.max_tokens = max_tokens, .temperature = 1.0f, .seed = (uint64_t)i + 1, .grammar = g,
+                                .logit_fn = bias_closing, .logit_user = &cb};
+        cinfer_gen_result r;
+        if (cinfer_generate(s, "Return the JSON value:", &o, collect, &b, &r, err, sizeof err)) {
+            /* the grammar accepts no token the vocabulary has: a dead end is a bug */
+            test_fail(__FILE__, __LINE__, "%s: generation failed: %s", names[i], err);
+            out->failed++;
+        } else {
+            out->tokens += r.n_generated;
+            if (r.stop == CINFER_STOP_GRAMMAR || r.stop == CINFER_STOP_EOS) {
+                out->complete++;
+                if (cinfer_grammar_check_bytes(g, b.text ? b.text : "", b.len, err, sizeof err) != 1)
+                    test_fail(__FILE__, __LINE__, "%s: the grammar rejects its own output: %s: %.300s", names[i], err,
+                              b.text ? b.text : "");
+                fprintf(batch, "S %d %s\nI %d gen/%d ", i, schema, i, i);
+                put_hex(batch, b.text ? b.text : "", b.len);
+                fputc('\n', batch);
+            } else {
+                out->incomplete++;
+                if (getenv("CINFER_GRAM_STRESS_VERBOSE"))
+                    printf("      %s: %d tokens, stop %d, ends \"%.120s\"\n", names[i], r.n_generated, r.stop,
+                           b.len > 120 ? b.text + b.len - 120 : b.text ? b.text : "");
+            }
+        }
+        free(b.text);
+        cinfer_grammar_free(g);
+        free(schema);
+    }
+    if (batch) fclose(batch);
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    free(cb.quote_first);
+    free(cb.outside);
+    for (int k = 0; k < cb.n_req; k++) free(cb.req[k]);
+    free(cb.req);
+    cinfer_session_free(s);
+    cinfer_model_close(m);
+    return batch ? 0 : -1;
+}
+
+void gram_stress_report(const gram_stress_counts *c) {
+    printf("    schemas %d: compiled for the model %d, refused %d; generations complete %d, over the token budget %d,"
+           " failed %d; %ld tokens\n",
+           c->schemas, c->compiled, c->refused, c->complete, c->incomplete, c->failed, c->tokens);
 }
 
 #ifdef CINFER_TEST_BUILD

@@ -320,6 +320,7 @@ static const parity_bound B_ARCH[] = {
     {"gemma2", 5e-4, 32, 0},     {"gemma3", 5e-4, 32, 0}, {"phi3", 5e-6, 32, 0},
     {"granite", 2e-6, 32, 0},    {"starcoder2", 5e-4, 32, 0}, {"gpt2", 5e-4, 32, 0},
     {"llama-moe", 5e-6, 32, 0},  {"qwen2moe", 5e-6, 32, 0}, {"deepseek2", 5e-6, 32, 0},
+    {"mamba", 1e-5, 32, 0},      {"mamba2", 1e-5, 32, 0},
 };
 static parity_bound arch_bound(const char *name) {
     for (size_t i = 0; i < sizeof B_ARCH / sizeof B_ARCH[0]; i++)
@@ -348,6 +349,9 @@ TEST(parity_arch, llama_moe) {
 }
 ARCH_TEST(qwen2moe)
 ARCH_TEST(deepseek2)
+/* recurrent layers (issue 18): Mamba's selective scan, Mamba-2's SSD */
+ARCH_TEST(mamba)
+ARCH_TEST(mamba2)
 
 /* ---- the archgen models (tests/data/arch) ---------------------------------
  * tools/archgen.c writes each family's F32 model into the test's temporary
@@ -406,7 +410,7 @@ static const char *arch_model(const char *family, const char *variant) {
 static const parity_bound B_MOE_F32 = {"MoE/MLA families", 2e-5, 32, 0};
 static const parity_bound B_MOE_Q8 = {"MoE/MLA families, Q8_0/Q4_0/MXFP4, q8 activations", 0.2, 28, 1e-6};
 
-static void check_arch(const char *family) {
+static void check_arch_bounds(const char *family, parity_bound f32, parity_bound q8) {
     if (!shared_path("models/stories260K/stories260K.gguf")) SKIP("%s absent (the vocabulary)", shared_root());
     static const char *const variants[] = {"f32", "q8_0", "q4_0", "mxfp4_moe"};
     for (int v = 0; v < 4; v++) {
@@ -417,10 +421,12 @@ static void check_arch(const char *family) {
         if (!model) return;
         snprintf(model_path, sizeof model_path, "%s", model);
         snprintf(label, sizeof label, "%s %s", family, variants[v]);
-        if (v == 0) check_paths(model_path, ref, label, B_MOE_F32, CC_AOT, 0, 0.99999);
-        else check_paths(model_path, ref, label, B_MOE_Q8, CC_JIT, 1, 0.999);
+        if (v == 0) check_paths(model_path, ref, label, f32, CC_AOT, 0, 0.99999);
+        else check_paths(model_path, ref, label, q8, CC_JIT, 1, 0.999);
     }
 }
+
+static void check_arch(const char *family) { check_arch_bounds(family, B_MOE_F32, B_MOE_Q8); }
 
 /* JIT and AOT logits bit-identical on the MoE/MLA paths too: 2 threads, a
  * grouped prompt batch then decode steps, default (q8) activations. */
@@ -536,6 +542,25 @@ FAM_TEST(gemma4_moe, "gemma4-moe")
 FAM_TEST(gemma3n, "gemma3n")
 FAM_TEST(mistral3, "mistral3")
 
+/* ---- state-space, linear-attention and hybrid families (issue 18) -----------
+ * The same check on their archgen models: Mamba, Mamba-2, LFM2's short conv,
+ * and the hybrids of recurrent and attention layers (nemotron_h, falcon-h1,
+ * granitehybrid, qwen3next's gated DeltaNet); the 60-token prompt runs the
+ * chunked delta rule.  tests/test_ssm.c has the rest (batch = token by
+ * token, sessions, snapshots, JIT = AOT bit for bit). */
+static const parity_bound B_SSM_F32 = {"state-space/hybrid families", 5e-5, 32, 0};
+static const parity_bound B_SSM_Q8 = {"state-space/hybrid families, Q8_0/Q4_0, q8 activations", 0.1, 30, 1e-6};
+#define SSM_TEST(name, family) \
+    TEST(parity_ssm, name) { check_arch_bounds(family, B_SSM_F32, B_SSM_Q8); }
+SSM_TEST(mamba, "mamba")
+SSM_TEST(mamba2, "mamba2")
+SSM_TEST(lfm2, "lfm2")
+SSM_TEST(nemotron_h, "nemotron_h")
+SSM_TEST(falcon_h1, "falcon-h1")
+SSM_TEST(granitehybrid, "granitehybrid")
+SSM_TEST(qwen3next, "qwen3next")
+
+
 /* ---- every synthetic quantization (../shared/models/synthetic) --------------
  * The remaining 26 files (F32, F16, Q8_0, Q4_0 above), each against llama.cpp
  * on its exact F32 dequantization: K-quants and their llama.cpp mixtures,
@@ -632,11 +657,11 @@ TEST(parity, docs_state_the_bounds) {
     char *doc = read_file("docs/architecture.md", NULL);
     EXPECT_MSG(doc, "cannot read docs/architecture.md");
     if (!doc) return;
-    parity_bound all[32];
+    parity_bound all[64];
     size_t n = 0;
     const parity_bound *named[] = {&B_SYNTH,  &B_STORIES,    &B_TINY,       &B_Q8_SYNTH,   &B_Q8_TINY,
                                    &B_Q8_QWEN3_CHAT, &B_FAM, &B_FAM_GELU, &B_FAM_GEMMA4, &B_FAM_Q8,
-                                   &B_MOE_F32, &B_MOE_Q8};
+                                   &B_MOE_F32, &B_MOE_Q8, &B_SSM_F32, &B_SSM_Q8};
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) all[n++] = *named[i];
     for (size_t i = 0; i < sizeof B_ARCH / sizeof B_ARCH[0]; i++) all[n++] = B_ARCH[i];
     for (size_t i = 0; i < n; i++) {

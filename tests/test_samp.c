@@ -303,3 +303,43 @@ TEST(samp, penalty_exempt_ids) {
     EXPECT_EQ_I(samp_sample(s, l, hist, 3), 5);
     samp_free(s);
 }
+
+/* samp_sample_ids over a subset is samp_sample over the logits with every
+ * other id at -inf: the same token for the same seed, whatever the filters
+ * (top_k more or fewer than the allowed ones, top_p, min_p, greedy, penalty). */
+TEST(samp, ids_subset_equals_masked_full) {
+    enum { N = 700 };
+    static const struct {
+        float temp;
+        int top_k;
+        float top_p, min_p, penalty;
+    } cfg[] = {{1.0f, 0, 1.0f, 0.0f, 1.0f}, {0.8f, 40, 0.95f, 0.05f, 1.0f}, {1.0f, 3, 1.0f, 0.0f, 1.0f},
+               {0.7f, 0, 0.9f, 0.0f, 1.3f},  {0.0f, 0, 1.0f, 0.0f, 1.1f},    {1.2f, 500, 1.0f, 0.1f, 1.0f}};
+    float logits[N], masked[N];
+    int32_t ids[N], hist[16];
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+        samp_params p = params(cfg[c].temp, cfg[c].top_k, cfg[c].top_p, cfg[c].min_p);
+        p.repeat_penalty = cfg[c].penalty;
+        p.repeat_last_n = 16;
+        samp_state *a = NULL, *b = NULL;
+        EXPECT(samp_new(&p, N, &a) == SAMP_OK && samp_new(&p, N, &b) == SAMP_OK);
+        if (!a || !b) return;
+        for (int trial = 0; trial < 200; trial++) {
+            fill_logits(logits, N, (uint32_t)(trial * 7 + c));
+            /* allowed: every k-th id for a trial-dependent k (1 to all) */
+            int k = 1 + trial % 50, n_ids = 0;
+            for (int i = 0; i < N; i++) {
+                int in = (i * 31 + trial) % k == 0;
+                masked[i] = in ? logits[i] : -INFINITY;
+                if (in) ids[n_ids++] = i;
+            }
+            if (!n_ids) continue; /* nothing allowed is the caller's error, not a draw */
+            for (int h = 0; h < 16; h++) hist[h] = (trial * 13 + h * 97) % N;
+            int x = samp_sample(a, masked, hist, 16), y = samp_sample_ids(b, logits, ids, n_ids, hist, 16);
+            EXPECT_MSG(x == y, "config %zu trial %d (%d allowed): full %d, subset %d", c, trial, n_ids, x, y);
+            if (x != y) break;
+        }
+        samp_free(a);
+        samp_free(b);
+    }
+}

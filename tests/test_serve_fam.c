@@ -19,7 +19,7 @@
  *    Qwen3-Coder rendered) answer a forced call with a well-formed reply.
  */
 #include "gguf_edit.h"
-#include "grammar/gram.h"
+#include "cinfer.h"
 #include "http_client.h"
 #include "server/srv_impl.h"
 #include "text/chat.h"

@@ -250,13 +250,14 @@ TEST(serve_hostile, bodies_400) {
         cJSON_Delete(j);
         free(deep);
     }
-    /* G: tools too deep for the template: one "chat template:" prefix, param tools */
+    /* G: tools too deep for the template: one "chat template:" prefix, param tools (505
+     * levels: past the template's 500, inside the 512 a schema may nest) */
     deep = malloc(2 * 700 + 512);
     if (deep) {
         size_t n = (size_t)sprintf(deep, "{\"model\":\"chat\",\"max_tokens\":2,\"tools\":[{\"type\":\"function\","
                                          "\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"default\":");
-        for (int i = 0; i < 700; i++) deep[n++] = '[';
-        for (int i = 0; i < 700; i++) deep[n++] = ']';
+        for (int i = 0; i < 505; i++) deep[n++] = '[';
+        for (int i = 0; i < 505; i++) deep[n++] = ']';
         strcpy(deep + n, "}}}],\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
         j = post(&f, "/v1/chat/completions", deep, &st);
         expect_err(j, st, 400, "tools", "chat template", "deep tools");

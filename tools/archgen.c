@@ -1305,6 +1305,50 @@ static void fam_lfm2(gen_t *g) {
     norm(g, d, "token_embd_norm.weight");
 }
 
+/* ---- benchmark models (not test models: not in FAMILIES, no references) ---- */
+
+/* The shape of `archgen --bench granitehybrid`: Granite-4.0-H-1B's layer
+ * (n_embd 1536, Mamba-2 with 48 heads of 64, state 128, 1 group, conv 4;
+ * attention with 12 heads of 128, 4 KV heads, NoPE; a dense SwiGLU FFN of
+ * 4096) over 40 layers, one in ten attention; the flags below change it. */
+static struct {
+    uint32_t n_embd, n_layer, n_ff, n_head, n_head_kv, ssm_heads, ssm_state, attn_every;
+} bench_shape = {1536, 40, 4096, 12, 4, 48, 128, 10};
+
+static void fam_granitehybrid_bench(gen_t *g) {
+    g->out_s = 4.0; /* x residual_scale 0.22, as granitehybrid */
+    const uint32_t d = bench_shape.n_embd, L_ = bench_shape.n_layer, hd = d / bench_shape.n_head;
+    const ssm2_t m = {.d_inner = 2 * d, .d_state = bench_shape.ssm_state, .n_group = 1,
+                      .n_head = bench_shape.ssm_heads, .d_conv = 4};
+    uint32_t kv[256];
+    if (L_ > 256 || (2 * d) % m.n_head || d % bench_shape.n_head) die("bench shape: bad layer count or heads");
+    for (uint32_t l = 0; l < L_; l++) kv[l] = l % bench_shape.attn_every == bench_shape.attn_every - 1 ? bench_shape.n_head_kv : 0;
+    k_u32(g, "block_count", L_);
+    k_u32(g, "context_length", 4096);
+    k_u32(g, "embedding_length", d);
+    k_u32(g, "feed_forward_length", bench_shape.n_ff);
+    k_u32(g, "attention.head_count", bench_shape.n_head);
+    k_arr_u32(g, "attention.head_count_kv", kv, L_);
+    k_u32(g, "attention.key_length", hd);
+    k_u32(g, "attention.value_length", hd);
+    k_f32(g, "rope.freq_base", 10000.0f);
+    k_bool(g, "rope.scaling.finetuned", 0);
+    k_f32(g, "attention.layer_norm_rms_epsilon", 1e-5f);
+    k_u32(g, "vocab_size", g->n_vocab);
+    granite_keys(g);
+    ssm2_keys(g, &m);
+    tok_embd(g, d, 0.1);
+    for (int l = 0; l < (int)L_; l++) {
+        norm(g, d, L("attn_norm.weight"), l);
+        if (kv[l]) attn(g, l, d, bench_shape.n_head * hd, bench_shape.n_head_kv * hd, hd, 0);
+        else ssm2(g, l, d, &m, 1);
+        norm(g, d, L("ffn_norm.weight"), l);
+        ffn_glu(g, l, "", d, bench_shape.n_ff);
+    }
+    norm(g, d, "output_norm.weight");
+    granite_output(g, d);
+}
+
 /* ---- the other families (issue 19) ---- */
 
 /* a llama-shaped pre-norm block: attn_norm, attention, ffn_norm, gated FFN */
@@ -2073,8 +2117,12 @@ static void usage(void) {
     fprintf(stderr,
             "usage: archgen -o DIR [--vocab-from FILE.gguf] [--seed N] [NAME...]\n"
             "       archgen --list\n"
+            "       archgen -o DIR --bench granitehybrid [--dim N] [--layers N] [--ffn N] [--heads N]\n"
+            "               [--kv-heads N] [--ssm-heads N] [--ssm-state N] [--attn-every N]\n"
             "writes DIR/NAME.gguf for every family (or the NAMEs given); --list prints\n"
-            "NAME<TAB>ARCHITECTURE<TAB>WHAT IT EXERCISES per family\n");
+            "NAME<TAB>ARCHITECTURE<TAB>WHAT IT EXERCISES per family.  --bench writes\n"
+            "DIR/granitehybrid-bench.gguf, a benchmark model of realistic size (default:\n"
+            "Granite-4.0-H-1B's layer shape, 40 layers), F32, not a test model\n");
     exit(2);
 }
 
@@ -2083,12 +2131,22 @@ int main(int argc, char **argv) {
     uint64_t seed = 1;
     const char *only[256];
     int n_only = 0, list = 0;
+    const char *bench = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-o") && i + 1 < argc) out_dir = argv[++i];
         else if (!strcmp(a, "--vocab-from") && i + 1 < argc) vocab_path = argv[++i];
         else if (!strcmp(a, "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--list")) list = 1;
+        else if (!strcmp(a, "--bench") && i + 1 < argc) bench = argv[++i];
+        else if (!strcmp(a, "--dim") && i + 1 < argc) bench_shape.n_embd = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(a, "--layers") && i + 1 < argc) bench_shape.n_layer = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(a, "--ffn") && i + 1 < argc) bench_shape.n_ff = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(a, "--heads") && i + 1 < argc) bench_shape.n_head = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(a, "--kv-heads") && i + 1 < argc) bench_shape.n_head_kv = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(a, "--ssm-heads") && i + 1 < argc) bench_shape.ssm_heads = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(a, "--ssm-state") && i + 1 < argc) bench_shape.ssm_state = (uint32_t)atoi(argv[++i]);
+        else if (!strcmp(a, "--attn-every") && i + 1 < argc) bench_shape.attn_every = (uint32_t)atoi(argv[++i]);
         else if (a[0] == '-') usage();
         else if (n_only < 256) only[n_only++] = a;
         else usage();
@@ -2098,6 +2156,23 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!out_dir) usage();
+    if (bench) {
+        if (strcmp(bench, "granitehybrid") || n_only) usage();
+        if (!bench_shape.n_embd || !bench_shape.n_layer || !bench_shape.n_head || !bench_shape.n_head_kv ||
+            !bench_shape.ssm_heads || !bench_shape.ssm_state || !bench_shape.attn_every)
+            die("bench shape: every size must be positive");
+        static const family_t fam = {"granitehybrid-bench", "granitehybrid", fam_granitehybrid_bench,
+                                     "benchmark model: Granite-4.0-H-1B-like hybrid"};
+        vocab_t vocab;
+        load_vocab(vocab_path, &vocab);
+        mkdir(out_dir, 0777);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.gguf", out_dir, fam.name);
+        uint64_t n_params, bytes = write_model(&fam, &vocab, seed, path, &n_params);
+        printf("%s\t%llu bytes\t%llu params\n", path, (unsigned long long)bytes, (unsigned long long)n_params);
+        free(vocab.kv.p);
+        return 0;
+    }
     for (int k = 0; k < n_only; k++) {
         int found = 0;
         for (int i = 0; i < N_FAMILIES; i++) found |= !strcmp(FAMILIES[i].name, only[k]);

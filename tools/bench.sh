@@ -15,6 +15,12 @@
 #        top-8, a sigmoid-gated shared expert of width 1024; 1.41B parameters,
 #        about 0.29B active per token), written by mkmodel directly as q4_0
 #        and q8_0 (routers F32, as llama-quantize leaves them);
+#      - hybrid: a Granite-4.0-H-1B-like Mamba-2/attention hybrid
+#        (granitehybrid: Granite-4.0-H-1B's layer — dim 1536, Mamba-2 with 48
+#        heads of 64 and state 128, attention with 12 heads and 4 KV heads, a
+#        SwiGLU FFN of 4096 — over 40 layers, 4 of them attention, llama-spm
+#        vocabulary; 1.41B parameters) by `archgen --bench granitehybrid` as
+#        F32, quantized with `cinfer quantize`: q8_0, q4_0 (--pure);
 #   3. measures memory read bandwidth (membw, 1 and $THREADS threads, medians,
 #      before and after the runs; the higher is used)
 #   4. for each file, BENCH_ROUNDS times: cinfer bench, then the peer, so
@@ -27,8 +33,12 @@
 #      reads; for the MoE model the active experts' bytes only) each reaches,
 #      and saves everything under $BUILD/bench/results-<time>/.
 #
-# Settings (environment): BENCH_MODELS ("dense moe"), BENCH_TYPES ("q4_0 q8_0
-# q4_k_m", the dense model's), BENCH_MOE_TYPES ("q4_0 q8_0"), BENCH_P (512),
+#   6. prints the recurrent-layer kernels' table (bench_ssm: the chunked gated
+#      delta rule against the token-by-token recurrence, the Mamba scans).
+#
+# Settings (environment): BENCH_MODELS ("dense moe hybrid"), BENCH_TYPES ("q4_0 q8_0
+# q4_k_m", the dense model's), BENCH_MOE_TYPES ("q4_0 q8_0"), BENCH_HYBRID_TYPES
+# ("q8_0 q4_0"), BENCH_P (512),
 # BENCH_N (128), BENCH_R (3 repetitions per run), BENCH_ROUNDS (2),
 # BENCH_QUANT (cinfer's --quant for every file: auto) and BENCH_QUANT_<type>
 # for one file (e.g. BENCH_QUANT_q4_k_m=int8int8),
@@ -36,7 +46,8 @@
 # PEER_DIR (peer), SHARED (../shared), BUILD (build);
 # BENCH_NAME and BENCH_SHAPE (mkmodel flags) replace the dense model, e.g. a
 # small one to try the script: BENCH_NAME=tiny BENCH_SHAPE="--dim 256 --layers 2";
-# BENCH_MOE_NAME and BENCH_MOE_SHAPE the MoE one.
+# BENCH_MOE_NAME and BENCH_MOE_SHAPE the MoE one, BENCH_HYBRID_SHAPE
+# (archgen --bench flags) the hybrid (then named granitehybrid-custom).
 # Needs: cc, jq; node >= 20 for peer-bench.mjs.
 set -eu
 
@@ -45,7 +56,11 @@ SHARED=${SHARED:-../shared}
 CC=${CC:-cc}
 TYPES=${BENCH_TYPES:-"q4_0 q8_0 q4_k_m"}
 MOE_TYPES=${BENCH_MOE_TYPES:-"q4_0 q8_0"}
-MODELS=${BENCH_MODELS:-"dense moe"}
+MODELS=${BENCH_MODELS:-"dense moe hybrid"}
+HYBRID_TYPES=${BENCH_HYBRID_TYPES:-"q8_0 q4_0"}
+HYBRID_SHAPE=${BENCH_HYBRID_SHAPE:-}
+HYBRID_NAME=granitehybrid-1b
+[ -z "$HYBRID_SHAPE" ] || HYBRID_NAME=granitehybrid-custom
 LLAMA_BENCH=${LLAMA_BENCH:-/work/peer-native/llama.cpp/build/bin/llama-bench}
 P=${BENCH_P:-512}
 N=${BENCH_N:-128}
@@ -144,7 +159,31 @@ for model in $MODELS; do
             fi
             add_file "$f"
         done ;;
-    *) die "BENCH_MODELS: unknown model '$model' (dense, moe)" ;;
+    hybrid)
+        HF32=$DIR/$HYBRID_NAME-F32.gguf
+        if [ ! -f "$HF32" ]; then
+            [ -x "$BUILD/tools/archgen" ] || die "$BUILD/tools/archgen missing (make $BUILD/tools/archgen)"
+            say "bench: making $HF32 (archgen --bench granitehybrid, random weights, ~5.6 GB F32)"
+            mkdir -p "$DIR/archgen.tmp"
+            # shellcheck disable=SC2086
+            "$BUILD/tools/archgen" -o "$DIR/archgen.tmp" --bench granitehybrid $HYBRID_SHAPE \
+                --vocab-from "$VOCAB" >&2
+            mv "$DIR/archgen.tmp/granitehybrid-bench.gguf" "$HF32"
+            rmdir "$DIR/archgen.tmp"
+        fi
+        for t in $HYBRID_TYPES; do
+            T=$(echo "$t" | tr a-z A-Z)
+            f=$DIR/$HYBRID_NAME-$T.gguf
+            extra=""
+            [ "$t" = q4_0 ] && extra=--pure
+            if [ ! -f "$f" ] || [ "$f" -ot "$HF32" ]; then
+                say "bench: cinfer quantize $HF32 -> $T $extra"
+                "$CINFER" quantize "$HF32" "$f" --type "$t" $extra -t "$THREADS" ||
+                    { say "bench: note: cannot make $T, skipped"; continue; }
+            fi
+            add_file "$f"
+        done ;;
+    *) die "BENCH_MODELS: unknown model '$model' (dense, moe, hybrid)" ;;
     esac
 done
 [ -n "$FILES" ] || die "no model file to run"
@@ -162,7 +201,7 @@ say "bench: memory read bandwidth (median) $BW1 GB/s on 1 thread, $BWT GB/s on $
 # ---- interleaved runs -----------------------------------------------------------------
 # --quant for file $1: BENCH_QUANT_<type> (type from the file name, lower case), else BENCH_QUANT
 quant_for() {
-    t=$(basename "$1" .gguf | sed "s/^$NAME-//; s/^$MOE_NAME-//" | tr 'A-Z' 'a-z')
+    t=$(basename "$1" .gguf | sed "s/^$NAME-//; s/^$MOE_NAME-//; s/^$HYBRID_NAME-//" | tr 'A-Z' 'a-z')
     eval "q=\${BENCH_QUANT_$t:-}"
     echo "${q:-${BENCH_QUANT:-auto}}"
 }
@@ -229,6 +268,12 @@ summary() { # $1: table (one row per file) or rounds (per-round values)
     echo "per round (t/s):"
     summary rounds
     echo
+    if [ -x "$BUILD/bench_ssm" ]; then
+        echo "recurrent-layer kernels, one layer ($BUILD/bench_ssm -t 1 -n $P: CPU time of one thread):"
+        echo
+        "$BUILD/bench_ssm" -t 1 -n "$P" | tail -n +3
+        echo
+    fi
     cat "$RES/machine.txt"
 } | tee "$RES/summary.md"
 say "bench: results in $RES"

@@ -15,6 +15,7 @@
 #include "cinfer.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -34,7 +35,7 @@
 #include "formats/gguf.h"
 #include "formats/modelfile.h"
 #include "gpu/cuda.h"
-#include "grammar/gram.h"
+#include "grammar/gram_api.h"
 #include "kernels/precision.h"
 #include "text/chat.h"
 #include "text/tok.h"
@@ -683,23 +684,12 @@ int cinfer_grammar_from_schema(const cinfer_model *m, const char *schema, size_t
         snprintf(err, err_len, "schema is NULL");
         return CINFER_EARG;
     }
-    gram_options go = {.ws_flexible = opts && opts->whitespace == CINFER_WS_FLEXIBLE,
-                       .permissive = opts && opts->permissive,
-                       .format_annotation = opts && opts->format_annotation,
-                       .gen_limits = m != NULL};
-    gram_grammar *g;
-    int rc = gram_compile(schema, len, &go, &g, err, err_len);
-    if (rc) return rc;
-    if (m) {
-        const gram_vocab *gv = api_gram_vocab(m);
-        if (!gv || gram_bind(g, gv)) {
-            gram_free(g);
-            snprintf(err, err_len, "out of memory (token trie)");
-            return CINFER_ENOMEM;
-        }
+    const gram_vocab *gv = m ? api_gram_vocab(m) : NULL;
+    if (m && !gv) {
+        snprintf(err, err_len, "out of memory (token trie)");
+        return CINFER_ENOMEM;
     }
-    *out = g;
-    return 0;
+    return gram_api_new(gv, schema, len, opts, out, err, err_len);
 }
 
 int cinfer_model_n_vocab(const cinfer_model *m) { return m->mod->desc->n_vocab; }
@@ -836,7 +826,14 @@ int cinfer_session_new(cinfer_model *m, const cinfer_session_options *opts,
     s->m = m;
     s->progress = o.progress;
     s->progress_user = o.progress_user;
-    if (eng_ctx_new(&m->em, o.n_ctx, o.n_threads, 0, act_quant, &s->ctx, e, sizeof e)) {
+    if (o.n_state_snapshots < 0 || o.n_state_snapshots > ENG_MAX_SNAPSHOTS) {
+        free(s);
+        return fail(err, err_len, CINFER_EARG, "n_state_snapshots %d: expected 0..%d",
+                    o.n_state_snapshots, ENG_MAX_SNAPSHOTS);
+    }
+    eng_ctx_opts eo = {.n_ctx = o.n_ctx, .n_threads = o.n_threads, .act_quant = act_quant,
+                       .n_snapshots = o.n_state_snapshots};
+    if (eng_ctx_open(&m->em, &eo, &s->ctx, e, sizeof e)) {
         free(s);
         return fail(err, err_len, CINFER_ENOMEM, "%s", e);
     }
@@ -879,51 +876,101 @@ static int no_logits(const cinfer_model *m, char *err, size_t err_len) {
 }
 
 /* Make the history equal ids[0..n): keep the common prefix, evaluate the rest.
- * At least the last token is always evaluated so its logits are current. */
-static int eval_history(cinfer_session *s, const int32_t *ids, size_t n, int *n_reused, char *err,
-                        size_t err_len) {
+ * At least the last token is evaluated so its logits are current, except
+ * when a recurrent model can restore them: a state snapshot of that very
+ * position (eng_snapshot keeps the logits with it).
+ *
+ * Recurrent models (state-space / linear-attention layers) cannot forget the
+ * tail of their state, so the kept prefix ends on the nearest snapshot at or
+ * before the common prefix (eng_truncate), and the tokens from there are
+ * evaluated again.  Snapshots are taken at the end of every evaluated prompt
+ * and at marks[0..n_marks) (token counts: e.g. where each chat message
+ * ends), so the next prompt that extends this one, or shares its first
+ * messages, starts from one.  A prompt that evaluates one token defers its
+ * snapshot (eng_snapshot_deferred): a decode loop of one-token cinfer_eval
+ * calls copies no state per token. */
+static int eval_history(cinfer_session *s, const int32_t *ids, size_t n, const size_t *marks,
+                        size_t n_marks, int *n_reused, char *err, size_t err_len) {
     char e[512];
+    eng_ctx *c = s->ctx;
     if (s->m->mod->desc->encoder) return no_logits(s->m, err, err_len);
-    if (n > (size_t)s->ctx->n_ctx)
+    if (n > (size_t)c->n_ctx)
         return fail(err, err_len, CINFER_ECTX, "%zu tokens do not fit the context of %d", n,
-                    s->ctx->n_ctx);
+                    c->n_ctx);
     if (n == 0) return fail(err, err_len, CINFER_EARG, "nothing to evaluate (empty token list)");
+    const int n_vocab = s->m->mod->desc->n_vocab;
+    for (size_t i = 0; i < n; i++) /* before anything is evaluated: no half-done prompt */
+        if (ids[i] < 0 || ids[i] >= n_vocab)
+            return fail(err, err_len, CINFER_EARG, "token id %d at %zu out of range [0, %d)", ids[i],
+                        i, n_vocab);
     int keep = 0;
-    while (keep < s->ctx->n_past && (size_t)keep < n && s->tokens[keep] == ids[keep]) keep++;
+    while (keep < c->n_past && (size_t)keep < n && s->tokens[keep] == ids[keep]) keep++;
+    if ((size_t)keep == n && c->state) {
+        /* the whole prompt is the history: current logits, or a snapshot's */
+        if (c->n_past == keep && s->evaluated) {
+            if (n_reused) *n_reused = keep;
+            return 0;
+        }
+        if (eng_snapshot_at(c, keep) && eng_truncate(c, keep) == keep && c->n_logits > 0) {
+            if (n_reused) *n_reused = keep;
+            s->evaluated = 1;
+            return 0;
+        }
+    }
     if ((size_t)keep == n) keep--; /* re-evaluate the last token for its logits */
+    keep = eng_truncate(c, keep);
     if (n_reused) *n_reused = keep;
-    eng_truncate(s->ctx, keep);
     s->evaluated = 0;
-    /* with a progress callback, one batch (the engine's own split) at a time */
-    int total = (int)(n - (size_t)keep), step = s->progress ? s->m->mod->desc->n_batch : total;
-    for (int done = 0; done < total;) {
-        int nb = total - done < step ? total - done : step;
-        if (eng_eval(s->ctx, (const int *)ids + keep + done, nb, e, sizeof e)) {
-            eng_truncate(s->ctx, keep);
+    /* in segments: ending at the marks (recurrent models: a snapshot at each,
+     * and at the end) and, with a progress callback, one batch (the engine's
+     * own split) at a time */
+    const size_t total = n - (size_t)keep, step = s->progress ? (size_t)s->m->mod->desc->n_batch : total;
+    size_t at = (size_t)keep;
+    while (at < n) {
+        size_t end = at + step < n ? at + step : n;
+        for (size_t i = 0; c->state && i < n_marks; i++)
+            if (marks[i] > at && marks[i] < end) end = marks[i];
+        int snap = end == n;
+        for (size_t i = 0; c->state && i < n_marks; i++) snap |= marks[i] == end;
+        if (eng_eval(c, (const int *)ids + at, (int)(end - at), e, sizeof e)) {
+            c->n_past = (int)at; /* cannot happen after the checks above */
             return fail(err, err_len, CINFER_EARG, "%s", e);
         }
-        memmove(s->tokens + keep + done, ids + keep + done, (size_t)nb * sizeof *ids);
-        done += nb;
-        if (s->progress && s->progress(s->progress_user, "prompt", done, total) && done < total)
+        memmove(s->tokens + at, ids + at, (end - at) * sizeof *ids);
+        at = end;
+        /* one token (a caller's decode loop): deferred, copied only if a longer
+         * evaluation extends it (eng_snapshot_deferred) */
+        if (snap && total == 1 && !n_marks) eng_snapshot_deferred(c);
+        else if (snap) eng_snapshot(c);
+        if (s->progress && s->progress(s->progress_user, "prompt", (int)(at - (size_t)keep), (int)total) &&
+            at < n)
             return fail(err, err_len, CINFER_ECANCEL, "prompt evaluation cancelled after %d of %d tokens",
-                        done, total);
+                        (int)(at - (size_t)keep), (int)total);
     }
     s->evaluated = 1;
     return 0;
 }
 
 int cinfer_eval(cinfer_session *s, const int32_t *ids, size_t n_ids, char *err, size_t err_len) {
-    return eval_history(s, ids, n_ids, NULL, err, err_len);
+    return eval_history(s, ids, n_ids, NULL, 0, NULL, err, err_len);
 }
 
 /* ---- save / load ------------------------------------------------------------------ */
 
-#define SESSION_MAGIC "CINFSES1"
+/* Session files.  CINFSES2: header, the n_past history ids, per layer the
+ * K (n_past x kv_dim) and V (n_past x kv_dim_v) rows, the recurrent state
+ * (state_floats), then the last logits when has_logits.  CINFSES1 (before
+ * recurrent models) is the same without state_floats and has_logits (the
+ * logits follow whenever n_past > 0); it is still read, for models without
+ * a recurrent state. */
+#define SESSION_MAGIC_V1 "CINFSES1"
+#define SESSION_MAGIC "CINFSES2"
 
 typedef struct {
     char magic[8];
     uint64_t fingerprint;
-    int32_t n_layer, n_past, n_vocab, reserved;
+    int32_t n_layer, n_past, n_vocab, has_logits;
+    int64_t state_floats;
 } session_header;
 
 int cinfer_session_save(const cinfer_session *s, const char *path, char *err, size_t err_len) {
@@ -935,18 +982,23 @@ int cinfer_session_save(const cinfer_session *s, const char *path, char *err, si
     FILE *f = fopen(tmp, "wb");
     if (!f) return fail(err, err_len, CINFER_EIO, "%s: %s", tmp, strerror(errno));
     const cf_model_desc *d = s->m->mod->desc;
+    const eng_ctx *c = s->ctx;
     session_header h = {.fingerprint = gguf_fingerprint(s->m->g), .n_layer = d->n_layer,
-                        .n_past = s->ctx->n_past, .n_vocab = d->n_vocab};
+                        .n_past = c->n_past, .n_vocab = d->n_vocab,
+                        .has_logits = s->evaluated && c->n_past > 0,
+                        .state_floats = c->state_floats};
     memcpy(h.magic, SESSION_MAGIC, 8);
     int bad = fwrite(&h, sizeof h, 1, f) != 1;
-    bad |= fwrite(s->tokens, sizeof(int32_t), (size_t)h.n_past, f) != (size_t)h.n_past;
+    if (h.n_past) bad |= fwrite(s->tokens, sizeof(int32_t), (size_t)h.n_past, f) != (size_t)h.n_past;
     for (int l = 0; l < d->n_layer && !bad; l++) {
         size_t n = (size_t)h.n_past * (size_t)d->kv_dim[l];
         size_t nv = (size_t)h.n_past * (size_t)d->kv_dim_v[l];
-        bad |= fwrite(s->ctx->kv_k[l], sizeof(float), n, f) != n;
-        if (nv) bad |= fwrite(s->ctx->kv_v[l], sizeof(float), nv, f) != nv;
+        if (n) bad |= fwrite(c->kv_k[l], sizeof(float), n, f) != n;
+        if (nv) bad |= fwrite(c->kv_v[l], sizeof(float), nv, f) != nv;
     }
-    if (s->evaluated) bad |= fwrite(eng_logits(s->ctx), sizeof(float), (size_t)d->n_vocab, f) != (size_t)d->n_vocab;
+    if (h.state_floats)
+        bad |= fwrite(c->state, sizeof(float), (size_t)h.state_floats, f) != (size_t)h.state_floats;
+    if (h.has_logits) bad |= fwrite(eng_logits(c), sizeof(float), (size_t)d->n_vocab, f) != (size_t)d->n_vocab;
     bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path)) {
@@ -963,41 +1015,54 @@ int cinfer_session_load(cinfer_session *s, const char *path, char *err, size_t e
     FILE *f = fopen(path, "rb");
     if (!f) return fail(err, err_len, CINFER_EIO, "%s: %s", path, strerror(errno));
     const cf_model_desc *d = s->m->mod->desc;
-    session_header h;
+    eng_ctx *c = s->ctx;
+    session_header h = {0};
+    const size_t v1_size = offsetof(session_header, state_floats); /* magic .. a reserved int32 */
     int rc = 0;
-    if (fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, SESSION_MAGIC, 8)) {
+    if (fread(&h, v1_size, 1, f) != 1 ||
+        (memcmp(h.magic, SESSION_MAGIC, 8) && memcmp(h.magic, SESSION_MAGIC_V1, 8))) {
         rc = fail(err, err_len, CINFER_EFORMAT, "%s: not a cinfer session file", path);
+    } else if (!memcmp(h.magic, SESSION_MAGIC_V1, 8)) {
+        h.has_logits = h.n_past > 0; /* v1: that int32 was reserved */
+        h.state_floats = 0;
+    } else if (fread(&h.state_floats, sizeof h.state_floats, 1, f) != 1) {
+        rc = fail(err, err_len, CINFER_EFORMAT, "%s: truncated session header", path);
+    }
+    if (rc) {
     } else if (h.fingerprint != gguf_fingerprint(s->m->g) || h.n_layer != d->n_layer ||
                h.n_vocab != d->n_vocab) {
         rc = fail(err, err_len, CINFER_EFORMAT, "%s: saved from another model (fingerprint %016llx)",
                   path, (unsigned long long)h.fingerprint);
-    } else if (h.n_past < 0 || h.n_past > s->ctx->n_ctx) {
+    } else if (h.state_floats != c->state_floats) {
+        rc = fail(err, err_len, CINFER_EFORMAT, "%s: %lld floats of recurrent state, the model has %ld",
+                  path, (long long)h.state_floats, c->state_floats);
+    } else if (h.n_past < 0 || h.n_past > c->n_ctx) {
         rc = fail(err, err_len, CINFER_ECTX, "%s: %d saved tokens do not fit n_ctx %d", path,
-                  h.n_past, s->ctx->n_ctx);
+                  h.n_past, c->n_ctx);
     }
     cinfer_session_reset(s);
     int bad = rc != 0;
-    if (!bad) bad = fread(s->tokens, sizeof(int32_t), (size_t)h.n_past, f) != (size_t)h.n_past;
+    if (!bad && h.n_past) bad = fread(s->tokens, sizeof(int32_t), (size_t)h.n_past, f) != (size_t)h.n_past;
     for (int i = 0; !bad && i < h.n_past; i++) bad = s->tokens[i] < 0 || s->tokens[i] >= d->n_vocab;
     for (int l = 0; l < d->n_layer && !bad; l++) {
         size_t n = (size_t)h.n_past * (size_t)d->kv_dim[l];
         size_t nv = (size_t)h.n_past * (size_t)d->kv_dim_v[l];
-        bad |= fread(s->ctx->kv_k[l], sizeof(float), n, f) != n;
-        if (nv) bad |= fread(s->ctx->kv_v[l], sizeof(float), nv, f) != nv;
+        if (n) bad |= fread(c->kv_k[l], sizeof(float), n, f) != n;
+        if (nv) bad |= fread(c->kv_v[l], sizeof(float), nv, f) != nv;
     }
-    if (!bad && h.n_past > 0) {
-        /* logits of the last token follow; restore them into the engine */
-        bad = fread(s->ctx->logits, sizeof(float), (size_t)d->n_vocab, f) != (size_t)d->n_vocab;
-    }
+    if (!bad && h.state_floats)
+        bad = fread(c->state, sizeof(float), (size_t)h.state_floats, f) != (size_t)h.state_floats;
+    /* logits of the last token; restore them into the engine */
+    if (!bad && h.has_logits)
+        bad = fread(c->logits, sizeof(float), (size_t)d->n_vocab, f) != (size_t)d->n_vocab;
     fclose(f);
     if (rc) return rc;
     if (bad) {
         cinfer_session_reset(s);
         return fail(err, err_len, CINFER_EFORMAT, "%s: truncated or corrupt session file", path);
     }
-    s->ctx->n_past = h.n_past;
-    s->ctx->n_logits = 1;
-    s->evaluated = h.n_past > 0;
+    eng_set_history(c, h.n_past, h.has_logits);
+    s->evaluated = h.has_logits != 0;
     return 0;
 }
 
@@ -1118,7 +1183,7 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
     int32_t gpend[64];
     int n_gpend = 0;
     if (o.grammar) {
-        if (o.grammar->vocab && o.grammar->vocab != api_gram_vocab(m)) {
+        if (gram_api_vocab(o.grammar) && gram_api_vocab(o.grammar) != api_gram_vocab(m)) {
             samp_free(samp);
             return fail(err, err_len, CINFER_EARG, "grammar was compiled for another model");
         }
@@ -1129,7 +1194,10 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
     }
     double t0 = now_ms();
     r.n_prompt = (int)n_ids;
-    if ((rc = eval_history(s, ids, n_ids, &r.n_reused, err, err_len))) goto done;
+    if ((rc = eval_history(s, ids, n_ids, o.keep_state_at, o.n_keep_state_at, &r.n_reused, err,
+                           err_len)))
+        goto done;
+    eng_snapshot_flush(s->ctx); /* the end of the prompt stays a snapshot while generating */
     r.prompt_ms = now_ms() - t0;
 
     t0 = now_ms();
@@ -1153,7 +1221,26 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
         if (id < 0) {
             if (n_gpend && (rc = eval_pending(s, gpend, &n_gpend, err, err_len))) break;
             const float *lg = raw = eng_logits(s->ctx);
-            if (o.logit_fn || gr) {
+            if (gr && !o.logit_fn) {
+                /* the grammar alone: sample among the allowed tokens (the same draw as
+                 * masking the others to -inf, without touching them) */
+                const int32_t *allowed = NULL;
+                int na = gram_run_allowed(gr, &allowed);
+                if (na <= 0) {
+                    char exp[128];
+                    gram_run_expected(gr, exp, sizeof exp);
+                    rc = na < 0 ? fail(err, err_len, CINFER_ENOMEM, "grammar: out of memory computing the token mask")
+                                : fail(err, err_len, CINFER_EARG,
+                                       "grammar: no token of the vocabulary can continue the value (it needs one of: %s)", exp);
+                    break;
+                }
+                if (allowed) id = samp_sample_ids(samp, lg, allowed, na, s->tokens, s->ctx->n_past);
+                else { /* most tokens allowed: mask a copy, sample as usual */
+                    memcpy(s->logits_buf, lg, (size_t)n_vocab * sizeof(float));
+                    gram_run_apply(gr, s->logits_buf, n_vocab);
+                    id = samp_sample(samp, s->logits_buf, s->tokens, s->ctx->n_past);
+                }
+            } else if (o.logit_fn || gr) {
                 memcpy(s->logits_buf, lg, (size_t)n_vocab * sizeof(float));
                 if (gr && gram_run_mask(gr, s->logits_buf, n_vocab) <= 0) {
                     char exp[128];
@@ -1164,8 +1251,8 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
                 }
                 if (o.logit_fn) o.logit_fn(s->logits_buf, n_vocab, s->tokens, s->ctx->n_past, o.logit_user);
                 lg = s->logits_buf;
-            }
-            id = samp_sample(samp, lg, s->tokens, s->ctx->n_past);
+                id = samp_sample(samp, lg, s->tokens, s->ctx->n_past);
+            } else id = samp_sample(samp, lg, s->tokens, s->ctx->n_past);
             if (id < 0) {
                 rc = fail(err, err_len, CINFER_EARG, "sampling failed");
                 break;
@@ -1213,8 +1300,10 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
             break;
         }
     }
-    /* generated tokens join the history */
+    /* generated tokens join the history; a recurrent model keeps the state here
+     * (the end of this turn: the next prompt of a chat starts with it) */
     if (!rc && n_gpend) rc = eval_pending(s, gpend, &n_gpend, err, err_len);
+    if (!rc) eng_snapshot(s->ctx);
     /* flush held text (an incomplete stop-string prefix, a partial character) */
     if (!rc && r.stop != CINFER_STOP_STRING && r.stop != CINFER_STOP_CALLBACK && cb) {
         size_t len;
@@ -1324,6 +1413,42 @@ int cinfer_chat_prompt(const cinfer_model *m, const cinfer_message *msgs, size_t
     return rc;
 }
 
+/* The rendered prompt text to tokenize: as llama.cpp's chat code, when the
+ * vocabulary adds BOS itself, a BOS the template already wrote is skipped so
+ * it appears once. */
+static const char *chat_text(const cinfer_model *m, const char *prompt, int no_special) {
+    int32_t bos = tok_bos(m->vocab);
+    size_t bl = 0;
+    const char *bp = bos >= 0 ? tok_piece(m->vocab, bos, &bl) : NULL;
+    return !no_special && bp && bl && !strncmp(prompt, bp, bl) ? prompt + bl : prompt;
+}
+
+/* Recurrent models: where the conversation's leading messages end in the
+ * prompt's ids — the token count of msgs[0..i) rendered without a generation
+ * prompt, for each i < n whose rendering tokenizes to a prefix of ids (a
+ * template that renders an earlier turn differently once more follow gives
+ * no mark there).  These are the prefixes the next prompts share (the same
+ * system prompt; the same conversation one turn longer).  Up to cap marks. */
+static size_t chat_marks(const cinfer_session *s, const cinfer_message *msgs, size_t n,
+                         const int32_t *ids, size_t n_ids, int no_special, size_t *marks,
+                         size_t cap) {
+    size_t k = 0;
+    int32_t *pre = malloc(n_ids * sizeof *pre);
+    for (size_t i = 1; pre && i < n && k < cap; i++) {
+        char *text = NULL, e[256];
+        size_t np = 0;
+        if (cinfer_chat_prompt(s->m, msgs, i, 0, &text, e, sizeof e)) break;
+        const char *t = chat_text(s->m, text, no_special);
+        int rc = tok_encode(s->m->vocab, t, strlen(t), !no_special, 1, pre, n_ids, &np);
+        if (!rc && np > 0 && np < n_ids && !memcmp(pre, ids, np * sizeof *pre) &&
+            (k == 0 || np > marks[k - 1]))
+            marks[k++] = np;
+        free(text);
+    }
+    free(pre);
+    return k;
+}
+
 int cinfer_chat(cinfer_session *s, const cinfer_message *msgs, size_t n,
                 const cinfer_gen_options *opts, cinfer_token_cb cb, void *user,
                 cinfer_gen_result *res, char *err, size_t err_len) {
@@ -1332,16 +1457,33 @@ int cinfer_chat(cinfer_session *s, const cinfer_message *msgs, size_t n,
     if (rc) return rc;
     cinfer_gen_options o = opts ? *opts : (cinfer_gen_options){0};
     /* As llama.cpp's chat code: the template writes control tokens as text,
-     * so parse them; when the vocabulary adds BOS itself, drop a BOS the
-     * template already wrote so it appears once. */
+     * so parse them. */
     o.parse_special = 1;
     o.no_special = !tok_add_bos(s->m->vocab);
-    const char *p = prompt;
-    int32_t bos = tok_bos(s->m->vocab);
-    size_t bl = 0;
-    const char *bp = bos >= 0 ? tok_piece(s->m->vocab, bos, &bl) : NULL;
-    if (!o.no_special && bp && bl && !strncmp(p, bp, bl)) p += bl;
-    rc = cinfer_generate(s, p, &o, cb, user, res, err, err_len);
+    const char *p = chat_text(s->m, prompt, o.no_special);
+    if (!s->ctx->state || o.n_keep_state_at) {
+        rc = cinfer_generate(s, p, &o, cb, user, res, err, err_len);
+        free(prompt);
+        return rc;
+    }
+    /* a recurrent model: tokenize here to mark where the messages end */
+    const int n_ctx = s->ctx->n_ctx;
+    size_t n_ids = 0, marks[64];
+    int32_t *ids = malloc((size_t)n_ctx * sizeof *ids);
+    if (!ids) rc = fail(err, err_len, CINFER_ENOMEM, "out of memory");
+    else if ((rc = tok_encode(s->m->vocab, p, strlen(p), !o.no_special, 1, ids, (size_t)n_ctx,
+                              &n_ids)) == TOK_ETOOSMALL)
+        rc = fail(err, err_len, CINFER_ECTX, "prompt of %zu tokens does not fit the context of %d",
+                  n_ids, n_ctx);
+    else if (rc) rc = fail(err, err_len, CINFER_EARG, "cannot tokenize the prompt");
+    else {
+        o.keep_state_at = marks;
+        o.n_keep_state_at = chat_marks(s, msgs, n, ids, n_ids, o.no_special, marks,
+                                       sizeof marks / sizeof *marks);
+        if (res) memset(res, 0, sizeof *res);
+        rc = cinfer_generate_tokens(s, ids, n_ids, &o, cb, user, res, err, err_len);
+    }
+    free(ids);
     free(prompt);
     return rc;
 }
@@ -1402,10 +1544,18 @@ int cinfer_embed(cinfer_session *s, const int32_t *tokens, int n, int pooling, f
     if (pool == CINFER_POOL_LAST && !d->encoder) {
         while (keep < s->ctx->n_past && keep < n - 1 && s->tokens[keep] == tokens[keep]) keep++;
     }
+    float *h = malloc((size_t)(n - keep) * (size_t)n_embd * sizeof *h);
+    if (!h) return fail(err, err_len, CINFER_ENOMEM, "out of memory for %d hidden states", n - keep);
+    keep = eng_truncate(s->ctx, keep); /* a recurrent model: the nearest saved state */
     const int rows = n - keep;
-    float *h = malloc((size_t)rows * (size_t)n_embd * sizeof *h);
-    if (!h) return fail(err, err_len, CINFER_ENOMEM, "out of memory for %d hidden states", rows);
-    eng_truncate(s->ctx, keep);
+    if (rows > 0) {
+        float *h2 = realloc(h, (size_t)rows * (size_t)n_embd * sizeof *h);
+        if (!h2) {
+            free(h);
+            return fail(err, err_len, CINFER_ENOMEM, "out of memory for %d hidden states", rows);
+        }
+        h = h2;
+    }
     s->evaluated = 0;
     char e[512];
     int rc = 0;

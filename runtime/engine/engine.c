@@ -266,6 +266,12 @@ void eng_model_release(eng_model *m) {
 void eng_ctx_free(eng_ctx *c) {
     if (!c) return;
     ecu_ctx_free(c->cuda);
+    for (int i = 0; c->snaps && i < c->n_snaps; i++) {
+        free(c->snaps[i].state);
+        free(c->snaps[i].logits);
+    }
+    free(c->snaps);
+    free(c->state);
     if (c->kv_k)
         for (int l = 0; l < c->m->desc->n_layer; l++) {
             free(c->kv_k[l]);
@@ -298,8 +304,20 @@ static int max_n_in(const cf_model_desc *d) {
 
 int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, int act_quant,
                 eng_ctx **out, char *err, size_t err_len) {
+    eng_ctx_opts o = {.n_ctx = n_ctx, .n_threads = n_threads, .logits_all = logits_all,
+                      .act_quant = act_quant};
+    return eng_ctx_open(m, &o, out, err, err_len);
+}
+
+int eng_ctx_open(const eng_model *m, const eng_ctx_opts *o, eng_ctx **out, char *err,
+                 size_t err_len) {
     *out = NULL;
     const cf_model_desc *d = m->desc;
+    int n_ctx = o->n_ctx, n_threads = o->n_threads, logits_all = o->logits_all;
+    int act_quant = o->act_quant;
+    if (o->n_snapshots < 0 || o->n_snapshots > ENG_MAX_SNAPSHOTS)
+        return snprintf(err, err_len, "%d state snapshots: expected 0 (default %d) .. %d",
+                        o->n_snapshots, ENG_DEFAULT_SNAPSHOTS, ENG_MAX_SNAPSHOTS), -1;
     if (n_ctx <= 0) n_ctx = d->n_ctx_train < 4096 ? d->n_ctx_train : 4096;
     if (n_ctx < 1) n_ctx = 512;
     eng_ctx *c = calloc(1, sizeof *c);
@@ -332,16 +350,33 @@ int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, in
     c->positions = calloc((size_t)d->n_batch, sizeof(int));
     int ok = c->arena && c->kv_k && c->kv_v && c->logits && c->positions;
     for (int l = 0; ok && l < d->n_layer; l++) {
-        size_t n = (size_t)n_ctx * (size_t)(d->kv_dim[l] > 0 ? d->kv_dim[l] : 1);
-        c->kv_k[l] = calloc(n, sizeof(float));
+        /* a recurrent layer (kv_dim 0) has no KV cache */
+        c->kv_k[l] = d->kv_dim[l] > 0 ? calloc((size_t)n_ctx * (size_t)d->kv_dim[l], sizeof(float))
+                                      : NULL;
         /* no V cache where the values are the keys' prefix (MLA) */
         c->kv_v[l] = d->kv_dim_v[l] > 0 ? calloc((size_t)n_ctx * (size_t)d->kv_dim_v[l], sizeof(float))
                                         : NULL;
-        ok = c->kv_k[l] && (c->kv_v[l] || d->kv_dim_v[l] <= 0);
+        ok = (c->kv_k[l] || d->kv_dim[l] <= 0) && (c->kv_v[l] || d->kv_dim_v[l] <= 0);
+    }
+    /* recurrent state: the live one and the snapshots prefix reuse restores */
+    if (ok && d->state_floats > 0) {
+        c->state_floats = d->state_floats;
+        c->state = calloc((size_t)d->state_floats, sizeof(float));
+        c->n_snaps = o->n_snapshots ? o->n_snapshots : ENG_DEFAULT_SNAPSHOTS;
+        c->snaps = calloc((size_t)c->n_snaps, sizeof *c->snaps);
+        ok = c->state && c->snaps;
+        for (int i = 0; ok && i < c->n_snaps; i++) {
+            c->snaps[i].pos = -1;
+            c->snaps[i].state = malloc((size_t)d->state_floats * sizeof(float));
+            c->snaps[i].logits = malloc((size_t)d->n_vocab * sizeof(float));
+            ok = c->snaps[i].state && c->snaps[i].logits;
+        }
     }
     if (!ok) {
         eng_ctx_free(c);
-        return snprintf(err, err_len, "out of memory for a %d-position context", n_ctx), -1;
+        return snprintf(err, err_len, "out of memory for a %d-position context (%ld floats of "
+                        "recurrent state, %d snapshots)", n_ctx, d->state_floats,
+                        d->state_floats > 0 ? (o->n_snapshots ? o->n_snapshots : ENG_DEFAULT_SNAPSHOTS) : 0), -1;
     }
     c->kern_base = kern_table(kern_best_isa());
     c->kern_stream = *c->kern_base;
@@ -358,6 +393,7 @@ int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, in
         .n_ctx = n_ctx,
         .logits_all = logits_all,
         .act_quant = act_quant ? 1 : 0,
+        .state = c->state,
     };
     *out = c;
     return 0;
@@ -612,6 +648,10 @@ static void diagnose_nonfinite(eng_ctx *c, char *what, size_t what_len) {
 int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len) {
     const cf_model_desc *d = c->m->desc;
     if (n <= 0) return 0;
+    if (c->snap_deferred) { /* one token continues the deferred snapshot's position: superseded */
+        if (n == 1) c->snap_deferred = 0;
+        else eng_snapshot_flush(c);
+    }
     if (c->n_past + n > c->n_ctx)
         return snprintf(err, err_len, "context full: %d positions used + %d new > n_ctx %d",
                         c->n_past, n, c->n_ctx), -1;
@@ -657,6 +697,88 @@ const float *eng_logits(const eng_ctx *c) {
     return c->logits + (size_t)(c->n_logits > 0 ? c->n_logits - 1 : 0) * (size_t)c->m->desc->n_vocab;
 }
 
-void eng_truncate(eng_ctx *c, int n_past) {
-    if (n_past >= 0 && n_past < c->n_past) c->n_past = n_past;
+/* ---- recurrent state: snapshots for prefix reuse ---------------------------------
+ * The KV cache can forget its tail (attention at position p reads only
+ * positions <= p), a recurrent state cannot: it is what all positions left.
+ * So going back to position p restores the state saved at the largest
+ * snapshot position <= p (or the zero state of position 0); the caller
+ * evaluates the tokens from there again.  Snapshots past the kept position
+ * describe a history that is being replaced and are dropped.  When the ring
+ * is full, a new snapshot replaces the oldest one except the earliest (the
+ * system prompt's end, the likeliest prefix of the next conversation). */
+
+int eng_truncate(eng_ctx *c, int n_past) {
+    if (n_past < 0) n_past = 0;
+    if (n_past >= c->n_past) return c->n_past;
+    c->snap_deferred = 0; /* its position is past n_past: of the history being replaced */
+    if (!c->state) {
+        c->n_past = n_past;
+        return n_past;
+    }
+    eng_snap *best = NULL;
+    for (int i = 0; i < c->n_snaps; i++) {
+        eng_snap *s = &c->snaps[i];
+        if (s->pos > n_past) s->pos = -1; /* of the history being replaced */
+        else if (s->pos > 0 && (!best || s->pos > best->pos)) best = s;
+    }
+    const cf_model_desc *d = c->m->desc;
+    if (best) {
+        memcpy(c->state, best->state, (size_t)c->state_floats * sizeof(float));
+        if (best->has_logits) memcpy(c->logits, best->logits, (size_t)d->n_vocab * sizeof(float));
+        c->n_logits = best->has_logits ? 1 : 0;
+        c->n_past = best->pos;
+    } else {
+        memset(c->state, 0, (size_t)c->state_floats * sizeof(float));
+        c->n_logits = 0;
+        c->n_past = 0;
+    }
+    return c->n_past;
+}
+
+void eng_snapshot(eng_ctx *c) {
+    c->snap_deferred = 0;
+    if (!c->state || c->n_past <= 0) return;
+    eng_snap *s = NULL, *first = NULL;
+    for (int i = 0; i < c->n_snaps; i++) {
+        eng_snap *x = &c->snaps[i];
+        if (x->pos == c->n_past) s = x; /* refresh */
+        if (x->pos >= 0 && (!first || x->pos < first->pos)) first = x;
+    }
+    for (int i = 0; !s && i < c->n_snaps; i++)
+        if (c->snaps[i].pos < 0) s = &c->snaps[i];
+    if (!s) { /* full: the oldest but the earliest */
+        for (int i = 0; i < c->n_snaps; i++) {
+            eng_snap *x = &c->snaps[i];
+            if ((x != first || c->n_snaps == 1) && (!s || x->stamp < s->stamp)) s = x;
+        }
+    }
+    const cf_model_desc *d = c->m->desc;
+    memcpy(s->state, c->state, (size_t)c->state_floats * sizeof(float));
+    s->has_logits = c->n_logits > 0;
+    if (s->has_logits) memcpy(s->logits, eng_logits(c), (size_t)d->n_vocab * sizeof(float));
+    s->pos = c->n_past;
+    s->stamp = ++c->snap_clock;
+}
+
+void eng_snapshot_deferred(eng_ctx *c) {
+    c->snap_deferred = c->state && c->n_past > 0;
+}
+
+void eng_snapshot_flush(eng_ctx *c) {
+    if (c->snap_deferred) eng_snapshot(c);
+}
+
+int eng_snapshot_at(const eng_ctx *c, int pos) {
+    if (c->snap_deferred && pos == c->n_past) return 1;
+    for (int i = 0; c->state && i < c->n_snaps; i++)
+        if (c->snaps[i].pos == pos) return 1;
+    return 0;
+}
+
+void eng_set_history(eng_ctx *c, int n_past, int has_logits) {
+    c->snap_deferred = 0; /* the state was replaced */
+    c->n_past = n_past;
+    c->n_logits = has_logits ? 1 : 0;
+    for (int i = 0; c->state && i < c->n_snaps; i++) c->snaps[i].pos = -1;
+    eng_snapshot(c);
 }

@@ -36,6 +36,19 @@ typedef struct {
     eng_stream *stream;        /* streamed weights (eng_model_bind_streamed), or NULL */
 } eng_model;
 
+/* A saved recurrent state (prefix reuse; see eng_truncate). */
+typedef struct {
+    int pos;            /* position it was taken at (the state after tokens 0..pos-1); -1: empty */
+    int has_logits;     /* logits holds the last token's logits */
+    unsigned long stamp;/* when it was taken (eviction order) */
+    float *state;       /* (desc->state_floats) */
+    float *logits;      /* (n_vocab) */
+} eng_snap;
+
+/* Snapshot slots a context keeps by default, and at most. */
+#define ENG_DEFAULT_SNAPSHOTS 4
+#define ENG_MAX_SNAPSHOTS 64
+
 typedef struct {
     const eng_model *m;
     pool *pool;
@@ -48,12 +61,28 @@ typedef struct {
     int n_past;     /* positions already evaluated */
     int logits_all; /* keep logits of every token of the last eval batch */
     int n_logits;   /* rows valid in logits after the last eval */
+    float *state;   /* (state_floats) recurrent state after positions 0..n_past-1; NULL when
+                     * the model has no recurrent layer (and on CUDA, which runs none) */
+    long state_floats;
+    eng_snap *snaps; /* (n_snaps) for prefix reuse (eng_snapshot, eng_truncate) */
+    int n_snaps;
+    unsigned long snap_clock;
+    int snap_deferred; /* 1: the state is the snapshot of n_past, not yet copied (eng_snapshot_deferred) */
     cf_env env;     /* CPU; on CUDA only env.hidden is read (embeddings) */
     const cf_kernels *kern_base; /* the ISA's kernel table; env.K is kern_stream when streaming */
     cf_kernels kern_stream;      /* kern_base with matmul reporting its weight to the stream */
     struct ecu_ctx *cuda; /* --device cuda: KV cache, arena and graph on the GPU; kv_k, kv_v,
                            * arena and pool are NULL */
 } eng_ctx;
+
+/* Options of eng_ctx_open; zero is the default of each field. */
+typedef struct {
+    int n_ctx;       /* <= 0: min(desc->n_ctx_train, 4096) */
+    int n_threads;   /* <= 0: physical cores */
+    int logits_all;  /* keep logits of every token (up to one batch) instead of the last */
+    int act_quant;   /* cf_env.act_quant */
+    int n_snapshots; /* recurrent models: state snapshots kept (0: ENG_DEFAULT_SNAPSHOTS) */
+} eng_ctx_opts;
 
 /* Bind every weight slot of desc to the tensor of the same name in g, checking
  * shape.  A weight whose compiled type (desc->weight_types, chosen by the
@@ -102,6 +131,12 @@ int eng_model_bind_cuda(eng_model *m, const gguf_file *g, const cf_model_desc *d
  * and act_quant unused) the KV cache and activations are on the GPU. */
 int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, int act_quant,
                 eng_ctx **out, char *err, size_t err_len);
+/* eng_ctx_new with every option (eng_ctx_opts); a model with recurrent
+ * layers also gets its state (desc->state_floats) and n_snapshots copies of
+ * it with the logits that go with them (snapshots: eng_snapshot).  Errors: -1
+ * for out-of-range options or out of memory. */
+int eng_ctx_open(const eng_model *m, const eng_ctx_opts *o, eng_ctx **out, char *err,
+                 size_t err_len);
 void eng_ctx_free(eng_ctx *c);
 
 /* Evaluate n tokens at position c->n_past (in batches of desc->n_batch) and
@@ -116,7 +151,35 @@ void eng_ctx_free(eng_ctx *c);
 int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len);
 /* Logits of the last evaluated token: (n_vocab). Valid until the next eval. */
 const float *eng_logits(const eng_ctx *c);
-/* Forget positions >= n_past (KV reuse: keep a shared prefix). */
-void eng_truncate(eng_ctx *c, int n_past);
+/* Go back to position n_past (prefix reuse: keep a shared prefix) and return
+ * the position actually kept, from which the caller evaluates again.  The KV
+ * cache just forgets positions >= n_past, so without recurrent layers that is
+ * n_past (or the current n_past when it is not larger).  A recurrent state
+ * cannot forget: the context restores the snapshot taken at the largest
+ * position <= n_past (with its logits: eng_logits is valid again when the
+ * snapshot has them; otherwise it is not) or, without one, the zero state of
+ * position 0, and returns that position.  Snapshots past it are dropped. */
+int eng_truncate(eng_ctx *c, int n_past);
+/* Save the recurrent state (and the last logits when valid) as the snapshot
+ * of position n_past, replacing one taken there before; when the slots are
+ * full, the oldest snapshot but the earliest one goes.  No-op without
+ * recurrent layers or at position 0.  Never allocates. */
+void eng_snapshot(eng_ctx *c);
+/* eng_snapshot, deferred: the current state is the snapshot of n_past, and
+ * is copied only if eng_eval of more than one token (or eng_snapshot_flush)
+ * comes next.  eng_eval of one token drops it instead, and eng_truncate
+ * below n_past drops it as it drops every snapshot past the kept position:
+ * a decode loop of one-token evaluations (each the end of an evaluated
+ * prompt) copies no state per token, and its last position is saved when a
+ * longer evaluation extends it.  No-op like eng_snapshot. */
+void eng_snapshot_deferred(eng_ctx *c);
+/* Copy a deferred snapshot now (no-op without one). */
+void eng_snapshot_flush(eng_ctx *c);
+/* 1 when a snapshot of position pos exists (a deferred one included). */
+int eng_snapshot_at(const eng_ctx *c, int pos);
+/* The caller wrote the KV rows [0, n_past), the recurrent state and, when
+ * has_logits, the last logits row (logits[0..n_vocab)) directly (a session
+ * file): adopt them as the history, drop the old snapshots and take one here. */
+void eng_set_history(eng_ctx *c, int n_past, int has_logits);
 
 #endif

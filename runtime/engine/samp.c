@@ -167,31 +167,19 @@ static void select_top_k(samp_cand *c, int n, int k) {
     qsort(c, (size_t)k, sizeof *c, cmp_cand);
 }
 
-int samp_sample(samp_state *s, const float *logits, const int32_t *history, int n_history) {
-    if (!s || !logits || n_history < 0) return SAMP_EINVAL;
-    const int n_vocab = s->n_vocab;
-    for (int i = 0; i < n_vocab; i++) s->work[i] = isnan(logits[i]) ? -INFINITY : logits[i];
-    apply_penalty(s, history, n_history);
-
-    /* greedy: first maximum = lowest id among ties.  top_p 0 keeps only the
-     * top candidate of (logit desc, id asc) — the same token, whatever top_k,
-     * min_p and the temperature do. */
-    if (s->p.temp <= 0.0f || s->p.top_p <= 0.0f) {
-        int best = 0;
-        for (int i = 1; i < n_vocab; i++)
-            if (s->work[i] > s->work[best]) best = i;
-        return best;
-    }
-
-    samp_cand *c = s->cand;
-    int n = n_vocab;
-    for (int i = 0; i < n; i++) c[i] = (samp_cand){s->work[i], i};
+/* top_k, top_p, min_p, temperature and the draw over candidates c[0..n),
+ * in id order (the draw walks them in that order when nothing sorted them),
+ * out of n_total tokens: the others are at -inf, which decides whether top_k
+ * applies (and sorts), as it would over all of them. */
+static int sample_cands(samp_state *s, samp_cand *c, int n, int n_total) {
     bool sorted = false;
 
     /* top_k (llama_sampler_top_k_impl) */
-    if (s->p.top_k > 0 && s->p.top_k < n) {
-        select_top_k(c, n, s->p.top_k);
-        n = s->p.top_k;
+    if (s->p.top_k > 0 && s->p.top_k < n_total) {
+        if (s->p.top_k < n) {
+            select_top_k(c, n, s->p.top_k);
+            n = s->p.top_k;
+        } else qsort(c, (size_t)n, sizeof *c, cmp_cand); /* the top k are these and -inf ones */
         sorted = true;
     }
 
@@ -254,6 +242,60 @@ int samp_sample(samp_state *s, const float *logits, const int32_t *history, int 
         if (r < cum) return c[i].id;
     }
     return c[best].id; /* rounding left r at the very top: take the mode */
+}
+
+int samp_sample(samp_state *s, const float *logits, const int32_t *history, int n_history) {
+    if (!s || !logits || n_history < 0) return SAMP_EINVAL;
+    const int n_vocab = s->n_vocab;
+    for (int i = 0; i < n_vocab; i++) s->work[i] = isnan(logits[i]) ? -INFINITY : logits[i];
+    apply_penalty(s, history, n_history);
+
+    /* greedy: first maximum = lowest id among ties.  top_p 0 keeps only the
+     * top candidate of (logit desc, id asc) — the same token, whatever top_k,
+     * min_p and the temperature do. */
+    if (s->p.temp <= 0.0f || s->p.top_p <= 0.0f) {
+        int best = 0;
+        for (int i = 1; i < n_vocab; i++)
+            if (s->work[i] > s->work[best]) best = i;
+        return best;
+    }
+
+    samp_cand *c = s->cand;
+    for (int i = 0; i < n_vocab; i++) c[i] = (samp_cand){s->work[i], i};
+    return sample_cands(s, c, n_vocab, n_vocab);
+}
+
+int samp_sample_ids(samp_state *s, const float *logits, const int32_t *ids, int n_ids, const int32_t *history,
+                    int n_history) {
+    if (!s || !logits || !ids || n_ids <= 0 || n_history < 0) return SAMP_EINVAL;
+    /* the penalty, as apply_penalty would leave the candidates' logits */
+    float pen = s->p.repeat_penalty;
+    int last_n = s->p.repeat_last_n, penalize = pen != 1.0f && last_n != 0 && n_history > 0 && history;
+    if (penalize) {
+        if (++s->stamp == 0) {
+            memset(s->seen, 0, (size_t)s->n_vocab * sizeof *s->seen);
+            s->stamp = 1;
+        }
+        int start = (last_n < 0 || last_n >= n_history) ? 0 : n_history - last_n;
+        for (int i = start; i < n_history; i++)
+            if (history[i] >= 0 && history[i] < s->n_vocab && !(s->p.no_penalty && s->p.no_penalty[history[i]]))
+                s->seen[history[i]] = s->stamp;
+    }
+    samp_cand *c = s->cand;
+    for (int i = 0; i < n_ids; i++) {
+        int32_t id = ids[i];
+        if (id < 0 || id >= s->n_vocab) return SAMP_EINVAL;
+        float l = isnan(logits[id]) ? -INFINITY : logits[id];
+        if (penalize && s->seen[id] == s->stamp) l = l <= 0.0f ? l * pen : l / pen;
+        c[i] = (samp_cand){l, id};
+    }
+    if (s->p.temp <= 0.0f || s->p.top_p <= 0.0f) { /* greedy, as in samp_sample (ids ascend) */
+        int best = 0;
+        for (int i = 1; i < n_ids; i++)
+            if (c[i].logit > c[best].logit) best = i;
+        return c[best].id;
+    }
+    return sample_cands(s, c, n_ids, s->n_vocab);
 }
 
 /* ---- OpenAI frequency / presence penalties ----------------------------------------- */

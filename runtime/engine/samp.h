@@ -69,6 +69,14 @@ void samp_seed(samp_state *s, uint64_t seed);
  * when top_k is off and top_p is on. */
 int samp_sample(samp_state *s, const float *logits, const int32_t *history, int n_history);
 
+/* samp_sample restricted to the candidates ids[0..n_ids) (ascending, in
+ * range): the same token samp_sample would pick from logits with every
+ * other id at -inf (the same draws: those ids carry no probability and sort
+ * last), in O(n_ids) instead of O(n_vocab).  For grammar-constrained
+ * decoding, where few tokens are allowed.  SAMP_EINVAL for bad arguments. */
+int samp_sample_ids(samp_state *s, const float *logits, const int32_t *ids, int n_ids, const int32_t *history,
+                    int n_history);
+
 /* OpenAI's frequency and presence penalties (platform.openai.com/docs/
  * advanced-usage, "Frequency and presence penalties"), applied in place:
  *

@@ -9,9 +9,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gram.h"
+#include "gram_api.h"
 
-void cinfer_grammar_free(cinfer_grammar *g) { gram_free(g); }
+int gram_api_new(const gram_vocab *gv, const char *schema, size_t len, const cinfer_grammar_options *opts,
+                 cinfer_grammar **out, char *err, size_t err_len) {
+    *out = NULL;
+    gram_options go = {.ws_flexible = opts && opts->whitespace == CINFER_WS_FLEXIBLE,
+                       .permissive = opts && opts->permissive,
+                       .format_annotation = opts && opts->format_annotation,
+                       .gen_limits = gv != NULL};
+    cinfer_grammar *cg = calloc(1, sizeof *cg);
+    if (!cg) {
+        snprintf(err, err_len, "out of memory");
+        return CINFER_ENOMEM;
+    }
+    int rc = gram_compile(schema, len, &go, &cg->g, err, err_len);
+    if (!rc && gv && gram_masker_new(cg->g, gv, &cg->mk)) {
+        snprintf(err, err_len, "out of memory (token masks)");
+        rc = CINFER_ENOMEM;
+    }
+    if (rc) {
+        cinfer_grammar_free(cg);
+        return rc;
+    }
+    *out = cg;
+    return 0;
+}
+
+const gram_vocab *gram_api_vocab(const cinfer_grammar *g) { return g && g->mk ? gram_masker_vocab(g->mk) : NULL; }
+
+void cinfer_grammar_free(cinfer_grammar *g) {
+    if (!g) return;
+    gram_masker_free(g->mk); /* the masker's caches first: they point into the grammar */
+    gram_free(g->g);
+    free(g);
+}
 
 int cinfer_grammar_check(const cinfer_grammar *g, const char *json, size_t len, char *err, size_t err_len) {
     char e[512];
@@ -19,9 +51,25 @@ int cinfer_grammar_check(const cinfer_grammar *g, const char *json, size_t len, 
     char *canon;
     size_t cl;
     if (gram_canon(json, len, &canon, &cl, err, err_len)) return CINFER_EFORMAT;
-    int rc = gram_check(g, canon, cl, err, err_len);
+    int rc = gram_check(g->g, canon, cl, err, err_len);
     free(canon);
     return rc < 0 ? CINFER_ENOMEM : rc;
+}
+
+int cinfer_grammar_check_bytes(const cinfer_grammar *g, const char *text, size_t len, char *err, size_t err_len) {
+    char e[512];
+    if (!err) err = e, err_len = sizeof e;
+    int rc = gram_check(g->g, text, len, err, err_len);
+    return rc < 0 ? CINFER_ENOMEM : rc;
+}
+
+int cinfer_grammar_accepts_nothing(const cinfer_grammar *g) {
+    gram_matcher *m = NULL;
+    if (gram_matcher_new(g->g, &m)) return CINFER_ENOMEM;
+    int none = !gram_matcher_can_continue(m);
+    int oom = gram_matcher_oom(m);
+    gram_matcher_free(m);
+    return oom ? CINFER_ENOMEM : none;
 }
 
 /* ---- JSON path of the value being generated ---------------------------------------------- */
@@ -196,9 +244,12 @@ static void pt_restore(path_tracker *t, path_tracker *s) {
 
 struct gram_run {
     const gram_grammar *g;
+    gram_masker *mk;
+    const gram_vocab *v;
     gram_matcher *m;
     uint32_t *bits, *scratch; /* (n_words) */
     int n_words;
+    int32_t *allowed;         /* (n_vocab) the ids in bits, ascending */
     int mask_state;           /* matcher state bits were computed for, -1 none */
     int32_t forced[64];
     int n_forced, i_forced, forced_state;
@@ -209,20 +260,23 @@ struct gram_run {
 
 int gram_run_new(const cinfer_grammar *g, cinfer_confidence *conf, gram_run **out, char *err, size_t err_len) {
     *out = NULL;
-    if (!g->vocab) {
+    if (!g->mk) {
         snprintf(err, err_len, "grammar: compiled without a model (pass the model to cinfer_grammar_from_schema)");
         return CINFER_EARG;
     }
     gram_run *r = calloc(1, sizeof *r);
     if (!r) return CINFER_ENOMEM;
-    r->g = g;
-    r->n_words = (gram_vocab_n_vocab(g->vocab) + 31) / 32;
+    r->g = g->g;
+    r->mk = g->mk;
+    r->v = gram_masker_vocab(g->mk);
+    r->n_words = (gram_vocab_n_vocab(r->v) + 31) / 32;
     r->bits = malloc((size_t)r->n_words * sizeof *r->bits);
     r->scratch = malloc((size_t)r->n_words * sizeof *r->scratch);
+    r->allowed = malloc(((size_t)gram_vocab_n_vocab(r->v) + 1) * sizeof *r->allowed);
     r->mask_state = -1;
     r->forced_state = -1;
     r->conf = conf;
-    if (!r->bits || !r->scratch || gram_matcher_new(g, &r->m) || (conf && gram_conf_track_new(&r->track))) {
+    if (!r->bits || !r->scratch || !r->allowed || gram_matcher_new(r->g, &r->m) || (conf && gram_conf_track_new(&r->track))) {
         gram_run_free(r);
         snprintf(err, err_len, "out of memory");
         return CINFER_ENOMEM;
@@ -245,6 +299,7 @@ void gram_run_free(gram_run *r) {
     gram_matcher_free(r->m);
     free(r->bits);
     free(r->scratch);
+    free(r->allowed);
     pt_free(&r->path);
     free(r);
 }
@@ -252,7 +307,7 @@ void gram_run_free(gram_run *r) {
 int gram_run_forced(gram_run *r, int32_t *ids, int cap) {
     int32_t st = gram_matcher_state(r->m);
     if (r->forced_state != st) {
-        r->n_forced = gram_forced_tokens(r->m, r->forced, (int)(sizeof r->forced / sizeof r->forced[0]));
+        r->n_forced = gram_forced_tokens(r->mk, r->m, r->forced, (int)(sizeof r->forced / sizeof r->forced[0]));
         r->i_forced = 0;
         r->forced_state = st;
     }
@@ -264,19 +319,30 @@ int gram_run_forced(gram_run *r, int32_t *ids, int cap) {
 
 int gram_run_mask(gram_run *r, float *logits, int n_vocab) {
     int32_t st = gram_matcher_state(r->m);
-    int n = gram_mask(r->m, r->bits, r->scratch);
+    int n = gram_mask(r->mk, r->m, r->bits, r->scratch);
     if (n < 0) return -1;
     r->mask_state = st;
-    int nw = r->n_words;
-    for (int w = 0; w < nw; w++) {
-        uint32_t b = r->bits[w];
-        if (b == 0xFFFFFFFFu) continue;
-        int base = w * 32, lim = base + 32 < n_vocab ? base + 32 : n_vocab;
-        for (int i = base; i < lim; i++)
-            if (!(b >> (i - base) & 1)) logits[i] = -INFINITY;
-    }
+    gram_mask_apply(r->bits, logits, n_vocab);
     return n;
 }
+
+int gram_run_allowed(gram_run *r, const int32_t **ids) {
+    int32_t st = gram_matcher_state(r->m);
+    *ids = NULL;
+    int n = gram_mask(r->mk, r->m, r->bits, r->scratch);
+    if (n < 0) return -1;
+    r->mask_state = st;
+    int count = 0;
+    for (int w = 0; w < r->n_words; w++) count += __builtin_popcount(r->bits[w]);
+    /* a list only when it is short: listing most of the vocabulary costs more than masking it */
+    if (count && count <= gram_vocab_n_vocab(r->v) / 8) {
+        *ids = r->allowed;
+        return gram_mask_ids(r->bits, gram_vocab_n_vocab(r->v), r->allowed);
+    }
+    return count;
+}
+
+void gram_run_apply(gram_run *r, float *logits, int n_vocab) { gram_mask_apply(r->bits, logits, n_vocab); }
 
 int gram_run_accept(gram_run *r, int32_t id, const float *raw_logits) {
     int32_t st = gram_matcher_state(r->m);
@@ -290,11 +356,11 @@ int gram_run_accept(gram_run *r, int32_t id, const float *raw_logits) {
         /* the value's path is known once the lead bytes are in */
         for (int i = 0; i < n_lead; i++) pt_byte(&r->path, lead[i]);
         const char *path = pt_pointer(&r->path);
-        gram_conf_on_token(r->track, r->conf, r->g, rule, n_lead, bits, bits ? raw_logits : NULL, id, path);
+        gram_conf_on_token(r->track, r->conf, r->g, r->v, rule, n_lead, bits, bits ? raw_logits : NULL, id, path);
         /* undo the lead bytes: they are fed again with the token below */
         pt_restore(&r->path, &saved);
     }
-    if (gram_accept_token(r->m, id)) return -1;
+    if (gram_accept_token(r->v, r->m, id)) return -1;
     /* forced tokens are handed out one by one from the list computed at st */
     if (r->forced_state == st && r->i_forced < r->n_forced && r->forced[r->i_forced] == id) {
         r->i_forced++;
@@ -302,7 +368,7 @@ int gram_run_accept(gram_run *r, int32_t id, const float *raw_logits) {
     } else r->forced_state = -1;
     if (r->conf) {
         int len;
-        const char *b = gram_vocab_bytes(r->g->vocab, id, &len);
+        const char *b = gram_vocab_bytes(r->v, id, &len);
         for (int i = 0; b && i < len; i++) pt_byte(&r->path, b[i]);
     }
     return 0;

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gram.h"
+#include "gram_conf.h"
 
 struct cinfer_confidence {
     cinfer_decision *d;
@@ -366,10 +366,10 @@ static void partial_decision(gram_conf_track *t, cinfer_confidence *c, const gra
     if (!d.path || add_decision(c, &d)) decision_free(&d);
 }
 
-void gram_conf_on_token(gram_conf_track *t, cinfer_confidence *c, const gram_grammar *g, int32_t rule,
-                        int n_lead, const uint32_t *bits, const float *logits, int32_t id, const char *path) {
+void gram_conf_on_token(gram_conf_track *t, cinfer_confidence *c, const gram_grammar *g, const gram_vocab *v,
+                        int32_t rule, int n_lead, const uint32_t *bits, const float *logits, int32_t id,
+                        const char *path) {
     if (!c || !t) return;
-    const gram_vocab *v = g->vocab;
     int n_words = (v ? gram_vocab_n_vocab(v) + 31 : 31) / 32;
     int len;
     const char *b = gram_vocab_bytes(v, id, &len);

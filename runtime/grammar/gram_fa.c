@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,6 +265,8 @@ typedef struct {
     int32_t *next;  /* (cap, n_classes) */
     int32_t *label; /* (cap) */
     gram_ivec *calls;    /* (cap) pairs (rule, next) */
+    int no_min;          /* raw_finish: trim and renumber, but do not minimise */
+    int trimmed;         /* every state is reachable and can reach an accepting one (skip trimming) */
 } raw_dfa;
 
 static int raw_add(raw_dfa *r) {
@@ -459,73 +462,88 @@ static int raw_finish(raw_dfa *r, gram_dfa *out) {
     int32_t *live = calloc((size_t)n + 1, sizeof *live), *blk = NULL, *nblk = NULL, *sig = NULL;
     int32_t *order = NULL, *remap = NULL;
     uint64_t *hs = NULL;
-    gram_ivec *rev = calloc((size_t)n + 1, sizeof *rev);
-    if (!live || !rev) goto done;
-    /* co-reachability */
-    for (int s = 0; s < n; s++) {
-        for (int c = 0; c < C; c++) {
-            int32_t t = r->next[(size_t)s * C + c];
-            if (t >= 0 && gram_ivec_push(&rev[t], s)) goto done;
-        }
-        for (int k = 0; k + 1 < r->calls[s].n; k += 2)
-            if (gram_ivec_push(&rev[r->calls[s].v[k + 1]], s)) goto done;
-    }
-    gram_ivec work = {0};
-    for (int s = 0; s < n; s++)
-        if (r->label[s] >= 0) {
-            live[s] = 1;
-            if (gram_ivec_push(&work, s)) goto done;
-        }
-    while (work.n) {
-        int32_t t = work.v[--work.n];
-        for (int k = 0; k < rev[t].n; k++)
-            if (!live[rev[t].v[k]]) {
-                live[rev[t].v[k]] = 1;
-                if (gram_ivec_push(&work, rev[t].v[k])) { free(work.v); goto done; }
+    int32_t *roff = NULL, *rsrc = NULL, *work = NULL;
+    if (r->trimmed) {
+        if (!live) goto done;
+        for (int s = 0; s < n; s++) live[s] = 1;
+    } else {
+        /* co-reachability over reverse edges in one array (CSR by target) */
+        roff = calloc((size_t)n + 2, sizeof *roff);
+        if (!live || !roff) goto done;
+        for (int s = 0; s < n; s++) {
+            for (int c = 0; c < C; c++) {
+                int32_t t = r->next[(size_t)s * C + c];
+                if (t >= 0) roff[t + 1]++;
             }
-    }
-    free(work.v);
-    for (int s = 0; s < n; s++) {
-        for (int c = 0; c < C; c++) {
-            int32_t *t = &r->next[(size_t)s * C + c];
-            if (*t >= 0 && !live[*t]) *t = -1;
+            for (int k = 0; k + 1 < r->calls[s].n; k += 2) roff[r->calls[s].v[k + 1] + 1]++;
         }
-        int w = 0;
-        for (int k = 0; k + 1 < r->calls[s].n; k += 2)
-            if (live[r->calls[s].v[k + 1]]) {
-                r->calls[s].v[w++] = r->calls[s].v[k];
-                r->calls[s].v[w++] = r->calls[s].v[k + 1];
+        for (int s = 0; s < n; s++) roff[s + 1] += roff[s];
+        rsrc = malloc(((size_t)roff[n] + 1) * sizeof *rsrc);
+        work = malloc(((size_t)n + 1) * sizeof *work);
+        if (!rsrc || !work) goto done;
+        {
+            int32_t *fill = malloc(((size_t)n + 1) * sizeof *fill);
+            if (!fill) goto done;
+            memcpy(fill, roff, (size_t)n * sizeof *fill);
+            for (int s = 0; s < n; s++) {
+                for (int c = 0; c < C; c++) {
+                    int32_t t = r->next[(size_t)s * C + c];
+                    if (t >= 0) rsrc[fill[t]++] = s;
+                }
+                for (int k = 0; k + 1 < r->calls[s].n; k += 2) rsrc[fill[r->calls[s].v[k + 1]]++] = s;
             }
-        r->calls[s].n = w;
-    }
-    /* forward reachability from 0 among live states */
-    int32_t *reach = calloc((size_t)n + 1, sizeof *reach);
-    if (!reach) goto done;
-    gram_ivec st = {0};
-    if (n > 0 && live[0]) {
-        reach[0] = 1;
-        if (gram_ivec_push(&st, 0)) { free(reach); goto done; }
-    }
-    while (st.n) {
-        int32_t s = st.v[--st.n];
-        for (int c = 0; c < C; c++) {
-            int32_t t = r->next[(size_t)s * C + c];
-            if (t >= 0 && !reach[t]) {
-                reach[t] = 1;
-                if (gram_ivec_push(&st, t)) { free(st.v); free(reach); goto done; }
+            free(fill);
+        }
+        int wn = 0;
+        for (int s = 0; s < n; s++)
+            if (r->label[s] >= 0) live[s] = 1, work[wn++] = s;
+        while (wn) {
+            int32_t t = work[--wn];
+            for (int k = roff[t]; k < roff[t + 1]; k++)
+                if (!live[rsrc[k]]) live[rsrc[k]] = 1, work[wn++] = rsrc[k];
+        }
+        for (int s = 0; s < n; s++) {
+            for (int c = 0; c < C; c++) {
+                int32_t *t = &r->next[(size_t)s * C + c];
+                if (*t >= 0 && !live[*t]) *t = -1;
+            }
+            int w = 0;
+            for (int k = 0; k + 1 < r->calls[s].n; k += 2)
+                if (live[r->calls[s].v[k + 1]]) {
+                    r->calls[s].v[w++] = r->calls[s].v[k];
+                    r->calls[s].v[w++] = r->calls[s].v[k + 1];
+                }
+            r->calls[s].n = w;
+        }
+        /* forward reachability from 0 among live states */
+        int32_t *reach = calloc((size_t)n + 1, sizeof *reach);
+        if (!reach) goto done;
+        gram_ivec st = {0};
+        if (n > 0 && live[0]) {
+            reach[0] = 1;
+            if (gram_ivec_push(&st, 0)) { free(reach); goto done; }
+        }
+        while (st.n) {
+            int32_t s = st.v[--st.n];
+            for (int c = 0; c < C; c++) {
+                int32_t t = r->next[(size_t)s * C + c];
+                if (t >= 0 && !reach[t]) {
+                    reach[t] = 1;
+                    if (gram_ivec_push(&st, t)) { free(st.v); free(reach); goto done; }
+                }
+            }
+            for (int k = 0; k + 1 < r->calls[s].n; k += 2) {
+                int32_t t = r->calls[s].v[k + 1];
+                if (!reach[t]) {
+                    reach[t] = 1;
+                    if (gram_ivec_push(&st, t)) { free(st.v); free(reach); goto done; }
+                }
             }
         }
-        for (int k = 0; k + 1 < r->calls[s].n; k += 2) {
-            int32_t t = r->calls[s].v[k + 1];
-            if (!reach[t]) {
-                reach[t] = 1;
-                if (gram_ivec_push(&st, t)) { free(st.v); free(reach); goto done; }
-            }
-        }
+        free(st.v);
+        for (int s = 0; s < n; s++) live[s] = live[s] && reach[s];
+        free(reach);
     }
-    free(st.v);
-    for (int s = 0; s < n; s++) live[s] = live[s] && reach[s];
-    free(reach);
     if (n == 0 || !live[0]) {
         /* the empty language: one non-accepting state without moves */
         out->n_states = 1;
@@ -541,7 +559,10 @@ static int raw_finish(raw_dfa *r, gram_dfa *out) {
     /* minimise: Hopcroft partition refinement over live states (dead: block -1) */
     blk = malloc((size_t)n * sizeof *blk);
     if (!blk) goto done;
-    int n_blk = hopcroft(r, live, blk);
+    int n_blk = 0;
+    if (r->no_min)
+        for (int s = 0; s < n; s++) blk[s] = live[s] ? n_blk++ : -1;
+    else n_blk = hopcroft(r, live, blk);
     if (n_blk < 0) goto done;
     /* renumber blocks so the start's block is 0, in BFS order for locality */
     remap = malloc((size_t)n_blk * sizeof *remap);
@@ -582,13 +603,12 @@ static int raw_finish(raw_dfa *r, gram_dfa *out) {
     {
         int32_t rep[256];
         uint64_t colh[256];
-        for (int c = 0; c < C; c++) {
-            uint64_t h = 0x12345;
-            for (int b = 0; b < n_blk; b++) {
-                int32_t t = r->next[(size_t)order[b] * C + c];
-                h = (h ^ (uint64_t)(uint32_t)(t >= 0 ? blk[t] : -1)) * 0x100000001b3ull;
-            }
-            colh[c] = h;
+        for (int c = 0; c < C; c++) colh[c] = 0x12345;
+        /* row by row (the table is row-major): every column's hash in one pass */
+        for (int b = 0; b < n_blk; b++) {
+            const int32_t *row = &r->next[(size_t)order[b] * C];
+            for (int c = 0; c < C; c++)
+                colh[c] = (colh[c] ^ (uint64_t)(uint32_t)(row[c] >= 0 ? blk[row[c]] : -1)) * 0x100000001b3ull;
         }
         for (int c = 0; c < C; c++) {
             cmap[c] = -1;
@@ -653,8 +673,9 @@ static int raw_finish(raw_dfa *r, gram_dfa *out) {
     free(rep_of);
     rc = 0;
 done:
-    if (rev) for (int s = 0; s <= n; s++) free(rev[s].v);
-    free(rev);
+    free(roff);
+    free(rsrc);
+    free(work);
     free(live);
     free(blk);
     free(nblk);
@@ -754,6 +775,31 @@ static void set_table_free(set_table *t) {
     free(t->hash);
 }
 
+/* Sort NFA state ids v[0..n) (all below 2^bits): insertion sort for short
+ * sets, LSD radix sort in 8-bit digits otherwise (tmp: n entries).  Subset
+ * construction sorts every closure: qsort was most of its time. */
+static void sort_states(int32_t *v, int n, int32_t *tmp, int bits) {
+    if (n < 64) {
+        for (int i = 1; i < n; i++) {
+            int32_t x = v[i];
+            int j = i;
+            while (j > 0 && v[j - 1] > x) v[j] = v[j - 1], j--;
+            v[j] = x;
+        }
+        return;
+    }
+    int32_t *src = v, *dst = tmp;
+    for (int shift = 0; shift < bits; shift += 8) {
+        int cnt[257] = {0};
+        for (int i = 0; i < n; i++) cnt[((uint32_t)src[i] >> shift & 255) + 1]++;
+        for (int d = 0; d < 256; d++) cnt[d + 1] += cnt[d];
+        for (int i = 0; i < n; i++) dst[cnt[(uint32_t)src[i] >> shift & 255]++] = src[i];
+        int32_t *t = src;
+        src = dst, dst = t;
+    }
+    if (src != v) memcpy(v, src, (size_t)n * sizeof *v);
+}
+
 static int32_t default_labeller(const int32_t *tags, int n_tags, void *u) {
     (void)tags;
     (void)u;
@@ -762,6 +808,12 @@ static int32_t default_labeller(const int32_t *tags, int n_tags, void *u) {
 
 int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void *u, int max_states,
                       gram_dfa *out) {
+    return gram_dfa_from_nfa_limited(nf, start, lab, u, max_states, (long)max_states * 100, NULL, out);
+}
+
+int gram_dfa_from_nfa_limited(const gram_nfa *nf, int32_t start, gram_labeller lab, void *u, int max_states,
+                              long max_work, long *work_out, gram_dfa *out) {
+    long work_done = 0;
     memset(out, 0, sizeof *out);
     if (nf->oom) return -1;
     if (!lab) lab = default_labeller;
@@ -771,12 +823,15 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
     int32_t *eidx = malloc(((size_t)nf->n_edges + 1) * sizeof *eidx);
     int32_t *mark = calloc((size_t)N + 1, sizeof *mark);
     int32_t *stack = malloc(((size_t)N + 1) * sizeof *stack);
+    int32_t *sort_tmp = malloc(((size_t)N + 1) * sizeof *sort_tmp);
+    int state_bits = 1;
+    while (state_bits < 31 && (1 << state_bits) < N) state_bits++;
     gram_ivec cur = {0}, tags = {0}, calls_sym = {0};
     gram_ivec *bucket = NULL;
     set_table st = {0};
     raw_dfa r = {0};
     gram_ivec work = {0};
-    if (!eoff || !eidx || !mark || !stack) goto done;
+    if (!eoff || !eidx || !mark || !stack || !sort_tmp) goto done;
     for (int i = 0; i < nf->n_edges; i++) eoff[nf->edges[i].from + 1]++;
     for (int i = 0; i < N; i++) eoff[i + 1] += eoff[i];
     {
@@ -812,7 +867,9 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
     bucket = calloc((size_t)n_sym, sizeof *bucket);
     if (!bucket) goto done;
     int32_t gen = 0;
-    long work_done = 0; /* NFA states visited: bounds the time a pathological pattern can take */
+    /* NFA states visited (sets processed and closures made): bounds the time a pathological
+     * pattern can take, in proportion to the automaton size allowed */
+    const long work_max = (long)max_states * 100 < max_work ? (long)max_states * 100 : max_work;
     /* closure of {start} */
 #define CLOSURE(seed_vec)                                                                   \
     do {                                                                                    \
@@ -835,7 +892,7 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
                 }                                                                           \
             }                                                                               \
         }                                                                                   \
-        if (cur.n > 1) qsort(cur.v, (size_t)cur.n, sizeof *cur.v, cmp_i32);                 \
+        if (cur.n > 1) sort_states(cur.v, cur.n, sort_tmp, state_bits);                    \
     } while (0)
     gram_ivec seed = {0};
     if (gram_ivec_push(&seed, start)) goto done;
@@ -858,7 +915,7 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
         r.label[d] = lab(tags.v, w, u);
         for (int s = 0; s < n_sym; s++) bucket[s].n = 0;
         work_done += st.off[d + 1] - st.off[d];
-        if (work_done > 40000000L) {
+        if (work_done > work_max) { /* checked once a state; the pushes and closures below are counted too */
             free(seed.v);
             rc = -2;
             goto done;
@@ -869,6 +926,7 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
                 const gram_nfa_edge *e = &nf->edges[eidx[j]];
                 if (e->lo < 0) continue;
                 if (e->lo < GRAM_SYM_CALL) {
+                    work_done += r.cls[e->hi] - r.cls[e->lo] + 1;
                     for (int c = r.cls[e->lo]; c <= r.cls[e->hi]; c++)
                         if (gram_ivec_push(&bucket[c], e->to)) { free(seed.v); goto done; }
                 } else {
@@ -880,6 +938,7 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
         for (int s = 0; s < n_sym; s++) {
             if (!bucket[s].n) continue;
             CLOSURE(bucket[s]);
+            work_done += cur.n;
             int t = set_intern(&st, cur.v, cur.n, &is_new);
             if (t < 0) { free(seed.v); goto done; }
             if (is_new) {
@@ -901,6 +960,7 @@ int gram_dfa_from_nfa(const gram_nfa *nf, int32_t start, gram_labeller lab, void
     free(seed.v);
     rc = raw_finish(&r, out);
 done:
+    if (work_out) *work_out += work_done;
     raw_free(&r);
     set_table_free(&st);
     if (bucket) for (int s = 0; s < r.n_classes + calls_sym.n; s++) free(bucket[s].v);
@@ -913,6 +973,7 @@ done:
     free(eidx);
     free(mark);
     free(stack);
+    free(sort_tmp);
     return rc;
 }
 
@@ -1010,6 +1071,237 @@ done:
     free(pairs);
     free(work.v);
     return rc;
+}
+
+/* Classes for several DFAs at once: the distinct tuples of their classes. */
+static int joint_classes(const gram_dfa *const *ds, int k, uint8_t *cls, int32_t *comp_cls) {
+    int n_cls = 0;
+    for (int x = 0; x < 256; x++) {
+        int found = -1;
+        for (int c = 0; c < n_cls && found < 0; c++) {
+            int same = 1;
+            for (int i = 0; i < k && same; i++) same = comp_cls[c * k + i] == ds[i]->cls[x];
+            if (same) found = c;
+        }
+        if (found < 0) {
+            for (int i = 0; i < k; i++) comp_cls[n_cls * k + i] = ds[i]->cls[x];
+            found = n_cls++;
+        }
+        cls[x] = (uint8_t)found;
+    }
+    return n_cls;
+}
+
+int gram_dfa_union(const gram_dfa *const *ds, const int32_t *tag_base, int k, gram_labeller lab, void *u,
+                   int max_states, gram_dfa *out) {
+    memset(out, 0, sizeof *out);
+    if (!lab) lab = default_labeller;
+    raw_dfa r = {0};
+    int32_t *comp_cls = malloc((size_t)256 * (size_t)k * sizeof *comp_cls);
+    int32_t *tup = NULL, *cur = malloc((size_t)k * sizeof *cur), *tags = malloc(((size_t)k + 1) * sizeof *tags);
+    int32_t *htab = NULL;
+    size_t hcap = 1024;
+    int nt = 0, tcap = 0, rc = -1;
+    gram_ivec work = {0};
+    if (!comp_cls || !cur || !tags) goto done;
+    r.n_classes = joint_classes(ds, k, r.cls, comp_cls);
+    htab = malloc(hcap * sizeof *htab);
+    if (!htab) goto done;
+    for (size_t i = 0; i < hcap; i++) htab[i] = -1;
+    /* tuples of component states (-1: that component is dead), interned */
+#define TUP_HASH(t) (hash_ints((t), k, 0x51ed27ull) >> 7)
+    for (int pass = 0; pass == 0 || work.n; pass++) {
+        int32_t d = -1;
+        if (pass == 0) {
+            for (int i = 0; i < k; i++) cur[i] = 0;
+        } else {
+            d = work.v[--work.n];
+        }
+        int n_out = pass == 0 ? 1 : r.n_classes;
+        for (int c = 0; c < n_out; c++) {
+            int alive = 0;
+            if (pass) {
+                for (int i = 0; i < k; i++) {
+                    int32_t si = tup[(size_t)d * k + i];
+                    cur[i] = si < 0 ? -1 : ds[i]->next[(size_t)si * ds[i]->n_classes + comp_cls[c * k + i]];
+                    alive |= cur[i] >= 0;
+                }
+                if (!alive) continue;
+            }
+            if ((size_t)(nt + 1) * 2 > hcap) {
+                size_t nc = hcap * 2;
+                int32_t *nh = malloc(nc * sizeof *nh);
+                if (!nh) goto done;
+                for (size_t i = 0; i < nc; i++) nh[i] = -1;
+                for (int i = 0; i < nt; i++) {
+                    size_t h = TUP_HASH(&tup[(size_t)i * k]) & (nc - 1);
+                    while (nh[h] >= 0) h = (h + 1) & (nc - 1);
+                    nh[h] = i;
+                }
+                free(htab);
+                htab = nh;
+                hcap = nc;
+            }
+            size_t h = TUP_HASH(cur) & (hcap - 1);
+            int32_t id = -1;
+            while (htab[h] >= 0) {
+                if (!memcmp(&tup[(size_t)htab[h] * k], cur, (size_t)k * sizeof *cur)) {
+                    id = htab[h];
+                    break;
+                }
+                h = (h + 1) & (hcap - 1);
+            }
+            if (id < 0) {
+                if (nt >= max_states) {
+                    rc = -2;
+                    goto done;
+                }
+                if (nt == tcap) {
+                    tcap = tcap ? tcap * 2 : 256;
+                    int32_t *nv = realloc(tup, (size_t)tcap * (size_t)k * sizeof *tup);
+                    if (!nv) goto done;
+                    tup = nv;
+                }
+                memcpy(&tup[(size_t)nt * k], cur, (size_t)k * sizeof *cur);
+                htab[h] = nt;
+                id = nt++;
+                if (raw_add(&r) < 0 || gram_ivec_push(&work, id)) goto done;
+                int n_tags = 0;
+                for (int i = 0; i < k; i++)
+                    if (cur[i] >= 0 && ds[i]->label[cur[i]] >= 0) tags[n_tags++] = tag_base[i] + ds[i]->label[cur[i]];
+                if (n_tags > 1) qsort(tags, (size_t)n_tags, sizeof *tags, cmp_i32);
+                r.label[id] = lab(tags, n_tags, u);
+            }
+            if (pass) r.next[(size_t)d * r.n_classes + c] = id;
+        }
+    }
+#undef TUP_HASH
+    /* components are minimal and tuples are made only when reached: minimising would
+     * mostly merge the suffixes of declared names, not worth its cost here */
+    r.no_min = 1;
+    r.trimmed = 1; /* made forward from the start; every component state can reach its accepting ones */
+    rc = raw_finish(&r, out);
+done:
+    raw_free(&r);
+    free(comp_cls);
+    free(tup);
+    free(cur);
+    free(tags);
+    free(htab);
+    free(work.v);
+    return rc;
+}
+
+static int cmp_bytes_idx(const void *a, const void *b, void *ctx) {
+    const char *const *s = ((void **)ctx)[0];
+    const size_t *l = ((void **)ctx)[1];
+    int x = *(const int *)a, y = *(const int *)b;
+    size_t n = l[x] < l[y] ? l[x] : l[y];
+    int c = memcmp(s[x], s[y], n);
+    if (c) return c;
+    return l[x] < l[y] ? -1 : l[x] > l[y];
+}
+
+int gram_dfa_literals(const char *const *strs, const size_t *lens, const int32_t *labels, int n, int max_states,
+                      gram_dfa *out) {
+    memset(out, 0, sizeof *out);
+    raw_dfa r = {0};
+    int rc = -1;
+    /* classes: each byte used gets its own, the rest share one */
+    uint8_t used[256] = {0};
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < lens[i]; j++) used[(uint8_t)strs[i][j]] = 1;
+    int C = 1;
+    for (int b = 0; b < 256; b++) r.cls[b] = used[b] ? (uint8_t)C++ : 0;
+    r.n_classes = C;
+    /* a trie in sorted order: each string walks its common prefix with the previous one */
+    int *order = malloc(((size_t)n + 1) * sizeof *order);
+    int32_t *path = NULL;
+    size_t maxlen = 0;
+    for (int i = 0; i < n; i++) maxlen = lens[i] > maxlen ? lens[i] : maxlen;
+    path = malloc((maxlen + 1) * sizeof *path);
+    if (!order || !path || raw_add(&r) < 0) goto done;
+    for (int i = 0; i < n; i++) order[i] = i;
+    void *ctx[2] = {(void *)strs, (void *)lens};
+    qsort_r(order, (size_t)n, sizeof *order, cmp_bytes_idx, ctx);
+    path[0] = 0;
+    for (int oi = 0; oi < n; oi++) {
+        int i = order[oi];
+        int32_t st = 0;
+        for (size_t j = 0; j < lens[i]; j++) {
+            int c = r.cls[(uint8_t)strs[i][j]];
+            int32_t t = r.next[(size_t)st * C + c];
+            if (t < 0) {
+                if (r.n >= max_states) {
+                    rc = -2;
+                    goto done;
+                }
+                t = raw_add(&r);
+                if (t < 0) goto done;
+                r.next[(size_t)st * C + c] = t;
+            }
+            st = t;
+        }
+        /* the first of equal strings keeps its label */
+        if (r.label[st] < 0) r.label[st] = labels ? labels[i] : 0;
+    }
+    r.no_min = 1; /* a trie: minimising only shares suffixes */
+    r.trimmed = n > 0; /* every node reached from the root and on the way to a string's end */
+    rc = raw_finish(&r, out);
+done:
+    raw_free(&r);
+    free(order);
+    free(path);
+    return rc;
+}
+
+int gram_dfa_quote(const gram_dfa *d, gram_dfa *out) {
+    memset(out, 0, sizeof *out);
+    raw_dfa r = {0};
+    /* '"' gets a class of its own; the others keep d's */
+    int C = d->n_classes + 1, q = d->n_classes, rc = -1;
+    for (int b = 0; b < 256; b++) r.cls[b] = b == '"' ? (uint8_t)q : d->cls[b];
+    r.n_classes = C;
+    /* states: 0 before the opening quote, 1 + s inside (d's state s), final after the closing one */
+    int32_t fin = d->n_states + 1;
+    for (int32_t s = 0; s <= fin; s++)
+        if (raw_add(&r) < 0) goto done;
+    r.next[(size_t)0 * C + q] = 1;
+    for (int32_t s = 0; s < d->n_states; s++) {
+        for (int c = 0; c < d->n_classes; c++) {
+            int32_t t = d->next[(size_t)s * d->n_classes + c];
+            if (t >= 0) r.next[(size_t)(1 + s) * C + c] = 1 + t;
+        }
+        /* '"' itself: inside d only after a backslash (canonical content escapes it), so
+         * where d accepts it closes the string */
+        int32_t tq = gram_dfa_next(d, s, '"');
+        r.next[(size_t)(1 + s) * C + q] = d->label[s] >= 0 ? fin : tq >= 0 ? 1 + tq : -1;
+    }
+    r.label[fin] = 0;
+    rc = raw_finish(&r, out);
+done:
+    raw_free(&r);
+    return rc;
+}
+
+int gram_dfa_copy(const gram_dfa *d, gram_dfa *out) {
+    *out = *d;
+    size_t nn = (size_t)d->n_states * (size_t)d->n_classes;
+    out->next = malloc((nn ? nn : 1) * sizeof *out->next);
+    out->label = malloc(((size_t)d->n_states + 1) * sizeof *out->label);
+    out->call_off = d->call_off ? malloc(((size_t)d->n_states + 1) * sizeof *out->call_off) : NULL;
+    out->calls = d->call_off ? malloc(((size_t)d->n_calls + 1) * sizeof *out->calls) : NULL;
+    if (!out->next || !out->label || (d->call_off && (!out->call_off || !out->calls))) {
+        gram_dfa_free(out);
+        return -1;
+    }
+    memcpy(out->next, d->next, nn * sizeof *out->next);
+    memcpy(out->label, d->label, (size_t)d->n_states * sizeof *out->label);
+    if (d->call_off) {
+        memcpy(out->call_off, d->call_off, ((size_t)d->n_states + 1) * sizeof *out->call_off);
+        memcpy(out->calls, d->calls, (size_t)d->n_calls * sizeof *out->calls);
+    }
+    return 0;
 }
 
 int gram_dfa_complement(const gram_dfa *d, gram_dfa *out) {
@@ -1671,6 +1963,25 @@ static int re_hoist(re_node *root) {
 
 static gram_frag any_chars(gram_nfa *n) { return gram_frag_star(n, gram_frag_cp_range(n, 0, 0x10FFFF)); }
 
+/* About how many NFA states x expands to (counted repetitions copy their
+ * atom), as a double so nested counts cannot overflow: "(a{1000}){1000}" is
+ * refused before a million states are built. */
+#define RE_MAX_STATES 200000
+static double re_size(const re_node *x) {
+    switch (x->op) {
+    case RE_SET: return 2.0 + 6.0 * x->set.n; /* UTF-8 ranges split into a few byte paths each */
+    case RE_REP: {
+        double k = x->n_kid ? re_size(x->kid[0]) : 1;
+        return 2.0 + k * (x->max >= 0 ? x->max : x->min + 1);
+    }
+    default: {
+        double t = 2.0;
+        for (int i = 0; i < x->n_kid; i++) t += x->kid[i] ? re_size(x->kid[i]) : 0;
+        return t;
+    }
+    }
+}
+
 int gram_regex(gram_nfa *n, const char *pattern, gram_frag *out, char *err, size_t err_len) {
     re_parser P = {pattern, pattern + strlen(pattern), pattern, err, err_len, 0};
     re_node *root = re_alt(&P, 0);
@@ -1682,6 +1993,11 @@ int gram_regex(gram_nfa *n, const char *pattern, gram_frag *out, char *err, size
     }
     if (re_hoist(root)) {
         ferr(err, err_len, "out of memory");
+        re_free(root);
+        return -1;
+    }
+    if (re_size(root) > RE_MAX_STATES) {
+        ferr(err, err_len, "pattern '%.80s' expands to more than %d automaton states", pattern, RE_MAX_STATES);
         re_free(root);
         return -1;
     }
@@ -1825,6 +2141,43 @@ static const struct {
 /* formats JSON Schema defines that we cannot check exactly */
 static const char *const formats_unsupported[] = {"idn-hostname", NULL};
 
+/* Format automata are the same for every schema and some take tens of
+ * milliseconds (hostname's 253-character bound): each is made once per
+ * process, on first use, and handed out as copies.  The table is immutable
+ * once an entry is made; the mutex orders the first builds. */
+#define FORMAT_MAX_STATES 200000
+static pthread_mutex_t format_lock = PTHREAD_MUTEX_INITIALIZER;
+static gram_dfa format_dfa[sizeof formats / sizeof formats[0]];
+static int format_rc[sizeof formats / sizeof formats[0]]; /* 0 not made, 1 made, else -1/-2 (failed; retried) */
+
+static int format_build(size_t i, gram_dfa *out) {
+    char e[256];
+    gram_nfa n;
+    gram_nfa_init(&n);
+    gram_frag fr;
+    int rc = gram_regex(&n, formats[i].re, &fr, e, sizeof e);
+    if (!rc) {
+        n.tag[fr.end] = 0;
+        rc = gram_dfa_from_nfa(&n, fr.start, NULL, NULL, FORMAT_MAX_STATES, out);
+    }
+    gram_nfa_free(&n);
+    if (!rc && formats[i].max_len) {
+        gram_nfa_init(&n);
+        gram_frag lf = gram_frag_string_len(&n, 0, formats[i].max_len);
+        n.tag[lf.end] = 0;
+        gram_dfa ld, t;
+        rc = gram_dfa_from_nfa(&n, lf.start, NULL, NULL, FORMAT_MAX_STATES, &ld);
+        gram_nfa_free(&n);
+        if (!rc) {
+            rc = gram_dfa_intersect(out, &ld, FORMAT_MAX_STATES, &t);
+            gram_dfa_free(&ld);
+            gram_dfa_free(out);
+            if (!rc) *out = t;
+        } else gram_dfa_free(out);
+    }
+    return rc;
+}
+
 int gram_format_dfa(const char *format, int max_states, gram_dfa *out, int *known) {
     *known = 0;
     for (int i = 0; formats_unsupported[i]; i++)
@@ -1835,30 +2188,15 @@ int gram_format_dfa(const char *format, int max_states, gram_dfa *out, int *know
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
         if (!strcmp(format, formats[i].name)) {
             *known = 1;
-            char e[256];
-            gram_nfa n;
-            gram_nfa_init(&n);
-            gram_frag fr;
-            int rc = gram_regex(&n, formats[i].re, &fr, e, sizeof e);
-            if (!rc) {
-                n.tag[fr.end] = 0;
-                rc = gram_dfa_from_nfa(&n, fr.start, NULL, NULL, max_states, out);
+            pthread_mutex_lock(&format_lock);
+            if (format_rc[i] != 1) {
+                int rc = format_build(i, &format_dfa[i]);
+                format_rc[i] = rc ? rc : 1;
             }
-            gram_nfa_free(&n);
-            if (!rc && formats[i].max_len) {
-                gram_nfa_init(&n);
-                gram_frag lf = gram_frag_string_len(&n, 0, formats[i].max_len);
-                n.tag[lf.end] = 0;
-                gram_dfa ld, t;
-                rc = gram_dfa_from_nfa(&n, lf.start, NULL, NULL, max_states, &ld);
-                gram_nfa_free(&n);
-                if (!rc) {
-                    rc = gram_dfa_intersect(out, &ld, max_states, &t);
-                    gram_dfa_free(&ld);
-                    gram_dfa_free(out);
-                    if (!rc) *out = t;
-                } else gram_dfa_free(out);
-            }
+            int rc = format_rc[i] == 1 ? 0 : format_rc[i];
+            if (!rc && format_dfa[i].n_states > max_states) rc = -2;
+            if (!rc && gram_dfa_copy(&format_dfa[i], out)) rc = -1;
+            pthread_mutex_unlock(&format_lock);
             return rc;
         }
     return 0;
@@ -2109,7 +2447,7 @@ static int cmp_frag(gram_nfa *n, const char *m, int want, int integer, int nonze
 }
 
 /* rel: 0 >=, 1 >, 2 <=, 3 < */
-static int bound_dfa(const char *c, int rel, int integer, gram_dfa *out) {
+static int bound_dfa(const char *c, int rel, int integer, long max_work, long *work, gram_dfa *out) {
     gram_nfa n;
     gram_nfa_init(&n);
     int32_t s = gram_nfa_state(&n), e = gram_nfa_state(&n), neg = gram_nfa_state(&n);
@@ -2142,14 +2480,16 @@ static int bound_dfa(const char *c, int rel, int integer, gram_dfa *out) {
     int rc = 0;
     if (!pos_none && pos_want) rc |= cmp_frag(&n, m, pos_want, integer, 0, s, e);
     if (!neg_none && neg_want) rc |= cmp_frag(&n, m, neg_want, integer, 1, neg, e);
-    if (!rc) rc = gram_dfa_from_nfa(&n, s, NULL, NULL, 1 << 20, out);
+    *work += n.n_states + n.n_edges;
+    if (!rc) rc = gram_dfa_from_nfa_limited(&n, s, NULL, NULL, 1 << 20, max_work - *work, work, out);
     gram_nfa_free(&n);
     return rc;
 }
 
 /* multipleOf m = a / 10^sc: remainder automaton over digits; intersected with
  * the syntax later, so it only tracks values. */
-static int multiple_dfa(const char *m, int integer, gram_dfa *out, char *err, size_t err_len) {
+static int multiple_dfa(const char *m, int integer, long max_work, long *work, gram_dfa *out, char *err,
+                        size_t err_len) {
     const char *dot = strchr(m, '.');
     int sc = dot ? (int)strlen(dot + 1) : 0;
     unsigned long long a = 0;
@@ -2167,6 +2507,12 @@ static int multiple_dfa(const char *m, int integer, gram_dfa *out, char *err, si
     }
     if (a * (unsigned long long)(sc + 2) > 200000) {
         ferr(err, err_len, "multipleOf %s: automaton too large (%llu states)", m, a * (unsigned long long)(sc + 2));
+        return -2;
+    }
+    /* its NFA: a * (sc + 2) states, ten digit edges each */
+    *work += (long)(a * (unsigned long long)(sc + 2) * 11);
+    if (*work > max_work) {
+        ferr(err, err_len, "multipleOf %s: over the compile's work budget", m);
         return -2;
     }
     gram_nfa n;
@@ -2217,7 +2563,7 @@ static int multiple_dfa(const char *m, int integer, gram_dfa *out, char *err, si
             if ((r * pow10[sc - j]) % a == 0) eps(&n, st, e);
         }
     free(pow10);
-    int rc = gram_dfa_from_nfa(&n, s, NULL, NULL, 1 << 20, out);
+    int rc = gram_dfa_from_nfa_limited(&n, s, NULL, NULL, 1 << 20, max_work - *work, work, out);
     gram_nfa_free(&n);
     if (rc == -2) ferr(err, err_len, "multipleOf %s: automaton too large", m);
     return rc;
@@ -2257,16 +2603,29 @@ static int syntax_dfa(int integer, int frac_only, gram_dfa *out) {
     return rc;
 }
 
-static int intersect_into(gram_dfa *acc, const gram_dfa *b) {
+static int intersect_into(gram_dfa *acc, const gram_dfa *b, long max_work, long *work) {
     gram_dfa t;
+    if (*work > max_work) return -2;
     int rc = gram_dfa_intersect(acc, b, 1 << 20, &t);
+    *work += (long)acc->n_states + b->n_states + (rc ? 0 : (long)t.n_states * t.n_classes);
     if (rc) return rc;
     gram_dfa_free(acc);
     *acc = t;
     return 0;
 }
 
+static int gram_number_dfa_at(const gram_num_spec *sp, long budget, long *used, gram_dfa *out, char *err,
+                              size_t err_len);
+
 int gram_number_dfa(const gram_num_spec *sp, gram_dfa *out, char *err, size_t err_len) {
+    long used = 0, budget = sp->max_work != 0 ? sp->max_work : (long)1 << 40;
+    int rc = gram_number_dfa_at(sp, budget, &used, out, err, err_len);
+    if (sp->work) *sp->work += used;
+    return rc;
+}
+
+static int gram_number_dfa_at(const gram_num_spec *sp, long budget, long *used, gram_dfa *out, char *err,
+                              size_t err_len) {
     int rc = syntax_dfa(sp->integer, sp->frac_only, out);
     if (rc) {
         ferr(err, err_len, "out of memory");
@@ -2274,30 +2633,32 @@ int gram_number_dfa(const gram_num_spec *sp, gram_dfa *out, char *err, size_t er
     }
     gram_dfa b;
     if (sp->lo) {
-        if ((rc = bound_dfa(sp->lo, sp->lo_excl ? 1 : 0, sp->integer, &b))) goto fail;
-        rc = intersect_into(out, &b);
+        if ((rc = bound_dfa(sp->lo, sp->lo_excl ? 1 : 0, sp->integer, budget, used, &b))) goto fail;
+        rc = intersect_into(out, &b, budget, used);
         gram_dfa_free(&b);
         if (rc) goto fail;
     }
     if (sp->hi) {
-        if ((rc = bound_dfa(sp->hi, sp->hi_excl ? 3 : 2, sp->integer, &b))) goto fail;
-        rc = intersect_into(out, &b);
+        if ((rc = bound_dfa(sp->hi, sp->hi_excl ? 3 : 2, sp->integer, budget, used, &b))) goto fail;
+        rc = intersect_into(out, &b, budget, used);
         gram_dfa_free(&b);
         if (rc) goto fail;
     }
     if (sp->multiple_of) {
-        if ((rc = multiple_dfa(sp->multiple_of, sp->integer, &b, err, err_len))) {
+        if ((rc = multiple_dfa(sp->multiple_of, sp->integer, budget, used, &b, err, err_len))) {
             gram_dfa_free(out);
             return rc;
         }
-        rc = intersect_into(out, &b);
+        rc = intersect_into(out, &b, budget, used);
         gram_dfa_free(&b);
         if (rc) goto fail;
     }
     return 0;
 fail:
     gram_dfa_free(out);
-    ferr(err, err_len, rc == -2 ? "number range automaton too large" : "out of memory");
+    ferr(err, err_len, rc == -2 ? (*used > budget ? "number automaton over the compile's work budget"
+                                                   : "number range automaton too large")
+                                : "out of memory");
     return rc;
 }
 

@@ -89,12 +89,31 @@ typedef int32_t (*gram_labeller)(const int32_t *tags, int n_tags, void *u);
  * max_states states (err says so). */
 int gram_dfa_from_nfa(const gram_nfa *n, int32_t start, gram_labeller lab, void *u, int max_states,
                       gram_dfa *out);
+/* The same with a work budget: the subset construction stops (-2) once it
+ * has visited more than max_work NFA states and edges (sets processed,
+ * closures made), and adds what it visited to *work (may be NULL). */
+int gram_dfa_from_nfa_limited(const gram_nfa *n, int32_t start, gram_labeller lab, void *u, int max_states,
+                              long max_work, long *work, gram_dfa *out);
 void gram_dfa_free(gram_dfa *d);
 /* The language is empty (no accepting state reachable). */
 int gram_dfa_empty(const gram_dfa *d);
 /* Intersection of two call-free DFAs; labels from a (accepting where both
  * accept).  Same return codes as gram_dfa_from_nfa. */
 int gram_dfa_intersect(const gram_dfa *a, const gram_dfa *b, int max_states, gram_dfa *out);
+/* Union of k call-free DFAs by a product construction (no subset
+ * construction): a state is accepting when the labeller says so of the
+ * tags tag_base[i] + label of each component i accepting there (sorted).
+ * Same return codes as gram_dfa_from_nfa. */
+int gram_dfa_union(const gram_dfa *const *ds, const int32_t *tag_base, int k, gram_labeller lab, void *u,
+                   int max_states, gram_dfa *out);
+/* The DFA of n literal byte strings, string i accepting with labels[i]
+ * (labels NULL: 0); of equal strings the first label wins. */
+int gram_dfa_literals(const char *const *strs, const size_t *lens, const int32_t *labels, int n, int max_states,
+                      gram_dfa *out);
+/* '"' d '"': a call-free DFA of canonical string content, quoted. */
+int gram_dfa_quote(const gram_dfa *d, gram_dfa *out);
+/* A deep copy.  0 or -1 out of memory. */
+int gram_dfa_copy(const gram_dfa *d, gram_dfa *out);
 /* Complement of a call-free DFA over all byte strings (labels become 0). */
 int gram_dfa_complement(const gram_dfa *d, gram_dfa *out);
 /* Copy d into n as a fragment (labels become accepting exits). */
@@ -139,9 +158,12 @@ typedef struct {
     int integer;         /* integers only */
     int frac_only;       /* non-integers only */
     const char *multiple_of; /* canonical decimal > 0, or NULL */
+    long max_work;       /* work budget (NFA states and edges built and visited, product states);
+                          * 0: only the per-automaton state limits */
+    long *work;          /* the work done is added here (may be NULL) */
 } gram_num_spec;
 /* DFA of canonical numbers in the range.  Returns 0, -1 OOM, -2 too large
- * (err says so). */
+ * or over max_work (err says so). */
 int gram_number_dfa(const gram_num_spec *spec, gram_dfa *out, char *err, size_t err_len);
 
 /* ---- canonical values ------------------------------------------------------------ */

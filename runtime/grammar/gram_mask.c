@@ -26,11 +26,12 @@
  * each bound, capped at the longest token: all positions far from both
  * bounds share one entry.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gram.h"
+#include "gram_mask.h"
 
 /* ---- vocabulary trie ------------------------------------------------------------------ */
 
@@ -40,6 +41,7 @@ struct gram_vocab {
     int32_t *off;      /* (n_vocab + 1) */
     int n_nodes;
     uint8_t *nbyte;    /* (n_nodes) byte on the edge into the node */
+    int32_t *npar;     /* (n_nodes) the parent node (-1 for the root) */
     int32_t *nend;     /* (n_nodes) first index after the node's subtree */
     int32_t *tok_off;  /* (n_nodes + 1) tokens ending at the node: toks[tok_off[i] .. tok_off[i+1]) */
     int32_t *toks;
@@ -120,8 +122,9 @@ int gram_vocab_new(const tok_vocab *tv, gram_vocab **out) {
         v->off[i] = (int32_t)pos;
         if (b && len) memcpy(v->bytes + pos, b, len);
         pos += len;
-        if (len) order[n_order++] = i;
-        if ((int)len > v->max_len) v->max_len = (int)len;
+        /* tokens longer than GRAM_TOKEN_MAX are never allowed under a grammar (the walks are that deep at most) */
+        if (len && len <= GRAM_TOKEN_MAX) order[n_order++] = i;
+        if ((int)len > v->max_len && len <= GRAM_TOKEN_MAX) v->max_len = (int)len;
         if (tok_is_eog(tv, i)) v->eog[v->n_eog++] = i;
     }
     v->off[n] = (int32_t)pos;
@@ -129,18 +132,20 @@ int gram_vocab_new(const tok_vocab *tv, gram_vocab **out) {
     /* preorder trie: at most total + 1 nodes */
     size_t cap = total + 1;
     v->nbyte = malloc(cap);
+    v->npar = malloc(cap * sizeof *v->npar);
     v->nend = malloc(cap * sizeof *v->nend);
     v->tok_off = calloc(cap + 1, sizeof *v->tok_off);
     v->toks = malloc(((size_t)n_order + 1) * sizeof *v->toks);
     int32_t *stack = malloc(((size_t)v->max_len + 2) * sizeof *stack); /* node at each depth */
     int32_t *tok_node = malloc(((size_t)n_order + 1) * sizeof *tok_node);
-    if (!v->nbyte || !v->nend || !v->tok_off || !v->toks || !stack || !tok_node) {
+    if (!v->nbyte || !v->npar || !v->nend || !v->tok_off || !v->toks || !stack || !tok_node) {
         free(stack);
         free(tok_node);
         goto fail;
     }
     int nn = 1, depth = 0; /* node 0: the root */
     v->nbyte[0] = 0;
+    v->npar[0] = -1;
     stack[0] = 0;
     const char *prev = NULL;
     int prev_len = 0;
@@ -154,6 +159,7 @@ int gram_vocab_new(const tok_vocab *tv, gram_vocab **out) {
         while (depth > lcp) v->nend[stack[depth--]] = nn;
         while (depth < len) {
             v->nbyte[nn] = (uint8_t)b[depth];
+            v->npar[nn] = stack[depth];
             stack[++depth] = nn++;
         }
         tok_node[k] = stack[len];
@@ -196,6 +202,7 @@ void gram_vocab_free(gram_vocab *v) {
     free(v->bytes);
     free(v->off);
     free(v->nbyte);
+    free(v->npar);
     free(v->nend);
     free(v->tok_off);
     free(v->toks);
@@ -231,117 +238,119 @@ typedef struct {
     int n_pop;
     int32_t grp[257];           /* pop[grp[b] .. grp[b+1]): nodes with byte b */
     int has_pop;
-    int32_t *kpop;              /* free-key frames: (trie node, key state) where a key ends */
+    int32_t *kpop;              /* boundary key frames: (trie node, key state) where a key ends */
     int n_kpop;
+    int32_t *rk;                /* trie nodes whose tokens mask_by_tokens decides */
+    int n_rk;
 } gram_entry;
 
-struct gram_cache {
-    gram_entry **v;
+/* A grammar bound to a vocabulary: the cache of frame entries.  One masker
+ * may serve several generations at once on several threads (the cache takes
+ * its lock; entries never change once inserted). */
+struct gram_masker {
+    const gram_grammar *g;
+    const gram_vocab *v;
+    pthread_mutex_t lock;
+    gram_entry **e;             /* open addressing by (rule, state, canonical aux) */
     size_t cap, n;
-    int n_words;
-    size_t bytes;               /* memory held by entries */
+    int n_words;                /* (n_vocab + 31) / 32 */
 };
 
-static void cache_free(gram_cache *c) {
-    if (!c) return;
-    for (size_t i = 0; i < c->cap; i++)
-        if (c->v[i]) {
-            free(c->v[i]->bits);
-            free(c->v[i]->ids);
-            free(c->v[i]->pop);
-            free(c->v[i]->kpop);
-            free(c->v[i]);
-        }
-    free(c->v);
-    free(c);
+static void entry_free(gram_entry *e) {
+    if (!e) return;
+    free(e->bits);
+    free(e->ids);
+    free(e->pop);
+    free(e->kpop);
+    free(e->rk);
+    free(e);
+}
+
+void gram_masker_free(gram_masker *mk) {
+    if (!mk) return;
+    for (size_t i = 0; i < mk->cap; i++) entry_free(mk->e[i]);
+    free(mk->e);
+    pthread_mutex_destroy(&mk->lock);
+    free(mk);
 }
 
 /* Does D from state d behave exactly like the string-content automaton W
- * between characters (state 0), for every input that does not close the
- * string?  A depth-first search over the reachable pairs (d', w'); a pair
- * met again is assumed to hold (a bisimulation is a greatest fixpoint). */
-typedef struct {
-    const gram_dfa *D, *W;
-    uint8_t *st;  /* per pair: 0 unknown, 1 visiting, 2 holds, 3 fails */
-    int32_t *trail;
-    int n_trail, budget;
-} univ_ctx;
-
-static int univ_pair(univ_ctx *u, int32_t d, int32_t w) {
-    size_t k = (size_t)d * (size_t)u->W->n_states + (size_t)w;
-    if (u->st[k] == 1 || u->st[k] == 2) return 1;
-    if (u->st[k] == 3 || --u->budget < 0) return 0;
-    u->st[k] = 1;
-    u->trail[u->n_trail++] = (int32_t)k;
-    for (int b = 0; b < 256; b++) {
-        if (w == 0 && b == '"') continue;
-        int32_t dn = gram_dfa_next(u->D, d, (uint8_t)b), wn = gram_dfa_next(u->W, w, (uint8_t)b);
-        if ((dn >= 0) != (wn >= 0) || (dn >= 0 && !univ_pair(u, dn, wn))) {
-            u->st[k] = 3; /* a mismatch is reachable from here */
-            return 0;
+ * between characters (its state 0), for every input that does not close the
+ * string?  Then every quote-free token that is valid string content is
+ * allowed from d and stays inside: the walks take them as one bitset
+ * (vocabulary u_bits) instead of visiting their subtrees.  Both are
+ * deterministic, so this is a breadth-first search over the pairs (d', w')
+ * reachable from (d, 0) by the same bytes, failing on the first pair where
+ * one has a move the other has not.  At most UNIV_PAIRS pairs are visited;
+ * past that the answer is "no" (the walks then visit every subtree, which is
+ * only slower).  Asked once per cache fill, at the fill's root. */
+#define UNIV_PAIRS 20000
+static int univ_state(const gram_dfa *D, int32_t d, const gram_dfa *W) {
+    /* bytes that behave alike in both automata; '"' apart (between characters it closes the string) */
+    uint8_t rep[257];
+    int n_rep = 0;
+    {
+        uint8_t seen[256 * 256 / 8];
+        memset(seen, 0, sizeof seen);
+        for (int b = 0; b < 256; b++) {
+            if (b == '"') continue;
+            int key = D->cls[b] * 256 + W->cls[b];
+            if (!(seen[key / 8] >> (key % 8) & 1)) seen[key / 8] |= (uint8_t)(1 << (key % 8)), rep[n_rep++] = (uint8_t)b;
         }
     }
-    return 1;
+    /* at most n_states(D) * n_states(W) pairs exist: size the table for that, or the cap */
+    double most = (double)D->n_states * (double)W->n_states;
+    int limit = most < UNIV_PAIRS ? (int)most : UNIV_PAIRS;
+    size_t CAP = 64;
+    while (CAP < 2 * (size_t)limit) CAP *= 2;
+    uint64_t *set = calloc(CAP, sizeof *set);
+    int32_t *q = malloc(2 * ((size_t)limit + 1) * sizeof *q);
+    int ok = set && q, n = 0, head = 0;
+#define UNIV_ADD(x, y)                                                                    \
+    do {                                                                                  \
+        uint64_t key_ = ((uint64_t)(uint32_t)(x) << 32 | (uint32_t)(y)) + 1;              \
+        size_t i_ = (size_t)(key_ * 0x9e3779b97f4a7c15ull >> 20) & (CAP - 1);             \
+        while (set[i_] && set[i_] != key_) i_ = (i_ + 1) & (CAP - 1);                     \
+        if (!set[i_]) {                                                                   \
+            if (n == limit) ok = 0;                                                       \
+            else set[i_] = key_, q[2 * n] = (x), q[2 * n + 1] = (y), n++;                 \
+        }                                                                                 \
+    } while (0)
+    if (ok) UNIV_ADD(d, 0);
+    while (ok && head < n) {
+        int32_t x = q[2 * head], w = q[2 * head + 1];
+        head++;
+        for (int k = 0; k < n_rep && ok; k++) {
+            int32_t xn = gram_dfa_next(D, x, rep[k]), wn = gram_dfa_next(W, w, rep[k]);
+            if ((xn >= 0) != (wn >= 0)) ok = 0;
+            else if (xn >= 0) UNIV_ADD(xn, wn);
+        }
+        if (ok && w != 0) {
+            /* inside an escape or a character '"' is content (\") */
+            int32_t xn = gram_dfa_next(D, x, '"'), wn = gram_dfa_next(W, w, '"');
+            if ((xn >= 0) != (wn >= 0)) ok = 0;
+            else if (xn >= 0) UNIV_ADD(xn, wn);
+        }
+    }
+#undef UNIV_ADD
+    free(set);
+    free(q);
+    return ok;
 }
 
-static int compute_univ(const gram_dfa *D, const gram_dfa *W, uint8_t **out) {
-    int nd = D->n_states, nw = W->n_states;
+int gram_masker_new(const gram_grammar *g, const gram_vocab *gv, gram_masker **out) {
+    gram_masker *mk = calloc(1, sizeof *mk);
     *out = NULL;
-    if ((double)nd * nw > 1e7) return 0;
-    univ_ctx U = {.D = D, .W = W};
-    uint8_t *u = calloc((size_t)nd, 1);
-    U.st = calloc((size_t)nd * (size_t)nw, 1);
-    U.trail = malloc((size_t)nd * (size_t)nw * sizeof *U.trail);
-    if (!u || !U.st || !U.trail) {
-        free(u);
-        free(U.st);
-        free(U.trail);
-        return -1;
-    }
-    /* cheap filter: the bytes with a move must be W's between-characters set */
-    uint32_t wmask[8] = {0};
-    for (int b = 0; b < 256; b++)
-        if (b != '"' && gram_dfa_next(W, 0, (uint8_t)b) >= 0) wmask[b / 32] |= 1u << (b % 32);
-    int any = 0;
-    for (int d = 0; d < nd; d++) {
-        uint32_t m[8] = {0};
-        for (int b = 0; b < 256; b++)
-            if (b != '"' && gram_dfa_next(D, d, (uint8_t)b) >= 0) m[b / 32] |= 1u << (b % 32);
-        if (memcmp(m, wmask, sizeof m)) continue;
-        U.n_trail = 0;
-        U.budget = 200000;
-        int ok = univ_pair(&U, d, 0);
-        /* success: every pair visited holds; failure: forget the ones not known bad */
-        for (int i = 0; i < U.n_trail; i++)
-            if (U.st[U.trail[i]] == 1) U.st[U.trail[i]] = ok ? 2 : 0;
-        u[d] = (uint8_t)ok;
-        any |= ok;
-    }
-    free(U.st);
-    free(U.trail);
-    if (!any) {
-        free(u);
-        u = NULL;
-    }
-    *out = u;
+    if (!mk) return -1;
+    mk->g = g;
+    mk->v = gv;
+    mk->n_words = (gv->n_vocab + 31) / 32;
+    pthread_mutex_init(&mk->lock, NULL);
+    *out = mk;
     return 0;
 }
 
-int gram_bind(gram_grammar *g, const gram_vocab *gv) {
-    if (g->vocab) return g->vocab == gv ? 0 : -1;
-    for (int r = 0; r < g->n_rules; r++) {
-        gram_rule *R = &g->rules[r];
-        const gram_dfa *D = R->kind == GRAM_OBJ ? &R->obj->key : R->leaf ? &R->fa : NULL;
-        if (D && D->next && compute_univ(D, &gv->content, &R->univ)) return -1;
-    }
-    gram_cache *c = calloc(1, sizeof *c);
-    if (!c) return -1;
-    c->n_words = (gv->n_vocab + 31) / 32;
-    g->vocab = gv;
-    g->cache = c;
-    g->cache_free = cache_free;
-    return 0;
-}
+const gram_vocab *gram_masker_vocab(const gram_masker *mk) { return mk->v; }
 
 static uint64_t key_hash(int32_t r, int32_t s, int32_t a) {
     uint64_t h = (uint64_t)(uint32_t)r * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uint32_t)s * 0xc2b2ae3d27d4eb4full ^
@@ -349,58 +358,75 @@ static uint64_t key_hash(int32_t r, int32_t s, int32_t a) {
     return h ^ (h >> 31);
 }
 
-/* lookup under g->lock */
-static gram_entry *cache_find(gram_cache *c, int32_t r, int32_t s, int32_t a) {
+/* lookup under mk->lock */
+static gram_entry *cache_find(gram_masker *c, int32_t r, int32_t s, int32_t a) {
     if (!c->cap) return NULL;
     size_t k = key_hash(r, s, a) & (c->cap - 1);
-    while (c->v[k]) {
-        gram_entry *e = c->v[k];
+    while (c->e[k]) {
+        gram_entry *e = c->e[k];
         if (e->rule == r && e->state == s && e->aux == a) return e;
         k = (k + 1) & (c->cap - 1);
     }
     return NULL;
 }
 
-static int cache_insert(gram_cache *c, gram_entry *e) {
+static int cache_insert(gram_masker *c, gram_entry *e) {
     if ((c->n + 1) * 2 > c->cap) {
         size_t nc = c->cap ? c->cap * 2 : 256;
         gram_entry **nv = calloc(nc, sizeof *nv);
         if (!nv) return -1;
         for (size_t i = 0; i < c->cap; i++)
-            if (c->v[i]) {
-                size_t k = key_hash(c->v[i]->rule, c->v[i]->state, c->v[i]->aux) & (nc - 1);
+            if (c->e[i]) {
+                size_t k = key_hash(c->e[i]->rule, c->e[i]->state, c->e[i]->aux) & (nc - 1);
                 while (nv[k]) k = (k + 1) & (nc - 1);
-                nv[k] = c->v[i];
+                nv[k] = c->e[i];
             }
-        free(c->v);
-        c->v = nv;
+        free(c->e);
+        c->e = nv;
         c->cap = nc;
     }
     size_t k = key_hash(e->rule, e->state, e->aux) & (c->cap - 1);
-    while (c->v[k]) k = (k + 1) & (c->cap - 1);
-    c->v[k] = e;
+    while (c->e[k]) k = (k + 1) & (c->cap - 1);
+    c->e[k] = e;
     c->n++;
     return 0;
 }
 
-/* Canonical aux for a frame's cache key (counted strings: distances to the
- * bounds, capped at the longest token). */
-/* Inside a key of an object whose keys are free (any string may be a key),
- * the walk does not depend on the seen set until the key ends. */
-static int free_key_frame(const gram_grammar *g, gram_frame f) {
+/* ---- cache keys ------------------------------------------------------------------------ */
+
+/* An OBJ frame inside a key (a key DFA state, finished or not). */
+static int key_frame(const gram_grammar *g, gram_frame f) {
     const gram_rule *R = &g->rules[f.rule];
-    if (R->kind != GRAM_OBJ || !R->obj->keys_free) return 0;
+    if (R->kind != GRAM_OBJ) return 0;
     int32_t k = f.state - GRAM_OBJ_KEY;
-    return k >= 0 && k < R->obj->key.n_states && R->obj->key.label[k] < 0;
+    return k >= 0 && k < R->obj->key.n_states;
 }
 
-static int32_t canon_aux(const gram_grammar *g, gram_frame f) {
+/* Inside a key of an object whose keys are free (any string may be a key),
+ * every unfinished key is viable whatever was seen. */
+static int free_key_frame(const gram_grammar *g, gram_frame f) {
+    if (!key_frame(g, f)) return 0;
+    const gram_obj *o = g->rules[f.rule].obj;
+    return o->keys_free && o->key.label[f.state - GRAM_OBJ_KEY] < 0;
+}
+
+/* A key frame whose walk treats every key end as a boundary (kpop) decided
+ * at mask time with the real aux: free keys, and objects that track
+ * undeclared keys (the key text and the keys seen are not in the cache key). */
+static int boundary_key_frame(const gram_grammar *g, gram_frame f) {
+    return key_frame(g, f) && (g->rules[f.rule].obj->keys_free || g->rules[f.rule].obj->track_keys);
+}
+
+/* Canonical aux for a frame's cache key: what the frame's walk depends on.
+ * Counted strings: distances to the bounds, capped at the longest token. */
+static int32_t canon_aux(const gram_grammar *g, const gram_vocab *v, gram_frame f) {
     const gram_rule *R = &g->rules[f.rule];
     if (free_key_frame(g, f)) return 0;
+    if (boundary_key_frame(g, f)) return gram_aux_base(g, f.aux);
     if (!R->counted || f.state == 0) return f.aux;
     /* positions further than a token plus the longest remaining run from a
      * bound behave alike */
-    long T = g->vocab->max_len + 1 + R->cp_span;
+    long T = v->max_len + 1 + R->cp_span;
     long count = f.aux >> 4;
     long dm = R->min_count - count;
     if (dm < 0) dm = 0;
@@ -412,7 +438,6 @@ static int32_t canon_aux(const gram_grammar *g, gram_frame f) {
 }
 
 /* ---- the fill walk ---------------------------------------------------------------------- */
-
 
 /* one byte of a leaf rule (no calls), as the matcher steps it */
 static inline int leaf_step(const gram_rule *R, int32_t *state, int32_t *aux, uint8_t b) {
@@ -428,9 +453,13 @@ typedef struct {
     uint32_t *acc;   /* accepted bitset being built */
     int n_acc;
     gram_ivec pop;
-    gram_ivec kpop;       /* free-key fills: (node, key state) pairs */
+    gram_ivec kpop;  /* boundary key frames: (trie node, key state) where a key ends */
+    gram_ivec rk;    /* trie nodes whose subtrees are decided token by token at mask time */
     int free_key;    /* the fill's frame is a free-key frame: do not look at aux */
-    int32_t free_rule;
+    int root_key;    /* the fill's frame is a boundary key frame */
+    int32_t root_rule;
+    int inexact;     /* walking on after an undeclared key that aux does not list yet */
+    uint64_t *words; /* (max n_words) scratch for gram_obj_key_done */
 } fill_ctx;
 
 static void mark_tokens(fill_ctx *F, int32_t node) {
@@ -444,6 +473,17 @@ static void mark_tokens(fill_ctx *F, int32_t node) {
     }
 }
 
+/* The key text: text, then the token bytes from below trie node `from` down
+ * to `to`.  create: make texts that do not exist yet; else -1 when one is
+ * missing (no key with that text was ever seen). */
+static int32_t key_text(gram_grammar *g, const gram_vocab *v, int32_t text, int32_t from, int32_t to, int create) {
+    uint8_t path[GRAM_TOKEN_MAX];
+    int n = 0;
+    for (int32_t x = to; x != from && x > 0 && n < GRAM_TOKEN_MAX; x = v->npar[x]) path[n++] = v->nbyte[x];
+    while (n-- > 0 && text >= 0) text = create ? gram_text_child(g, text, path[n]) : gram_text_find(g, text, path[n]);
+    return text;
+}
+
 static int dispatch(fill_ctx *F, gram_matcher *m, int32_t node, int32_t set);
 
 /* A leaf frame (string, number, literal) at (state, aux) over parent:
@@ -455,7 +495,7 @@ static int walk_leaf(fill_ctx *F, gram_matcher *m, const gram_rule *R, int32_t n
     const gram_vocab *v = F->v;
     int accepting = R->fa.label[state] >= 0;
     int32_t pset = -1;
-    if (node == 0 && R->univ && R->univ[state]) {
+    if (node == 0 && univ_state(&R->fa, state, &v->content)) {
         /* inside a string, between characters, far from any length bound:
          * every quote-free token that is valid content is in; walk the rest */
         long count = aux >> 4;
@@ -491,58 +531,113 @@ static int walk_leaf(fill_ctx *F, gram_matcher *m, const gram_rule *R, int32_t n
     return 0;
 }
 
-/* An object frame inside a key: key DFA steps with the viability check;
- * after the closing quote only ':' continues, into the value (general). */
 static int walk_set(fill_ctx *F, gram_matcher *m, int32_t node, int32_t set);
 
-static int walk_key(fill_ctx *F, gram_matcher *m, int32_t rule, int32_t node, int32_t k, int32_t aux, int32_t parent,
-                    int q) {
+/* After a finished key whose token goes on (below trie node c): ':' and the
+ * value, in the walk's configuration.  key: the key's text id when known
+ * (0: an undeclared key not added to aux, so the walk below is inexact about
+ * that key and defers any further undeclared key end to the token check). */
+static int after_key(fill_ctx *F, gram_matcher *m, int32_t rule, int32_t c, int32_t t, int32_t aux, int32_t parent,
+                     int32_t key) {
     const gram_vocab *v = F->v;
-    const gram_grammar *g = gram_matcher_grammar(m);
+    gram_grammar *g = (gram_grammar *)gram_matcher_grammar(m);
     const gram_obj *o = g->rules[rule].obj;
-    int32_t L = o->key.label[k];
-    if (L >= 0 && g->ws_flexible) {
-        /* a finished key may be followed by whitespace: the general path */
+    int32_t L = o->key.label[t];
+    if (v->nend[c] <= c + 1) return 0;
+    if (g->ws_flexible) {
+        /* whitespace may come before ':': the general path, with the key's full text in aux */
+        int32_t a = aux;
+        if (o->track_keys) {
+            if (!key) return gram_ivec_push(&F->rk, c) ? -1 : 0;
+            a = gram_aux_with_prefix(g, aux, key);
+            if (a < 0) return -1;
+        }
+        int32_t x = gram_node_make(m, (gram_frame){rule, GRAM_OBJ_KEY + t, a}, parent);
+        return x < 0 ? -1 : walk_set(F, m, c, gram_set_of_node(m, x));
+    }
+    for (int32_t d = c + 1; d < v->nend[c]; d = v->nend[d]) {
+        if (v->nbyte[d] != ':') continue;
+        int32_t va = gram_obj_key_done(g, o, aux, L, key, F->words);
+        if (va == -1) return -1;
+        if (va < 0) return 0;
+        int32_t x = gram_node_make(m, (gram_frame){rule, GRAM_OBJ_KEY + o->key.n_states + L, va}, parent);
+        if (x < 0) return -1;
+        mark_tokens(F, d);
+        int save = F->inexact;
+        if (o->track_keys && L >= o->n_decl && !key) F->inexact = 1;
+        int rc = v->nend[d] > d + 1 ? dispatch(F, m, d, gram_set_of_node(m, x)) : 0;
+        F->inexact = save;
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+/* An object frame inside a key (state k, aux) below trie node `node`;
+ * aux's prefix is the key text up to base (a trie node above or at node).
+ * In a boundary key frame of the fill itself every key end is a kpop; in
+ * other frames aux is real and key ends are decided here. */
+static int walk_key(fill_ctx *F, gram_matcher *m, int32_t rule, int32_t node, int32_t k, int32_t aux, int32_t parent,
+                    int q, int32_t base) {
+    const gram_vocab *v = F->v;
+    gram_grammar *g = (gram_grammar *)gram_matcher_grammar(m);
+    const gram_rule *R = &g->rules[rule];
+    const gram_obj *o = R->obj;
+    int root = F->root_key && rule == F->root_rule && parent == GRAM_CTX;
+    if (o->key.label[k] >= 0) {
+        /* a finished key: the fill decides at mask time; elsewhere aux holds its whole text */
+        if (root) return gram_ivec_push(&F->kpop, node) || gram_ivec_push(&F->kpop, k) ? -1 : 0;
         int32_t x = gram_node_make(m, (gram_frame){rule, GRAM_OBJ_KEY + k, aux}, parent);
         return x < 0 ? -1 : walk_set(F, m, node, gram_set_of_node(m, x));
     }
-    int free_mode = F->free_key && rule == F->free_rule && parent == GRAM_CTX;
-    if (free_mode) {
-        /* aux-free: every unfinished key is viable; a finished key is a
-         * boundary checked against the real seen set at mask time */
-        const gram_rule *R = &g->rules[rule];
-        if (node == 0 && R->univ && R->univ[k]) {
-            for (int w = 0; w < (v->n_vocab + 31) / 32; w++) F->acc[w] |= v->u_bits[w];
-            F->n_acc = v->n_vocab;
-            q = 1;
-        }
-        for (int32_t c = node + 1; c < v->nend[node]; c = v->nend[c]) {
-            if (q && !v->qsub[c]) continue;
-            int32_t t = gram_dfa_next(&o->key, k, v->nbyte[c]);
-            if (t < 0) continue;
-            if (o->key.label[t] >= 0) {
+    int free_mode = root && F->free_key;
+    if (free_mode && node == 0 && univ_state(&o->key, k, &v->content)) {
+        /* every quote-free token that is valid key content stays inside the key */
+        for (int w = 0; w < (v->n_vocab + 31) / 32; w++) F->acc[w] |= v->u_bits[w];
+        F->n_acc = v->n_vocab;
+        q = 1;
+    }
+    const gram_aux *a = gram_aux_get(g, aux);
+    for (int32_t c = node + 1; c < v->nend[node]; c = v->nend[c]) {
+        if (q && !v->qsub[c]) continue;
+        int32_t t = gram_dfa_next(&o->key, k, v->nbyte[c]);
+        if (t < 0) continue;
+        int32_t L = o->key.label[t];
+        if (L >= 0) {
+            if (root) {
                 if (gram_ivec_push(&F->kpop, c) || gram_ivec_push(&F->kpop, t)) return -1;
                 continue;
             }
+            if (!gram_obj_label_ok(g, o, L, aux)) continue;
+            int32_t key = 0;
+            if (o->track_keys && L >= o->n_decl) {
+                if (F->inexact) {
+                    /* aux may lack a key this token already finished */
+                    if (gram_ivec_push(&F->rk, c)) return -1;
+                    continue;
+                }
+                if (a->keys) {
+                    int32_t text = key_text(g, v, a->prefix, base, c, 0);
+                    if (text >= 0 && gram_keyset_has(g, a->keys, text)) continue; /* seen: not again */
+                }
+                if (g->ws_flexible && v->nend[c] > c + 1) {
+                    key = key_text(g, v, a->prefix, base, c, 1);
+                    if (key < 0) return -1;
+                }
+            }
             mark_tokens(F, c);
-            if (v->nend[c] > c + 1 && walk_key(F, m, rule, c, t, aux, parent, q)) return -1;
-        }
-        return 0;
-    }
-    for (int32_t c = node + 1; c < v->nend[node]; c = v->nend[c]) {
-        uint8_t b = v->nbyte[c];
-        if (L >= 0) {
-            if (b != ':' || !gram_obj_label_ok(g, o, L, aux)) continue;
-            int32_t x = gram_node_make(m, (gram_frame){rule, GRAM_OBJ_KEY + o->key.n_states + L, aux}, parent);
-            if (x < 0) return -1;
-            mark_tokens(F, c);
-            if (v->nend[c] > c + 1 && dispatch(F, m, c, gram_set_of_node(m, x))) return -1;
+            if (after_key(F, m, rule, c, t, aux, parent, key)) return -1;
             continue;
         }
-        int32_t t = gram_dfa_next(&o->key, k, b);
-        if (t < 0 || !gram_obj_viable(g, o, t, aux)) continue;
+        if (!free_mode) {
+            if (!gram_obj_viable(g, o, t, aux)) continue;
+            /* few completions left: whether one is still unseen depends on the keys seen */
+            if (o->track_keys && o->u_cnt[t] < GRAM_U_INF && (root || a->keys || F->inexact)) {
+                if (gram_ivec_push(&F->rk, c)) return -1;
+                continue;
+            }
+        }
         mark_tokens(F, c);
-        if (v->nend[c] > c + 1 && walk_key(F, m, rule, c, t, aux, parent, 0)) return -1;
+        if (v->nend[c] > c + 1 && walk_key(F, m, rule, c, t, aux, parent, q, base)) return -1;
     }
     return 0;
 }
@@ -569,11 +664,11 @@ static int dispatch(fill_ctx *F, gram_matcher *m, int32_t node, int32_t set) {
     const int32_t *items = gram_set_items(m, set, &n);
     if (n == 1) {
         gram_node nd = *gram_node_get(m, items[0]);
-        const gram_rule *R = &gram_matcher_grammar(m)->rules[nd.f.rule];
+        const gram_grammar *g = gram_matcher_grammar(m);
+        const gram_rule *R = &g->rules[nd.f.rule];
         if (R->kind == GRAM_FA && R->leaf) return walk_leaf(F, m, R, node, nd.f.state, nd.f.aux, nd.parent, 0);
-        if (R->kind == GRAM_OBJ && nd.f.state >= GRAM_OBJ_KEY && nd.f.state < GRAM_OBJ_KEY + R->obj->key.n_states &&
-            !(gram_matcher_grammar(m)->ws_flexible && R->obj->key.label[nd.f.state - GRAM_OBJ_KEY] >= 0))
-            return walk_key(F, m, nd.f.rule, node, nd.f.state - GRAM_OBJ_KEY, nd.f.aux, nd.parent, 0);
+        if (key_frame(g, nd.f))
+            return walk_key(F, m, nd.f.rule, node, nd.f.state - GRAM_OBJ_KEY, nd.f.aux, nd.parent, 0, node);
     }
     return walk_set(F, m, node, set);
 }
@@ -586,23 +681,37 @@ static int cmp_pop(const void *a, const void *b, void *ctx) {
     return x < y ? -1 : x > y;
 }
 
-static gram_entry *fill_entry(gram_grammar *g, gram_matcher *m, gram_frame f, int32_t caux, uint32_t *scratch) {
-    const gram_vocab *v = g->vocab;
-    gram_cache *c = g->cache;
-    fill_ctx F = {.v = v, .acc = scratch, .free_key = free_key_frame(g, f), .free_rule = f.rule};
+static int32_t *ivec_take(gram_ivec *a) {
+    int32_t *v = a->v;
+    a->v = NULL;
+    a->n = a->cap = 0;
+    return v;
+}
+
+
+static gram_entry *fill_entry(gram_masker *c, gram_matcher *m, gram_frame f, int32_t caux, uint32_t *scratch,
+                              uint64_t *words) {
+    const gram_grammar *g = c->g;
+    const gram_vocab *v = c->v;
+    fill_ctx F = {.v = v, .acc = scratch, .free_key = free_key_frame(g, f), .root_key = boundary_key_frame(g, f),
+                  .root_rule = f.rule, .words = words};
     memset(scratch, 0, (size_t)c->n_words * sizeof *scratch);
-    int32_t x = gram_node_make(m, f, GRAM_CTX);
+    /* the walk sees the canonical aux only (boundary key frames: what the cache key keeps) */
+    gram_frame cf = f;
+    if (F.root_key) cf.aux = F.free_key ? f.aux : caux;
+    int32_t x = gram_node_make(m, cf, GRAM_CTX);
     int rc = x < 0 ? -1 : dispatch(&F, m, 0, gram_set_of_node(m, x));
     if (gram_matcher_oom(m)) rc = -1;
     gram_entry *e = calloc(1, sizeof *e);
     if (rc || !e) {
         free(F.pop.v);
         free(F.kpop.v);
+        free(F.rk.v);
         free(e);
         return NULL;
     }
-    e->kpop = F.kpop.v;
     e->n_kpop = F.kpop.n / 2;
+    e->kpop = ivec_take(&F.kpop);
     /* group by key state (insertion sort by the state: few distinct states) */
     for (int i = 1; i < e->n_kpop; i++) {
         int32_t n0 = e->kpop[2 * i], k0 = e->kpop[2 * i + 1];
@@ -615,6 +724,8 @@ static gram_entry *fill_entry(gram_grammar *g, gram_matcher *m, gram_frame f, in
         e->kpop[2 * j] = n0;
         e->kpop[2 * j + 1] = k0;
     }
+    e->n_rk = F.rk.n;
+    e->rk = ivec_take(&F.rk);
     e->rule = f.rule;
     e->state = f.state;
     e->aux = caux;
@@ -629,8 +740,7 @@ static gram_entry *fill_entry(gram_grammar *g, gram_matcher *m, gram_frame f, in
     }
     if (!e->bits && !e->ids) {
         free(F.pop.v);
-        free(e->kpop);
-        free(e);
+        entry_free(e);
         return NULL;
     }
     if (F.pop.n) {
@@ -642,8 +752,8 @@ static gram_entry *fill_entry(gram_grammar *g, gram_matcher *m, gram_frame f, in
         F.pop.n = w;
         e->has_pop = 1;
     }
-    e->pop = F.pop.v;
     e->n_pop = F.pop.n;
+    e->pop = ivec_take(&F.pop);
     int k = 0;
     for (int b = 0; b <= 256; b++) {
         while (k < e->n_pop && v->nbyte[e->pop[k]] < b) k++;
@@ -659,86 +769,94 @@ static void set_node_tokens(const gram_vocab *v, uint32_t *bits, int32_t node) {
     for (int k = v->tok_off[node]; k < v->tok_off[node + 1]; k++) bits[v->toks[k] >> 5] |= 1u << (v->toks[k] & 31);
 }
 
-int gram_mask(gram_matcher *m, uint32_t *bits, uint32_t *scratch) {
-    const gram_grammar *gc = gram_matcher_grammar(m);
-    gram_grammar *g = (gram_grammar *)gc; /* caches are internally synchronised */
-    const gram_vocab *v = g->vocab;
-    if (!v) return -1;
-    int n_words = g->cache->n_words;
+/* The tokens at and below trie nodes rk[0..n), each fed whole to frame x's
+ * configuration: the exact answer where the cached walk could not decide. */
+static int mask_by_tokens(gram_matcher *m, const gram_vocab *v, int32_t x, const int32_t *rk, int n, uint32_t *bits) {
+    int32_t start = gram_set_of_node(m, x);
+    for (int i = 0; i < n; i++)
+        for (int32_t node = rk[i]; node < v->nend[rk[i]]; node++)
+            for (int k = v->tok_off[node]; k < v->tok_off[node + 1]; k++) {
+                int32_t id = v->toks[k];
+                if (bits[id >> 5] >> (id & 31) & 1) continue;
+                const char *b = v->bytes + v->off[id];
+                int len = v->off[id + 1] - v->off[id], popped;
+                int32_t s = start;
+                for (int j = 0; j < len && s; j++) s = gram_set_step(m, s, (uint8_t)b[j], &popped);
+                if (gram_matcher_oom(m)) return -1;
+                if (s) bits[id >> 5] |= 1u << (id & 31);
+            }
+    return 0;
+}
+
+/* Boundary key frames: the key ends the entry recorded, checked against the
+ * frame's real aux (seen keys, count, the key's text), then ':' and on. */
+static int mask_key_ends(gram_grammar *g, const gram_vocab *v, gram_matcher *m, const gram_entry *e, gram_node nd,
+                         fill_ctx *R) {
+    const gram_obj *o = g->rules[nd.f.rule].obj;
+    const gram_aux *a = gram_aux_get(g, nd.f.aux);
+    int32_t ks_prev = -1, ok = 0, L = -1;
+    for (int k = 0; k < e->n_kpop; k++) {
+        int32_t node = e->kpop[2 * k], ks = e->kpop[2 * k + 1];
+        if (ks != ks_prev) {
+            ks_prev = ks;
+            L = o->key.label[ks];
+            ok = gram_obj_label_ok(g, o, L, nd.f.aux);
+        }
+        if (!ok) continue;
+        int32_t key = 0;
+        if (o->track_keys && L >= o->n_decl) {
+            if (a->keys) {
+                int32_t text = key_text(g, v, a->prefix, 0, node, 0);
+                if (text >= 0 && gram_keyset_has(g, a->keys, text)) continue;
+            }
+            if (g->ws_flexible && v->nend[node] > node + 1) {
+                key = key_text(g, v, a->prefix, 0, node, 1);
+                if (key < 0) return -1;
+            }
+        }
+        set_node_tokens(v, R->acc, node);
+        if (after_key(R, m, nd.f.rule, node, ks, nd.f.aux, nd.parent, key)) return -1;
+    }
+    return 0;
+}
+
+int gram_mask(gram_masker *mk, gram_matcher *m, uint32_t *bits, uint32_t *scratch) {
+    gram_grammar *g = (gram_grammar *)mk->g; /* interning is internally synchronised */
+    const gram_vocab *v = mk->v;
+    if (gram_matcher_grammar(m) != mk->g) return -1;
+    int n_words = mk->n_words;
     memset(bits, 0, (size_t)n_words * sizeof *bits);
     int32_t set = gram_matcher_state(m);
+    uint64_t *words = gram_matcher_words(m);
     int n;
     gram_set_items(m, set, &n);
     for (int i = 0; i < n; i++) {
         int32_t x = gram_set_items(m, set, &n)[i]; /* the items array may move while we work */
         gram_node nd = *gram_node_get(m, x);
-        int32_t caux = canon_aux(g, nd.f);
-        pthread_mutex_lock(&g->lock);
-        gram_entry *e = cache_find(g->cache, nd.f.rule, nd.f.state, caux);
-        pthread_mutex_unlock(&g->lock);
+        int32_t caux = canon_aux(g, v, nd.f);
+        pthread_mutex_lock(&mk->lock);
+        gram_entry *e = cache_find(mk, nd.f.rule, nd.f.state, caux);
+        pthread_mutex_unlock(&mk->lock);
         if (!e) {
-            e = fill_entry(g, m, nd.f, caux, scratch);
+            e = fill_entry(mk, m, nd.f, caux, scratch, words);
             if (!e) return -1;
-            pthread_mutex_lock(&g->lock);
-            gram_entry *o = cache_find(g->cache, nd.f.rule, nd.f.state, caux);
-            if (o || cache_insert(g->cache, e)) {
-                free(e->bits);
-                free(e->ids);
-                free(e->pop);
-                free(e->kpop);
-                free(e);
+            pthread_mutex_lock(&mk->lock);
+            gram_entry *o = cache_find(mk, nd.f.rule, nd.f.state, caux);
+            if (o || cache_insert(mk, e)) {
+                entry_free(e);
                 e = o;
             }
-            pthread_mutex_unlock(&g->lock);
+            pthread_mutex_unlock(&mk->lock);
             if (!e) return -1;
         }
         if (e->bits)
             for (int w = 0; w < n_words; w++) bits[w] |= e->bits[w];
         else
             for (int k = 0; k < e->n_ids; k++) bits[e->ids[k] >> 5] |= 1u << (e->ids[k] & 31);
-        if (e->n_kpop) {
-            /* keys that end here: allowed with this frame's seen set? */
-            const gram_obj *o = g->rules[nd.f.rule].obj;
-            fill_ctx R = {.v = v, .acc = bits};
-            int32_t ks_prev = -1, ok = 0, L = -1;
-            for (int k = 0; k < e->n_kpop; k++) {
-                int32_t node = e->kpop[2 * k], ks = e->kpop[2 * k + 1];
-                if (ks != ks_prev) {
-                    ks_prev = ks;
-                    ok = gram_obj_viable(g, o, ks, nd.f.aux);
-                    L = o->key.label[ks];
-                    ok = ok && gram_obj_label_ok(g, o, L, nd.f.aux);
-                }
-                if (!ok) continue;
-                set_node_tokens(v, bits, node);
-                if (g->ws_flexible) {
-                    int32_t x2 = gram_node_make(m, (gram_frame){nd.f.rule, GRAM_OBJ_KEY + ks, nd.f.aux}, nd.parent);
-                    if (x2 < 0 || (v->nend[node] > node + 1 && dispatch(&R, m, node, gram_set_of_node(m, x2)))) {
-                        free(R.pop.v);
-                        return -1;
-                    }
-                    continue;
-                }
-                /* after a finished key only ':' goes on, into the value */
-                for (int32_t c = node + 1; c < v->nend[node]; c = v->nend[c]) {
-                    if (v->nbyte[c] != ':') continue;
-                    int32_t x2 = gram_node_make(m, (gram_frame){nd.f.rule, GRAM_OBJ_KEY + o->key.n_states + L, nd.f.aux}, nd.parent);
-                    if (x2 < 0) {
-                        free(R.pop.v);
-                        return -1;
-                    }
-                    set_node_tokens(v, bits, c);
-                    if (v->nend[c] > c + 1 && dispatch(&R, m, c, gram_set_of_node(m, x2))) {
-                        free(R.pop.v);
-                        return -1;
-                    }
-                }
-            }
-            free(R.pop.v);
-        }
+        fill_ctx R = {.v = v, .acc = bits, .words = words};
+        if (e->n_kpop && mask_key_ends(g, v, m, e, nd, &R)) goto fail;
         if (e->n_pop && nd.parent >= 0) {
             int32_t ctx = gram_set_of_node(m, nd.parent);
-            fill_ctx R = {.v = v, .acc = bits};
             for (int b = 0; b < 256; b++) {
                 if (e->grp[b] == e->grp[b + 1]) continue;
                 int popped;
@@ -747,15 +865,22 @@ int gram_mask(gram_matcher *m, uint32_t *bits, uint32_t *scratch) {
                 for (int k = e->grp[b]; k < e->grp[b + 1]; k++) {
                     int32_t node = e->pop[k];
                     set_node_tokens(v, bits, node);
-                    if (v->nend[node] > node + 1 && dispatch(&R, m, node, y)) {
-                        free(R.pop.v);
-                        return -1;
-                    }
+                    if (v->nend[node] > node + 1 && dispatch(&R, m, node, y)) goto fail;
                 }
             }
-            free(R.pop.v);
         }
+        if (e->n_rk && mask_by_tokens(m, v, x, e->rk, e->n_rk, bits)) goto fail;
+        if (R.rk.n && mask_by_tokens(m, v, x, R.rk.v, R.rk.n, bits)) goto fail;
+        free(R.pop.v);
+        free(R.kpop.v);
+        free(R.rk.v);
         if (gram_matcher_oom(m)) return -1;
+        continue;
+    fail:
+        free(R.pop.v);
+        free(R.kpop.v);
+        free(R.rk.v);
+        return -1;
     }
     if (gram_set_accepting(m, set))
         for (int i = 0; i < v->n_eog; i++) bits[v->eog[i] >> 5] |= 1u << (v->eog[i] & 31);
@@ -764,10 +889,33 @@ int gram_mask(gram_matcher *m, uint32_t *bits, uint32_t *scratch) {
     return 0;
 }
 
+void gram_mask_apply(const uint32_t *bits, float *logits, int n_vocab) {
+    int full = n_vocab / 32;
+    for (int w = 0; w < full; w++) {
+        uint32_t b = bits[w];
+        float *l = logits + (size_t)w * 32;
+        if (b == 0xFFFFFFFFu) continue;
+        if (b == 0) {
+            for (int i = 0; i < 32; i++) l[i] = -INFINITY;
+            continue;
+        }
+        for (uint32_t z = ~b; z; z &= z - 1) l[__builtin_ctz(z)] = -INFINITY;
+    }
+    for (int i = full * 32; i < n_vocab; i++)
+        if (!(bits[i >> 5] >> (i & 31) & 1)) logits[i] = -INFINITY;
+}
+
+int gram_mask_ids(const uint32_t *bits, int n_vocab, int32_t *ids) {
+    int k = 0, nw = (n_vocab + 31) / 32;
+    for (int w = 0; w < nw; w++)
+        for (uint32_t b = bits[w]; b; b &= b - 1) ids[k++] = w * 32 + __builtin_ctz(b);
+    return k;
+}
+
 /* ---- forced tokens ---------------------------------------------------------------------------- */
 
-int gram_forced_tokens(gram_matcher *m, int32_t *ids, int cap) {
-    const gram_vocab *v = gram_matcher_grammar(m)->vocab;
+int gram_forced_tokens(const gram_masker *mk, gram_matcher *m, int32_t *ids, int cap) {
+    const gram_vocab *v = mk->v;
     char F[256];
     int nf = gram_matcher_forced(m, F, (int)sizeof F);
     if (!nf || !v) return 0;
@@ -804,8 +952,7 @@ int gram_forced_tokens(gram_matcher *m, int32_t *ids, int cap) {
     return n;
 }
 
-int gram_accept_token(gram_matcher *m, int32_t id) {
-    const gram_vocab *v = gram_matcher_grammar(m)->vocab;
+int gram_accept_token(const gram_vocab *v, gram_matcher *m, int32_t id) {
     if (gram_is_eog(v, id)) return gram_matcher_accepting(m) ? 0 : -1;
     int len;
     const char *b = gram_vocab_bytes(v, id, &len);

@@ -1,5 +1,5 @@
 /*
- * gram_match.c — the byte-level matcher over a compiled grammar (see gram.h).
+ * gram_match.c — the byte-level matcher over a compiled grammar (gram.h).
  *
  * A configuration is a set of stacks.  Stacks are hash-consed linked lists
  * of frames (node = frame + parent), so equal stacks are one node id and a
@@ -9,11 +9,17 @@
  * trie with one hash lookup per byte.
  *
  * Epsilon moves (calling a rule, returning from a finished one) are taken
- * lazily inside step_node, when a byte asks for them: a frame whose state
- * calls rule R tries R's first byte; a frame in an accepting state may pop
- * and let its parent try the byte.  No rule matches the empty string and no
- * rule calls itself before consuming a byte (gram_compile checks), so this
- * always terminates.
+ * lazily when a byte asks for them: a frame whose state calls rule R tries
+ * R's first byte; a frame in an accepting state may pop and let its parent
+ * try the byte.  These moves go through an explicit work list, never the C
+ * stack, and stacks are at most GRAM_STACK_MAX frames deep (a value nested
+ * deeper is not accepted: gram_matcher_depth_hit says when that is why).
+ * No rule matches the empty string and no rule calls itself before
+ * consuming a byte (gram_compile checks), so every step terminates.
+ *
+ * Objects: an OBJ frame's aux (gram_aux) holds the declared keys seen, the
+ * property count, the undeclared keys seen and the text of the key being
+ * read, so no key is ever accepted twice.
  *
  * Memory: the stores grow while a generation explores new configurations
  * (amortised doubling); a steady-state token loop finds everything in them.
@@ -22,14 +28,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gram.h"
-
+#include "gram_match.h"
 
 struct gram_matcher {
     const gram_grammar *g;
     /* nodes */
     gram_node *nodes;
     uint64_t *node_hash;
+    uint32_t *node_seen; /* (cap_nodes) step stamp: node already stepped by this byte */
     int n_nodes, cap_nodes;
     int32_t *ntab;
     size_t ntab_cap;
@@ -44,12 +50,14 @@ struct gram_matcher {
     uint64_t *mkey;
     int32_t *mval;
     size_t mcap, mn;
-    /* scratch */
-    gram_ivec out;
+    /* one step: the nodes still to step, the frames it produced */
+    gram_ivec work, out;
+    uint32_t stamp;
+    int popped;
     uint64_t *words; /* (max n_words) */
     int max_words;
     int32_t cur, start;
-    int oom;
+    int oom, depth_hit;
 };
 
 /* ---- nodes ---------------------------------------------------------------------------- */
@@ -65,6 +73,11 @@ static uint64_t node_hash_of(gram_frame f, int32_t parent) {
 }
 
 int32_t gram_node_make(gram_matcher *m, gram_frame f, int32_t parent) {
+    int32_t depth = parent >= 0 ? m->nodes[parent].depth + 1 : 1;
+    if (depth > GRAM_STACK_MAX) {
+        m->depth_hit = 1;
+        return -4;
+    }
     uint64_t h = node_hash_of(f, parent);
     if ((size_t)(m->n_nodes + 1) * 2 > m->ntab_cap) {
         size_t nc = m->ntab_cap ? m->ntab_cap * 2 : 4096;
@@ -98,10 +111,14 @@ int32_t gram_node_make(gram_matcher *m, gram_frame f, int32_t parent) {
         uint64_t *nh = realloc(m->node_hash, (size_t)nc * sizeof *nh);
         if (!nh) goto oom;
         m->node_hash = nh;
+        uint32_t *ns = realloc(m->node_seen, (size_t)nc * sizeof *ns);
+        if (!ns) goto oom;
+        m->node_seen = ns;
         m->cap_nodes = nc;
     }
-    m->nodes[m->n_nodes] = (gram_node){f, parent};
+    m->nodes[m->n_nodes] = (gram_node){f, parent, depth};
     m->node_hash[m->n_nodes] = h;
+    m->node_seen[m->n_nodes] = 0;
     m->ntab[k] = m->n_nodes;
     return m->n_nodes++;
 oom:
@@ -189,31 +206,8 @@ const int32_t *gram_set_items(const gram_matcher *m, int32_t set, int *n) {
 
 int32_t gram_set_of_node(gram_matcher *m, int32_t node) { return set_intern(m, &node, 1); }
 
-/* ---- stepping ------------------------------------------------------------------------------- */
+/* ---- objects ---------------------------------------------------------------------------- */
 
-static int32_t push_rule(gram_matcher *m, int32_t rule, int32_t parent) {
-    return gram_node_make(m, (gram_frame){rule, 0, m->g->rules[rule].aux0}, parent);
-}
-
-static inline int first_has(const gram_rule *r, uint8_t b) { return r->first[b >> 3] >> (b & 7) & 1; }
-
-static void step_node(gram_matcher *m, int32_t x, uint8_t b, int *popped);
-
-static void pop_to(gram_matcher *m, int32_t parent, uint8_t b, int *popped) {
-    if (parent == GRAM_BOTTOM) return; /* the value is complete: nothing may follow */
-    if (parent == GRAM_CTX) {
-        *popped = 1;
-        return;
-    }
-    step_node(m, parent, b, popped);
-}
-
-static void emit(gram_matcher *m, gram_frame f, int32_t parent) {
-    int32_t y = gram_node_make(m, f, parent);
-    if (y >= 0 && gram_ivec_push(&m->out, y)) m->oom = 1;
-}
-
-/* OBJ helpers */
 static const uint64_t *aux_words(const gram_grammar *g, int32_t aux) { return gram_aux_get(g, aux)->words; }
 
 static inline int popcount64(uint64_t x) {
@@ -229,7 +223,9 @@ static int obj_missing_required(const gram_obj *o, const uint64_t *seen) {
     return n;
 }
 
-/* Can the key DFA state t still end in a key this object accepts now? */
+/* Can the key DFA state t still end in a key this object accepts now?  An
+ * undeclared key counts as possible whenever one is reachable (see
+ * gram_obj_viable_exact for the seen keys). */
 int gram_obj_viable(const gram_grammar *g, const gram_obj *o, int32_t t, int32_t aux) {
     const uint64_t *seen = aux_words(g, aux);
     int count = gram_aux_get(g, aux)->count;
@@ -248,6 +244,42 @@ int gram_obj_viable(const gram_grammar *g, const gram_obj *o, int32_t t, int32_t
     return 0;
 }
 
+/* Undeclared completions from key state t after the key text `text`, not
+ * yet seen: some remain?  Only asked where u_cnt[t] is finite. */
+static int undecl_fresh(gram_grammar *g, const gram_obj *o, int32_t t, int32_t keys, int32_t text) {
+    int n;
+    const int32_t *ks = gram_keyset_items(g, keys, &n);
+    if (o->u_cnt[t] > n) return 1;
+    char pre[1024], kb[1024];
+    size_t pl = gram_text_bytes(g, text, pre, sizeof pre);
+    if (pl > sizeof pre) return 1; /* longer than any counted-finite key: not one of them */
+    int taken = 0;
+    for (int i = 0; i < n; i++) {
+        size_t kl = gram_text_bytes(g, ks[i], kb, sizeof kb);
+        if (kl > sizeof kb || kl < pl || memcmp(kb, pre, pl)) continue;
+        int32_t s = t;
+        for (size_t j = pl; j < kl && s >= 0; j++) s = gram_dfa_next(&o->key, s, (uint8_t)kb[j]);
+        if (s >= 0 && o->key.label[s] >= o->n_decl && o->key.label[s] < o->n_labels && o->label_rule[o->key.label[s]] >= 0)
+            taken++;
+    }
+    return o->u_cnt[t] > taken;
+}
+
+int gram_obj_viable_exact(gram_grammar *g, const gram_obj *o, int32_t t, int32_t aux, int32_t text) {
+    const gram_aux *a = gram_aux_get(g, aux);
+    const uint64_t *seen = a->words, *r = &o->reach[(size_t)t * o->n_words];
+    if (o->max_props >= 0 && o->max_props - a->count - obj_missing_required(o, seen) < 1) {
+        for (int w = 0; w < o->n_words; w++)
+            if (r[w] & o->required[w] & ~seen[w]) return 1;
+        return 0;
+    }
+    for (int w = 0; w < o->n_words; w++)
+        if (r[w] & ~seen[w]) return 1;
+    if (!o->reach_undecl[t]) return 0;
+    if (!o->track_keys || !a->keys || o->u_cnt[t] == GRAM_U_INF) return 1;
+    return undecl_fresh(g, o, t, a->keys, text);
+}
+
 int gram_obj_label_ok(const gram_grammar *g, const gram_obj *o, int32_t L, int32_t aux) {
     if (L < 0 || L >= o->n_labels || o->label_rule[L] < 0) return 0;
     const uint64_t *seen = aux_words(g, aux);
@@ -263,6 +295,23 @@ int gram_obj_label_ok(const gram_grammar *g, const gram_obj *o, int32_t L, int32
     return 1;
 }
 
+int32_t gram_obj_key_done(gram_grammar *g, const gram_obj *o, int32_t aux, int32_t L, int32_t key, uint64_t *scratch) {
+    if (!gram_obj_label_ok(g, o, L, aux)) return -2;
+    const gram_aux *a = gram_aux_get(g, aux);
+    int32_t keys = a->keys;
+    if (L >= o->n_decl && o->track_keys && key > 0) {
+        if (gram_keyset_has(g, keys, key)) return -2; /* the same key twice */
+        keys = gram_keyset_add(g, keys, key);
+        if (keys < 0) return -1;
+    }
+    if (L >= o->n_decl && !o->track_count && keys == a->keys && !a->prefix) return aux;
+    for (int w = 0; w < o->n_words; w++) scratch[w] = a->words[w];
+    if (L < o->n_decl) scratch[L / 64] |= 1ull << (L % 64);
+    int32_t cnt = a->count + (o->track_count ? 1 : 0);
+    int32_t r = gram_aux_intern(g, scratch, o->n_words, cnt, keys, 0);
+    return r < 0 ? -1 : r;
+}
+
 static int obj_close_ok(const gram_grammar *g, const gram_obj *o, int32_t aux) {
     const uint64_t *seen = aux_words(g, aux);
     if (obj_missing_required(o, seen)) return 0;
@@ -276,14 +325,60 @@ static int obj_close_ok(const gram_grammar *g, const gram_obj *o, int32_t aux) {
     return 1;
 }
 
-static void step_obj(gram_matcher *m, const gram_node *nd, int32_t x, uint8_t b, int *popped) {
-    const gram_grammar *g = m->g;
+/* ---- stepping ------------------------------------------------------------------------------- */
+
+static int32_t push_rule(gram_matcher *m, int32_t rule, int32_t parent) {
+    return gram_node_make(m, (gram_frame){rule, 0, m->g->rules[rule].aux0}, parent);
+}
+
+static inline int first_has(const gram_rule *r, uint8_t b) { return r->first[b >> 3] >> (b & 7) & 1; }
+
+/* x also takes this step's byte (a callee's first byte, a parent's after a pop) */
+static void later(gram_matcher *m, int32_t x) {
+    if (x >= 0 && gram_ivec_push(&m->work, x)) m->oom = 1;
+}
+
+static void pop_to(gram_matcher *m, int32_t parent) {
+    if (parent == GRAM_BOTTOM) return; /* the value is complete: nothing may follow */
+    if (parent == GRAM_CTX) {
+        m->popped = 1;
+        return;
+    }
+    later(m, parent);
+}
+
+static void emit(gram_matcher *m, gram_frame f, int32_t parent) {
+    int32_t y = gram_node_make(m, f, parent);
+    if (y >= 0 && gram_ivec_push(&m->out, y)) m->oom = 1;
+}
+
+/* the key text after one more key byte (0 when the object does not track keys) */
+static int32_t key_text_next(gram_matcher *m, const gram_obj *o, int32_t aux, uint8_t b) {
+    if (!o->track_keys) return 0;
+    int32_t t = gram_text_child((gram_grammar *)m->g, gram_aux_get(m->g, aux)->prefix, b);
+    if (t < 0) m->oom = 1;
+    return t;
+}
+
+static void emit_key(gram_matcher *m, const gram_frame *f, int32_t parent, const gram_obj *o, int32_t t, uint8_t b) {
+    gram_grammar *g = (gram_grammar *)m->g;
+    int32_t text = key_text_next(m, o, f->aux, b);
+    if (text < 0 || !gram_obj_viable_exact(g, o, t, f->aux, text)) return;
+    int32_t naux = o->track_keys ? gram_aux_with_prefix(g, f->aux, text) : f->aux;
+    if (naux < 0) {
+        m->oom = 1;
+        return;
+    }
+    emit(m, (gram_frame){f->rule, GRAM_OBJ_KEY + t, naux}, parent);
+}
+
+static void step_obj(gram_matcher *m, const gram_node *nd, uint8_t b) {
+    gram_grammar *g = (gram_grammar *)m->g;
     gram_frame f = nd->f;
     int32_t parent = nd->parent;
     const gram_obj *o = g->rules[f.rule].obj;
     int32_t st = f.state, aux = f.aux;
     int nk = o->key.n_states;
-    (void)x;
     if (g->ws_flexible && st != GRAM_OBJ_OPEN && st != GRAM_OBJ_DONE) {
         int ws;
         int32_t base = gram_obj_base(o, st, &ws);
@@ -302,7 +397,7 @@ static void step_obj(gram_matcher *m, const gram_node *nd, int32_t x, uint8_t b,
         st = base;
     }
     if (st == GRAM_OBJ_DONE) {
-        pop_to(m, parent, b, popped);
+        pop_to(m, parent);
         return;
     }
     if (st == GRAM_OBJ_OPEN) {
@@ -312,7 +407,7 @@ static void step_obj(gram_matcher *m, const gram_node *nd, int32_t x, uint8_t b,
     if (st == GRAM_OBJ_START || st == GRAM_OBJ_COMMA) {
         if (b == '"') {
             int32_t t = gram_dfa_next(&o->key, 0, b);
-            if (t >= 0 && gram_obj_viable(g, o, t, aux)) emit(m, (gram_frame){f.rule, GRAM_OBJ_KEY + t, aux}, parent);
+            if (t >= 0) emit_key(m, &f, parent, o, t, b);
         } else if (b == '}' && st == GRAM_OBJ_START && obj_close_ok(g, o, aux))
             emit(m, (gram_frame){f.rule, GRAM_OBJ_DONE, aux}, parent);
         return;
@@ -320,7 +415,8 @@ static void step_obj(gram_matcher *m, const gram_node *nd, int32_t x, uint8_t b,
     if (st == GRAM_OBJ_AFTER) {
         if (b == ',') {
             int32_t t = gram_dfa_next(&o->key, 0, '"');
-            if (t >= 0 && gram_obj_viable(g, o, t, aux)) emit(m, (gram_frame){f.rule, GRAM_OBJ_COMMA, aux}, parent);
+            /* a comma only when some key can follow */
+            if (t >= 0 && gram_obj_viable_exact(g, o, t, aux, 0)) emit(m, (gram_frame){f.rule, GRAM_OBJ_COMMA, aux}, parent);
         } else if (b == '}' && obj_close_ok(g, o, aux))
             emit(m, (gram_frame){f.rule, GRAM_OBJ_DONE, aux}, parent);
         return;
@@ -328,54 +424,40 @@ static void step_obj(gram_matcher *m, const gram_node *nd, int32_t x, uint8_t b,
     if (st < GRAM_OBJ_KEY + nk) {
         int32_t k = st - GRAM_OBJ_KEY;
         int32_t L = o->key.label[k];
-        if (L >= 0 && b == ':') {
-            if (gram_obj_label_ok(g, o, L, aux)) emit(m, (gram_frame){f.rule, GRAM_OBJ_KEY + nk + L, aux}, parent);
+        if (L >= 0) {
+            /* a finished key: ':' records it (a key seen before is refused here) */
+            if (b != ':') return;
+            int32_t naux = gram_obj_key_done(g, o, aux, L, gram_aux_get(g, aux)->prefix, m->words);
+            if (naux == -1) m->oom = 1;
+            if (naux >= 0) emit(m, (gram_frame){f.rule, GRAM_OBJ_KEY + nk + L, naux}, parent);
             return;
         }
         int32_t t = gram_dfa_next(&o->key, k, b);
-        if (t >= 0 && gram_obj_viable(g, o, t, aux)) emit(m, (gram_frame){f.rule, GRAM_OBJ_KEY + t, aux}, parent);
+        if (t >= 0) emit_key(m, &f, parent, o, t, b);
         return;
     }
-    /* VAL(L): the value follows: record the key, push the value's rule */
+    /* VAL(L): the value follows (the key is already recorded in aux) */
     int32_t L = st - GRAM_OBJ_KEY - nk;
     int32_t vr = o->label_rule[L];
     if (vr < 0 || !first_has(&g->rules[vr], b)) return;
-    int32_t naux = aux;
-    if (L < o->n_decl || o->track_count) {
-        const uint64_t *seen = aux_words(g, aux);
-        int nw = o->n_words;
-        for (int w = 0; w < nw; w++) m->words[w] = seen[w];
-        if (L < o->n_decl) m->words[L / 64] |= 1ull << (L % 64);
-        int32_t cnt = gram_aux_get(g, aux)->count + (o->track_count ? 1 : 0);
-        naux = gram_aux_intern((gram_grammar *)g, m->words, nw, cnt);
-        if (naux < 0) {
-            m->oom = 1;
-            return;
-        }
-    }
-    int32_t p = gram_node_make(m, (gram_frame){f.rule, GRAM_OBJ_AFTER, naux}, parent);
+    int32_t p = gram_node_make(m, (gram_frame){f.rule, GRAM_OBJ_AFTER, aux}, parent);
     if (p < 0) return;
-    int32_t c = push_rule(m, vr, p);
-    if (c >= 0) step_node(m, c, b, popped);
+    later(m, push_rule(m, vr, p));
 }
 
-static void step_counted(gram_matcher *m, const gram_rule *R, gram_frame f, int32_t parent, uint8_t b) {
-    int32_t st = f.state, aux = f.aux;
-    if (gram_counted_step(R, &st, &aux, b)) emit(m, (gram_frame){f.rule, st, aux}, parent);
-}
-
-static void step_node(gram_matcher *m, int32_t x, uint8_t b, int *popped) {
-    if (m->oom) return;
+static void step_node(gram_matcher *m, int32_t x, uint8_t b) {
     const gram_grammar *g = m->g;
     const gram_node nd = m->nodes[x];
     const gram_rule *R = &g->rules[nd.f.rule];
     if (R->kind == GRAM_OBJ) {
-        step_obj(m, &nd, x, b, popped);
+        step_obj(m, &nd, b);
         return;
     }
     const gram_dfa *d = &R->fa;
-    if (R->counted) step_counted(m, R, nd.f, nd.parent, b);
-    else {
+    if (R->counted) {
+        int32_t st = nd.f.state, aux = nd.f.aux;
+        if (gram_counted_step(R, &st, &aux, b)) emit(m, (gram_frame){nd.f.rule, st, aux}, nd.parent);
+    } else {
         int32_t t = gram_dfa_next(d, nd.f.state, b);
         if (t >= 0) emit(m, (gram_frame){nd.f.rule, t, 0}, nd.parent);
     }
@@ -384,11 +466,10 @@ static void step_node(gram_matcher *m, int32_t x, uint8_t b, int *popped) {
             const gram_call *c = &d->calls[k];
             if (!first_has(&g->rules[c->rule], b)) continue;
             int32_t p = gram_node_make(m, (gram_frame){nd.f.rule, c->next, 0}, nd.parent);
-            if (p < 0) return;
-            int32_t y = push_rule(m, c->rule, p);
-            if (y >= 0) step_node(m, y, b, popped);
+            if (p < 0) continue;
+            later(m, push_rule(m, c->rule, p));
         }
-    if (d->label[nd.f.state] >= 0) pop_to(m, nd.parent, b, popped);
+    if (d->label[nd.f.state] >= 0) pop_to(m, nd.parent);
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -398,9 +479,21 @@ static int cmp_i32(const void *a, const void *b) {
 
 static int32_t step_set_raw(gram_matcher *m, int32_t set, uint8_t b, int *popped) {
     m->out.n = 0;
-    *popped = 0;
+    m->work.n = 0;
+    m->popped = 0;
+    if (++m->stamp == 0) { /* wrapped: forget old stamps */
+        memset(m->node_seen, 0, (size_t)m->cap_nodes * sizeof *m->node_seen);
+        m->stamp = 1;
+    }
     int n = m->off[set + 1] - m->off[set];
-    for (int i = 0; i < n; i++) step_node(m, m->items[m->off[set] + i], b, popped);
+    for (int i = n - 1; i >= 0; i--) later(m, m->items[m->off[set] + i]);
+    while (m->work.n && !m->oom) {
+        int32_t x = m->work.v[--m->work.n];
+        if (m->node_seen[x] == m->stamp) continue; /* shared parents step once */
+        m->node_seen[x] = m->stamp;
+        step_node(m, x, b);
+    }
+    *popped = m->popped;
     if (m->oom) return 0;
     if (m->out.n > 1) {
         qsort(m->out.v, (size_t)m->out.n, sizeof *m->out.v, cmp_i32);
@@ -525,6 +618,8 @@ void gram_matcher_free(gram_matcher *m) {
     free(m->mkey);
     free(m->mval);
     free(m->out.v);
+    free(m->work.v);
+    free(m->node_seen);
     free(m->words);
     free(m);
 }
@@ -534,6 +629,8 @@ int32_t gram_matcher_state(const gram_matcher *m) { return m->cur; }
 const gram_grammar *gram_matcher_grammar(const gram_matcher *m) { return m->g; }
 void gram_matcher_set_state(gram_matcher *m, int32_t state) { m->cur = state; }
 int gram_matcher_oom(const gram_matcher *m) { return m->oom; }
+int gram_matcher_depth_hit(const gram_matcher *m) { return m->depth_hit; }
+uint64_t *gram_matcher_words(gram_matcher *m) { return m->words; }
 
 int gram_matcher_feed(gram_matcher *m, const char *s, size_t len) {
     int32_t cur = m->cur;
@@ -658,6 +755,11 @@ int gram_check(const gram_grammar *g, const char *canon, size_t len, char *err, 
             rc = -1;
             break;
         }
+        if (!nx && m->depth_hit) {
+            snprintf(err, err_len, "byte %zu: nested deeper than the grammar's stack limit (%d frames)", i, GRAM_STACK_MAX);
+            rc = 0;
+            break;
+        }
         if (!nx) {
             /* what would have been accepted here */
             char exp[80];
@@ -686,4 +788,3 @@ int gram_check(const gram_grammar *g, const char *canon, size_t len, char *err, 
     gram_matcher_free(m);
     return rc;
 }
-

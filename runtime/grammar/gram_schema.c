@@ -24,9 +24,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gram.h"
+#include "gram_schema.h"
 
-#define MAX_RULES 50000
+/* Limits: a schema past one of these is refused with a message naming it
+ * (never a crash, never minutes of work).  The largest schema of the shared
+ * JSONSchemaBench sample needs 4,000 rules; its costliest compiled schema
+ * 15M work units (about 1 s on one core: a unit is an NFA state or edge
+ * visited by a subset construction, a product or DFA state built, a
+ * conjunction member), 2 of 2,007 need more than 7M, the median schema
+ * under 10,000. */
+#define MAX_RULES 20000
+#define MAX_FLATTEN_DEPTH 500
+#define MAX_DECL 2048       /* declared property names in one object */
+#define MAX_CONJ 1000       /* schemas flattened into one conjunction */ /* $ref/allOf chain flattened into one conjunction */
+#define GRAM_MAX_WORK 20000000L /* work units for one compile (above) */
 #define MAX_ALTS 512
 
 enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_NUM = 32, T_ALL = 63 };
@@ -36,6 +47,7 @@ enum { F_ANY = 1, F_ONE = 2, F_NOENUM = 4 };
 typedef struct {
     const cJSON *node;
     uint32_t flags;
+    int32_t ord; /* the node's creation index: conjunctions sort by it, so compiles are deterministic */
 } citem;
 
 typedef struct {
@@ -51,12 +63,84 @@ typedef struct {
     char *path; /* JSON pointer "#/properties/a" */
     char *base; /* base URI in effect */
     int checked;
+    int reach;             /* check_cycles: reached from the root */
+    int color;             /* check_cycles: 0 not visited, 1 on the search path, 2 done */
+    int e_off, e_n;        /* check_cycles: edges that apply to the same value */
+    cJSON *dep_alts;       /* dependent_schemas: the anyOf forms of the node's schema dependencies */
+    int32_t ord;           /* creation index (document order) */
 } node_info;
 
 typedef struct {
     node_info *v;
     size_t cap, n;
 } info_map;
+
+static uint64_t blob_hash(const void *data, uint32_t len) {
+    const uint8_t *p = data;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ len;
+    for (uint32_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h ^ (h >> 29);
+}
+
+/* String maps (open addressing): key → int32 value, the keys owned. */
+typedef struct {
+    char **key;
+    int32_t *val;
+    size_t cap, n;
+} smap;
+
+/* The value slot for key (made with value -1 when create), NULL when absent
+ * or out of memory (then *oom is set). */
+static int32_t *smap_slot(smap *m, const char *key, int create, int *oom) {
+    if (create && (m->n + 1) * 2 > m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 64;
+        char **nk = calloc(nc, sizeof *nk);
+        int32_t *nv = calloc(nc, sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            *oom = 1;
+            return NULL;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->key[i]) {
+                size_t j = (size_t)blob_hash(m->key[i], (uint32_t)strlen(m->key[i])) & (nc - 1);
+                while (nk[j]) j = (j + 1) & (nc - 1);
+                nk[j] = m->key[i];
+                nv[j] = m->val[i];
+            }
+        free(m->key);
+        free(m->val);
+        m->key = nk;
+        m->val = nv;
+        m->cap = nc;
+    }
+    if (!m->cap) return NULL;
+    size_t i = (size_t)blob_hash(key, (uint32_t)strlen(key)) & (m->cap - 1);
+    while (m->key[i]) {
+        if (!strcmp(m->key[i], key)) return &m->val[i];
+        i = (i + 1) & (m->cap - 1);
+    }
+    if (!create) return NULL;
+    m->key[i] = strdup(key);
+    if (!m->key[i]) {
+        *oom = 1;
+        return NULL;
+    }
+    m->val[i] = -1;
+    m->n++;
+    return &m->val[i];
+}
+
+static void smap_free(smap *m) {
+    for (size_t i = 0; i < m->cap; i++) free(m->key[i]);
+    free(m->key);
+    free(m->val);
+    memset(m, 0, sizeof *m);
+}
 
 static size_t ptr_hash(const void *p) {
     uint64_t x = (uint64_t)(uintptr_t)p;
@@ -89,7 +173,7 @@ static node_info *info_get(info_map *m, const void *key, int create) {
     }
     if (!create) return NULL;
     m->v[k].key = key;
-    m->n++;
+    m->v[k].ord = (int32_t)m->n++;
     return &m->v[k];
 }
 
@@ -118,6 +202,11 @@ typedef struct {
 } memo_entry;
 
 typedef struct {
+    conj c;
+    int32_t id;
+} pending_conj;
+
+typedef struct {
     gram_grammar *g;
     gram_options opt;
     cJSON *doc;
@@ -125,15 +214,29 @@ typedef struct {
     info_map info;
     uri_entry *ids;
     int n_ids, cap_ids;
+    smap id_map;        /* uri → index in ids */
     memo_entry *memo;
     size_t memo_cap, memo_n;
     unsup *uns;
-    int n_uns, cap_uns;
+    int n_uns, cap_uns, uns_more, uns_more_hard;
     oneof_rec *oneofs;
     int n_oneofs, cap_oneofs;
     cJSON **owned; /* generated schema nodes */
     int n_owned, cap_owned;
     int32_t *alias; /* (cap_rules) */
+    pending_conj *pend; /* conjunctions with a rule id whose body is not built yet (a stack) */
+    int n_pend, cap_pend;
+    long work;          /* deterministic work units spent (GRAM_MAX_WORK) */
+    struct leaf_ent *leaves; /* shared leaf rules by their facts (leaf_slot) */
+    size_t leaf_cap, leaf_n;
+    struct pat_ent *pats;    /* pattern automata by pattern text (pattern_dfa) */
+    int n_pats, cap_pats;
+    struct key_ent *keys;    /* key automata by their names and patterns (compile_object) */
+    int n_keys, cap_keys;
+    smap key_map;            /* names and patterns → index in keys */
+    gram_dfa any_content;    /* any canonical string content (made on first use) */
+    gram_dfa any_key;        /* the same, quoted */
+    int have_any;
     int oom, too_big;
     char fail_msg[512];
     int32_t any_rule;
@@ -178,9 +281,15 @@ static const char *base_of(comp *C, const cJSON *n) {
     return i && i->base ? i->base : "";
 }
 
+#define MAX_UNSUP 64 /* findings listed in the message; the rest are counted */
 static void unsupported_at(comp *C, const char *kw, const char *p, int hard) {
     for (int i = 0; i < C->n_uns; i++)
         if (!strcmp(C->uns[i].kw, kw) && !strcmp(C->uns[i].path, p)) return;
+    if (C->n_uns >= MAX_UNSUP) {
+        C->uns_more++;
+        C->uns_more_hard |= hard;
+        return;
+    }
     unsup *nu = grow(C->uns, &C->cap_uns, C->n_uns + 1, sizeof *nu);
     if (!nu) {
         C->oom = 1;
@@ -195,6 +304,31 @@ static void unsupported_at(comp *C, const char *kw, const char *p, int hard) {
 
 static void unsupported(comp *C, const char *kw, const cJSON *at) { unsupported_at(C, kw, path_of(C, at), 0); }
 static void too_large(comp *C, const char *what, const cJSON *at) { unsupported_at(C, what, path_of(C, at), 1); }
+
+/* Compilation stops: a limit of the compiler was reached, or the schema has
+ * no grammar.  fail_msg is the whole error message. */
+static void stop_v(comp *C, int code, const char *prefix, const char *fmt, va_list ap) {
+    if (C->too_big) return;
+    C->too_big = code;
+    int o = snprintf(C->fail_msg, sizeof C->fail_msg, "%s", prefix);
+    vsnprintf(C->fail_msg + o, sizeof C->fail_msg - (size_t)o, fmt, ap);
+}
+
+static void over_limit(comp *C, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void over_limit(comp *C, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    stop_v(C, CINFER_EUNSUPPORTED, "schema too large: ", fmt, ap);
+    va_end(ap);
+}
+
+static void refuse(comp *C, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void refuse(comp *C, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    stop_v(C, CINFER_EFORMAT, "schema: ", fmt, ap);
+    va_end(ap);
+}
 
 /* ---- URIs and $ref --------------------------------------------------------------------- */
 
@@ -274,8 +408,8 @@ static char *uri_resolve(comp *C, const char *base, const char *ref) {
 }
 
 static void register_uri(comp *C, const char *uri, const cJSON *node) {
-    for (int i = 0; i < C->n_ids; i++)
-        if (!strcmp(C->ids[i].uri, uri)) return;
+    int32_t *slot = smap_slot(&C->id_map, uri, 1, &C->oom);
+    if (!slot || *slot >= 0) return;
     uri_entry *ni = grow(C->ids, &C->cap_ids, C->n_ids + 1, sizeof *ni);
     if (!ni) {
         C->oom = 1;
@@ -284,13 +418,12 @@ static void register_uri(comp *C, const char *uri, const cJSON *node) {
     C->ids = ni;
     C->ids[C->n_ids].uri = xstrdup(C, uri);
     C->ids[C->n_ids].node = node;
-    C->n_ids++;
+    *slot = C->n_ids++;
 }
 
 static const cJSON *lookup_uri(comp *C, const char *uri) {
-    for (int i = 0; i < C->n_ids; i++)
-        if (!strcmp(C->ids[i].uri, uri)) return C->ids[i].node;
-    return NULL;
+    int32_t *slot = smap_slot(&C->id_map, uri, 0, &C->oom);
+    return slot && *slot >= 0 ? C->ids[*slot].node : NULL;
 }
 
 /* keywords whose value is a schema, an array of schemas, or a map of schemas */
@@ -459,53 +592,169 @@ done:
     return target;
 }
 
-/* ---- exact numbers ------------------------------------------------------------------------ */
+/* ---- cycles that consume no input -------------------------------------------------------- */
 
-/* cJSON keeps numbers as doubles; bounds like 9223372036854775807 must stay
- * exact.  After parsing, each number node gets its literal's canonical
- * decimal text in valuestring (cJSON frees it with the node). */
-static int attach_numbers(cJSON *v, const char **tok, const char *end, int depth) {
-    if (depth > 1000) return -1;
-    for (; v; v = v->next) {
-        if (cJSON_IsNumber(v)) {
-            /* the next number literal outside strings */
-            const char *p = *tok;
-            while (p < end) {
-                if (*p == '"') {
-                    for (p++; p < end && *p != '"'; p++)
-                        if (*p == '\\') p++;
-                    p++;
-                    continue;
-                }
-                if (*p == '-' || (*p >= '0' && *p <= '9')) break;
-                p++;
-            }
-            const char *q = p;
-            while (q < end && strchr("+-.eE0123456789", *q)) q++;
-            char buf[512];
-            long n = gram_canon_number(p, (size_t)(q - p), buf, sizeof buf);
-            *tok = q;
-            if (n > 0) {
-                v->valuestring = strdup(buf);
-                if (!v->valuestring) return -1;
-            }
-        }
-        if ((cJSON_IsArray(v) || cJSON_IsObject(v)) && attach_numbers(v->child, tok, end, depth + 1)) return -1;
+/* A schema whose evaluation comes back to itself without moving to a
+ * property or an item ({"$ref":"#"}, A allOf B allOf A, anyOf [{"$ref":"#"}])
+ * never terminates in a validator and has no grammar: it is refused here,
+ * with the cycle, before anything is compiled.  Edges that apply a schema
+ * to the same value: $ref, allOf, anyOf, oneOf, not, if/then/else,
+ * dependentSchemas and dependencies (schema form); the others (properties,
+ * items, ...) move into a part of the value and only make schemas
+ * reachable.  In drafts 4-7 an object with $ref has only that edge. */
+
+typedef struct {
+    const cJSON **v;
+    int n, cap;
+} node_vec;
+
+static int nv_push(comp *C, node_vec *l, const cJSON *x) {
+    const cJSON **nv = grow(l->v, &l->cap, l->n + 1, sizeof *nv);
+    if (!nv) {
+        C->oom = 1;
+        return -1;
     }
+    l->v = nv;
+    l->v[l->n++] = x;
     return 0;
 }
 
-cJSON *gram_json_parse(const char *text, size_t len, const char **err_at) {
-    const char *e = NULL;
-    cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &e, 0);
-    if (err_at) *err_at = e;
-    if (!doc) return NULL;
-    const char *tok = text;
-    if (attach_numbers(doc, &tok, text + len, 0)) {
-        cJSON_Delete(doc);
-        return NULL;
+static const cJSON *resolve_ref(comp *C, const cJSON *from, const char *ref);
+
+/* The schemas n applies: same-value ones into same, the others into deeper. */
+static void schema_edges(comp *C, const cJSON *n, node_vec *same, node_vec *deeper) {
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(n, "$ref");
+    if (cJSON_IsString(ref)) {
+        const cJSON *t = resolve_ref(C, n, ref->valuestring);
+        if (cJSON_IsObject(t)) nv_push(C, same, t);
+        if (C->draft <= 7) return;
     }
-    return doc;
+    static const char *const same_one[] = {"not", "if", "then", "else", NULL};
+    static const char *const same_arr[] = {"allOf", "anyOf", "oneOf", NULL};
+    static const char *const same_map[] = {"dependentSchemas", "dependencies", NULL};
+    static const char *const deep_one[] = {"additionalProperties", "propertyNames", "unevaluatedProperties", "items",
+                                           "additionalItems", "contains", "unevaluatedItems", NULL};
+    static const char *const deep_arr[] = {"prefixItems", "items", NULL};
+    static const char *const deep_map[] = {"properties", "patternProperties", NULL};
+    for (const cJSON *k = n->child; k && !C->oom; k = k->next) {
+        if (!k->string) continue;
+        node_vec *to = NULL;
+        int form = 0; /* 1 one schema, 2 array of schemas, 3 map of schemas */
+        if (in_list(same_one, k->string)) to = same, form = 1;
+        else if (in_list(same_arr, k->string)) to = same, form = 2;
+        else if (in_list(same_map, k->string)) to = same, form = 3;
+        else if (in_list(deep_one, k->string) && cJSON_IsObject(k)) to = deeper, form = 1;
+        else if (in_list(deep_arr, k->string)) to = deeper, form = 2;
+        else if (in_list(deep_map, k->string)) to = deeper, form = 3;
+        if (!to) continue;
+        if (form == 1 && cJSON_IsObject(k)) nv_push(C, to, k);
+        else if ((form == 2 && cJSON_IsArray(k)) || (form == 3 && cJSON_IsObject(k)))
+            for (const cJSON *e = k->child; e; e = e->next)
+                if (cJSON_IsObject(e)) nv_push(C, to, e);
+    }
+}
+
+static const char *path_of(comp *C, const cJSON *n);
+
+/* 0, or -1 after recording the refusal (or running out of memory). */
+static int check_cycles(comp *C) {
+    if (!cJSON_IsObject(C->doc)) return 0;
+    node_vec todo = {0}, edges = {0}, same = {0}, deeper = {0};
+    int rc = 0;
+    /* reachable schemas, each with its same-value edges */
+    node_info *ri = info_get(&C->info, C->doc, 1);
+    if (!ri) {
+        C->oom = 1;
+        return -1;
+    }
+    ri->reach = 1;
+    nv_push(C, &todo, C->doc);
+    for (int i = 0; i < todo.n && !C->oom; i++) {
+        const cJSON *n = todo.v[i];
+        same.n = deeper.n = 0;
+        schema_edges(C, n, &same, &deeper);
+        node_info *inf = info_get(&C->info, n, 1);
+        if (!inf) {
+            C->oom = 1;
+            break;
+        }
+        inf->e_off = edges.n;
+        inf->e_n = same.n;
+        for (int k = 0; k < same.n; k++) nv_push(C, &edges, same.v[k]);
+        for (int pass = 0; pass < 2; pass++) {
+            node_vec *l = pass ? &deeper : &same;
+            for (int k = 0; k < l->n; k++) {
+                node_info *ti = info_get(&C->info, l->v[k], 1);
+                if (!ti) {
+                    C->oom = 1;
+                    break;
+                }
+                if (!ti->reach) {
+                    ti->reach = 1;
+                    nv_push(C, &todo, l->v[k]);
+                }
+            }
+        }
+    }
+    /* depth-first search over same-value edges; a node met on the path is a cycle */
+    node_vec path = {0};
+    int *next = NULL, cap_next = 0;
+    for (int r = 0; r < todo.n && !rc && !C->oom; r++) {
+        node_info *root = info_get(&C->info, todo.v[r], 0);
+        if (root->color) continue;
+        path.n = 0;
+        nv_push(C, &path, todo.v[r]);
+        int *nn = grow(next, &cap_next, 1, sizeof *next);
+        if (!nn) {
+            C->oom = 1;
+            break;
+        }
+        next = nn;
+        next[0] = 0;
+        root->color = 1;
+        while (path.n && !rc && !C->oom) {
+            const cJSON *n = path.v[path.n - 1];
+            node_info *inf = info_get(&C->info, n, 0);
+            if (next[path.n - 1] == inf->e_n) {
+                inf->color = 2;
+                path.n--;
+                continue;
+            }
+            const cJSON *t = edges.v[inf->e_off + next[path.n - 1]++];
+            node_info *ti = info_get(&C->info, t, 0);
+            if (ti->color == 2) continue;
+            if (ti->color == 1) {
+                /* the cycle: from t's place on the path to n, then back to t */
+                int at = path.n - 1;
+                while (at > 0 && path.v[at] != t) at--;
+                char msg[400];
+                size_t o = 0;
+                msg[0] = 0;
+                for (int k = at; k < path.n && o < sizeof msg; k++)
+                    o += (size_t)snprintf(msg + o, sizeof msg - o, "%s -> ", path_of(C, path.v[k]));
+                if (o < sizeof msg) snprintf(msg + o, sizeof msg - o, "%s", path_of(C, t));
+                refuse(C, "a cycle of $ref/allOf/anyOf/oneOf/not that consumes no input: %s", msg);
+                rc = -1;
+                break;
+            }
+            ti->color = 1;
+            if (nv_push(C, &path, t)) break;
+            nn = grow(next, &cap_next, path.n, sizeof *next);
+            if (!nn) {
+                C->oom = 1;
+                break;
+            }
+            next = nn;
+            next[path.n - 1] = 0;
+        }
+    }
+    free(path.v);
+    free(next);
+    free(todo.v);
+    free(edges.v);
+    free(same.v);
+    free(deeper.v);
+    return C->oom ? -1 : rc;
 }
 
 /* ---- conjunctions ------------------------------------------------------------------------ */
@@ -518,12 +767,13 @@ static int conj_has(const conj *c, const cJSON *n) {
 
 static void conj_push(comp *C, conj *c, const cJSON *n, uint32_t flags) {
     citem *nv = grow(c->v, &c->cap, c->n + 1, sizeof *nv);
-    if (!nv) {
+    node_info *inf = info_get(&C->info, n, 1);
+    if (!nv || !inf) {
         C->oom = 1;
         return;
     }
     c->v = nv;
-    c->v[c->n++] = (citem){n, flags};
+    c->v[c->n++] = (citem){n, flags, inf->ord};
 }
 
 static void conj_free(conj *c) {
@@ -540,6 +790,99 @@ static conj conj_copy(comp *C, const conj *c) {
 
 static const cJSON *kw(const cJSON *n, const char *k) { return cJSON_GetObjectItemCaseSensitive(n, k); }
 
+static void own(comp *C, cJSON *n) {
+    cJSON **no = grow(C->owned, &C->cap_owned, C->n_owned + 1, sizeof *no);
+    if (!no) {
+        C->oom = 1;
+        cJSON_Delete(n);
+        return;
+    }
+    C->owned = no;
+    C->owned[C->n_owned++] = n;
+}
+
+static int trivially_true(const cJSON *s) {
+    if (cJSON_IsTrue(s)) return 1;
+    if (!cJSON_IsObject(s)) return 0;
+    for (const cJSON *k = s->child; k; k = k->next)
+        if (!in_list((const char *const[]){"title", "description", "$comment", "default", "examples", NULL}, k->string))
+            return 0;
+    return 1;
+}
+
+/* Schema dependencies (dependentSchemas, and dependencies in its schema
+ * form, which validators apply in every draft when present): "if the
+ * object has key k, it also satisfies S", as the equivalent
+ *   anyOf [{not {type: object}}, {type: object, not {required: [k]}},
+ *          {type: object, required: [k], allOf: [S]}]
+ * made once per node (owned by the compiler) and flattened with it. */
+#define MAX_DEP_SCHEMAS 6
+static const cJSON *dependent_schemas(comp *C, const cJSON *n) {
+    node_info *inf = info_get(&C->info, n, 0);
+    if (!inf) return NULL;
+    if (inf->dep_alts) return inf->dep_alts;
+    cJSON *list = NULL;
+    int count = 0;
+    for (int w = 0; w < 2; w++) {
+        const cJSON *m = kw(n, w ? "dependencies" : "dependentSchemas");
+        if (!cJSON_IsObject(m)) continue;
+        for (const cJSON *e = m->child; e; e = e->next) {
+            if (cJSON_IsArray(e) || trivially_true(e) || !(cJSON_IsObject(e) || cJSON_IsBool(e))) continue;
+            if (++count > MAX_DEP_SCHEMAS) {
+                unsupported(C, "more than 6 schema dependencies (dependentSchemas/dependencies)", n);
+                return list;
+            }
+            if (!list) {
+                list = cJSON_CreateArray();
+                if (!list) {
+                    C->oom = 1;
+                    return NULL;
+                }
+                own(C, list);
+                inf = info_get(&C->info, n, 0);
+                inf->dep_alts = list;
+            }
+            cJSON *alt = cJSON_CreateObject(), *any = cJSON_AddArrayToObject(alt, "anyOf");
+            cJSON *b1 = cJSON_CreateObject(), *b2 = cJSON_CreateObject(), *b3 = cJSON_CreateObject();
+            cJSON_AddItemToArray(any, b1);
+            cJSON_AddItemToArray(any, b2);
+            cJSON_AddItemToArray(any, b3);
+            cJSON *n1 = cJSON_AddObjectToObject(b1, "not");
+            cJSON_AddStringToObject(n1, "type", "object");
+            cJSON_AddStringToObject(b2, "type", "object");
+            cJSON *req2 = cJSON_AddArrayToObject(cJSON_AddObjectToObject(b2, "not"), "required");
+            cJSON_AddItemToArray(req2, cJSON_CreateString(e->string));
+            cJSON_AddStringToObject(b3, "type", "object");
+            cJSON_AddItemToArray(cJSON_AddArrayToObject(b3, "required"), cJSON_CreateString(e->string));
+            /* S itself stays where it is (its $refs resolve from there): a $ref-free wrapper would copy it */
+            cJSON *all3 = cJSON_AddArrayToObject(b3, "allOf");
+            cJSON_AddItemReferenceToArray(all3, (cJSON *)e);
+            cJSON_AddItemToArray(list, alt);
+            if (!cJSON_IsObject(cJSON_GetArrayItem(list, count - 1))) {
+                C->oom = 1;
+                return NULL;
+            }
+            /* locations for messages: the dependency's own */
+            const char *base = base_of(C, n);
+            char *dp = ptr_escape_append(C, path_of(C, n), w ? "dependencies" : "dependentSchemas");
+            char *ep = dp ? ptr_escape_append(C, dp, e->string) : NULL;
+            const cJSON *nodes[6] = {alt, b1, b2, b3, cJSON_GetObjectItem(b1, "not"), all3 ? all3->child : NULL};
+            for (int k = 0; k < 6 && ep && nodes[k]; k++) {
+                node_info *ni = info_get(&C->info, nodes[k], 1);
+                if (!ni) {
+                    C->oom = 1;
+                    break;
+                }
+                /* the reference to S resolves its $refs from S's base */
+                if (!ni->path) ni->path = xstrdup(C, ep), ni->base = xstrdup(C, k == 5 ? base_of(C, e) : base);
+            }
+            free(dp);
+            free(ep);
+        }
+    }
+    return list;
+}
+
 static void flatten(comp *C, conj *c, const cJSON *n, int depth) {
     if (C->oom || c->is_false) return;
     if (cJSON_IsTrue(n)) return;
@@ -549,8 +892,12 @@ static void flatten(comp *C, conj *c, const cJSON *n, int depth) {
     }
     if (!cJSON_IsObject(n)) return; /* not a schema: nothing to enforce */
     if (conj_has(c, n)) return;
-    if (depth > 500) {
-        C->too_big = 1;
+    if (c->n >= MAX_CONJ) {
+        over_limit(C, "more than %d schemas apply to one value (allOf/$ref) at %s", MAX_CONJ, path_of(C, n));
+        return;
+    }
+    if (depth > MAX_FLATTEN_DEPTH) {
+        over_limit(C, "a chain of more than %d $ref/allOf at %s", MAX_FLATTEN_DEPTH, path_of(C, n));
         return;
     }
     if (!info_get(&C->info, n, 0)) index_schema(C, n, "#", "", 0);
@@ -572,6 +919,8 @@ static void flatten(comp *C, conj *c, const cJSON *n, int depth) {
     const cJSON *all = kw(n, "allOf");
     if (cJSON_IsArray(all))
         for (const cJSON *e = all->child; e; e = e->next) flatten(C, c, e, depth + 1);
+    const cJSON *alts = dependent_schemas(C, n);
+    for (const cJSON *e = alts ? alts->child : NULL; e; e = e->next) flatten(C, c, e, depth + 1);
 }
 
 /* a conj member is "ref-only" (draft <= 7 $ref holder): no own keywords */
@@ -584,7 +933,7 @@ static int ref_holder(comp *C, const citem *it) {
 static int32_t new_rule(comp *C) {
     gram_grammar *g = C->g;
     if (g->n_rules >= MAX_RULES) {
-        C->too_big = 1;
+        over_limit(C, "more than %d grammar rules", MAX_RULES);
         return -1;
     }
     if (g->n_rules == g->cap_rules) {
@@ -609,12 +958,46 @@ static int32_t new_rule(comp *C) {
 
 static int max_states(comp *C) { return C->opt.max_states > 0 ? C->opt.max_states : 200000; }
 
+/* Automaton construction with the work it costs counted (GRAM_MAX_WORK). */
+static long max_work(comp *C) { return C->opt.max_work > 0 ? C->opt.max_work : GRAM_MAX_WORK; }
+
+/* Past the whole compile's work budget: stop compiling (the message says so)
+ * and answer 1, so an automaton is never built on an exhausted budget. */
+static int over_work(comp *C) {
+    if (C->work <= max_work(C)) return 0;
+    over_limit(C, "compiling it takes more than %ld work units", max_work(C));
+    return 1;
+}
+
+/* Automaton construction with the work it costs counted (GRAM_MAX_WORK):
+ * the subset construction's own steps, and the states it made; it gets only
+ * what is left of the budget, so no single automaton outlasts it. */
+static int nfa_to_dfa(comp *C, const gram_nfa *n, int32_t start, gram_labeller lab, void *u, gram_dfa *out) {
+    memset(out, 0, sizeof *out);
+    C->work += n->n_states + n->n_edges;
+    if (over_work(C)) return -2;
+    int rc = gram_dfa_from_nfa_limited(n, start, lab, u, max_states(C), max_work(C) - C->work + 1, &C->work, out);
+    if (!rc) C->work += (long)out->n_states * out->n_classes;
+    over_work(C);
+    return rc;
+}
+
+static int dfa_and(comp *C, const gram_dfa *a, const gram_dfa *b, gram_dfa *out) {
+    memset(out, 0, sizeof *out);
+    if (over_work(C)) return -2;
+    /* a product visits up to states(a) × states(b) pairs, each over the pair classes */
+    int rc = gram_dfa_intersect(a, b, max_states(C), out);
+    C->work += rc ? (long)max_states(C) : (long)out->n_states * out->n_classes + a->n_states + b->n_states;
+    over_work(C);
+    return rc;
+}
+
 /* Determinise fragment f of n into rule id (an FA rule). */
 static void set_fa(comp *C, int32_t id, gram_nfa *n, gram_frag f, const cJSON *where) {
     if (id < 0) return;
     n->tag[f.end] = 0;
     gram_dfa d;
-    int rc = gram_dfa_from_nfa(n, f.start, NULL, NULL, max_states(C), &d);
+    int rc = nfa_to_dfa(C, n, f.start, NULL, NULL, &d);
     if (rc == -2) {
         too_large(C, "automaton too large (pattern/enum/array bounds)", where);
         return;
@@ -627,119 +1010,24 @@ static void set_fa(comp *C, int32_t id, gram_nfa *n, gram_frag f, const cJSON *w
     C->g->rules[id].fa = d;
 }
 
-/* Canonical JSON text of a cJSON value (numbers via the shortest decimal that
- * round-trips the double: cJSON's own printer may round them). */
-static int print_value(const cJSON *v, char **buf, size_t *n, size_t *cap, int depth) {
-#define PUTS(str, len)                                                       \
-    do {                                                                    \
-        size_t l_ = (len);                                                  \
-        if (*n + l_ + 1 > *cap) {                                           \
-            size_t nc_ = *cap ? *cap * 2 : 64;                              \
-            while (nc_ < *n + l_ + 1) nc_ *= 2;                             \
-            char *nb_ = realloc(*buf, nc_);                                 \
-            if (!nb_) return -1;                                            \
-            *buf = nb_;                                                     \
-            *cap = nc_;                                                     \
-        }                                                                   \
-        memcpy(*buf + *n, (str), l_);                                       \
-        *n += l_;                                                           \
-        (*buf)[*n] = 0;                                                     \
-    } while (0)
-    if (depth > 512) return -1;
-    if (cJSON_IsNull(v)) PUTS("null", 4);
-    else if (cJSON_IsTrue(v)) PUTS("true", 4);
-    else if (cJSON_IsFalse(v)) PUTS("false", 5);
-    else if (cJSON_IsNumber(v) && v->valuestring) PUTS(v->valuestring, strlen(v->valuestring));
-    else if (cJSON_IsNumber(v)) {
-        char t[400];
-        long l = gram_canon_double(v->valuedouble, t, sizeof t);
-        if (l < 0) return -1;
-        PUTS(t, (size_t)l);
-    } else if (cJSON_IsString(v)) {
-        cJSON *tmp = cJSON_CreateString(v->valuestring);
-        char *txt = tmp ? cJSON_PrintUnformatted(tmp) : NULL;
-        cJSON_Delete(tmp);
-        if (!txt) return -1;
-        char *cn = NULL;
-        size_t cl;
-        char e[64];
-        int rc = gram_canon(txt, strlen(txt), &cn, &cl, e, sizeof e);
-        free(txt);
-        if (rc) return -1;
-        if (*n + cl + 1 > *cap) {
-            size_t nc = *cap ? *cap * 2 : 64;
-            while (nc < *n + cl + 1) nc *= 2;
-            char *nb = realloc(*buf, nc);
-            if (!nb) {
-                free(cn);
-                return -1;
-            }
-            *buf = nb;
-            *cap = nc;
-        }
-        memcpy(*buf + *n, cn, cl);
-        *n += cl;
-        (*buf)[*n] = 0;
-        free(cn);
-    } else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
-        int obj = cJSON_IsObject(v);
-        PUTS(obj ? "{" : "[", 1);
-        for (const cJSON *k = v->child; k; k = k->next) {
-            if (k != v->child) PUTS(",", 1);
-            if (obj) {
-                cJSON key = {0};
-                key.type = cJSON_String;
-                key.valuestring = k->string;
-                if (print_value(&key, buf, n, cap, depth + 1)) return -1;
-                PUTS(":", 1);
-            }
-            if (print_value(k, buf, n, cap, depth + 1)) return -1;
-        }
-        PUTS(obj ? "}" : "]", 1);
-    } else return -1;
-#undef PUTS
-    return 0;
-}
-
-char *gram_json_print(const cJSON *v) {
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    if (print_value(v, &buf, &n, &cap, 0) || !buf) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
 static char *canon_value(comp *C, const cJSON *v) {
     char *out = gram_json_print(v);
     if (!out) C->oom = 1;
     return out;
 }
 
-static void own(comp *C, cJSON *n) {
-    cJSON **no = grow(C->owned, &C->cap_owned, C->n_owned + 1, sizeof *no);
-    if (!no) {
-        C->oom = 1;
-        cJSON_Delete(n);
-        return;
-    }
-    C->owned = no;
-    C->owned[C->n_owned++] = n;
-}
-
 /* ---- memo ------------------------------------------------------------------------------- */
 
 static int cmp_citem(const void *a, const void *b) {
     const citem *x = a, *y = b;
-    if (x->node != y->node) return (uintptr_t)x->node < (uintptr_t)y->node ? -1 : 1;
+    if (x->ord != y->ord) return x->ord < y->ord ? -1 : 1;
     return x->flags < y->flags ? -1 : x->flags > y->flags;
 }
 
 static uint64_t conj_hash(const citem *v, int n, int is_false) {
     uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)is_false;
     for (int i = 0; i < n; i++) {
-        h ^= (uint64_t)(uintptr_t)v[i].node;
+        h ^= (uint64_t)(uint32_t)v[i].ord;
         h *= 0x100000001b3ull;
         h ^= v[i].flags;
         h *= 0x100000001b3ull;
@@ -805,14 +1093,6 @@ static const char *const kw_known[] = {
     "examples", "deprecated", "readOnly", "writeOnly", "contentEncoding", "contentMediaType",
     "contentSchema", "$vocabulary", "$dynamicAnchor", "$recursiveAnchor", NULL};
 
-static int trivially_true(const cJSON *s) {
-    if (cJSON_IsTrue(s)) return 1;
-    if (!cJSON_IsObject(s)) return 0;
-    for (const cJSON *k = s->child; k; k = k->next)
-        if (!in_list((const char *const[]){"title", "description", "$comment", "default", "examples", NULL}, k->string))
-            return 0;
-    return 1;
-}
 
 /* Record the unsupported keywords of member n (once per node).  maxItems of
  * the whole conjunction decides uniqueItems. */
@@ -836,19 +1116,8 @@ static void check_keywords(comp *C, const cJSON *n, long conj_max_items) {
             unsupported(C, "contains", n);
         } else if (!strcmp(s, "unevaluatedProperties") || !strcmp(s, "unevaluatedItems")) {
             if (!cJSON_IsTrue(k) && !trivially_true(k)) unsupported(C, s, n);
-        } else if (!strcmp(s, "dependentSchemas")) {
-            for (const cJSON *e = k->child; e; e = e->next)
-                if (!trivially_true(e)) {
-                    unsupported(C, "dependentSchemas", n);
-                    break;
-                }
-        } else if (!strcmp(s, "dependencies")) {
-            if (C->draft <= 7)
-                for (const cJSON *e = k->child; e; e = e->next)
-                    if (!cJSON_IsArray(e) && !trivially_true(e)) {
-                        unsupported(C, "dependencies (schema form)", n);
-                        break;
-                    }
+        } else if (!strcmp(s, "dependentSchemas") || !strcmp(s, "dependencies")) {
+            /* compiled by dependent_schemas (schema forms) and compile_object (arrays) */
         } else if (!strcmp(s, "$dynamicRef") || !strcmp(s, "$recursiveRef")) {
             unsupported(C, s, n);
         }
@@ -858,26 +1127,98 @@ static void check_keywords(comp *C, const cJSON *n, long conj_max_items) {
 
 /* ---- values: const / enum ---------------------------------------------------------------- */
 
+/* String sets (open addressing; the strings belong to the caller). */
+typedef struct {
+    const char **v;
+    size_t cap, n;
+} sset;
+
+static int sset_has(const sset *s, const char *k) {
+    if (!s->cap) return 0;
+    size_t i = (size_t)blob_hash(k, (uint32_t)strlen(k)) & (s->cap - 1);
+    while (s->v[i]) {
+        if (!strcmp(s->v[i], k)) return 1;
+        i = (i + 1) & (s->cap - 1);
+    }
+    return 0;
+}
+
+/* 1 added, 0 already there, -1 out of memory */
+static int sset_add(sset *s, const char *k) {
+    if (sset_has(s, k)) return 0;
+    if ((s->n + 1) * 2 > s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 16;
+        const char **nv = calloc(nc, sizeof *nv);
+        if (!nv) return -1;
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->v[i]) {
+                size_t j = (size_t)blob_hash(s->v[i], (uint32_t)strlen(s->v[i])) & (nc - 1);
+                while (nv[j]) j = (j + 1) & (nc - 1);
+                nv[j] = s->v[i];
+            }
+        free(s->v);
+        s->v = nv;
+        s->cap = nc;
+    }
+    size_t i = (size_t)blob_hash(k, (uint32_t)strlen(k)) & (s->cap - 1);
+    while (s->v[i]) i = (i + 1) & (s->cap - 1);
+    s->v[i] = k;
+    s->n++;
+    return 1;
+}
+
+/* Values (enum/const members, excluded values) with their equality keys
+ * (gram_json_value_key), so membership is a hash lookup, not a comparison
+ * with each. */
 typedef struct {
     const cJSON **v;
+    char **key;
     int n, cap;
+    sset set;
 } vlist;
 
-static void vpush(comp *C, vlist *l, const cJSON *v) {
-    const cJSON **nv = grow(l->v, &l->cap, l->n + 1, sizeof *nv);
-    if (!nv) {
+static void vfree(vlist *l) {
+    for (int i = 0; i < l->n; i++) free(l->key[i]);
+    free(l->key);
+    free(l->v);
+    free(l->set.v);
+    memset(l, 0, sizeof *l);
+}
+
+/* Add v (key k: taken over; computed when NULL) unless an equal value is in. */
+static void vpush_key(comp *C, vlist *l, const cJSON *v, char *k) {
+    if (!k) k = gram_json_value_key(v);
+    if (!k) {
         C->oom = 1;
         return;
     }
-    l->v = nv;
-    l->v[l->n++] = v;
+    if (sset_has(&l->set, k)) {
+        free(k);
+        return;
+    }
+    const cJSON **nv = grow(l->v, &l->cap, l->n + 1, sizeof *nv);
+    if (nv) l->v = nv;
+    int c2 = l->cap;
+    char **nk = nv ? realloc(l->key, (size_t)c2 * sizeof *nk) : NULL;
+    if (!nv || !nk) {
+        free(k);
+        C->oom = 1;
+        return;
+    }
+    l->key = nk;
+    l->v[l->n] = v;
+    l->key[l->n] = k;
+    if (sset_add(&l->set, k) < 0) {
+        free(k);
+        C->oom = 1;
+        return;
+    }
+    l->n++;
 }
 
-static int vhas(const vlist *l, const cJSON *v) {
-    for (int i = 0; i < l->n; i++)
-        if (cJSON_Compare(l->v[i], v, 1)) return 1;
-    return 0;
-}
+static void vpush(comp *C, vlist *l, const cJSON *v) { vpush_key(C, l, v, NULL); }
+
+static int vhas_key(const vlist *l, const char *k) { return sset_has(&l->set, k); }
 
 /* JSON Schema equality: cJSON_Compare, except that numbers compare by value
  * exactly (cJSON uses an epsilon) and true/1 stay distinct (cJSON does). */
@@ -906,7 +1247,7 @@ typedef struct {
     int types;
     int int_only, frac_only; /* numbers: integers only / non-integers only */
     /* numbers */
-    char lo[128], hi[128];
+    char lo[GRAM_JSON_NUMBER_MAX + 1], hi[GRAM_JSON_NUMBER_MAX + 1];
     int has_lo, has_hi, lo_excl, hi_excl;
     const char *mult[8];
     char mult_buf[8][128];
@@ -987,6 +1328,81 @@ static int type_bits(const cJSON *t, int *int_only) {
     return bits;
 }
 
+/* The least common multiple of two positive canonical decimals a and b
+ * (a/10^s and b/10^t: lcm of the scaled integers, over 10^max(s,t)) into out
+ * (128 bytes): 1, or 0 when either is too long or the result's automaton
+ * would be large.
+ * multipleOf a and multipleOf b hold together exactly when multipleOf
+ * lcm(a, b) holds, and one remainder automaton is far smaller than the
+ * product of two. */
+static int mult_lcm(const char *a, const char *b, char *out) {
+    const char *in[2] = {a, b};
+    unsigned __int128 v[2];
+    int sc[2];
+    for (int k = 0; k < 2; k++) {
+        const char *dot = strchr(in[k], '.');
+        sc[k] = dot ? (int)strlen(dot + 1) : 0;
+        v[k] = 0;
+        int digits = 0;
+        for (const char *p = in[k]; *p; p++) {
+            if (*p == '.') continue;
+            if (++digits > 18) return 0;
+            v[k] = v[k] * 10 + (unsigned)(*p - '0');
+        }
+        if (!v[k]) return 0;
+    }
+    int S = sc[0] > sc[1] ? sc[0] : sc[1];
+    if (S > 18) return 0;
+    for (int k = 0; k < 2; k++)
+        for (int i = sc[k]; i < S; i++) v[k] *= 10;
+    unsigned __int128 x = v[0], y = v[1];
+    while (y) {
+        unsigned __int128 t = x % y;
+        x = y, y = t;
+    }
+    unsigned __int128 l = v[0] / x * v[1];
+    /* only when the one remainder automaton stays small (gram_number_dfa's bound): otherwise
+     * two automata intersected with the range are smaller (bounds cut the remainders short) */
+    if (l * (unsigned __int128)(S + 2) > 200000) return 0;
+    /* l / 10^S as canonical decimal text */
+    char digits[64];
+    int nd = 0;
+    for (unsigned __int128 t = l; t; t /= 10) digits[nd++] = (char)('0' + (int)(t % 10));
+    char txt[80];
+    int o = 0;
+    if (nd <= S) {
+        txt[o++] = '0';
+        txt[o++] = '.';
+        for (int i = 0; i < S - nd; i++) txt[o++] = '0';
+        for (int i = nd - 1; i >= 0; i--) txt[o++] = digits[i];
+    } else {
+        for (int i = nd - 1; i >= 0; i--) {
+            txt[o++] = digits[i];
+            if (i == S && S) txt[o++] = '.';
+        }
+    }
+    txt[o] = 0;
+    /* canonical: no trailing fraction zeros */
+    if (strchr(txt, '.')) {
+        while (o > 0 && txt[o - 1] == '0') txt[--o] = 0;
+        if (o > 0 && txt[o - 1] == '.') txt[--o] = 0;
+    }
+    snprintf(out, 128, "%s", txt);
+    return 1;
+}
+
+/* A count keyword's value (minLength, maxItems, ...) rounded into range
+ * (up: towards the next integer, for minimums), clamped to
+ * [0, GRAM_COUNT_MAX + 1] so that any huge value (1e300 too) stays huge
+ * without overflowing; -1 when v is not a number. */
+static long count_kw(const cJSON *v, int up) {
+    if (!cJSON_IsNumber(v)) return -1;
+    double x = v->valuedouble;
+    if (!(x > 0)) return 0; /* negative, zero, NaN */
+    if (x > (double)GRAM_COUNT_MAX) return GRAM_COUNT_MAX + 1L;
+    return (long)(up ? ceil(x) : floor(x));
+}
+
 /* Gather the facts of a conjunction (types, bounds, patterns...); reports
  * unsupported "not" forms. */
 static void gather(comp *C, const conj *c, facts *f) {
@@ -1004,7 +1420,7 @@ static void gather(comp *C, const conj *c, facts *f) {
             f->types &= b;
             if (io) f->int_only = 1;
         }
-        char buf[128];
+        char buf[GRAM_JSON_NUMBER_MAX + 1];
         const cJSON *v;
         const cJSON *emax = kw(n, "exclusiveMaximum"), *emin = kw(n, "exclusiveMinimum");
         if ((v = kw(n, "minimum")) && !num_text(v, buf, sizeof buf)) tighten_lo(f, buf, cJSON_IsTrue(emin));
@@ -1012,30 +1428,32 @@ static void gather(comp *C, const conj *c, facts *f) {
         if (emin && !num_text(emin, buf, sizeof buf)) tighten_lo(f, buf, 1);
         if (emax && !num_text(emax, buf, sizeof buf)) tighten_hi(f, buf, 1);
         if ((v = kw(n, "multipleOf")) && !num_text(v, buf, sizeof buf) && buf[0] != '-' && strcmp(buf, "0")) {
-            if (f->n_mult < 8) {
-                snprintf(f->mult_buf[f->n_mult], sizeof f->mult_buf[0], "%s", buf);
+            if (strlen(buf) >= sizeof f->mult_buf[0]) unsupported(C, "multipleOf with more than 127 digits", n);
+            else if (f->n_mult && mult_lcm(f->mult[f->n_mult - 1], buf, f->mult_buf[f->n_mult - 1]))
+                f->mult[f->n_mult - 1] = f->mult_buf[f->n_mult - 1]; /* one multipleOf for both: their lcm */
+            else if (f->n_mult < 8) {
+                memcpy(f->mult_buf[f->n_mult], buf, strlen(buf) + 1); /* fits: checked above */
                 f->mult[f->n_mult] = f->mult_buf[f->n_mult];
                 f->n_mult++;
-            } else unsupported(C, "multipleOf (too many)", n);
+            } else unsupported(C, "multipleOf (more than 8 that have no small common multiple)", n);
         }
-        if ((v = kw(n, "minLength")) && cJSON_IsNumber(v) && v->valuedouble > f->min_len)
-            f->min_len = (long)ceil(v->valuedouble);
-        if ((v = kw(n, "maxLength")) && cJSON_IsNumber(v) && (f->max_len < 0 || v->valuedouble < f->max_len))
-            f->max_len = v->valuedouble < 0 ? 0 : (long)floor(v->valuedouble);
+        long x;
+        if ((x = count_kw(kw(n, "minLength"), 1)) >= 0 && x > f->min_len) f->min_len = x;
+        if ((x = count_kw(kw(n, "maxLength"), 0)) >= 0 && (f->max_len < 0 || x < f->max_len)) f->max_len = x;
         if ((v = kw(n, "pattern")) && cJSON_IsString(v)) {
             if (f->n_patterns < 32) {
                 f->pattern_at[f->n_patterns] = n;
                 f->patterns[f->n_patterns++] = v->valuestring;
             } else unsupported(C, "pattern (too many)", n);
         }
-        if ((v = kw(n, "format")) && cJSON_IsString(v) && f->n_formats < 8 && !C->opt.format_annotation) {
-            f->format_at[f->n_formats] = n;
-            f->formats[f->n_formats++] = v->valuestring;
+        if ((v = kw(n, "format")) && cJSON_IsString(v) && !C->opt.format_annotation) {
+            if (f->n_formats < 8) {
+                f->format_at[f->n_formats] = n;
+                f->formats[f->n_formats++] = v->valuestring;
+            } else unsupported(C, "format (more than 8 on one value)", n);
         }
-        if ((v = kw(n, "minItems")) && cJSON_IsNumber(v) && v->valuedouble > f->min_items)
-            f->min_items = (long)ceil(v->valuedouble);
-        if ((v = kw(n, "maxItems")) && cJSON_IsNumber(v) && (f->max_items < 0 || v->valuedouble < f->max_items))
-            f->max_items = v->valuedouble < 0 ? 0 : (long)floor(v->valuedouble);
+        if ((x = count_kw(kw(n, "minItems"), 1)) >= 0 && x > f->min_items) f->min_items = x;
+        if ((x = count_kw(kw(n, "maxItems"), 0)) >= 0 && (f->max_items < 0 || x < f->max_items)) f->max_items = x;
         const cJSON *no = kw(n, "not");
         if (no) {
             /* supported: not of a boolean schema, of {type}, of {const}/{enum} (primitives) */
@@ -1094,23 +1512,130 @@ static void gather(comp *C, const conj *c, facts *f) {
             }
         }
     }
+    if (f->min_len > GRAM_COUNT_MAX || f->max_len > GRAM_COUNT_MAX) {
+        /* counted strings keep the count in 26 bits */
+        too_large(C, f->min_len > GRAM_COUNT_MAX ? "minLength above 67108863" : "maxLength above 67108863", c->v[0].node);
+        f->types &= ~T_STR;
+    }
     if (f->max_len >= 0 && f->min_len > f->max_len) f->types &= ~T_STR;
     if (f->int_only && f->frac_only) f->types &= ~T_NUM;
     if (f->max_items >= 0 && f->min_items > f->max_items) f->types &= ~T_ARR;
 }
 
+/* canon_text: a primitive's canonical text (its equality key too) */
 static int excluded_has(const facts *f, const char *canon_text, comp *C) {
-    for (int i = 0; i < f->excluded.n; i++) {
-        char *t = canon_value(C, f->excluded.v[i]);
-        int eq = t && !strcmp(t, canon_text);
-        free(t);
-        if (eq) return 1;
-    }
-    return 0;
+    (void)C;
+    return vhas_key(&f->excluded, canon_text);
 }
 
 /* String content DFA (no quotes) from the facts' patterns and formats; NULL
  * content means "any".  Length is enforced by a counted rule. */
+/* ---- shared automata ------------------------------------------------------------------------ */
+
+/* A pattern's automaton over canonical string content, made once per
+ * compilation (schemas repeat their patterns).  rc: 0, -1 out of memory,
+ * -2 too large, -3 unsupported syntax (err says why). */
+struct pat_ent {
+    char *pattern;
+    int rc;
+    char *err;
+    gram_dfa dfa;
+};
+
+static const struct pat_ent *pattern_dfa(comp *C, const char *pattern) {
+    for (int i = 0; i < C->n_pats; i++)
+        if (!strcmp(C->pats[i].pattern, pattern)) return &C->pats[i];
+    struct pat_ent *np = grow(C->pats, &C->cap_pats, C->n_pats + 1, sizeof *np);
+    if (!np) {
+        C->oom = 1;
+        return NULL;
+    }
+    C->pats = np;
+    struct pat_ent *e = &C->pats[C->n_pats];
+    memset(e, 0, sizeof *e);
+    e->pattern = xstrdup(C, pattern);
+    if (!e->pattern) return NULL;
+    C->n_pats++;
+    gram_nfa n;
+    gram_nfa_init(&n);
+    gram_frag fr;
+    char err[256];
+    if (gram_regex(&n, pattern, &fr, err, sizeof err)) {
+        e->rc = -3;
+        e->err = xstrdup(C, err);
+    } else {
+        n.tag[fr.end] = 0;
+        e->rc = nfa_to_dfa(C, &n, fr.start, NULL, NULL, &e->dfa);
+        if (e->rc == -1) C->oom = 1;
+    }
+    gram_nfa_free(&n);
+    return e;
+}
+
+/* Any canonical string content, and its quoted form (a key that can be anything). */
+static int any_strings(comp *C) {
+    if (C->have_any) return 0;
+    gram_nfa n;
+    gram_nfa_init(&n);
+    gram_frag f = gram_frag_star(&n, gram_frag_cp_range(&n, 0, 0x10FFFF));
+    n.tag[f.end] = 0;
+    int rc = nfa_to_dfa(C, &n, f.start, NULL, NULL, &C->any_content);
+    gram_nfa_free(&n);
+    if (rc) {
+        C->oom = 1;
+        return -1;
+    }
+    if (gram_dfa_quote(&C->any_content, &C->any_key)) {
+        gram_dfa_free(&C->any_content);
+        C->oom = 1;
+        return -1;
+    }
+    C->have_any = 1;
+    return 0;
+}
+
+/* The DFA of the canonical texts of the excluded values of one type, or rc 1 when there are none. */
+static int excluded_dfa(comp *C, const facts *f, int type, gram_dfa *out) {
+    int n = 0;
+    for (int i = 0; i < f->excluded.n; i++) n += json_type_of(f->excluded.v[i]) == type;
+    if (!n) return 1;
+    char **t = calloc((size_t)n, sizeof *t);
+    size_t *l = calloc((size_t)n, sizeof *l);
+    int k = 0, rc = -1;
+    if (t && l) {
+        for (int i = 0; i < f->excluded.n && !C->oom; i++)
+            if (json_type_of(f->excluded.v[i]) == type && (t[k] = canon_value(C, f->excluded.v[i]))) l[k] = strlen(t[k]), k++;
+        rc = C->oom ? -1 : gram_dfa_literals((const char *const *)t, l, NULL, k, max_states(C), out);
+    }
+    for (int i = 0; i < k; i++) free(t[i]);
+    free(t);
+    free(l);
+    if (rc == -1) C->oom = 1;
+    return rc;
+}
+
+/* d minus the literals of excluded values of one type (0, or -1 on failure, recorded). */
+static int remove_excluded(comp *C, const facts *f, int type, gram_dfa *d, const cJSON *where) {
+    gram_dfa ex, cx, t;
+    int rc = excluded_dfa(C, f, type, &ex);
+    if (rc == 1) return 0;
+    if (!rc) {
+        rc = gram_dfa_complement(&ex, &cx);
+        gram_dfa_free(&ex);
+        if (!rc) {
+            rc = dfa_and(C, d, &cx, &t);
+            gram_dfa_free(&cx);
+            if (!rc) {
+                gram_dfa_free(d);
+                *d = t;
+            }
+        }
+    }
+    if (rc == -2) too_large(C, "automaton too large after excluding values (not const/enum)", where);
+    else if (rc) C->oom = 1;
+    return rc ? -1 : 0;
+}
+
 static int string_content_dfa(comp *C, const facts *f, gram_dfa *out, int *any) {
     *any = 1;
     int have = 0;
@@ -1119,20 +1644,15 @@ static int string_content_dfa(comp *C, const facts *f, gram_dfa *out, int *any) 
         int rc;
         const cJSON *at = i < f->n_patterns ? f->pattern_at[i] : f->format_at[i - f->n_patterns];
         if (i < f->n_patterns) {
-            gram_nfa n;
-            gram_nfa_init(&n);
-            gram_frag fr;
-            char e[256];
-            if (gram_regex(&n, f->patterns[i], &fr, e, sizeof e)) {
-                char *msg = xasprintf(C, "pattern /%s/ (%s)", f->patterns[i], e);
+            const struct pat_ent *pe = pattern_dfa(C, f->patterns[i]);
+            if (!pe) return -1;
+            if (pe->rc == -3) {
+                char *msg = xasprintf(C, "pattern /%s/ (%s)", f->patterns[i], pe->err ? pe->err : "");
                 if (msg) unsupported(C, msg, at);
                 free(msg);
-                gram_nfa_free(&n);
                 continue;
             }
-            n.tag[fr.end] = 0;
-            rc = gram_dfa_from_nfa(&n, fr.start, NULL, NULL, max_states(C), &d);
-            gram_nfa_free(&n);
+            rc = pe->rc ? pe->rc : gram_dfa_copy(&pe->dfa, &d);
         } else {
             int known;
             const char *fmt = f->formats[i - f->n_patterns];
@@ -1158,7 +1678,7 @@ static int string_content_dfa(comp *C, const facts *f, gram_dfa *out, int *any) 
             have = 1;
         } else {
             gram_dfa t;
-            rc = gram_dfa_intersect(out, &d, max_states(C), &t);
+            rc = dfa_and(C, out, &d, &t);
             gram_dfa_free(&d);
             if (rc) {
                 if (rc == -2) too_large(C, "pattern intersection too large", at ? at : C->doc);
@@ -1185,7 +1705,7 @@ static int string_content_dfa(comp *C, const facts *f, gram_dfa *out, int *any) 
         }
         n.tag[fr.end] = 0;
         gram_dfa pd, cd, t;
-        int rc = gram_dfa_from_nfa(&n, fr.start, NULL, NULL, max_states(C), &pd);
+        int rc = nfa_to_dfa(C, &n, fr.start, NULL, NULL, &pd);
         gram_nfa_free(&n);
         if (rc) {
             if (rc == -2) too_large(C, "not pattern automaton too large", f->not_pattern_at[i]);
@@ -1205,15 +1725,15 @@ static int string_content_dfa(comp *C, const facts *f, gram_dfa *out, int *any) 
             gram_frag af = gram_frag_star(&an, gram_frag_cp_range(&an, 0, 0x10FFFF));
             an.tag[af.end] = 0;
             gram_dfa ad;
-            rc = gram_dfa_from_nfa(&an, af.start, NULL, NULL, max_states(C), &ad);
+            rc = nfa_to_dfa(C, &an, af.start, NULL, NULL, &ad);
             gram_nfa_free(&an);
             if (!rc) {
-                rc = gram_dfa_intersect(&ad, &cd, max_states(C), out);
+                rc = dfa_and(C, &ad, &cd, out);
                 gram_dfa_free(&ad);
             }
             if (!rc) *any = 0;
         } else {
-            rc = gram_dfa_intersect(out, &cd, max_states(C), &t);
+            rc = dfa_and(C, out, &cd, &t);
             if (!rc) {
                 gram_dfa_free(out);
                 *out = t;
@@ -1230,54 +1750,27 @@ static int string_content_dfa(comp *C, const facts *f, gram_dfa *out, int *any) 
 
 /* A string rule: '"' content '"', counted when lengths are bounded. */
 static int32_t string_rule(comp *C, const facts *f) {
-    gram_dfa content;
+    gram_dfa content, quoted;
     int any;
     if (string_content_dfa(C, f, &content, &any)) return -1;
-    gram_nfa n;
-    gram_nfa_init(&n);
-    gram_frag q1 = gram_frag_bytes(&n, "\"", 1), q2 = gram_frag_bytes(&n, "\"", 1);
-    gram_frag body = any ? gram_frag_star(&n, gram_frag_cp_range(&n, 0, 0x10FFFF)) : gram_frag_dfa(&n, &content);
-    gram_frag fr = gram_frag_cat(&n, gram_frag_cat(&n, q1, body), q2);
+    if (any && any_strings(C)) return -1;
+    int rc = gram_dfa_quote(any ? &C->any_content : &content, &quoted);
     if (!any) gram_dfa_free(&content);
-    int32_t id = new_rule(C);
-    set_fa(C, id, &n, fr, C->doc);
-    gram_nfa_free(&n);
-    if (id < 0) return -1;
-    gram_rule *r = &C->g->rules[id];
-    /* not {const/enum} of strings: take the literals out */
-    int n_ex = 0;
-    for (int i = 0; i < f->excluded.n; i++) n_ex += json_type_of(f->excluded.v[i]) == T_STR;
-    if (n_ex && r->fa.next) {
-        gram_nfa x;
-        gram_nfa_init(&x);
-        int32_t xs = gram_nfa_state(&x), xe = gram_nfa_state(&x);
-        x.tag[xe] = 0;
-        for (int i = 0; i < f->excluded.n; i++) {
-            if (json_type_of(f->excluded.v[i]) != T_STR) continue;
-            char *t = canon_value(C, f->excluded.v[i]);
-            if (!t) continue;
-            gram_frag lf = gram_frag_bytes(&x, t, strlen(t));
-            gram_nfa_edge_add(&x, xs, lf.start, -1, -1);
-            gram_nfa_edge_add(&x, lf.end, xe, -1, -1);
-            free(t);
-        }
-        gram_dfa ex, cx, t;
-        int rc = gram_dfa_from_nfa(&x, xs, NULL, NULL, max_states(C), &ex);
-        gram_nfa_free(&x);
-        if (!rc) {
-            rc = gram_dfa_complement(&ex, &cx);
-            gram_dfa_free(&ex);
-            if (!rc) {
-                rc = gram_dfa_intersect(&r->fa, &cx, max_states(C), &t);
-                gram_dfa_free(&cx);
-                if (!rc) {
-                    gram_dfa_free(&r->fa);
-                    r->fa = t;
-                }
-            }
-        }
-        if (rc) C->oom = 1;
+    if (rc) {
+        C->oom = 1;
+        return -1;
     }
+    int32_t id = new_rule(C);
+    if (id < 0) {
+        gram_dfa_free(&quoted);
+        return -1;
+    }
+    C->work += (long)quoted.n_states * quoted.n_classes;
+    /* not {const/enum} of strings: take the literals out */
+    remove_excluded(C, f, T_STR, &quoted, C->doc);
+    gram_rule *r = &C->g->rules[id];
+    r->kind = GRAM_FA;
+    r->fa = quoted;
     if (f->min_len > 0 || f->max_len >= 0) {
         r->counted = 1;
         r->min_count = f->min_len;
@@ -1288,11 +1781,15 @@ static int32_t string_rule(comp *C, const facts *f) {
 
 /* Number DFA for the facts. */
 static int number_dfa(comp *C, const facts *f, const cJSON *where, gram_dfa *out) {
+    memset(out, 0, sizeof *out);
+    if (over_work(C)) return -1;
     gram_num_spec sp = {.lo = f->has_lo ? f->lo : NULL, .hi = f->has_hi ? f->hi : NULL, .lo_excl = f->lo_excl,
                         .hi_excl = f->hi_excl, .integer = f->int_only, .frac_only = f->frac_only,
-                        .multiple_of = f->n_mult ? f->mult[0] : NULL};
+                        .multiple_of = f->n_mult ? f->mult[0] : NULL, .max_work = max_work(C) - C->work + 1,
+                        .work = &C->work};
     char e[256];
     int rc = gram_number_dfa(&sp, out, e, sizeof e);
+    over_work(C);
     if (rc == -2) {
         too_large(C, e, where);
         return -1;
@@ -1302,14 +1799,16 @@ static int number_dfa(comp *C, const facts *f, const cJSON *where, gram_dfa *out
         return -1;
     }
     for (int i = 0; i < f->n_not_mult; i++) {
-        gram_num_spec m = {.integer = f->int_only, .multiple_of = f->not_mult[i]};
+        gram_num_spec m = {.integer = f->int_only, .multiple_of = f->not_mult[i], .max_work = max_work(C) - C->work + 1,
+                           .work = &C->work};
         gram_dfa d, cd, t;
         rc = gram_number_dfa(&m, &d, e, sizeof e);
+        over_work(C);
         if (!rc) {
             rc = gram_dfa_complement(&d, &cd);
             gram_dfa_free(&d);
             if (!rc) {
-                rc = gram_dfa_intersect(out, &cd, max_states(C), &t);
+                rc = dfa_and(C, out, &cd, &t);
                 gram_dfa_free(&cd);
                 if (!rc) {
                     gram_dfa_free(out);
@@ -1351,7 +1850,7 @@ static int number_dfa(comp *C, const facts *f, const cJSON *where, gram_dfa *out
             gram_num_spec is = {.integer = 1};
             char e2[64];
             if (!gram_number_dfa(&is, &ints, e2, sizeof e2)) {
-                if (!gram_dfa_intersect(out, &ints, max_states(C), &t)) {
+                if (!dfa_and(C, out, &ints, &t)) {
                     if (!gram_dfa_empty(&t)) {
                         gram_dfa_free(out);
                         *out = t;
@@ -1381,11 +1880,11 @@ static int number_dfa(comp *C, const facts *f, const cJSON *where, gram_dfa *out
         int ok = !gram_regex(&n, pat, &fr, e, sizeof e);
         if (ok) {
             n.tag[fr.end] = 0;
-            ok = !gram_dfa_from_nfa(&n, fr.start, NULL, NULL, max_states(C), &cap);
+            ok = !nfa_to_dfa(C, &n, fr.start, NULL, NULL, &cap);
         }
         gram_nfa_free(&n);
         if (ok) {
-            ok = !gram_dfa_intersect(out, &cap, max_states(C), &t);
+            ok = !dfa_and(C, out, &cap, &t);
             gram_dfa_free(&cap);
             if (ok) {
                 gram_dfa_free(out);
@@ -1399,11 +1898,13 @@ static int number_dfa(comp *C, const facts *f, const cJSON *where, gram_dfa *out
         }
     }
     for (int i = 1; i < f->n_mult; i++) {
-        gram_num_spec m = {.integer = f->int_only, .multiple_of = f->mult[i]};
+        gram_num_spec m = {.integer = f->int_only, .multiple_of = f->mult[i], .max_work = max_work(C) - C->work + 1,
+                           .work = &C->work};
         gram_dfa d, t;
         rc = gram_number_dfa(&m, &d, e, sizeof e);
+        over_work(C);
         if (!rc) {
-            rc = gram_dfa_intersect(out, &d, max_states(C), &t);
+            rc = dfa_and(C, out, &d, &t);
             gram_dfa_free(&d);
             if (!rc) {
                 gram_dfa_free(out);
@@ -1421,50 +1922,43 @@ static int number_dfa(comp *C, const facts *f, const cJSON *where, gram_dfa *out
 }
 
 static int32_t compile_object(comp *C, const conj *c, const facts *f);
+static int32_t string_leaf(comp *C, const facts *f);
 static void array_frag(comp *C, const conj *c, const facts *f, gram_nfa *n, int32_t s, int32_t e);
 
 /* Values of enum/const across the conjunction; returns 1 when restricted. */
 static int gather_values(comp *C, const conj *c, vlist *out) {
     int restricted = 0;
-    for (int i = 0; i < c->n; i++) {
+    for (int i = 0; i < c->n && !C->oom; i++) {
         if (c->v[i].flags & F_NOENUM) continue;
         const cJSON *n = c->v[i].node;
         const cJSON *cv = kw(n, "const"), *ev = kw(n, "enum");
+        if (!cv && !cJSON_IsArray(ev)) continue;
         vlist here = {0};
-        int has = 0;
+        if (cJSON_IsArray(ev))
+            for (const cJSON *x = ev->child; x && !C->oom; x = x->next) vpush(C, &here, x);
         if (cv) {
-            vpush(C, &here, cv);
-            has = 1;
+            /* const and enum: the const, when the enum has it */
+            char *k = gram_json_value_key(cv);
+            int keep = k && (!cJSON_IsArray(ev) || vhas_key(&here, k));
+            if (!k) C->oom = 1;
+            vfree(&here);
+            if (keep) vpush_key(C, &here, cv, k);
+            else free(k);
         }
-        if (cJSON_IsArray(ev)) {
-            vlist e2 = {0};
-            for (const cJSON *x = ev->child; x; x = x->next)
-                if (!vhas(&e2, x)) vpush(C, &e2, x);
-            if (has) {
-                vlist k = {0};
-                for (int j = 0; j < here.n; j++)
-                    if (vhas(&e2, here.v[j])) vpush(C, &k, here.v[j]);
-                free(here.v);
-                free(e2.v);
-                here = k;
-            } else {
-                free(here.v);
-                here = e2;
-            }
-            has = 1;
-        }
-        if (!has) continue;
         if (!restricted) {
-            free(out->v);
+            vfree(out);
             *out = here;
             restricted = 1;
         } else {
-            vlist k = {0};
+            vlist kept = {0};
             for (int j = 0; j < out->n; j++)
-                if (vhas(&here, out->v[j])) vpush(C, &k, out->v[j]);
-            free(out->v);
-            free(here.v);
-            *out = k;
+                if (vhas_key(&here, out->key[j])) {
+                    vpush_key(C, &kept, out->v[j], out->key[j]);
+                    out->key[j] = NULL;
+                }
+            vfree(out);
+            vfree(&here);
+            *out = kept;
         }
     }
     return restricted;
@@ -1564,7 +2058,7 @@ static void compile_enum(comp *C, const conj *c, const facts *f, const vlist *va
         } else if (t == T_STR) {
             if (f->n_patterns || f->n_formats || f->min_len > 0 || f->max_len >= 0) {
                 if (!have_s) {
-                    str_rule = string_rule(C, f);
+                    str_rule = string_leaf(C, f);
                     have_s = str_rule >= 0 ? 1 : -1;
                 }
                 if (have_s == 1) {
@@ -1599,7 +2093,24 @@ static void compile_enum(comp *C, const conj *c, const facts *f, const vlist *va
         texts[n_lit++] = txt;
     }
     if (have_n == 1) gram_dfa_free(&ndfa);
-    set_fa(C, id, &n, (gram_frag){s, e}, c->n ? c->v[0].node : C->doc);
+    if (all_prim && !C->oom) {
+        /* literals only: a trie, no subset construction (enums run to thousands of values) */
+        size_t *lens = calloc((size_t)n_lit + 1, sizeof *lens);
+        gram_dfa d;
+        int rc = -1;
+        if (lens) {
+            for (int i = 0; i < n_lit; i++) lens[i] = strlen(texts[i]);
+            rc = gram_dfa_literals((const char *const *)texts, lens, NULL, n_lit, max_states(C), &d);
+        }
+        free(lens);
+        if (rc == -2) too_large(C, "enum automaton too large", c->n ? c->v[0].node : C->doc);
+        else if (rc) C->oom = 1;
+        else {
+            C->work += (long)d.n_states * d.n_classes;
+            C->g->rules[id].kind = GRAM_FA;
+            C->g->rules[id].fa = d;
+        }
+    } else set_fa(C, id, &n, (gram_frag){s, e}, c->n ? c->v[0].node : C->doc);
     gram_nfa_free(&n);
     int is_bool = n_lit > 0;
     for (int i = 0; i < n_lit; i++) is_bool &= !strcmp(texts[i], "true") || !strcmp(texts[i], "false");
@@ -1637,6 +2148,165 @@ static void int_values(comp *C, const facts *f, const gram_dfa *d, int32_t id) {
     }
 }
 
+/* ---- shared leaf rules -------------------------------------------------------------------- */
+
+/* Strings and numbers with the same facts are one rule: most schemas say
+ * "type": "string" dozens of times, and each automaton costs a subset
+ * construction.  The key is every fact the automaton depends on. */
+struct leaf_ent {
+    char *key;
+    int32_t rule;
+};
+
+static int32_t *leaf_slot(comp *C, const char *key) {
+    if ((C->leaf_n + 1) * 2 > C->leaf_cap) {
+        size_t nc = C->leaf_cap ? C->leaf_cap * 2 : 64;
+        struct leaf_ent *nl = calloc(nc, sizeof *nl);
+        if (!nl) {
+            C->oom = 1;
+            return NULL;
+        }
+        for (size_t i = 0; i < C->leaf_cap; i++)
+            if (C->leaves[i].key) {
+                size_t k = (size_t)blob_hash(C->leaves[i].key, (uint32_t)strlen(C->leaves[i].key)) & (nc - 1);
+                while (nl[k].key) k = (k + 1) & (nc - 1);
+                nl[k] = C->leaves[i];
+            }
+        free(C->leaves);
+        C->leaves = nl;
+        C->leaf_cap = nc;
+    }
+    size_t k = (size_t)blob_hash(key, (uint32_t)strlen(key)) & (C->leaf_cap - 1);
+    while (C->leaves[k].key) {
+        if (!strcmp(C->leaves[k].key, key)) return &C->leaves[k].rule;
+        k = (k + 1) & (C->leaf_cap - 1);
+    }
+    C->leaves[k].key = xstrdup(C, key);
+    if (!C->leaves[k].key) return NULL;
+    C->leaves[k].rule = -1;
+    C->leaf_n++;
+    return &C->leaves[k].rule;
+}
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+} buf_t;
+
+static void bput_s(buf_t *b, comp *C, const char *s) {
+    size_t l = strlen(s);
+    if (b->n + l + 1 > b->cap) {
+        size_t nc = (b->n + l + 1) * 2;
+        char *ns = realloc(b->s, nc);
+        if (!ns) {
+            C->oom = 1;
+            free(b->s);
+            b->s = NULL;
+            b->n = b->cap = 0;
+            return;
+        }
+        b->s = ns;
+        b->cap = nc;
+    }
+    memcpy(b->s + b->n, s, l + 1);
+    b->n += l;
+}
+
+static void key_add(buf_t *b, comp *C, const char *tag, const char *s) {
+    bput_s(b, C, tag);
+    char n[24];
+    snprintf(n, sizeof n, "%zu:", strlen(s));
+    bput_s(b, C, n);
+    bput_s(b, C, s);
+}
+
+static void key_excluded(buf_t *b, comp *C, const facts *f, int type) {
+    for (int i = 0; i < f->excluded.n; i++)
+        if (json_type_of(f->excluded.v[i]) == type) {
+            char *t = canon_value(C, f->excluded.v[i]);
+            if (t) key_add(b, C, "x", t);
+            free(t);
+        }
+}
+
+static int32_t string_leaf(comp *C, const facts *f) {
+    buf_t b = {0};
+    char n[64];
+    snprintf(n, sizeof n, "S%ld,%ld", f->min_len, f->max_len);
+    bput_s(&b, C, n);
+    for (int i = 0; i < f->n_patterns; i++) key_add(&b, C, "p", f->patterns[i]);
+    for (int i = 0; i < f->n_formats; i++) key_add(&b, C, "f", f->formats[i]);
+    for (int i = 0; i < f->n_not_pattern; i++) key_add(&b, C, "n", f->not_pattern[i]);
+    key_excluded(&b, C, f, T_STR);
+    int32_t *slot = b.s ? leaf_slot(C, b.s) : NULL;
+    free(b.s);
+    if (!slot) return -1;
+    if (*slot < 0) *slot = string_rule(C, f);
+    return *slot;
+}
+
+static int number_dfa(comp *C, const facts *f, const cJSON *where, gram_dfa *out);
+static void int_values(comp *C, const facts *f, const gram_dfa *d, int32_t id);
+
+/* The number automaton of the facts, excluded literals removed (0 or -1). */
+static int number_excl_dfa(comp *C, const facts *f, const cJSON *where, gram_dfa *ndfa) {
+    if (number_dfa(C, f, where, ndfa)) return -1;
+    if (!remove_excluded(C, f, T_NUM, ndfa, where)) return 0;
+    gram_dfa_free(ndfa);
+    return -1;
+}
+
+static int32_t number_leaf(comp *C, const facts *f, const cJSON *where) {
+    buf_t b = {0};
+    char n[64];
+    snprintf(n, sizeof n, "N%d%d%d%d%d%d", f->int_only, f->frac_only, f->has_lo, f->lo_excl, f->has_hi, f->hi_excl);
+    bput_s(&b, C, n);
+    if (f->has_lo) key_add(&b, C, "l", f->lo);
+    if (f->has_hi) key_add(&b, C, "h", f->hi);
+    for (int i = 0; i < f->n_mult; i++) key_add(&b, C, "m", f->mult[i]);
+    for (int i = 0; i < f->n_not_mult; i++) key_add(&b, C, "n", f->not_mult[i]);
+    key_excluded(&b, C, f, T_NUM);
+    int32_t *slot = b.s ? leaf_slot(C, b.s) : NULL;
+    free(b.s);
+    if (!slot) return -1;
+    if (*slot >= 0) return *slot;
+    gram_dfa d;
+    if (number_excl_dfa(C, f, where, &d)) return -1;
+    int32_t id = new_rule(C);
+    if (id < 0) {
+        gram_dfa_free(&d);
+        return -1;
+    }
+    C->g->rules[id].fa = d;
+    if (f->int_only) int_values(C, f, &C->g->rules[id].fa, id);
+    *slot = id; /* nothing above touched the leaf table */
+    return id;
+}
+
+/* d plus a call of each rules[i] from its start state, returning to a new
+ * final state (an alternative that is another rule).  0, or -1 out of memory. */
+static int dfa_calls_at_start(gram_dfa *d, const int32_t *rules, int n) {
+    int S = d->n_states, nc = d->n_classes;
+    int32_t *next = realloc(d->next, ((size_t)S + 1) * (size_t)nc * sizeof *next);
+    if (!next) return -1;
+    d->next = next;
+    int32_t *label = realloc(d->label, ((size_t)S + 1) * sizeof *label);
+    if (!label) return -1;
+    d->label = label;
+    for (int c = 0; c < nc; c++) d->next[(size_t)S * nc + c] = -1;
+    d->label[S] = 0;
+    free(d->call_off);
+    free(d->calls);
+    d->call_off = calloc((size_t)S + 2, sizeof *d->call_off);
+    d->calls = malloc((size_t)n * sizeof *d->calls);
+    if (!d->call_off || !d->calls) return -1;
+    for (int s = 1; s <= S + 1; s++) d->call_off[s] = n;
+    for (int i = 0; i < n; i++) d->calls[i] = (gram_call){rules[i], S};
+    d->n_calls = n;
+    d->n_states = S + 1;
+    return 0;
+}
+
 static void compile_base(comp *C, const conj *c, int32_t id) {
     facts f;
     gather(C, c, &f);
@@ -1645,25 +2315,22 @@ static void compile_base(comp *C, const conj *c, int32_t id) {
     vlist vals = {0};
     if (gather_values(C, c, &vals)) {
         compile_enum(C, c, &f, &vals, id);
-        free(vals.v);
-        free(f.excluded.v);
+        vfree(&vals);
+        vfree(&f.excluded);
         return;
     }
-    free(vals.v);
-    gram_nfa n;
-    gram_nfa_init(&n);
-    int32_t s = gram_nfa_state(&n), e = gram_nfa_state(&n);
-#define ALT_IN(fr) do { gram_nfa_edge_add(&n, s, (fr).start, -1, -1); gram_nfa_edge_add(&n, (fr).end, e, -1, -1); } while (0)
-    int lits = 0;
+    vfree(&vals);
     const char *lit_names[3] = {"null", "true", "false"};
     int lit_types[3] = {T_NULL, T_BOOL, T_BOOL};
+    const char *lit_use[3];
+    size_t lit_len[3];
+    int n_lit = 0;
     char **bool_vals = NULL;
     int n_bool = 0;
     for (int i = 0; i < 3; i++) {
         if (!(f.types & lit_types[i]) || excluded_has(&f, lit_names[i], C)) continue;
-        gram_frag fr = gram_frag_bytes(&n, lit_names[i], strlen(lit_names[i]));
-        ALT_IN(fr);
-        lits |= lit_types[i];
+        lit_use[n_lit] = lit_names[i];
+        lit_len[n_lit++] = strlen(lit_names[i]);
         if (lit_types[i] == T_BOOL) {
             char **nb = realloc(bool_vals, (size_t)(n_bool + 1) * sizeof *nb);
             if (nb) {
@@ -1673,87 +2340,74 @@ static void compile_base(comp *C, const conj *c, int32_t id) {
             }
         }
     }
-    gram_dfa ndfa = {0};
-    int have_num = 0;
-    if (f.types & T_NUM) {
-        if (!number_dfa(C, &f, c->n ? c->v[0].node : C->doc, &ndfa)) {
-            have_num = 1;
-            if (f.excluded.n) {
-                /* remove excluded numbers: intersect with the complement of their literals */
-                gram_nfa x;
-                gram_nfa_init(&x);
-                int32_t xs = gram_nfa_state(&x), xe = gram_nfa_state(&x);
-                x.tag[xe] = 0;
-                for (int i = 0; i < f.excluded.n; i++)
-                    if (json_type_of(f.excluded.v[i]) == T_NUM) {
-                        char *t = canon_value(C, f.excluded.v[i]);
-                        if (!t) continue;
-                        gram_frag fr = gram_frag_bytes(&x, t, strlen(t));
-                        gram_nfa_edge_add(&x, xs, fr.start, -1, -1);
-                        gram_nfa_edge_add(&x, fr.end, xe, -1, -1);
-                        free(t);
-                    }
-                gram_dfa ex, cx;
-                if (!gram_dfa_from_nfa(&x, xs, NULL, NULL, max_states(C), &ex)) {
-                    if (!gram_dfa_complement(&ex, &cx)) {
-                        gram_dfa t;
-                        if (!gram_dfa_intersect(&ndfa, &cx, max_states(C), &t)) {
-                            gram_dfa_free(&ndfa);
-                            ndfa = t;
-                        } else C->oom = 1;
-                        gram_dfa_free(&cx);
-                    } else C->oom = 1;
-                    gram_dfa_free(&ex);
-                } else C->oom = 1;
-                gram_nfa_free(&x);
-            }
-            gram_frag fr = gram_frag_dfa(&n, &ndfa);
-            ALT_IN(fr);
-        }
-    }
-    if (f.types & T_STR) {
-        int32_t sr = string_rule(C, &f);
-        if (sr >= 0) {
-            if (C->g->rules[sr].counted) {
-                gram_frag fr = gram_frag_call(&n, sr);
-                ALT_IN(fr);
-            } else {
-                gram_frag fr = gram_frag_dfa(&n, &C->g->rules[sr].fa);
-                ALT_IN(fr);
-            }
-        }
+    /* one kind of value: the rule is that value's rule (shared leaves, the object) */
+    const cJSON *where = c->n ? c->v[0].node : C->doc;
+    int kinds = !!(f.types & (T_NULL | T_BOOL)) + !!(f.types & T_NUM) + !!(f.types & T_STR) + !!(f.types & T_ARR) +
+                !!(f.types & T_OBJ);
+    int32_t num = f.types & T_NUM ? number_leaf(C, &f, where) : -1;
+    int32_t str = f.types & T_STR ? string_leaf(C, &f) : -1;
+    int32_t calls[3];
+    int n_calls = 0;
+    if (kinds == 1 && (num >= 0 || str >= 0) && !C->oom) {
+        C->alias[id] = num >= 0 ? num : str;
+        goto out;
     }
     if (f.types & T_ARR) {
+        /* the array: the whole rule when it is the only kind, else a rule of its own */
+        int32_t arr = kinds == 1 ? id : new_rule(C);
+        gram_nfa n;
+        gram_nfa_init(&n);
         int32_t as = gram_nfa_state(&n), ae = gram_nfa_state(&n);
         array_frag(C, c, &f, &n, as, ae);
-        gram_nfa_edge_add(&n, s, as, -1, -1);
-        gram_nfa_edge_add(&n, ae, e, -1, -1);
+        set_fa(C, arr, &n, (gram_frag){as, ae}, where);
+        gram_nfa_free(&n);
+        if (kinds == 1 || arr < 0) goto out;
+        calls[n_calls++] = arr;
     }
-    int32_t obj = -1;
     if (f.types & T_OBJ) {
-        obj = compile_object(C, c, &f);
-        if (obj >= 0) {
-            gram_frag fr = gram_frag_call(&n, obj);
-            ALT_IN(fr);
+        int32_t obj = compile_object(C, c, &f);
+        if (obj < 0) goto out;
+        if (kinds == 1 && !C->oom) {
+            C->alias[id] = obj; /* the value is just the object */
+            goto out;
+        }
+        calls[n_calls++] = obj;
+    }
+    if (str >= 0 && C->g->rules[str].counted) calls[n_calls++] = str;
+    /* the leaves (literals, numbers, strings) as one product of DFAs, the rest called from the start;
+     * rules are all made by now, so pointers into them stay put */
+    {
+        gram_dfa lit = {0}, d = {0};
+        const gram_dfa *parts[3];
+        int32_t base[3] = {0, 0, 0};
+        int k = 0, rc = 0;
+        if (n_lit) {
+            rc = gram_dfa_literals(lit_use, lit_len, NULL, n_lit, max_states(C), &lit);
+            if (!rc) parts[k++] = &lit;
+        }
+        if (!rc && num >= 0) parts[k++] = &C->g->rules[num].fa;
+        if (!rc && str >= 0 && !C->g->rules[str].counted) parts[k++] = &C->g->rules[str].fa;
+        if (!rc) rc = k ? gram_dfa_union(parts, base, k, NULL, NULL, max_states(C), &d)
+                        : gram_dfa_literals(NULL, NULL, NULL, 0, max_states(C), &d);
+        if (n_lit) gram_dfa_free(&lit);
+        if (!rc && n_calls) rc = dfa_calls_at_start(&d, calls, n_calls);
+        if (rc == -2) too_large(C, "value automaton too large", where);
+        else if (rc) C->oom = 1;
+        else {
+            C->work += (long)d.n_states * d.n_classes;
+            C->g->rules[id].kind = GRAM_FA;
+            C->g->rules[id].fa = d;
+            if (f.types == T_BOOL && n_bool > 1) {
+                set_values(C, id, bool_vals, n_bool, GRAM_DEC_BOOL);
+                bool_vals = NULL;
+                n_bool = 0;
+            }
         }
     }
-#undef ALT_IN
-    if (f.types == T_OBJ && obj >= 0 && !C->oom) {
-        C->alias[id] = obj; /* the value is just the object */
-    } else {
-        set_fa(C, id, &n, (gram_frag){s, e}, c->n ? c->v[0].node : C->doc);
-        if (f.types == T_BOOL && n_bool > 1) {
-            set_values(C, id, bool_vals, n_bool, GRAM_DEC_BOOL);
-            bool_vals = NULL;
-            n_bool = 0;
-        } else if (f.types == T_NUM && f.int_only && have_num) int_values(C, &f, &ndfa, id);
-    }
+out:
     for (int i = 0; i < n_bool; i++) free(bool_vals[i]);
     free(bool_vals);
-    if (have_num) gram_dfa_free(&ndfa);
-    gram_nfa_free(&n);
-    free(f.excluded.v);
-    (void)lits;
+    vfree(&f.excluded);
 }
 
 /* ---- arrays ------------------------------------------------------------------------------- */
@@ -1834,10 +2488,13 @@ static void array_frag(comp *C, const conj *c, const facts *f, gram_nfa *n, int3
         int32_t after = ws_after(C, n, after0);
         if (p + 1 >= min) gram_nfa_edge_add(n, after, e, ']', ']');
         if (max < 0 && p == U) {
-            /* the loop: after the rest item, ',' goes back to before it */
+            /* the loop: after the rest item, ',' leads to another rest item and
+             * only to that ("before" may also allow ']' right after '[': going
+             * back there would accept "[1,]") */
             int32_t comma = gram_nfa_state(n);
             gram_nfa_edge_add(n, after, comma, ',', ',');
-            gram_nfa_edge_add(n, ws_after(C, n, comma), before, -1, -1);
+            int32_t again = ws_after(C, n, comma);
+            if (rule >= 0) gram_nfa_edge_add(n, again, after0, GRAM_SYM_CALL + rule, GRAM_SYM_CALL + rule);
             break;
         }
         if (max >= 0 && p + 1 >= max) break;
@@ -1893,19 +2550,22 @@ static int32_t key_labeller(const int32_t *tags, int n_tags, void *u) {
     return L->n_decl + L->n_class++;
 }
 
+/* Names in first-seen order, with their index by name. */
 typedef struct {
     char **v;
     int n, cap;
+    smap idx;
+    int oom;
 } slist;
 
-static int slist_find(const slist *l, const char *s) {
-    for (int i = 0; i < l->n; i++)
-        if (!strcmp(l->v[i], s)) return i;
-    return -1;
+static int slist_find(slist *l, const char *s) {
+    int32_t *slot = smap_slot(&l->idx, s, 0, &l->oom);
+    return slot ? *slot : -1;
 }
 
 static void slist_add(comp *C, slist *l, const char *s) {
-    if (slist_find(l, s) >= 0) return;
+    int32_t *slot = smap_slot(&l->idx, s, 1, &C->oom);
+    if (!slot || *slot >= 0) return;
     char **nv = grow(l->v, &l->cap, l->n + 1, sizeof *nv);
     if (!nv) {
         C->oom = 1;
@@ -1913,20 +2573,17 @@ static void slist_add(comp *C, slist *l, const char *s) {
     }
     l->v = nv;
     l->v[l->n] = xstrdup(C, s);
-    if (l->v[l->n]) l->n++;
+    if (l->v[l->n]) *slot = l->n++;
 }
 
 /* canonical JSON string content of s (no quotes) */
 static char *key_content(comp *C, const char *s) {
-    cJSON *t = cJSON_CreateString(s);
-    if (!t) {
-        C->oom = 1;
+    size_t l;
+    char *q = gram_json_string(s, strlen(s), &l);
+    if (!q) {
+        C->oom = 1; /* cJSON only hands out valid UTF-8 */
         return NULL;
     }
-    char *q = canon_value(C, t);
-    cJSON_Delete(t);
-    if (!q) return NULL;
-    size_t l = strlen(q);
     memmove(q, q + 1, l - 2);
     q[l - 2] = 0;
     return q;
@@ -1990,7 +2647,7 @@ static int key_name_dfa(comp *C, conj *pn, gram_dfa *out, int *none) {
     gram_frag fr = gram_frag_cat(&n, gram_frag_cat(&n, q1, body), q2);
     gram_nfa_edge_add(&n, fr.end, e, -1, -1);
     n.tag[e] = 0;
-    rc = gram_dfa_from_nfa(&n, s, NULL, NULL, max_states(C), out);
+    rc = nfa_to_dfa(C, &n, s, NULL, NULL, out);
     gram_nfa_free(&n);
     if (rc) {
         if (rc == -2) too_large(C, "propertyNames automaton too large", pn->v[0].node);
@@ -2005,8 +2662,8 @@ static int key_name_dfa(comp *C, conj *pn, gram_dfa *out, int *none) {
         gram_frag lf = gram_frag_cat(&ln, gram_frag_cat(&ln, a, gram_frag_string_len(&ln, pf.min_len, pf.max_len)), b);
         ln.tag[lf.end] = 0;
         gram_dfa ld, t;
-        if (!gram_dfa_from_nfa(&ln, lf.start, NULL, NULL, max_states(C), &ld)) {
-            if (!gram_dfa_intersect(out, &ld, max_states(C), &t)) {
+        if (!nfa_to_dfa(C, &ln, lf.start, NULL, NULL, &ld)) {
+            if (!dfa_and(C, out, &ld, &t)) {
                 gram_dfa_free(out);
                 *out = t;
             }
@@ -2024,8 +2681,8 @@ static int key_name_dfa(comp *C, conj *pn, gram_dfa *out, int *none) {
         gram_frag qf = gram_frag_cat(&qn, gram_frag_cat(&qn, a, gram_frag_dfa(&qn, &content)), b);
         qn.tag[qf.end] = 0;
         gram_dfa qd, t;
-        if (!gram_dfa_from_nfa(&qn, qf.start, NULL, NULL, max_states(C), &qd)) {
-            if (!gram_dfa_intersect(out, &qd, max_states(C), &t)) {
+        if (!nfa_to_dfa(C, &qn, qf.start, NULL, NULL, &qd)) {
+            if (!dfa_and(C, out, &qd, &t)) {
                 gram_dfa_free(out);
                 *out = t;
             }
@@ -2036,10 +2693,17 @@ static int key_name_dfa(comp *C, conj *pn, gram_dfa *out, int *none) {
     }
     rc = 0;
 out:
-    free(vals.v);
-    free(pf.excluded.v);
+    vfree(&vals);
+    vfree(&pf.excluded);
     return rc;
 }
+
+struct key_ent {
+    char *key;         /* the names and patterns, as key_add writes them */
+    gram_dfa dfa;
+    int n_class;       /* key_lab's pattern-set classes */
+    uint64_t *classes; /* (n_class, pw) */
+};
 
 static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
     int32_t id = new_rule(C);
@@ -2047,13 +2711,13 @@ static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
     slist names = {0};
     pat_info *pats = NULL;
     int n_pat = 0;
-    int min_props = -1, max_props = -1;
+    long min_props = -1, max_props = -1;
     /* declared names and patterns */
     for (int i = 0; i < c->n && !C->oom; i++) {
         const cJSON *n = c->v[i].node;
         if (ref_holder(C, &c->v[i])) continue;
         const cJSON *p = kw(n, "properties"), *r = kw(n, "required"), *pp = kw(n, "patternProperties");
-        const cJSON *dr = kw(n, "dependentRequired"), *dp = C->draft <= 7 ? kw(n, "dependencies") : NULL, *v;
+        const cJSON *dr = kw(n, "dependentRequired"), *dp = kw(n, "dependencies");
         if (cJSON_IsObject(p))
             for (const cJSON *k = p->child; k; k = k->next) slist_add(C, &names, k->string);
         if (cJSON_IsArray(r))
@@ -2081,30 +2745,39 @@ static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
                 pi->pattern = k->string;
                 pi->schema = k;
                 pi->member = i;
-                gram_nfa nf;
-                gram_nfa_init(&nf);
-                gram_frag fr;
-                char e[256];
-                if (gram_regex(&nf, k->string, &fr, e, sizeof e)) {
-                    char *msg = xasprintf(C, "patternProperties /%s/ (%s)", k->string, e);
+                if (n_pat > 500) continue; /* refused below */
+                const struct pat_ent *pe = pattern_dfa(C, k->string);
+                if (!pe) break;
+                if (pe->rc == -3) {
+                    char *msg = xasprintf(C, "patternProperties /%s/ (%s)", k->string, pe->err ? pe->err : "");
                     if (msg) unsupported(C, msg, n);
                     free(msg);
-                } else {
-                    nf.tag[fr.end] = 0;
-                    int rc = gram_dfa_from_nfa(&nf, fr.start, NULL, NULL, max_states(C), &pi->dfa);
-                    if (rc == -2) too_large(C, "patternProperties automaton too large", n);
-                    else if (rc) C->oom = 1;
+                } else if (pe->rc == -2) too_large(C, "patternProperties automaton too large", n);
+                else if (!pe->rc) {
+                    if (gram_dfa_copy(&pe->dfa, &pi->dfa)) C->oom = 1;
                     else pi->ok = 1;
                 }
-                gram_nfa_free(&nf);
             }
-        if ((v = kw(n, "minProperties")) && cJSON_IsNumber(v) && v->valuedouble > min_props)
-            min_props = (int)ceil(v->valuedouble);
-        if ((v = kw(n, "maxProperties")) && cJSON_IsNumber(v) && (max_props < 0 || v->valuedouble < max_props))
-            max_props = v->valuedouble < 0 ? 0 : (int)floor(v->valuedouble);
+        long x;
+        if ((x = count_kw(kw(n, "minProperties"), 1)) >= 0 && x > min_props) min_props = x;
+        if ((x = count_kw(kw(n, "maxProperties"), 0)) >= 0 && (max_props < 0 || x < max_props)) max_props = x;
     }
     for (int i = 0; i < fa->n_forbid; i++) slist_add(C, &names, fa->forbid[i]);
-    if (n_pat > 500) unsupported(C, "patternProperties (more than 500)", c->v[0].node);
+    if (names.n > MAX_DECL) {
+        /* each key-automaton state keeps a bit per declared name */
+        too_large(C, "more than 2048 declared property names in one object", c->v[0].node);
+        goto done;
+    }
+    if (min_props > GRAM_COUNT_MAX || max_props > GRAM_COUNT_MAX) {
+        too_large(C, min_props > GRAM_COUNT_MAX ? "minProperties above 67108863" : "maxProperties above 67108863",
+                  c->v[0].node);
+        if (min_props > GRAM_COUNT_MAX) min_props = GRAM_COUNT_MAX;
+        if (max_props > GRAM_COUNT_MAX) max_props = GRAM_COUNT_MAX;
+    }
+    if (n_pat > 500) {
+        too_large(C, "patternProperties (more than 500)", c->v[0].node);
+        goto done;
+    }
     int n_decl = names.n;
     gram_obj *o = calloc(1, sizeof *o);
     if (!o) {
@@ -2115,8 +2788,8 @@ static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
     C->g->rules[id].obj = o;
     o->n_decl = n_decl;
     o->n_words = (n_decl + 63) / 64;
-    o->min_props = min_props;
-    o->max_props = max_props;
+    o->min_props = (int)min_props;
+    o->max_props = (int)max_props;
     o->track_count = min_props > 0 || max_props >= 0;
     o->decl_names = calloc((size_t)n_decl + 1, sizeof *o->decl_names);
     o->required = calloc((size_t)o->n_words + 1, sizeof *o->required);
@@ -2146,7 +2819,7 @@ static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
                         int d = slist_find(&names, k->valuestring);
                         o->required[d / 64] |= 1ull << (d % 64);
                     }
-            const cJSON *deps2[2] = {kw(n, "dependentRequired"), C->draft <= 7 ? kw(n, "dependencies") : NULL};
+            const cJSON *deps2[2] = {kw(n, "dependentRequired"), kw(n, "dependencies")};
             for (int dd = 0; dd < 2; dd++)
                 if (cJSON_IsObject(deps2[dd]))
                     for (const cJSON *k = deps2[dd]->child; k; k = k->next)
@@ -2178,39 +2851,83 @@ static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
         free(cnt);
         free(lists);
     }
-    /* key automaton: declared literals, patterns, any string */
+    /* key automaton: declared literals, patterns, any string, as one product
+     * (the same names and patterns come back in many conjunctions: made once) */
     {
-        gram_nfa nf;
-        gram_nfa_init(&nf);
-        int32_t ks = gram_nfa_state(&nf);
-        for (int i = 0; i < n_decl && !C->oom; i++) {
-            char *kc = key_content(C, names.v[i]);
-            if (!kc) break;
-            char *q = xasprintf(C, "\"%s\"", kc);
-            free(kc);
-            if (!q) break;
-            gram_frag fr = gram_frag_bytes(&nf, q, strlen(q));
-            free(q);
-            nf.tag[fr.end] = TAG_PAT + n_pat + i;
-            gram_nfa_edge_add(&nf, ks, fr.start, -1, -1);
-        }
-        for (int j = 0; j < n_pat; j++) {
-            if (!pats[j].ok) continue;
-            gram_frag q1 = gram_frag_bytes(&nf, "\"", 1), q2 = gram_frag_bytes(&nf, "\"", 1);
-            gram_frag fr = gram_frag_cat(&nf, gram_frag_cat(&nf, q1, gram_frag_dfa(&nf, &pats[j].dfa)), q2);
-            nf.tag[fr.end] = TAG_PAT + j;
-            gram_nfa_edge_add(&nf, ks, fr.start, -1, -1);
-        }
-        {
-            gram_frag q1 = gram_frag_bytes(&nf, "\"", 1), q2 = gram_frag_bytes(&nf, "\"", 1);
-            gram_frag fr = gram_frag_cat(&nf, gram_frag_cat(&nf, q1, gram_frag_star(&nf, gram_frag_cp_range(&nf, 0, 0x10FFFF))), q2);
-            nf.tag[fr.end] = TAG_ADDL;
-            gram_nfa_edge_add(&nf, ks, fr.start, -1, -1);
-        }
+        int k = 0, rc = 0;
         key_lab L = {.C = C, .n_decl = n_decl, .n_pat = n_pat, .pw = (n_pat + 63) / 64 ? (n_pat + 63) / 64 : 1};
         if (L.pw > 8) L.pw = 8;
-        int rc = gram_dfa_from_nfa(&nf, ks, key_labeller, &L, max_states(C), &o->key);
-        gram_nfa_free(&nf);
+        buf_t kk = {0};
+        for (int i = 0; i < n_decl; i++) key_add(&kk, C, "n", names.v[i]);
+        for (int j = 0; j < n_pat; j++) key_add(&kk, C, pats[j].ok ? "p" : "-", pats[j].pattern);
+        if (!kk.s) bput_s(&kk, C, "");
+        struct key_ent *ke = NULL;
+        int32_t *kslot = kk.s ? smap_slot(&C->key_map, kk.s, 0, &C->oom) : NULL;
+        if (kslot && *kslot >= 0) ke = &C->keys[*kslot];
+        if (ke) {
+            if (gram_dfa_copy(&ke->dfa, &o->key)) C->oom = 1;
+            L.n_class = L.cap_class = ke->n_class;
+            L.classes = malloc(((size_t)ke->n_class * (size_t)L.pw + 1) * sizeof *L.classes);
+            if (!L.classes) C->oom = 1;
+            else memcpy(L.classes, ke->classes, (size_t)ke->n_class * (size_t)L.pw * sizeof *L.classes);
+            free(kk.s);
+            kk.s = NULL;
+        }
+        gram_dfa *parts = calloc((size_t)n_pat + 2, sizeof *parts);
+        const gram_dfa **ds = calloc((size_t)n_pat + 2, sizeof *ds);
+        int32_t *base = calloc((size_t)n_pat + 2, sizeof *base);
+        char **q = calloc((size_t)n_decl + 1, sizeof *q);
+        size_t *ql = calloc((size_t)n_decl + 1, sizeof *ql);
+        int32_t *lab = calloc((size_t)n_decl + 1, sizeof *lab);
+        int n_parts = 0;
+        if (!parts || !ds || !base || !q || !ql || !lab || any_strings(C)) C->oom = 1;
+        for (int i = 0; i < n_decl && !C->oom && !ke; i++) {
+            q[i] = gram_json_string(names.v[i], strlen(names.v[i]), &ql[i]);
+            lab[i] = i;
+            if (!q[i]) C->oom = 1;
+        }
+        if (!C->oom && n_decl && !ke) {
+            rc = gram_dfa_literals((const char *const *)q, ql, lab, n_decl, max_states(C), &parts[n_parts]);
+            if (!rc) ds[k] = &parts[n_parts++], base[k++] = TAG_PAT + n_pat;
+        }
+        for (int j = 0; j < n_pat && !C->oom && !rc && !ke; j++) {
+            if (!pats[j].ok) continue;
+            rc = gram_dfa_quote(&pats[j].dfa, &parts[n_parts]);
+            if (!rc) ds[k] = &parts[n_parts++], base[k++] = TAG_PAT + j;
+        }
+        if (!C->oom && !rc && !ke) ds[k] = &C->any_key, base[k++] = TAG_ADDL;
+        if (!C->oom && !rc && !ke) {
+            rc = gram_dfa_union(ds, base, k, key_labeller, &L, max_states(C), &o->key);
+            if (!rc) C->work += (long)o->key.n_states * o->key.n_classes;
+            struct key_ent *nk = rc || !kk.s ? NULL : grow(C->keys, &C->cap_keys, C->n_keys + 1, sizeof *nk);
+            if (nk) {
+                C->keys = nk;
+                struct key_ent *e = &C->keys[C->n_keys];
+                e->key = kk.s;
+                kk.s = NULL;
+                e->n_class = L.n_class;
+                e->classes = malloc(((size_t)L.n_class * (size_t)L.pw + 1) * sizeof *e->classes);
+                if (!e->classes || gram_dfa_copy(&o->key, &e->dfa)) {
+                    free(e->classes);
+                    free(e->key);
+                    C->oom = 1;
+                } else {
+                    memcpy(e->classes, L.classes, (size_t)L.n_class * (size_t)L.pw * sizeof *e->classes);
+                    int32_t *ns = smap_slot(&C->key_map, e->key, 1, &C->oom);
+                    if (ns) *ns = C->n_keys;
+                    C->n_keys++;
+                }
+            }
+        }
+        free(kk.s);
+        for (int i = 0; i < n_parts; i++) gram_dfa_free(&parts[i]);
+        for (int i = 0; i < n_decl && q; i++) free(q[i]);
+        free(parts);
+        free(ds);
+        free(base);
+        free(q);
+        free(ql);
+        free(lab);
         if (rc == -2) too_large(C, "property-name automaton too large", c->v[0].node);
         else if (rc || L.oom) C->oom = 1;
         /* propertyNames */
@@ -2230,7 +2947,7 @@ static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
                 int none = 0;
                 if (key_name_dfa(C, &pn, &names_dfa, &none) == 0) {
                     gram_dfa kd;
-                    if (!gram_dfa_intersect(&o->key, &names_dfa, max_states(C), &kd)) {
+                    if (!dfa_and(C, &o->key, &names_dfa, &kd)) {
                         gram_dfa_free(&o->key);
                         o->key = kd;
                     } else C->oom = 1;
@@ -2302,6 +3019,7 @@ static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
 done:
     for (int i = 0; i < names.n; i++) free(names.v[i]);
     free(names.v);
+    smap_free(&names.idx);
     for (int j = 0; j < n_pat; j++)
         if (pats[j].ok) gram_dfa_free(&pats[j].dfa);
     free(pats);
@@ -2310,6 +3028,10 @@ done:
 
 /* ---- conjunction → rule ------------------------------------------------------------------- */
 
+/* The rule for conjunction c: its memoised id, or a new id whose body
+ * build_conj makes later (the pending stack), so the compiler's own depth
+ * never follows the schema's: a chain of $refs or nested properties of any
+ * length costs heap, not C stack. */
 static int32_t compile_conj(comp *C, conj *c) {
     if (C->oom || C->too_big) return -1;
     int32_t *slot = memo_slot(C, c, 1);
@@ -2318,6 +3040,18 @@ static int32_t compile_conj(comp *C, conj *c) {
     int32_t id = new_rule(C);
     if (id < 0) return -1;
     *slot = id;
+    pending_conj *np = grow(C->pend, &C->cap_pend, C->n_pend + 1, sizeof *np);
+    if (!np) {
+        C->oom = 1;
+        return -1;
+    }
+    C->pend = np;
+    C->pend[C->n_pend++] = (pending_conj){conj_copy(C, c), id};
+    return id;
+}
+
+static void build_conj(comp *C, conj *c, int32_t id) {
+    C->work += c->n + 1;
     if (c->is_false) {
         gram_nfa n;
         gram_nfa_init(&n);
@@ -2326,7 +3060,7 @@ static int32_t compile_conj(comp *C, conj *c) {
         f.end = dead;
         set_fa(C, id, &n, f, C->doc);
         gram_nfa_free(&n);
-        return id;
+        return;
     }
     /* distribute the first anyOf/oneOf not yet distributed */
     for (int i = 0; i < c->n; i++) {
@@ -2341,7 +3075,12 @@ static int32_t compile_conj(comp *C, conj *c) {
         int32_t *alts = calloc((size_t)nb + 1, sizeof *alts);
         if (!alts) {
             C->oom = 1;
-            return -1;
+            return;
+        }
+        if (nb > MAX_ALTS) {
+            too_large(C, "anyOf/oneOf with more than 512 branches", n);
+            free(alts);
+            return;
         }
         int na = 0;
         for (const cJSON *b = x->child; b; b = b->next) {
@@ -2353,7 +3092,6 @@ static int32_t compile_conj(comp *C, conj *c) {
             conj_free(&c2);
             if (r >= 0) alts[na++] = r;
         }
-        if (na > MAX_ALTS) unsupported(C, "anyOf/oneOf: too many alternatives", n);
         gram_nfa nf;
         gram_nfa_init(&nf);
         int32_t s = gram_nfa_state(&nf), e = gram_nfa_state(&nf);
@@ -2369,7 +3107,7 @@ static int32_t compile_conj(comp *C, conj *c) {
             if (!no) {
                 C->oom = 1;
                 free(alts);
-                return id;
+                return;
             }
             C->oneofs = no;
             C->oneofs[C->n_oneofs++] = (oneof_rec){alts, na, xstrdup(C, path_of(C, n))};
@@ -2377,10 +3115,9 @@ static int32_t compile_conj(comp *C, conj *c) {
             if (na == 1) C->alias[id] = alts[0];
             free(alts);
         }
-        return id;
+        return;
     }
     compile_base(C, c, id);
-    return id;
 }
 
 /* ---- finishing the grammar --------------------------------------------------------------- */
@@ -2405,6 +3142,7 @@ static void empty_fa(gram_rule *r) {
         gram_dfa_free(&o->key);
         free(o->reach);
         free(o->reach_undecl);
+        free(o->u_cnt);
         free(o->dep_off);
         free(o->dep);
         free(o);
@@ -2467,36 +3205,123 @@ static int obj_productive(const gram_obj *o, const uint8_t *prod) {
     return ok;
 }
 
-static void compute_first(gram_grammar *g, int32_t r, uint8_t *done) {
-    if (done[r]) return;
-    done[r] = 1;
-    gram_rule *R = &g->rules[r];
-    memset(R->first, 0, sizeof R->first);
-    if (R->kind == GRAM_OBJ) {
-        R->first['{' / 8] |= 1 << ('{' % 8);
-        return;
+/* First-byte sets of every rule, and the check that no rule calls itself
+ * before a byte is consumed (left recursion): one depth-first pass over the
+ * "calls at the start state" graph with an explicit stack; a rule's set is
+ * complete when it leaves the stack (its callees came first).  Returns 0,
+ * 1 on a cycle, -1 out of memory. */
+static int first_sets(gram_grammar *g) {
+    int n = g->n_rules;
+    uint8_t *st = calloc((size_t)n + 1, 1); /* 0 new, 1 on the stack, 2 done */
+    int32_t *stack = malloc(((size_t)n + 1) * sizeof *stack), *next = malloc(((size_t)n + 1) * sizeof *next);
+    if (!st || !stack || !next) {
+        free(st);
+        free(stack);
+        free(next);
+        return -1;
     }
-    const gram_dfa *d = &R->fa;
-    for (int b = 0; b < 256; b++)
-        if (gram_dfa_next(d, 0, (uint8_t)b) >= 0) R->first[b / 8] |= (uint8_t)(1 << (b % 8));
-    if (d->call_off)
-        for (int k = d->call_off[0]; k < d->call_off[1]; k++) {
-            compute_first(g, d->calls[k].rule, done);
-            for (int i = 0; i < 32; i++) R->first[i] |= g->rules[d->calls[k].rule].first[i];
+    int rc = 0;
+    for (int32_t r0 = 0; r0 < n && !rc; r0++) {
+        if (st[r0]) continue;
+        int sp = 0;
+        stack[sp] = r0, next[sp] = 0, sp++;
+        st[r0] = 1;
+        while (sp && !rc) {
+            int32_t r = stack[sp - 1];
+            gram_rule *R = &g->rules[r];
+            const gram_dfa *d = &R->fa;
+            int k0 = R->kind == GRAM_FA && d->call_off ? d->call_off[0] : 0;
+            int k1 = R->kind == GRAM_FA && d->call_off ? d->call_off[1] : 0;
+            if (k0 + next[sp - 1] < k1) {
+                int32_t c = d->calls[k0 + next[sp - 1]++].rule;
+                if (st[c] == 1) rc = 1;
+                else if (!st[c]) {
+                    st[c] = 1;
+                    stack[sp] = c, next[sp] = 0, sp++;
+                }
+                continue;
+            }
+            /* all callees done: this rule's first set */
+            memset(R->first, 0, sizeof R->first);
+            if (R->kind == GRAM_OBJ) R->first['{' / 8] |= 1 << ('{' % 8);
+            else {
+                for (int b = 0; b < 256; b++)
+                    if (gram_dfa_next(d, 0, (uint8_t)b) >= 0) R->first[b / 8] |= (uint8_t)(1 << (b % 8));
+                for (int k = k0; k < k1; k++)
+                    for (int i = 0; i < 32; i++) R->first[i] |= g->rules[d->calls[k].rule].first[i];
+            }
+            st[r] = 2;
+            sp--;
         }
+    }
+    free(st);
+    free(stack);
+    free(next);
+    return rc;
 }
 
-/* left recursion: a cycle through calls made before any byte is consumed */
-static int left_cycle(const gram_grammar *g, int32_t r, uint8_t *state) {
-    if (state[r] == 1) return 1;
-    if (state[r] == 2) return 0;
-    state[r] = 1;
-    const gram_rule *R = &g->rules[r];
-    if (R->kind == GRAM_FA && R->fa.call_off)
-        for (int k = R->fa.call_off[0]; k < R->fa.call_off[1]; k++)
-            if (left_cycle(g, R->fa.calls[k].rule, state)) return 1;
-    state[r] = 2;
-    return 0;
+/* u_cnt: how many distinct completions from each key state end in an
+ * allowed undeclared key (Kahn's algorithm backwards; states that can reach
+ * a cycle on the way are unbounded).  The matcher must check seen keys only
+ * where this is finite: elsewhere a fresh key always remains. */
+static int obj_undecl_counts(gram_obj *o) {
+    int S = o->key.n_states, C = o->key.n_classes;
+    free(o->u_cnt);
+    o->u_cnt = calloc((size_t)S + 1, sizeof *o->u_cnt);
+    int32_t *outdeg = calloc((size_t)S + 1, sizeof *outdeg), *q = malloc(((size_t)S + 1) * sizeof *q);
+    int *csize = calloc((size_t)C + 1, sizeof *csize);
+    gram_ivec *rev = calloc((size_t)S + 1, sizeof *rev);
+    int rc = -1;
+    if (!o->u_cnt || !outdeg || !q || !csize || !rev) goto done;
+    for (int b = 0; b < 256; b++) csize[o->key.cls[b]]++;
+    for (int s = 0; s < S; s++) {
+        if (!o->reach_undecl[s]) continue;
+        for (int c = 0; c < C; c++) {
+            int32_t t = o->key.next[(size_t)s * C + c];
+            if (t < 0 || !o->reach_undecl[t]) continue;
+            outdeg[s]++;
+            if (gram_ivec_push(&rev[t], s)) goto done;
+        }
+    }
+    int qh = 0, qt = 0;
+    for (int s = 0; s < S; s++)
+        if (o->reach_undecl[s] && !outdeg[s]) q[qt++] = s;
+    uint8_t *fin = calloc((size_t)S + 1, 1);
+    if (!fin) goto done;
+    while (qh < qt) {
+        int32_t t = q[qh++];
+        fin[t] = 1;
+        /* t's successors are all final: its count */
+        long long cnt = 0;
+        int32_t l = o->key.label[t];
+        if (l >= o->n_decl && l < o->n_labels && o->label_rule[l] >= 0) cnt = 1;
+        for (int c = 0; c < C; c++) {
+            int32_t u = o->key.next[(size_t)t * C + c];
+            if (u >= 0 && o->reach_undecl[u]) cnt += (long long)csize[c] * o->u_cnt[u];
+            if (cnt >= GRAM_U_INF) cnt = GRAM_U_INF;
+        }
+        o->u_cnt[t] = (int32_t)cnt;
+        for (int k = 0; k < rev[t].n; k++)
+            if (--outdeg[rev[t].v[k]] == 0) q[qt++] = rev[t].v[k];
+    }
+    o->u_finite = 0;
+    for (int s = 0; s < S; s++) {
+        if (!o->reach_undecl[s]) continue;
+        if (!fin[s]) o->u_cnt[s] = GRAM_U_INF;
+        if (o->u_cnt[s] < GRAM_U_INF && o->key.label[s] < 0) o->u_finite = 1;
+    }
+    free(fin);
+    o->track_keys = 0;
+    for (int l = o->n_decl; l < o->n_labels; l++) o->track_keys |= o->label_rule[l] >= 0;
+    rc = 0;
+done:
+    if (rev)
+        for (int s = 0; s <= S; s++) free(rev[s].v);
+    free(rev);
+    free(outdeg);
+    free(q);
+    free(csize);
+    return rc;
 }
 
 static int obj_reach(gram_obj *o) {
@@ -2525,12 +3350,31 @@ static int obj_reach(gram_obj *o) {
                 if (o->reach_undecl[t] && !o->reach_undecl[s]) o->reach_undecl[s] = 1, changed = 1;
             }
     }
-    return 0;
+    return obj_undecl_counts(o);
 }
 
 /* ---- oneOf: are two rules' languages provably disjoint? ------------------------------------ */
 
-static int disjoint(const gram_grammar *g, int32_t a, int32_t b, int depth);
+/* The proof is conservative: 1 means no value is in both languages, 0 that
+ * none was found (also when the work budget or a recursion is hit).  Every
+ * rule derives complete JSON values, and values that are not numbers are
+ * prefix-free (a string, array or object ends where its brackets close), so
+ * two calls whose callees are disjoint and do not both start numbers cannot
+ * meet on any continuation.  Results are memoised per pair; a pair met again
+ * while it is being proved counts as "not proven" (0), so a 1 never rests on
+ * an assumption. */
+#define DISJOINT_WORK 50000000L
+
+typedef struct {
+    const gram_grammar *g;
+    uint64_t *key;  /* (a << 32 | b) + 1, 0: empty slot */
+    int8_t *val;    /* 0 not disjoint, 1 disjoint, 2 in progress */
+    size_t cap, n;
+    long work;
+    int depth, oom;
+} dj_ctx;
+
+static int disjoint(dj_ctx *X, int32_t a, int32_t b);
 
 static int first_disjoint(const gram_rule *A, const gram_rule *B) {
     for (int i = 0; i < 32; i++)
@@ -2538,189 +3382,354 @@ static int first_disjoint(const gram_rule *A, const gram_rule *B) {
     return 1;
 }
 
+static int starts_number(const gram_rule *R) {
+    if (R->first['-' / 8] >> ('-' % 8) & 1) return 1;
+    for (int c = '0'; c <= '9'; c++)
+        if (R->first[c / 8] >> (c % 8) & 1) return 1;
+    return 0;
+}
+
 static int32_t key_label_of(const gram_obj *o, const char *name) {
-    cJSON *t = cJSON_CreateString(name);
-    char *txt = t ? cJSON_PrintUnformatted(t) : NULL;
-    cJSON_Delete(t);
-    if (!txt) return -2;
-    char *cn = NULL;
     size_t cl;
-    char e[8];
-    int32_t lab = -2;
-    if (!gram_canon(txt, strlen(txt), &cn, &cl, e, sizeof e)) {
-        int32_t s = 0;
-        for (size_t i = 0; i < cl && s >= 0; i++) s = gram_dfa_next(&o->key, s, (uint8_t)cn[i]);
-        lab = s >= 0 ? o->key.label[s] : -1;
-        if (lab >= 0 && o->label_rule[lab] < 0) lab = -1;
-    }
+    char *cn = gram_json_string(name, strlen(name), &cl);
+    if (!cn) return -2;
+    int32_t s = 0;
+    for (size_t i = 0; i < cl && s >= 0; i++) s = gram_dfa_next(&o->key, s, (uint8_t)cn[i]);
+    int32_t lab = s >= 0 ? o->key.label[s] : -1;
+    if (lab >= 0 && o->label_rule[lab] < 0) lab = -1;
     free(cn);
-    free(txt);
     return lab;
 }
 
-static int obj_disjoint(const gram_grammar *g, const gram_obj *A, const gram_obj *B, int depth) {
+static int obj_disjoint(dj_ctx *X, const gram_obj *A, const gram_obj *B) {
     if (A->max_props >= 0 && B->min_props > A->max_props) return 1;
     if (B->max_props >= 0 && A->min_props > B->max_props) return 1;
     for (int pass = 0; pass < 2; pass++) {
-        const gram_obj *X = pass ? B : A, *Y = pass ? A : B;
-        for (int i = 0; i < X->n_decl; i++) {
-            if (!(X->required[i / 64] >> (i % 64) & 1)) continue;
-            int32_t ly = key_label_of(Y, X->decl_names[i]);
-            if (ly == -2) continue;
-            if (ly < 0) return 1; /* Y forbids a key X requires */
-            if (X->label_rule[i] >= 0 && disjoint(g, X->label_rule[i], Y->label_rule[ly], depth + 1)) return 1;
+        const gram_obj *P = pass ? B : A, *Q = pass ? A : B;
+        for (int i = 0; i < P->n_decl; i++) {
+            if (!(P->required[i / 64] >> (i % 64) & 1)) continue;
+            int32_t lq = key_label_of(Q, P->decl_names[i]);
+            if (lq == -2) continue;
+            if (lq < 0) return 1; /* Q forbids a key P requires */
+            /* the key appears once (duplicate keys are not generated), so its one value must be in both */
+            if (P->label_rule[i] >= 0 && disjoint(X, P->label_rule[i], Q->label_rule[lq])) return 1;
         }
     }
     return 0;
 }
 
+/* open addressing over state pairs (a, b) */
 typedef struct {
-    int32_t a, b;
-} pair;
+    uint64_t *k;
+    size_t cap;
+} pair_set;
 
-static int fa_disjoint(const gram_grammar *g, const gram_rule *A, const gram_rule *B, int depth) {
+static int pair_add(pair_set *s, int32_t a, int32_t b) {
+    uint64_t key = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
+    size_t i = (size_t)(key * 0x9e3779b97f4a7c15ull >> 20) & (s->cap - 1);
+    while (s->k[i]) {
+        if (s->k[i] == key) return 0;
+        i = (i + 1) & (s->cap - 1);
+    }
+    s->k[i] = key;
+    return 1;
+}
+
+static int fa_disjoint(dj_ctx *X, const gram_rule *A, const gram_rule *B) {
+    enum { CAP = 4096 };
     const gram_dfa *da = &A->fa, *db = &B->fa;
-    int cap = 4096, n = 0, head = 0;
-    pair *q = malloc((size_t)cap * sizeof *q);
-    if (!q) return 0;
-    q[n++] = (pair){0, 0};
-    int result = 1;
+    int n = 0, head = 0, result = 1;
+    int32_t *qa = malloc(CAP * sizeof *qa), *qb = malloc(CAP * sizeof *qb);
+    pair_set seen = {calloc(2 * CAP, sizeof *seen.k), 2 * CAP};
+    if (!qa || !qb || !seen.k) {
+        X->oom = 1;
+        result = 0;
+        goto out;
+    }
+#define PUSH_PAIR(x, y)                        \
+    do {                                       \
+        if (pair_add(&seen, (x), (y))) {       \
+            if (n == CAP) {                    \
+                result = 0;                    \
+                goto out;                      \
+            }                                  \
+            qa[n] = (x), qb[n] = (y), n++;     \
+        }                                      \
+    } while (0)
+    PUSH_PAIR(0, 0);
     while (head < n) {
-        pair p = q[head++];
-        if (da->label[p.a] >= 0 && db->label[p.b] >= 0) {
+        int32_t pa = qa[head], pb = qb[head];
+        head++;
+        if ((X->work += 256) > DISJOINT_WORK) {
             result = 0;
-            break;
+            goto out;
+        }
+        if (da->label[pa] >= 0 && db->label[pb] >= 0) {
+            result = 0;
+            goto out;
         }
         uint8_t bytes_a[32] = {0}, bytes_b[32] = {0};
         for (int x = 0; x < 256; x++) {
-            int32_t ta = gram_dfa_next(da, p.a, (uint8_t)x), tb = gram_dfa_next(db, p.b, (uint8_t)x);
+            int32_t ta = gram_dfa_next(da, pa, (uint8_t)x), tb = gram_dfa_next(db, pb, (uint8_t)x);
             if (ta >= 0) bytes_a[x / 8] |= (uint8_t)(1 << (x % 8));
             if (tb >= 0) bytes_b[x / 8] |= (uint8_t)(1 << (x % 8));
-            if (ta >= 0 && tb >= 0) {
-                int seen = 0;
-                for (int k = 0; k < n && !seen; k++) seen = q[k].a == ta && q[k].b == tb;
-                if (!seen) {
-                    if (n == cap) {
-                        result = 0;
-                        goto out;
-                    }
-                    q[n++] = (pair){ta, tb};
-                }
-            }
+            if (ta >= 0 && tb >= 0) PUSH_PAIR(ta, tb);
         }
-        int ka0 = da->call_off ? da->call_off[p.a] : 0, ka1 = da->call_off ? da->call_off[p.a + 1] : 0;
-        int kb0 = db->call_off ? db->call_off[p.b] : 0, kb1 = db->call_off ? db->call_off[p.b + 1] : 0;
-        for (int ka = ka0; ka < ka1; ka++) {
-            const gram_rule *CA = &g->rules[da->calls[ka].rule];
+        int ka0 = da->call_off ? da->call_off[pa] : 0, ka1 = da->call_off ? da->call_off[pa + 1] : 0;
+        int kb0 = db->call_off ? db->call_off[pb] : 0, kb1 = db->call_off ? db->call_off[pb + 1] : 0;
+        /* a call against a byte: the callee must not start with it */
+        for (int ka = ka0; ka < ka1; ka++)
             for (int i = 0; i < 32; i++)
-                if (CA->first[i] & bytes_b[i]) {
+                if (X->g->rules[da->calls[ka].rule].first[i] & bytes_b[i]) {
                     result = 0;
                     goto out;
                 }
+        for (int kb = kb0; kb < kb1; kb++)
+            for (int i = 0; i < 32; i++)
+                if (X->g->rules[db->calls[kb].rule].first[i] & bytes_a[i]) {
+                    result = 0;
+                    goto out;
+                }
+        /* a call against a call: disjoint and prefix-free, or not proven */
+        for (int ka = ka0; ka < ka1; ka++)
             for (int kb = kb0; kb < kb1; kb++) {
-                if (disjoint(g, da->calls[ka].rule, db->calls[kb].rule, depth + 1)) continue;
-                int32_t ta = da->calls[ka].next, tb = db->calls[kb].next;
-                int seen = 0;
-                for (int k = 0; k < n && !seen; k++) seen = q[k].a == ta && q[k].b == tb;
-                if (!seen) {
-                    if (n == cap) {
-                        result = 0;
-                        goto out;
-                    }
-                    q[n++] = (pair){ta, tb};
-                }
+                int32_t ca = da->calls[ka].rule, cb = db->calls[kb].rule;
+                const gram_rule *CA = &X->g->rules[ca], *CB = &X->g->rules[cb];
+                if (first_disjoint(CA, CB)) continue;
+                if (!(starts_number(CA) && starts_number(CB)) && disjoint(X, ca, cb)) continue;
+                result = 0;
+                goto out;
             }
-        }
-        for (int kb = kb0; kb < kb1; kb++) {
-            const gram_rule *CB = &g->rules[db->calls[kb].rule];
-            for (int i = 0; i < 32; i++)
-                if (CB->first[i] & bytes_a[i]) {
-                    result = 0;
-                    goto out;
-                }
-        }
     }
+#undef PUSH_PAIR
 out:
-    free(q);
+    free(qa);
+    free(qb);
+    free(seen.k);
     return result;
 }
 
-static int disjoint(const gram_grammar *g, int32_t a, int32_t b, int depth) {
-    if (a < 0 || b < 0) return 1;
-    const gram_rule *A = &g->rules[a], *B = &g->rules[b];
-    if (first_disjoint(A, B)) return 1; /* includes empty rules */
-    if (a == b || depth > 12) return 0;
-    if (A->kind == GRAM_OBJ && B->kind == GRAM_OBJ) return obj_disjoint(g, A->obj, B->obj, depth);
+static int8_t *dj_slot(dj_ctx *X, int32_t a, int32_t b) {
+    if ((X->n + 1) * 2 > X->cap) {
+        size_t nc = X->cap ? X->cap * 2 : 256;
+        uint64_t *nk = calloc(nc, sizeof *nk);
+        int8_t *nv = calloc(nc, 1);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            X->oom = 1;
+            return NULL;
+        }
+        for (size_t i = 0; i < X->cap; i++)
+            if (X->key[i]) {
+                size_t j = (size_t)(X->key[i] * 0x9e3779b97f4a7c15ull >> 20) & (nc - 1);
+                while (nk[j]) j = (j + 1) & (nc - 1);
+                nk[j] = X->key[i];
+                nv[j] = X->val[i];
+            }
+        free(X->key);
+        free(X->val);
+        X->key = nk;
+        X->val = nv;
+        X->cap = nc;
+    }
+    uint64_t key = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
+    size_t i = (size_t)(key * 0x9e3779b97f4a7c15ull >> 20) & (X->cap - 1);
+    while (X->key[i] && X->key[i] != key) i = (i + 1) & (X->cap - 1);
+    if (!X->key[i]) {
+        X->key[i] = key;
+        X->val[i] = -1; /* new */
+        X->n++;
+    }
+    return &X->val[i];
+}
+
+static int disjoint_raw(dj_ctx *X, int32_t a, int32_t b) {
+    const gram_rule *A = &X->g->rules[a], *B = &X->g->rules[b];
+    if (A->kind == GRAM_OBJ && B->kind == GRAM_OBJ) return obj_disjoint(X, A->obj, B->obj);
     if (A->kind == GRAM_OBJ) {
         const gram_rule *t = A;
-        A = B;
-        B = t;
+        A = B, B = t;
         int32_t ti = a;
-        a = b;
-        b = ti;
+        a = b, b = ti;
     }
     if (B->kind == GRAM_OBJ) {
         /* an FA against an object: only its calls at the start can produce '{' */
         if (gram_dfa_next(&A->fa, 0, '{') >= 0) return 0;
         if (A->fa.call_off)
             for (int k = A->fa.call_off[0]; k < A->fa.call_off[1]; k++)
-                if (!disjoint(g, A->fa.calls[k].rule, b, depth + 1)) return 0;
+                if (!disjoint(X, A->fa.calls[k].rule, b)) return 0;
         return 1;
     }
-    return fa_disjoint(g, A, B, depth);
+    return fa_disjoint(X, A, B);
 }
 
-/* Counted strings: fewest and most code points from each (state, tracker)
- * to the closing quote (most capped at min_count: more is never needed). */
-static int counted_dists(gram_rule *R) {
+static int disjoint(dj_ctx *X, int32_t a, int32_t b) {
+    if (a < 0 || b < 0) return 1;
+    const gram_rule *A = &X->g->rules[a], *B = &X->g->rules[b];
+    if (first_disjoint(A, B)) return 1; /* includes empty rules */
+    if (a == b || X->oom || X->depth >= 64) return 0;
+    int8_t *v = dj_slot(X, a, b);
+    if (!v) return 0;
+    if (*v >= 0) return *v == 1;
+    *v = 2;
+    X->depth++;
+    int r = disjoint_raw(X, a, b);
+    X->depth--;
+    v = dj_slot(X, a, b); /* the table may have grown */
+    if (v) *v = (int8_t)r;
+    return r;
+}
+
+/* Counted strings: for each (DFA state, tracker) node, the fewest and the
+ * most code points still needed to close the string (GRAM_CP_INF: no bound,
+ * because a cycle is reachable on the way; cp_min GRAM_CP_INF: it cannot
+ * close).  Graph algorithms over the nodes, so the cost does not depend on
+ * the length bounds: a 0-1 breadth-first search backwards from the closing
+ * quote for the fewest, and a reverse topological pass (Kahn) for the most,
+ * where the nodes never reached are those that can reach a cycle.
+ * Returns 0, -1 out of memory, -2 too large (more than GRAM_COUNTED_EDGES). */
+#define GRAM_COUNTED_EDGES 8000000
+static int counted_dists(comp *C, gram_rule *R) {
     const gram_dfa *d = &R->fa;
-    int n = d->n_states, P = n * GRAM_N_TR;
+    int n = d->n_states, P = n * GRAM_N_TR, rc = -1;
+    /* bytes that behave alike for both the DFA and the tracker: one representative each */
+    uint8_t rep[256];
+    int n_rep = 0;
+    {
+        int seen[256 * 8];
+        memset(seen, 0, sizeof seen);
+        for (int b = 0; b < 256; b++) {
+            int grp = b == '"' ? 0 : b == '\\' ? 1 : b == 'u' ? 2 : b < 0x80 ? 3 : b < 0xC0 ? 4 : b < 0xE0 ? 5 : b < 0xF0 ? 6 : 7;
+            int key = d->cls[b] * 8 + grp;
+            if (!seen[key]) seen[key] = 1, rep[n_rep++] = (uint8_t)b;
+        }
+    }
+    if ((long)P * n_rep > GRAM_COUNTED_EDGES) return -2;
+    C->work += (long)P * n_rep;
+    int32_t *eo = calloc((size_t)P + 2, sizeof *eo); /* reverse edges: into node j from rfrom[eo[j]..eo[j+1]) */
+    int32_t *rfrom = NULL, *outdeg = calloc((size_t)P + 1, sizeof *outdeg), *q = malloc(((size_t)P + 1) * sizeof *q);
+    uint8_t *rcost = NULL;
     R->cp_min = malloc((size_t)P * sizeof *R->cp_min);
     R->cp_max = malloc((size_t)P * sizeof *R->cp_max);
-    if (!R->cp_min || !R->cp_max) return -1;
-    int32_t cap = R->min_count > 0 ? (int32_t)(R->min_count < GRAM_CP_INF ? R->min_count : GRAM_CP_INF) : 0;
-    for (int i = 0; i < P; i++) {
-        int acc = d->label[i / GRAM_N_TR] >= 0;
-        R->cp_min[i] = acc ? 0 : GRAM_CP_INF;
-        R->cp_max[i] = acc ? 0 : -1; /* -1: cannot close */
-    }
-    for (int iter = 0, changed = 1; changed && iter < 100000; iter++) {
-        changed = 0;
-        for (int s = 1; s < n; s++)
+    if (!eo || !outdeg || !q || !R->cp_min || !R->cp_max) goto done;
+    /* edges (s, tr) -> (t, ntr): count, then fill (CSR by target) */
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t *fill = NULL;
+        if (pass) {
+            for (int j = 0; j < P; j++) eo[j + 1] += eo[j];
+            rfrom = malloc(((size_t)eo[P] + 1) * sizeof *rfrom);
+            rcost = malloc((size_t)eo[P] + 1);
+            fill = malloc(((size_t)P + 1) * sizeof *fill);
+            if (!rfrom || !rcost || !fill) {
+                free(fill);
+                goto done;
+            }
+            memcpy(fill, eo, (size_t)P * sizeof *fill);
+        }
+        for (int s = 1; s < n; s++) {
+            if (d->label[s] >= 0) continue; /* after the closing quote: nothing follows */
             for (int tr = 0; tr < GRAM_N_TR; tr++) {
                 int i = s * GRAM_N_TR + tr;
-                for (int b = 0; b < 256; b++) {
-                    int32_t t = gram_dfa_next(d, s, (uint8_t)b);
+                for (int k = 0; k < n_rep; k++) {
+                    uint8_t b = rep[k];
+                    int32_t t = gram_dfa_next(d, s, b);
                     if (t < 0) continue;
                     int cost, ntr;
                     if (tr == GRAM_TR_BND && b == '"') {
                         if (d->label[t] < 0) continue;
                         cost = 0;
-                        ntr = tr;
-                    } else ntr = gram_tr_next(tr, (uint8_t)b, &cost);
+                        ntr = GRAM_TR_BND;
+                    } else ntr = gram_tr_next(tr, b, &cost);
                     int j = t * GRAM_N_TR + ntr;
-                    if (R->cp_min[j] < GRAM_CP_INF && R->cp_min[j] + cost < R->cp_min[i]) {
-                        R->cp_min[i] = R->cp_min[j] + cost;
-                        changed = 1;
-                    }
-                    if (R->cp_max[j] >= 0) {
-                        int32_t v = R->cp_max[j] + cost;
-                        if (v > cap) v = cap;
-                        if (v > R->cp_max[i]) {
-                            R->cp_max[i] = v;
-                            changed = 1;
-                        }
+                    if (!pass) {
+                        eo[j + 1]++;
+                        outdeg[i]++;
+                    } else {
+                        rfrom[fill[j]] = i;
+                        rcost[fill[j]++] = (uint8_t)cost;
                     }
                 }
             }
+        }
+        free(fill);
+    }
+    /* fewest: 0-1 BFS from the closed nodes (a deque in q, 0-cost edges at the front) */
+    {
+        for (int i = 0; i < P; i++) R->cp_min[i] = GRAM_CP_INF;
+        /* each relaxation pushes once: at most eo[P] pushes at either end, plus the P seeds */
+        long half = (long)eo[P] + P + 1;
+        int32_t *dq = malloc((size_t)(2 * half) * sizeof *dq);
+        if (!dq) goto done;
+        long head = half, tail = half; /* dq[head..tail) */
+        for (int s = 0; s < n; s++)
+            if (d->label[s] >= 0)
+                for (int tr = 0; tr < GRAM_N_TR; tr++) R->cp_min[s * GRAM_N_TR + tr] = 0, dq[tail++] = s * GRAM_N_TR + tr;
+        uint8_t *fin = calloc((size_t)P + 1, 1);
+        if (!fin) {
+            free(dq);
+            goto done;
+        }
+        while (head < tail) {
+            int32_t j = dq[head++];
+            if (fin[j]) continue;
+            fin[j] = 1;
+            for (int e = eo[j]; e < eo[j + 1]; e++) {
+                int32_t i = rfrom[e];
+                int32_t v = R->cp_min[j] + rcost[e];
+                if (v < R->cp_min[i]) {
+                    R->cp_min[i] = v;
+                    if (rcost[e] == 0) dq[--head] = i;
+                    else dq[tail++] = i;
+                }
+            }
+        }
+        free(fin);
+        free(dq);
+    }
+    /* most: Kahn's algorithm backwards over the nodes that can close */
+    {
+        int qh = 0, qt = 0;
+        for (int i = 0; i < P; i++) {
+            R->cp_max[i] = 0;
+            if (R->cp_min[i] >= GRAM_CP_INF) continue;
+            int s = i / GRAM_N_TR;
+            if (d->label[s] >= 0) q[qt++] = i;
+        }
+        /* out-degrees towards nodes that can close */
+        memset(outdeg, 0, (size_t)P * sizeof *outdeg);
+        for (int j = 0; j < P; j++)
+            if (R->cp_min[j] < GRAM_CP_INF)
+                for (int e = eo[j]; e < eo[j + 1]; e++) outdeg[rfrom[e]]++;
+        uint8_t *done_k = calloc((size_t)P + 1, 1);
+        if (!done_k) goto done;
+        for (int k = 0; k < qt; k++) done_k[q[k]] = 1;
+        while (qh < qt) {
+            int32_t j = q[qh++];
+            for (int e = eo[j]; e < eo[j + 1]; e++) {
+                int32_t i = rfrom[e];
+                int32_t v = R->cp_max[j] + rcost[e];
+                if (v > R->cp_max[i]) R->cp_max[i] = v < GRAM_CP_INF ? v : GRAM_CP_INF;
+                if (--outdeg[i] == 0 && !done_k[i]) done_k[i] = 1, q[qt++] = i;
+            }
+        }
+        for (int i = 0; i < P; i++)
+            if (R->cp_min[i] < GRAM_CP_INF && !done_k[i]) R->cp_max[i] = GRAM_CP_INF; /* a cycle is reachable */
+        free(done_k);
     }
     R->cp_span = 0;
     for (int i = 0; i < P; i++) {
         if (R->cp_min[i] < GRAM_CP_INF && R->cp_min[i] > R->cp_span) R->cp_span = R->cp_min[i];
-        if (R->cp_max[i] > R->cp_span) R->cp_span = R->cp_max[i];
-        if (R->cp_max[i] < 0) R->cp_max[i] = 0;
+        if (R->cp_max[i] < GRAM_CP_INF && R->cp_max[i] > R->cp_span) R->cp_span = R->cp_max[i];
     }
-    return 0;
+    rc = 0;
+done:
+    free(eo);
+    free(rfrom);
+    free(rcost);
+    free(outdeg);
+    free(q);
+    return rc;
 }
 
 static int finish(comp *C) {
@@ -2790,16 +3799,20 @@ static int finish(comp *C) {
             }
             uint64_t zero[1] = {0};
             uint64_t *z = R->obj->n_words > 1 ? calloc((size_t)R->obj->n_words, sizeof *z) : zero;
-            R->aux0 = z ? gram_aux_intern(g, z, R->obj->n_words, 0) : -1;
+            R->aux0 = z ? gram_aux_intern(g, z, R->obj->n_words, 0, 0, 0) : -1;
             if (z != zero) free(z);
             if (R->aux0 < 0) {
                 free(prod);
                 return -1;
             }
         }
-        if (R->kind == GRAM_FA && R->counted && counted_dists(R)) {
-            free(prod);
-            return -1;
+        if (R->kind == GRAM_FA && R->counted) {
+            int crc = counted_dists(C, R);
+            if (crc == -2) too_large(C, "string length bounds on an automaton this large", C->doc);
+            else if (crc) {
+                free(prod);
+                return -1;
+            }
         }
         R->leaf = R->kind == GRAM_FA && !R->fa.call_off;
         if (R->kind == GRAM_FA && R->fa.call_off && R->fa.n_calls == 0) {
@@ -2809,27 +3822,22 @@ static int finish(comp *C) {
         }
     }
     free(prod);
-    /* left recursion */
-    uint8_t *st = calloc((size_t)n + 1, 1);
-    if (!st) return -1;
-    int cyc = 0;
-    for (int r = 0; r < n && !cyc; r++) cyc = left_cycle(g, r, st);
-    free(st);
+    /* left recursion (the schema-level check forbids the cycles that cause
+     * it; this one guards the rule graph itself) and first bytes */
+    int cyc = first_sets(g);
+    if (cyc < 0) return -1;
     if (cyc) {
-        too_large(C, "recursion that consumes no input (left-recursive $ref)", C->doc);
+        too_large(C, "recursion that consumes no input (left-recursive rules)", C->doc);
         return 0;
     }
-    uint8_t *done = calloc((size_t)n + 1, 1);
-    if (!done) return -1;
-    for (int r = 0; r < n; r++) compute_first(g, r, done);
-    free(done);
     /* oneOf: alternation is exact only for disjoint branches */
+    dj_ctx X = {.g = g};
     for (int i = 0; i < C->n_oneofs; i++) {
         oneof_rec *o = &C->oneofs[i];
         for (int a = 0; a < o->n; a++) o->alts[a] = resolve_alias(C, o->alts[a]);
         for (int a = 0; a < o->n; a++)
             for (int b = a + 1; b < o->n; b++)
-                if (!disjoint(g, o->alts[a], o->alts[b], 0)) {
+                if (!disjoint(&X, o->alts[a], o->alts[b])) {
                     char kwb[96];
                     snprintf(kwb, sizeof kwb, "oneOf (branches %d and %d may overlap)", a, b);
                     unsupported_at(C, kwb, o->path, 0);
@@ -2837,7 +3845,158 @@ static int finish(comp *C) {
                     break;
                 }
     }
-    return 0;
+    free(X.key);
+    free(X.val);
+    return X.oom ? -1 : 0;
+}
+
+/* ---- interned OBJ-frame state --------------------------------------------------------------- */
+
+
+/* Intern data[0..len) into t (the caller holds the lock): its id, -1 when
+ * absent and !create, -2 out of memory or full. */
+static int32_t itab_intern(gram_itab *t, const void *data, uint32_t len, int create) {
+    uint64_t h = blob_hash(data, len);
+    if (create && (size_t)(t->n + 1) * 2 > t->hcap) {
+        size_t nc = t->hcap ? t->hcap * 2 : 256;
+        int32_t *nt = malloc(nc * sizeof *nt);
+        if (!nt) return -2;
+        for (size_t i = 0; i < nc; i++) nt[i] = -1;
+        for (int32_t i = 0; i < t->n; i++) {
+            size_t k = t->dir[i / GRAM_ICHUNK][i % GRAM_ICHUNK]->hash & (nc - 1);
+            while (nt[k] >= 0) k = (k + 1) & (nc - 1);
+            nt[k] = i;
+        }
+        free(t->htab);
+        t->htab = nt;
+        t->hcap = nc;
+    }
+    if (!t->hcap) return create ? -2 : -1;
+    size_t k = h & (t->hcap - 1);
+    while (t->htab[k] >= 0) {
+        const gram_irec *r = t->dir[t->htab[k] / GRAM_ICHUNK][t->htab[k] % GRAM_ICHUNK];
+        if (r->hash == h && r->len == len && !memcmp(r->data, data, len)) return t->htab[k];
+        k = (k + 1) & (t->hcap - 1);
+    }
+    if (!create) return -1;
+    if (t->n >= GRAM_ICHUNK * GRAM_ICHUNKS) return -2;
+    gram_irec **chunk = t->dir[t->n / GRAM_ICHUNK];
+    if (!chunk) {
+        chunk = calloc(GRAM_ICHUNK, sizeof *chunk);
+        if (!chunk) return -2;
+        t->dir[t->n / GRAM_ICHUNK] = chunk;
+    }
+    gram_irec *r = malloc(sizeof *r + ((len + 7) & ~7u));
+    if (!r) return -2;
+    r->hash = h;
+    r->len = len;
+    r->pad = 0;
+    memcpy(r->data, data, len);
+    chunk[t->n % GRAM_ICHUNK] = r;
+    t->htab[k] = t->n;
+    return t->n++;
+}
+
+static void itab_free(gram_itab *t) {
+    for (int32_t i = 0; i < t->n; i++) free(t->dir[i / GRAM_ICHUNK][i % GRAM_ICHUNK]);
+    for (int c = 0; c < GRAM_ICHUNKS && t->dir[c]; c++) free(t->dir[c]);
+    free(t->htab);
+}
+
+static int32_t intern_locked(gram_grammar *g, gram_itab *t, const void *data, uint32_t len, int create) {
+    pthread_mutex_lock(&g->lock);
+    int32_t id = itab_intern(t, data, len, create);
+    pthread_mutex_unlock(&g->lock);
+    return id;
+}
+
+int32_t gram_aux_intern(gram_grammar *g, const uint64_t *words, int n_words, int32_t count, int32_t keys,
+                        int32_t prefix) {
+    size_t sz = sizeof(gram_aux) + (size_t)n_words * sizeof *words;
+    uint64_t small[16];
+    gram_aux *a = sz <= sizeof small ? (gram_aux *)small : malloc(sz);
+    if (!a) return -1;
+    memset(a, 0, sizeof *a);
+    a->count = count;
+    a->keys = keys;
+    a->prefix = prefix;
+    a->n_words = n_words;
+    if (n_words) memcpy(a->words, words, (size_t)n_words * sizeof *words);
+    int32_t id;
+    if (keys || prefix) {
+        a->base = gram_aux_intern(g, words, n_words, count, 0, 0);
+        id = a->base < 0 ? -1 : intern_locked(g, &g->aux, a, (uint32_t)sz, 1);
+    } else {
+        /* its own base: interned with base -1, read back as itself */
+        a->base = -1;
+        id = intern_locked(g, &g->aux, a, (uint32_t)sz, 1);
+    }
+    if ((void *)a != (void *)small) free(a);
+    return id < 0 ? -1 : id;
+}
+
+int32_t gram_aux_with_prefix(gram_grammar *g, int32_t id, int32_t prefix) {
+    const gram_aux *a = gram_aux_get(g, id);
+    if (a->prefix == prefix) return id;
+    return gram_aux_intern(g, a->words, a->n_words, a->count, a->keys, prefix);
+}
+
+int32_t gram_text_child(gram_grammar *g, int32_t text, uint8_t b) {
+    gram_text t = {text, b};
+    int32_t id = intern_locked(g, &g->texts, &t, sizeof t, 1);
+    return id < 0 ? -1 : id;
+}
+
+int32_t gram_text_find(gram_grammar *g, int32_t text, uint8_t b) {
+    gram_text t = {text, b};
+    int32_t id = intern_locked(g, &g->texts, &t, sizeof t, 0);
+    return id < 0 ? -1 : id;
+}
+
+size_t gram_text_bytes(const gram_grammar *g, int32_t text, char *buf, size_t cap) {
+    size_t n = 0;
+    for (int32_t t = text; t > 0; t = ((const gram_text *)gram_itab_data(&g->texts, t))->parent) n++;
+    size_t i = n;
+    for (int32_t t = text; t > 0; t = ((const gram_text *)gram_itab_data(&g->texts, t))->parent) {
+        i--;
+        if (i < cap) buf[i] = (char)((const gram_text *)gram_itab_data(&g->texts, t))->byte;
+    }
+    return n;
+}
+
+const int32_t *gram_keyset_items(const gram_grammar *g, int32_t set, int *n) {
+    const gram_irec *r = g->keysets.dir[set / GRAM_ICHUNK][set % GRAM_ICHUNK];
+    *n = (int)(r->len / sizeof(int32_t));
+    return (const int32_t *)r->data;
+}
+
+int gram_keyset_has(const gram_grammar *g, int32_t set, int32_t key) {
+    int n;
+    const int32_t *v = gram_keyset_items(g, set, &n);
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (v[mid] < key) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && v[lo] == key;
+}
+
+int32_t gram_keyset_add(gram_grammar *g, int32_t set, int32_t key) {
+    if (gram_keyset_has(g, set, key)) return set;
+    int n;
+    const int32_t *v = gram_keyset_items(g, set, &n);
+    int32_t *w = malloc(((size_t)n + 1) * sizeof *w);
+    if (!w) return -1;
+    int k = 0, placed = 0;
+    for (int i = 0; i < n; i++) {
+        if (!placed && key < v[i]) w[k++] = key, placed = 1;
+        w[k++] = v[i];
+    }
+    if (!placed) w[k++] = key;
+    int32_t id = intern_locked(g, &g->keysets, w, (uint32_t)((size_t)k * sizeof *w), 1);
+    free(w);
+    return id < 0 ? -1 : id;
 }
 
 /* ---- entry points ------------------------------------------------------------------------- */
@@ -2851,6 +4010,7 @@ static void comp_free(comp *C) {
     free(C->info.v);
     for (int i = 0; i < C->n_ids; i++) free(C->ids[i].uri);
     free(C->ids);
+    smap_free(&C->id_map);
     for (size_t i = 0; i < C->memo_cap; i++) free(C->memo[i].key);
     free(C->memo);
     for (int i = 0; i < C->n_uns; i++) {
@@ -2866,6 +4026,27 @@ static void comp_free(comp *C) {
     for (int i = 0; i < C->n_owned; i++) cJSON_Delete(C->owned[i]);
     free(C->owned);
     free(C->alias);
+    for (int i = 0; i < C->n_pend; i++) conj_free(&C->pend[i].c);
+    free(C->pend);
+    for (size_t i = 0; i < C->leaf_cap; i++) free(C->leaves[i].key);
+    free(C->leaves);
+    for (int i = 0; i < C->n_pats; i++) {
+        free(C->pats[i].pattern);
+        free(C->pats[i].err);
+        if (!C->pats[i].rc) gram_dfa_free(&C->pats[i].dfa);
+    }
+    free(C->pats);
+    for (int i = 0; i < C->n_keys; i++) {
+        free(C->keys[i].key);
+        gram_dfa_free(&C->keys[i].dfa);
+        free(C->keys[i].classes);
+    }
+    free(C->keys);
+    smap_free(&C->key_map);
+    if (C->have_any) {
+        gram_dfa_free(&C->any_content);
+        gram_dfa_free(&C->any_key);
+    }
     cJSON_Delete(C->doc);
 }
 
@@ -2887,10 +4068,10 @@ int gram_compile(const char *schema, size_t len, const gram_options *opts, gram_
     *out = NULL;
     comp C0 = {0}, *C = &C0;
     if (opts) C->opt = *opts;
-    const char *end = NULL;
-    C->doc = gram_json_parse(schema, len, &end);
+    char perr[256];
+    C->doc = gram_json_parse(schema, len, perr, sizeof perr);
     if (!C->doc) {
-        snprintf(err, err_len, "schema is not valid JSON (near byte %ld)", end ? (long)(end - schema) : 0L);
+        snprintf(err, err_len, "schema: %s", perr);
         return CINFER_EFORMAT;
     }
     if (!cJSON_IsObject(C->doc) && !cJSON_IsBool(C->doc)) {
@@ -2906,6 +4087,16 @@ int gram_compile(const char *schema, size_t len, const gram_options *opts, gram_
     }
     pthread_mutex_init(&g->lock, NULL);
     g->ws_flexible = C->opt.ws_flexible;
+    {
+        /* id 0 of the key texts is "", of the key sets the empty set */
+        gram_text root = {-1, -1};
+        if (itab_intern(&g->texts, &root, sizeof root, 1) != 0 || itab_intern(&g->keysets, "", 0, 1) != 0) {
+            gram_free(g);
+            comp_free(C);
+            snprintf(err, err_len, "out of memory");
+            return CINFER_ENOMEM;
+        }
+    }
     C->g = g;
     /* cJSON strings end at U+0000: a schema string holding one would be read
      * short (an enum value "a\u0000b" as "a") — refuse instead */
@@ -2930,22 +4121,30 @@ int gram_compile(const char *schema, size_t len, const gram_options *opts, gram_
         (void)id;
         register_uri(C, "", C->doc);
     }
-    g->root = compile_node(C, C->doc);
+    if (!check_cycles(C)) g->root = compile_node(C, C->doc);
+    else g->root = -1;
+    while (C->n_pend && !C->oom && !C->too_big) {
+        pending_conj p = C->pend[--C->n_pend];
+        build_conj(C, &p.c, p.id);
+        conj_free(&p.c);
+        over_work(C);
+    }
     int rc = 0;
     if (!C->oom && !C->too_big && g->root >= 0 && finish(C)) C->oom = 1;
     if (C->oom) {
         snprintf(err, err_len, "out of memory");
         rc = CINFER_ENOMEM;
     } else if (C->too_big || g->root < 0) {
-        snprintf(err, err_len, "schema too large or nested too deeply (more than %d rules)", MAX_RULES);
-        rc = CINFER_EUNSUPPORTED;
+        snprintf(err, err_len, "%s", C->too_big ? C->fail_msg : "schema: no rule for the root");
+        rc = C->too_big ? C->too_big : CINFER_EUNSUPPORTED;
     } else {
-        int hard = 0;
+        int hard = C->uns_more_hard;
         for (int i = 0; i < C->n_uns; i++) hard |= C->uns[i].hard;
         if (C->n_uns && (hard || !C->opt.permissive)) {
             size_t o = (size_t)snprintf(err, err_len, "unsupported:");
             for (int i = 0; i < C->n_uns && o < err_len; i++)
                 o += (size_t)snprintf(err + o, err_len - o, "%s %s at %s", i ? ";" : "", C->uns[i].kw, C->uns[i].path);
+            if (C->uns_more && o < err_len) snprintf(err + o, err_len - o, "; and %d more", C->uns_more);
             rc = CINFER_EUNSUPPORTED;
         }
     }
@@ -2966,69 +4165,14 @@ void gram_free(gram_grammar *g) {
         gram_dfa_free(&R->fa);
         for (int i = 0; i < R->n_values; i++) free(R->values[i]);
         free(R->values);
-        free(R->univ);
         free(R->cp_min);
         free(R->cp_max);
     }
     free(g->rules);
-    for (int i = 0; i < g->n_aux; i++) free(g->aux_dir[i / GRAM_AUX_CHUNK][i % GRAM_AUX_CHUNK]);
-    for (int c = 0; c < GRAM_AUX_CHUNKS && g->aux_dir[c]; c++) free(g->aux_dir[c]);
-    free(g->aux_hash);
-    if (g->cache) g->cache_free(g->cache);
+    itab_free(&g->aux);
+    itab_free(&g->texts);
+    itab_free(&g->keysets);
     pthread_mutex_destroy(&g->lock);
     free(g);
 }
 
-int32_t gram_aux_intern(gram_grammar *g, const uint64_t *words, int n_words, int32_t count) {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n_words * 31 ^ (uint64_t)(uint32_t)count * 0x2545F4914F6CDD1Dull;
-    for (int i = 0; i < n_words; i++) {
-        h ^= words[i];
-        h *= 0x100000001b3ull;
-        h ^= h >> 29;
-    }
-    pthread_mutex_lock(&g->lock);
-    int32_t id = -1;
-    if ((size_t)(g->n_aux + 1) * 2 > g->aux_hcap) {
-        size_t nc = g->aux_hcap ? g->aux_hcap * 2 : 256;
-        int32_t *nt = malloc(nc * sizeof *nt);
-        if (!nt) goto out;
-        for (size_t i = 0; i < nc; i++) nt[i] = -1;
-        for (int i = 0; i < g->n_aux; i++) {
-            size_t k = gram_aux_get(g, i)->hash & (nc - 1);
-            while (nt[k] >= 0) k = (k + 1) & (nc - 1);
-            nt[k] = i;
-        }
-        free(g->aux_hash);
-        g->aux_hash = nt;
-        g->aux_hcap = nc;
-    }
-    size_t k = h & (g->aux_hcap - 1);
-    while (g->aux_hash[k] >= 0) {
-        const gram_aux *a = gram_aux_get(g, g->aux_hash[k]);
-        if (a->hash == h && a->count == count && a->n_words == n_words &&
-            (!n_words || !memcmp(a->words, words, (size_t)n_words * sizeof *words))) {
-            id = g->aux_hash[k];
-            goto out;
-        }
-        k = (k + 1) & (g->aux_hcap - 1);
-    }
-    if (g->n_aux >= GRAM_AUX_CHUNK * GRAM_AUX_CHUNKS) goto out;
-    gram_aux **chunk = g->aux_dir[g->n_aux / GRAM_AUX_CHUNK];
-    if (!chunk) {
-        chunk = calloc(GRAM_AUX_CHUNK, sizeof *chunk);
-        if (!chunk) goto out;
-        g->aux_dir[g->n_aux / GRAM_AUX_CHUNK] = chunk;
-    }
-    gram_aux *a = malloc(sizeof *a + (size_t)n_words * sizeof *words);
-    if (!a) goto out;
-    a->hash = h;
-    a->count = count;
-    a->n_words = n_words;
-    if (n_words) memcpy(a->words, words, (size_t)n_words * sizeof *words);
-    chunk[g->n_aux % GRAM_AUX_CHUNK] = a;
-    g->aux_hash[k] = g->n_aux;
-    id = g->n_aux++;
-out:
-    pthread_mutex_unlock(&g->lock);
-    return id;
-}

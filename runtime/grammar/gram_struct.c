@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gram.h"
+#include "cinfer.h"
 
 #define MAX_SAFE_INT 9007199254740991.0
 

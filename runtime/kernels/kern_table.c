@@ -11,6 +11,7 @@
 #include "kern_elem.h"
 #include "kern_mm.h"
 #include "kern_moe.h"
+#include "kern_ssm.h"
 
 /* ==== the cf_kernels tables ==================================================== */
 
@@ -51,6 +52,25 @@
                              int n_tok) {                                                   \
         kern_drv_swiglu(ISA, E, y, g, u, n, n_tok);                                              \
     }                                                                                       \
+    static void ssm_conv_##sfx(cf_env *E, float *y, const float *x, const float *w,         \
+                               const float *b, float *state, int n, int d_conv, int act,    \
+                               int n_tok) {                                                 \
+        kern_drv_ssm_conv(ISA, E, y, x, w, b, state, n, d_conv, act, n_tok);                \
+    }                                                                                       \
+    static void ssm_scan_##sfx(cf_env *E, float *y, const float *x, const float *dt,        \
+                               const float *bc, const float *A, const float *D,             \
+                               const float *dt_bias, float *state, int n_head, int head_dim, \
+                               int d_state, int n_group, int a_per_state, int n_tok) {      \
+        kern_drv_ssm_scan(ISA, E, y, x, dt, bc, A, D, dt_bias, state, n_head, head_dim,     \
+                          d_state, n_group, a_per_state, n_tok);                            \
+    }                                                                                       \
+    static void delta_net_##sfx(cf_env *E, float *o, const float *qkv, const float *ba,     \
+                                const float *A, const float *dt_bias, float *state,         \
+                                int n_k_head, int n_v_head, int d_k, int d_v, float eps,    \
+                                float *scratch, int n_tok) {                                \
+        kern_drv_delta_net(ISA, E, o, qkv, ba, A, dt_bias, state, n_k_head, n_v_head, d_k,  \
+                           d_v, eps, scratch, n_tok, KERN_DN_AUTO);                         \
+    }                                                                                       \
     static const cf_kernels g_table_##sfx = {                                               \
         .matmul = matmul_##sfx,                                                             \
         .get_rows = get_rows_##sfx,                                                         \
@@ -87,6 +107,10 @@
         .swiglu_oai = kern_swiglu_oai,                                                      \
         .head_copy = kern_head_copy,                                                        \
         .head_matmul = head_matmul_##sfx,                                                   \
+        .ssm_conv = ssm_conv_##sfx,                                                         \
+        .ssm_scan = ssm_scan_##sfx,                                                         \
+        .delta_net = delta_net_##sfx,                                                       \
+        .rms_norm_groups = kern_rms_norm_groups,                                            \
     };
 
 KERN_TABLE(scalar, KERN_ISA_SCALAR)

@@ -62,7 +62,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grammar/gram.h"
 #include "engine/samp.h"
 
 void srvx_clean_msg(char *s) {
@@ -669,9 +668,7 @@ static int check_schema(const cJSON *sch, const char *field, bad_req *b) {
     int rc = ps ? cinfer_grammar_from_schema(NULL, ps, strlen(ps), NULL, &g, err, sizeof err) : CINFER_ENOMEM;
     free(ps);
     if (rc) return schema_error(b, rc, field, err);
-    gram_matcher *mt = NULL;
-    int ok = !gram_matcher_new(g, &mt) && gram_matcher_can_continue(mt);
-    gram_matcher_free(mt);
+    int ok = cinfer_grammar_accepts_nothing(g) == 0;
     cinfer_grammar_free(g);
     if (!ok) return srv_bad(b, 400, field, "'%s': the schema accepts no value (e.g. \"not\":{}, or bounds or "
                                           "types that exclude everything)", field);

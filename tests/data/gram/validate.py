@@ -2,10 +2,14 @@
 """validate.py SCHEMA INSTANCE... — the independent check of cinfer's
 structured output: each INSTANCE (a JSON file) is validated against SCHEMA
 with python3-jsonschema (Debian's package; the validator class follows the
-schema's $schema, default 2020-12), formats asserted with its FormatChecker.
-Prints one line per invalid instance; exit 0 when all are valid, 1 when one
-is not, 2 on usage or schema errors."""
+schema's $schema, default 2020-12), strict JSON (no duplicate keys, no NaN or
+Infinity), formats asserted: jsonschema's FormatChecker plus the formats
+validate_batch.py checks itself (date-time, time, duration, hostname,
+uri-template), which Debian's jsonschema leaves unchecked without optional
+packages.  Prints one line per invalid instance; exit 0 when all are valid,
+1 when one is not, 2 on usage or schema errors."""
 import json
+import os
 import sys
 
 try:
@@ -13,6 +17,9 @@ try:
 except ImportError:
     print("validate.py: python3-jsonschema is not installed", file=sys.stderr)
     sys.exit(2)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from validate_batch import checker_for, no_constants, no_duplicates  # noqa: E402
 
 
 def main(argv):
@@ -23,13 +30,13 @@ def main(argv):
         schema = json.load(f)
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     cls.check_schema(schema)
-    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    validator = cls(schema, format_checker=checker_for(cls))
     bad = 0
     for path in argv[2:]:
         with open(path, encoding="utf-8") as f:
             text = f.read()
         try:
-            instance = json.loads(text)
+            instance = json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constants)
         except ValueError as e:
             print(f"{path}: not JSON: {e}")
             bad += 1
