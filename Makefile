@@ -12,13 +12,14 @@ Q        := $(if $(filter 1,$(V)),,@)
 
 # Debian packages the project builds against (DESIGN.md §5), and the tools
 # `make test` uses (tmux: chat in a terminal; python3-jsonschema: the grammar
-# tests' independent validator; chromium: the web UI test).  Node.js >= 20
+# tests' independent validator; chromium: the web UI test; clang: the CUDA
+# sources checked with its CUDA front end, no CUDA toolkit needed).  Node.js >= 20
 # and npm (the serve tests) are not among them: Debian 12's nodejs is 18; the
 # CI machines ship Node 20 (NodeSource's nodejs, npm included), and `make
 # node-check` says whether this machine has it.
 DEB_PKGS := build-essential liblua5.4-dev libtcc-dev libcjson-dev libcurl4-openssl-dev \
             libmicrohttpd-dev libxxhash-dev libssl-dev libedit-dev pkg-config tmux python3-jsonschema \
-            chromium libsodium-dev dpkg-dev python3-jinja2 \
+            chromium libsodium-dev dpkg-dev python3-jinja2 clang \
             gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 # arm64 static archives for aarch64 bundles (dpkg --add-architecture arm64 first: make deps does it)
 DEB_PKGS_ARM64 := libc6:arm64 libsodium-dev:arm64 libxxhash-dev:arm64 libedit-dev:arm64 libbsd-dev:arm64 \
@@ -45,7 +46,8 @@ CLI_SRC      := $(wildcard cli/*.c)
 TEST_SRC     := $(wildcard tests/*.c)
 LIB_SRC      := $(RUNTIME_SRC) $(COMPILER_SRC) $(filter-out cli/main.c,$(CLI_SRC))
 # Archspecs, templates and the web UI page are embedded in the binary (single-file deploy).
-EMBED_SRC    := $(wildcard archspecs/*.lua) $(wildcard templates/*.h) $(wildcard templates/*.in) runtime/server/webui/index.html
+EMBED_SRC    := $(wildcard archspecs/*.lua) $(wildcard templates/*.h) $(wildcard templates/*.in) runtime/server/webui/index.html \
+                $(wildcard runtime/kernels/cuda/*.cuh) $(wildcard runtime/kernels/cuda/*.h)
 
 # SIMD kernels get their ISA flags per file; the rest stays portable and the
 # runtime picks the kernel table from CPU features at start-up.
@@ -236,8 +238,20 @@ GOLDEN := stories260K=$(SHARED)/models/stories260K/stories260K.gguf \
 golden: $(BUILD)/cinfer
 	@mkdir -p generated
 	@for g in $(GOLDEN); do n=$${g%%=*}; m=$${g#*=}; \
-	  if [ -f "$$m" ]; then $(BUILD)/cinfer compile "$$m" --emit-c generated/$$n.c && echo "  GOLDEN  generated/$$n.c"; \
+	  if [ -f "$$m" ]; then $(BUILD)/cinfer compile "$$m" --emit-c generated/$$n.c && echo "  GOLDEN  generated/$$n.c" && \
+	    $(BUILD)/cinfer compile "$$m" --device cuda --emit-c generated/$$n.cu && echo "  GOLDEN  generated/$$n.cu"; \
 	  else echo "  skip $$n: $$m absent"; fi; done
+
+# The CUDA checks at full length (docs/cuda.md), not part of make test: the
+# CUDA sources through NVRTC for every architecture in CUDA_ARCHS (where
+# this machine has NVRTC: a CUDA toolkit or its redistributable; no GPU
+# needed), and every model of the kernel emulation (the real kernels run on
+# the CPU against the CPU path).
+CUDA_ARCHS ?= 75 80 86 89 90 120
+.PHONY: check-cuda
+check-cuda: $(BUILD)/test_runner $(BUILD)/cinfer $(BUILD)/tools/archgen
+	@CINFER_BIN=$(BUILD)/cinfer CINFER_BUILD=$(BUILD) CINFER_SHARED=$(SHARED) CINFER_CUDA_ARCHS="$(CUDA_ARCHS)" \
+	  CINFER_CUDA_EXEC_ALL=1 ASAN_OPTIONS=detect_leaks=1 $(BUILD)/test_runner cuda
 
 # ---- architecture test models ---------------------------------------------------
 # tools/archgen.c writes one small random-weight F32 GGUF per model family
@@ -510,7 +524,8 @@ help:
 	@echo "make node-check is Node.js >= $(NODE_MIN) and npm here (the serve tests)"
 	@echo "make demo       run the default model (\$$CINFER_MODEL overrides when shared/ is absent)"
 	@echo "make check-layout  includes and calls go down the layers (docs/architecture.md)"
-	@echo "make golden     regenerate generated/ golden sources"
+	@echo "make golden     regenerate generated/ golden sources (C and CUDA)"
+	@echo "make check-cuda the CUDA tests at full length: NVRTC for CUDA_ARCHS, every emulated model"
 	@echo "make fuzz       build and run the libFuzzer targets (FUZZ_SECONDS=600)"
 	@echo "make bench      benchmarks (not part of make test)"
 	@echo "make arch-models  one random-weight test model per family into build/arch-models (tools/archgen.c)"

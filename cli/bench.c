@@ -41,6 +41,7 @@ typedef struct {
     cinfer_compile_mode mode;
     int activations; /* CINFER_ACT_* */
     int precision;   /* CINFER_PRECISION_* (--quant) */
+    int device, device_index; /* --device */
     uint64_t mem_bytes; /* --mem (0: none) */
     int json, verbose;
     unsigned long long seed;
@@ -70,6 +71,7 @@ static void bench_usage(FILE *f) {
             "  --jit | --aot compile with libtcc (default) or cc -O3 (cached)\n"
             "  --activations f32|q8  matmul activations (default: the library's, q8)\n"
             "  --quant P               compute precision: " CLI_QUANT_HELP
+            CLI_DEVICE_HELP
             "  --mem BYTES   memory budget (480M, 2G) for a context of max(-p, -n): the ladder's\n"
             "                steps on stderr (docs/memory.md)\n"
             "  --json        JSON array with llama-bench's field names instead of the table\n"
@@ -122,6 +124,9 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             i++;
         } else if (!strcmp(f, "--quant")) {
             if ((a->precision = cli_parse_precision("cinfer bench", v)) < 0) return -1;
+            i++;
+        } else if (!strcmp(f, "--device")) {
+            if (cli_parse_device("cinfer bench", v, &a->device, &a->device_index)) return -1;
             i++;
         } else if (!strcmp(f, "--mem")) {
             if (cli_parse_bytes("cinfer bench", v, &a->mem_bytes)) return -1;
@@ -312,7 +317,8 @@ int cli_bench(int argc, char **argv) {
     const int n_ctx = a.n_prompt > a.n_gen ? a.n_prompt : a.n_gen;
     if (cinfer_model_open(a.model, &(cinfer_model_options){.compile = a.mode, .precision = a.precision,
                                                           .mem_bytes = a.mem_bytes, .n_ctx = n_ctx,
-                                                          .n_threads = n_threads}, &m, err, sizeof err)) {
+                                                          .n_threads = n_threads, .device = a.device,
+                                                          .device_index = a.device_index}, &m, err, sizeof err)) {
         fprintf(stderr, "cinfer bench: %s\n", err);
         return 1;
     }
@@ -398,7 +404,8 @@ int cli_bench(int argc, char **argv) {
             cJSON_AddStringToObject(o, "engine", "cinfer " CINFER_VERSION);
             cJSON_AddStringToObject(o, "build_commit", CINFER_VERSION);
             cJSON_AddStringToObject(o, "cpu_info", cpu);
-            cJSON_AddStringToObject(o, "backends", "CPU");
+            cJSON_AddStringToObject(o, "backends", a.device == CINFER_DEVICE_CUDA ? "CUDA" : "CPU");
+            cJSON_AddStringToObject(o, "device", cinfer_model_device(m));
             cJSON_AddStringToObject(o, "isa", isa);
             cJSON_AddStringToObject(o, "compile", mode);
             cJSON_AddStringToObject(o, "activations", act);
@@ -446,7 +453,8 @@ int cli_bench(int argc, char **argv) {
     } else {
         const char *base = strrchr(a.model, '/') ? strrchr(a.model, '/') + 1 : a.model;
         char backend[32];
-        snprintf(backend, sizeof backend, "cpu/%s", isa);
+        if (a.device == CINFER_DEVICE_CUDA) snprintf(backend, sizeof backend, "cuda:%d", a.device_index);
+        else snprintf(backend, sizeof backend, "cpu/%s", isa);
         const int bw = (int)strlen(backend) > 8 ? (int)strlen(backend) : 8;
         printf("| %-30s | %-22s | %10s | %10s | %-*s | %7s | %8s | %20s |\n", "model file", "model",
                "size", "params", bw, "backend", "threads", "test", "t/s");
@@ -465,11 +473,12 @@ int cli_bench(int argc, char **argv) {
         printf("\nload %.1f ms (%s compile %.1f ms%s), precision %s (repacked %.1f MiB in %.1f ms), "
                "%s activations, peak RSS %.1f MiB, "
                "%d repetitions; a decoded token reads %.1f MiB of weights (file types)",
-               load_ms, a.mode == CINFER_AOT ? "AOT" : "JIT", compile_ms,
-               a.mode == CINFER_AOT && compile_ms == 0 ? ", cached" : "", prec,
+               load_ms, a.device == CINFER_DEVICE_CUDA ? "NVRTC" : a.mode == CINFER_AOT ? "AOT" : "JIT", compile_ms,
+               (a.mode == CINFER_AOT || a.device == CINFER_DEVICE_CUDA) && compile_ms == 0 ? ", cached" : "", prec,
                repacked_bytes / 1048576.0, repack_ms, act, rss / 1048576.0,
                a.reps, mi.decode_bytes / 1048576.0);
         if (bound_ts > 0) printf("; at %.1f GB/s decode is bounded by %.1f t/s", a.bw_gbs, bound_ts);
+        if (a.device == CINFER_DEVICE_CUDA) printf("; device %s", cinfer_model_device(m));
         printf("\n");
         if (bound_ts > 0 && a.n_gen)
             printf("tg%d reaches %.0f%% of the memory-bandwidth bound\n", a.n_gen,

@@ -239,7 +239,8 @@ static void usage(FILE *f) {
     fprintf(f, "usage: cinfer chat MODEL [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                "                   [--min-p P] [--repeat-penalty R] [--repeat-penalty-all] [--seed S]\n"
                "                   [-t THREADS] [-c N_CTX] [--aot] [--show-prompt]\n"
-               "                   [--quant auto|native|f32|int8|int8int8|int4|int4mix] [--mem BYTES] [-v]\n"
+               "                   [--quant auto|native|f32|int8|int8int8|int4|int4mix] [--mem BYTES]\n"
+               "                   [--device cpu|cuda[:N]] [-v]\n"
                "  MODEL: a GGUF or .giw file, or REPO[:FILE] pulled with cinfer pull.\n"
                "  interactive on a terminal: line editing and a history kept in $XDG_CACHE_HOME/cinfer/\n"
                "  chat_history; /help lists the commands (/reset, /save FILE, /load FILE, /exit);\n"
@@ -269,9 +270,9 @@ static int open_compiled(const char *model, const cinfer_model_options *mo, cons
 static int open_bundle(const char *model, const cinfer_model_options *mo, const cli_linked *lk,
                        cinfer_model **m, char *err, size_t err_len) {
     (void)model;
-    if (mo->compile == CINFER_AOT || mo->precision)
-        return snprintf(err, err_len, "--aot and --quant are not available in a bundle (its forward "
-                        "pass and precision are built in)"), -1;
+    if (mo->compile == CINFER_AOT || mo->precision || mo->device)
+        return snprintf(err, err_len, "--aot, --quant and --device are not available in a bundle (its forward "
+                        "pass, precision and device are built in)"), -1;
     return cinfer_model_open_linked_at(lk->path, lk->offset, lk->n_bytes, lk->describe, lk->forward,
                                        m, err, err_len);
 }
@@ -307,6 +308,8 @@ static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn o
         else if (v && !strcmp(f, "-c")) so.n_ctx = (int)strtol(argv[++i], &end, 10);
         else if (v && !strcmp(f, "--quant")) {
             if ((mo.precision = cli_parse_precision("cinfer chat", argv[++i])) < 0) return 2;
+        } else if (v && !strcmp(f, "--device")) {
+            if (cli_parse_device("cinfer chat", argv[++i], &mo.device, &mo.device_index)) return 2;
         } else if (v && !strcmp(f, "--mem") && !lk) {
             if (cli_parse_bytes("cinfer chat", argv[++i], &mo.mem_bytes)) return 2;
         } else if (f[0] == '-' && f[1]) {

@@ -78,6 +78,13 @@ int cli_resolve_model(const char *cmd, const char **model, char *buf, size_t cap
 /* --quant P: the CINFER_PRECISION_* named by v, or -1 after printing
  * "PROG: --quant 'v': expected auto, native, ..." (v NULL: missing). */
 int cli_parse_precision(const char *prog, const char *v);
+/* --device cpu|cuda|cuda:N into *device (CINFER_DEVICE_*) and *index; -1
+ * after printing "PROG: --device 'v': expected cpu, cuda or cuda:N". */
+int cli_parse_device(const char *prog, const char *v, int *device, int *index);
+/* The --device line of every usage text. */
+#define CLI_DEVICE_HELP \
+    "  --device D              cpu (default) or cuda[:N]: the GPU through the NVIDIA driver and NVRTC\n" \
+    "                          (loaded at run time; docs/cuda.md)\n"
 /* The --quant line of every usage text. */
 #define CLI_QUANT_HELP                                                                             \
     "auto (default: Q4_0/Q8_0/Q4_K/Q5_K/Q6_K weights interleaved losslessly, other types native),\n" \

@@ -88,6 +88,25 @@ int cli_parse_precision(const char *prog, const char *v) {
     return -1;
 }
 
+int cli_parse_device(const char *prog, const char *v, int *device, int *index) {
+    char *end = NULL;
+    if (v && !strcmp(v, "cpu")) {
+        *device = CINFER_DEVICE_CPU;
+        *index = 0;
+        return 0;
+    }
+    if (v && !strncmp(v, "cuda", 4) && (!v[4] || (v[4] == ':' && v[5] >= '0' && v[5] <= '9'))) {
+        long n = v[4] ? strtol(v + 5, &end, 10) : 0;
+        if (!v[4] || (!*end && n < 1024)) {
+            *device = CINFER_DEVICE_CUDA;
+            *index = (int)n;
+            return 0;
+        }
+    }
+    fprintf(stderr, "%s: --device '%s': expected cpu, cuda or cuda:N\n", prog, v ? v : "");
+    return -1;
+}
+
 double cli_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -1,6 +1,7 @@
 /*
  * compile.c — `cinfer compile MODEL [--quant P] [--aot] [--emit-c FILE] [-o OUT]`:
- *   --emit-c FILE   write the generated C translation unit ("-" = stdout)
+ *   --emit-c FILE   write the generated C translation unit ("-" = stdout);
+ *                   with --device cuda the CUDA one (no GPU needed)
  *   --aot -o PROG   build a standalone executable (needs only the GGUF file)
  *   --aot           build and cache the shared object `cinfer run --aot` loads
  *   -o OUT.giw      (no --aot) save the weights repacked for --quant P as a
@@ -18,10 +19,11 @@
 #include "compiler/compile.h"
 #include "formats/gguf.h"
 #include "formats/modelfile.h"
+#include "gpu/cuda.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: cinfer compile MODEL [--aot] [--emit-c FILE] [-o OUT] [--quant P] [--archspec FILE]\n"
-               "                      [--batch N] [-v]\n"
+               "                      [--batch N] [--device cpu|cuda[:N]] [-v]\n"
                "  MODEL           a GGUF or .giw file, a Hugging Face folder, or REPO[:FILE] pulled with cinfer pull\n"
                "  (no option)     JIT-compile with libtcc and report the timings\n"
                "  --emit-c FILE   write the generated C translation unit (- = stdout)\n"
@@ -33,6 +35,8 @@ static void usage(FILE *f) {
                "  --quant P       compute precision: " CLI_QUANT_HELP
                "  --archspec FILE use this architecture descriptor instead of the built-in one\n"
                "  --batch N       most tokens per forward call (default 512)\n"
+               "  --device cuda   the CUDA forward pass: with --emit-c its .cu source (no GPU needed),\n"
+               "                  else its kernels compiled with NVRTC for the GPU and cached (docs/cuda.md)\n"
                "  -v              compile and cache details\n");
 }
 
@@ -79,6 +83,8 @@ static int write_giw(const char *model, const cc_options *o, const char *out_pat
 int cli_compile(int argc, char **argv) {
     const char *model = NULL, *emit_path = NULL, *out_path = NULL;
     cc_options o = {.mode = CC_JIT};
+    int device_index = 0;
+    cuda_dev *gpu = NULL;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(f, "--aot")) o.mode = CC_AOT;
@@ -96,6 +102,8 @@ int cli_compile(int argc, char **argv) {
             o.n_batch = (int)n;
         } else if (v && !strcmp(f, "--quant")) {
             if ((o.precision = cli_parse_precision("cinfer compile", argv[++i])) < 0) return 2;
+        } else if (v && !strcmp(f, "--device")) {
+            if (cli_parse_device("cinfer compile", argv[++i], &o.device, &device_index)) return 2;
         } else if (f[0] == '-' && f[1]) {
             fprintf(stderr, "cinfer compile: unknown or incomplete option '%s'\n", f);
             return usage(stderr), 2;
@@ -103,6 +111,9 @@ int cli_compile(int argc, char **argv) {
         else return fprintf(stderr, "cinfer compile: unexpected argument '%s'\n", f), 2;
     }
     if (!model) return usage(stderr), 2;
+    if (o.device == CC_DEVICE_CUDA && (out_path || o.mode == CC_AOT))
+        return fprintf(stderr, "cinfer compile: --device cuda: standalone executables, --aot objects and .giw files "
+                       "are CPU only (the CUDA kernels are compiled by NVRTC when the model is opened)\n"), 2;
     char cached[4096];
     if (cli_resolve_model("compile", &model, cached, sizeof cached, CLI_MODEL_RUN)) return 1;
     if (out_path && o.mode != CC_AOT) return write_giw(model, &o, out_path);
@@ -140,6 +151,14 @@ int cli_compile(int argc, char **argv) {
             goto done;
         }
     }
+    if (o.device == CC_DEVICE_CUDA) {
+        char e2[900];
+        if (cuda_open(device_index, &gpu, e2, sizeof e2)) {
+            snprintf(err, sizeof err, "--device cuda: %s", e2);
+            goto fail;
+        }
+        o.cuda = gpu;
+    }
     double t0 = cli_now_ms();
     if (out_path) {
         cli_ticker *tk = cli_ticker_start("building the executable (cc -O3)");
@@ -155,10 +174,10 @@ int cli_compile(int argc, char **argv) {
         int brc = cc_build(g, &o, &m, err, sizeof err);
         cli_ticker_stop(tk);
         if (brc) goto fail;
+        const int keep = o.mode == CC_AOT || gpu;
         fprintf(stderr, "cinfer compile: %s ok: emit %.2f ms, compile %.2f ms%s%s%s\n",
-                o.mode == CC_AOT ? "AOT" : "JIT", m->emit_ms, m->compile_ms,
-                m->cache_hit ? " (cached)" : "", o.mode == CC_AOT ? ", " : "",
-                o.mode == CC_AOT ? m->so_path : "");
+                gpu ? "CUDA" : o.mode == CC_AOT ? "AOT" : "JIT", m->emit_ms, m->compile_ms,
+                m->cache_hit ? " (cached)" : "", keep ? ", " : "", gpu ? m->cuda_path : keep ? m->so_path : "");
         cc_module_free(m);
     }
     rc = 0;
@@ -167,5 +186,6 @@ fail:
     fprintf(stderr, "cinfer compile: %s\n", err);
 done:
     gguf_close(g);
+    cuda_close(gpu);
     return rc;
 }

@@ -43,6 +43,7 @@ typedef struct {
     int no_bos;
     int activations; /* CINFER_ACT_* */
     int precision;   /* CINFER_PRECISION_* (--quant) */
+    int device, device_index; /* --device */
     cc_mode mode;
     samp_params sp;
     const char *json_schema; /* --json-schema: constrain output to this JSON Schema */
@@ -107,7 +108,8 @@ static void run_usage(FILE *f, int prebuilt) {
             "  --mem BYTES             memory budget (480M, 2G): the most precise plan that fits,\n"
             "                          each step on stderr (precision, then context; docs/memory.md)\n"
             "  --stream-weights        run from the file mapping a few layers at a time (models larger\n"
-            "                          than memory; native precision); --stream-ahead N layers (1)\n");
+            "                          than memory; native precision); --stream-ahead N layers (1)\n"
+            CLI_DEVICE_HELP);
     fprintf(f,
             "  --activations f32|q8    matmul activations: f32 (exact dequantized weights) or\n"
             "                          q8 (quantized per row like llama.cpp; faster; the default for\n"
@@ -162,7 +164,8 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
             run_usage(stdout, prebuilt);
             exit(0);
-        } else if (prebuilt && (!strcmp(f, "--jit") || !strcmp(f, "--aot") || !strcmp(f, "--archspec"))) {
+        } else if (prebuilt && (!strcmp(f, "--jit") || !strcmp(f, "--aot") || !strcmp(f, "--archspec") ||
+                                !strcmp(f, "--device"))) {
             fprintf(stderr, "%s: %s is not available in a standalone executable (its forward pass is "
                     "compiled in); use cinfer run MODEL %s\n", run_name, f, f);
             return -1;
@@ -208,6 +211,10 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
         else if (!strcmp(f, "--stream-ahead") && !prebuilt) { NUM(1, 64); a->stream_ahead = (int)d; }
         else if (!strcmp(f, "--jit")) a->mode = CC_JIT;
         else if (!strcmp(f, "--aot")) a->mode = CC_AOT;
+        else if (!strcmp(f, "--device")) {
+            NEED_VAL();
+            if (cli_parse_device(run_name, v, &a->device, &a->device_index)) return -1;
+        }
         else if (!strcmp(f, "--no-bos")) a->no_bos = 1;
         else if (!strcmp(f, "--activations")) {
             NEED_VAL();
@@ -390,10 +397,11 @@ static int open_compiled(run_args *a, const cli_linked *lk, cinfer_model **m, ch
                                .archspec_path = a->archspec, .verbose = a->verbose,
                                .precision = a->precision, .progress = on_progress, .progress_user = &prog,
                                .mem_bytes = a->mem_bytes, .n_ctx = a->n_ctx, .n_threads = a->n_threads,
-                               .stream_weights = a->stream_weights, .stream_ahead = a->stream_ahead};
+                               .stream_weights = a->stream_weights, .stream_ahead = a->stream_ahead,
+                               .device = a->device, .device_index = a->device_index};
     char cc_name[256];
     int opened = cinfer_model_open(a->model, &mo, m, err, err_len);
-    if (opened && a->mode == CC_AOT && cc_compiler_missing(cc_name, sizeof cc_name)) {
+    if (opened && a->mode == CC_AOT && a->device == CINFER_DEVICE_CPU && cc_compiler_missing(cc_name, sizeof cc_name)) {
         /* no cached object and no compiler to build one: the JIT runs the same kernels */
         fprintf(stderr, "%s: --aot needs a C compiler and '%s' is not installed (apt-get install gcc, or set CC); "
                 "using the JIT (libtcc) instead\n", run_name, cc_name);

@@ -35,6 +35,7 @@ static void serve_usage(FILE *f) {
             "  -t, --threads N    threads per model (default: physical cores)\n"
             "  --queue N          requests that may wait behind the running one, per model (default 16)\n"
             "  --no-webui         no chat page at GET /\n"
+            "  --device D         cpu (default) or cuda[:N]: every model on that GPU (docs/cuda.md)\n"
             "  --cors-origin O    let web pages from origin O (e.g. https://app.example) call the API\n"
             "                     (repeatable; '*': any).  Other cross-site requests get 403\n"
             "endpoints: GET / (web UI), GET /health, GET /v1/models, POST /v1/chat/completions,\n"
@@ -95,6 +96,7 @@ static int open_bundle(const char *path, const cli_linked *lk, const cinfer_mode
 
 static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_models *sm) {
     srv_options o = {.port = 8080};
+    cinfer_model_options mo = {0}; /* --device; --mem adds each model's budget below */
     uint64_t mem_bytes = 0; /* --mem: each model's budget */
     const char *path = NULL;
     const char *paths[MAX_MODELS], *cors[MAX_MODELS];
@@ -142,6 +144,13 @@ static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_m
             o.n_cors_origins = n_cors;
         }
         else if (!strcmp(f, "--name")) o.model_name = v;
+        else if (!strcmp(f, "--device")) {
+            if (cli_parse_device("cinfer serve", v, &mo.device, &mo.device_index)) return 2;
+            if (lk && mo.device != CINFER_DEVICE_CPU) {
+                fprintf(stderr, "cinfer serve: --device cuda: a bundle runs its linked forward pass on the CPU\n");
+                return 2;
+            }
+        }
         else if (!strcmp(f, "--model")) {
             if (lk) {
                 fprintf(stderr, "cinfer serve: --model: this program serves only the model inside it\n");
@@ -168,7 +177,7 @@ static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_m
         else if (!strcmp(f, "--port")) { if (parse_int(f, v, 0, 65535, &x)) return 2; o.port = (int)x; }
         else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) { if (parse_int(f, v, 0, 1 << 24, &x)) return 2; o.n_ctx = (int)x; }
         else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) { if (parse_int(f, v, 0, 1024, &x)) return 2; o.n_threads = (int)x; }
-        else if (!strcmp(f, "--mem") && !lk) { if (cli_parse_bytes("cinfer serve", v, &mem_bytes)) return 2; i++; }
+        else if (!strcmp(f, "--mem") && !lk) { if (cli_parse_bytes("cinfer serve", v, &mem_bytes)) return 2; }
         else if (!strcmp(f, "--queue")) { if (parse_int(f, v, 1, 1 << 20, &x)) return 2; o.queue_max = (int)x; }
         else {
             fprintf(stderr, "cinfer serve: unknown option '%s' (see --help)\n", f);
@@ -217,15 +226,15 @@ static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_m
     srv_model extra[MAX_MODELS];
     int n_open = 0;
     srv *s = NULL;
-    const cinfer_model_options mo = {.mem_bytes = mem_bytes, .n_ctx = o.n_ctx, .n_threads = o.n_threads};
-    if (path && sm->open(path, lk, mem_bytes ? &mo : NULL, &m, err, sizeof err)) {
+    if (mem_bytes) mo.mem_bytes = mem_bytes, mo.n_ctx = o.n_ctx, mo.n_threads = o.n_threads;
+    if (path && sm->open(path, lk, &mo, &m, err, sizeof err)) {
         fprintf(stderr, "cinfer serve: %s\n", err);
         goto out;
     }
     if (m && mem_bytes) cli_print_budget("cinfer serve", m, 0);
     for (; n_open < n_models; n_open++) {
         extra[n_open].name = names[n_open];
-        if (sm->open(paths[n_open], lk, mem_bytes ? &mo : NULL, &extra[n_open].m, err, sizeof err)) {
+        if (sm->open(paths[n_open], lk, &mo, &extra[n_open].m, err, sizeof err)) {
             fprintf(stderr, "cinfer serve: model '%s': %s\n", names[n_open], err);
             goto out;
         }

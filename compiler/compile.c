@@ -30,6 +30,8 @@
 #include "cinfer.h"
 #include "base/specfile.h"
 #include "emit.h"
+#include "kernels/cuda/cfk_geom.h"
+#include "kernels/cuda/cfk_quant.cuh"
 #include "kernels/kern.h"
 #include "kernels/precision.h"
 
@@ -113,6 +115,56 @@ static int apply_precision(ir_program *p, int precision, char *err, size_t err_l
     return rc;
 }
 
+/* ---- what the CUDA kernels cover ------------------------------------------------ */
+
+/* Refuse, before emitting, what the CUDA path cannot run: an op without a
+ * kernel line in templates/ops.cu.in (MoE, SSM, ... until they get one), a
+ * weight type the kernels do not decode, shapes past the kernels' limits
+ * (runtime/kernels/cuda/cfk_geom.h).  One line, naming the op or tensor and
+ * the archspec line. */
+static int cuda_supported(const ir_program *p, const char *ops_cu, char *err, size_t err_len) {
+    for (int o = 0; o < p->n_ops; o++) {
+        const ir_op *op = &p->ops[o];
+        const char *name = ir_info(op->code)->name;
+        char marker[96];
+        snprintf(marker, sizeof marker, "/*@kernel %s*/", name);
+        if (!strstr(ops_cu, marker))
+            return snprintf(err, err_len, "not supported on --device cuda: op '%s' (%s:%d; no CUDA kernel yet, "
+                            "run it on the CPU)", name, p->files[op->file], op->line), -1;
+        /* forms of attention its CUDA kernels do not compute (the CPU kernels do) */
+        const char *form = NULL;
+        if (op->code == IR_ATTENTION && op->i[6] >= 0) form = "with attention sinks";
+        else if (op->code == IR_ATTENTION && op->i[5] != op->i[3]) form = "with a value head size other than the key's";
+        else if (op->code == IR_ATTENTION && op->in[1] >= 0 && op->in[2] < 0) form = "with values read from the keys";
+        else if (op->code == IR_ATTENTION && op->i[4] < 0) form = "without a causal mask (an encoder's)";
+        if (form)
+            return snprintf(err, err_len, "not supported on --device cuda: op '%s' %s (%s:%d; no CUDA kernel for "
+                            "that form yet, run it on the CPU)", name, form, p->files[op->file], op->line), -1;
+        int reads_rows = op->code == IR_MATMUL || op->code == IR_LOGITS || op->code == IR_EMBED ||
+                         op->code == IR_POS_EMBED;
+        int ws[2] = {op->w, op->code == IR_LAYER_NORM ? (int)op->i[0] : op->code == IR_LOGITS ? (int)op->i[2] : -1};
+        for (int k = 0; k < 2; k++) {
+            if (ws[k] < 0) continue;
+            const ir_weight *w = &p->weights[ws[k]];
+            if (reads_rows && k == 0 ? !CFK_TYPE_SUPPORTED(w->type) : w->type != CFK_T_F32)
+                return snprintf(err, err_len, "not supported on --device cuda: tensor '%s' is %s for %s (%s:%d); "
+                                "the CUDA kernels read %s", w->name, ggml_type_name((uint32_t)w->type), name,
+                                p->files[op->file], op->line,
+                                reads_rows && k == 0 ? "F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K weights"
+                                                     : "F32 norm weights and biases"), -1;
+        }
+        if (op->code == IR_ATTENTION && (op->i[3] > CFK_ATT_MAX_HD || op->i[3] < 1))
+            return snprintf(err, err_len, "not supported on --device cuda: attention head_dim %lld (%s:%d; the "
+                            "CUDA kernels take 1..%d)", (long long)op->i[3], p->files[op->file], op->line,
+                            CFK_ATT_MAX_HD), -1;
+        if (op->code == IR_ROPE && (op->i[2] / 2 > CFK_ROPE_MAX_PAIRS || op->i[2] < 2))
+            return snprintf(err, err_len, "not supported on --device cuda: rope n_rot %lld (%s:%d; the CUDA kernel "
+                            "takes 2..%d)", (long long)op->i[2], p->files[op->file], op->line,
+                            2 * CFK_ROPE_MAX_PAIRS), -1;
+    }
+    return 0;
+}
+
 /* ---- generation ------------------------------------------------------------- */
 
 /* Tokens per forward call when the caller does not choose: 512; an encoder
@@ -126,7 +178,8 @@ static int default_n_batch(const ir_program *p) {
 int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src_len, char *err,
                 size_t err_len) {
     *src = NULL;
-    char *spec = NULL, *common = NULL, *prelude = NULL, *fwd = NULL, *ops = NULL;
+    char *spec = NULL, *common = NULL, *prelude = NULL, *fwd = NULL, *ops = NULL, *prelude_cuda = NULL;
+    const int cuda = o->device == CC_DEVICE_CUDA;
     size_t spec_len = 0, common_len = 0, n;
     char spec_name[512];
     ir_program *p = NULL;
@@ -169,22 +222,32 @@ int cc_generate(const gguf_file *g, const cc_options *o, char **src, size_t *src
             goto done;
         }
     }
+    if (cuda && o->precision != CINFER_PRECISION_AUTO && o->precision != CINFER_PRECISION_NATIVE) {
+        snprintf(err, err_len, "--quant %s is not supported on --device cuda (the CUDA kernels compute on the "
+                 "GGUF weight types: auto or native)", prec_name(o->precision) ? prec_name(o->precision) : "?");
+        goto done;
+    }
+    const char *fwd_name = cuda ? "templates/forward.cu.in" : "templates/forward.c.in";
+    const char *ops_name = cuda ? "templates/ops.cu.in" : "templates/ops.c.in";
     if (cc_spec_file("archspecs/common.lua", &common, &common_len, err, err_len) ||
         cc_spec_file("templates/prelude.h", &prelude, &n, err, err_len) ||
-        cc_spec_file("templates/forward.c.in", &fwd, &n, err, err_len) ||
-        cc_spec_file("templates/ops.c.in", &ops, &n, err, err_len))
+        cc_spec_file(fwd_name, &fwd, &n, err, err_len) || cc_spec_file(ops_name, &ops, &n, err, err_len) ||
+        (cuda && cc_spec_file("templates/prelude_cuda.h", &prelude_cuda, &n, err, err_len)))
         goto done;
     if (archspec_build(g, common, common_len, spec, spec_len, spec_name, &p, err, err_len) ||
-        apply_precision(p, o->precision, err, err_len))
+        (!cuda && apply_precision(p, o->precision, err, err_len)) ||
+        (cuda && cuda_supported(p, ops, err, err_len)))
         goto done;
     emit_options eo = {
         .generator_version = CINFER_VERSION,
         .prelude = prelude,
+        .prelude_cuda = prelude_cuda,
         .forward_template = fwd,
-        .forward_template_name = "templates/forward.c.in",
+        .forward_template_name = fwd_name,
         .ops_template = ops,
+        .ops_template_name = ops_name,
         .n_batch = o->n_batch > 0 ? o->n_batch : default_n_batch(p),
-        .precision = prec_name(o->precision),
+        .precision = cuda ? "native" : prec_name(o->precision),
     };
     rc = emit_c(p, &eo, src, src_len, err, err_len);
 done:
@@ -194,6 +257,7 @@ done:
     free(prelude);
     free(fwd);
     free(ops);
+    free(prelude_cuda);
     return rc;
 }
 
@@ -213,16 +277,18 @@ static void on_tcc_error(void *opaque, const char *msg) {
  * process.  This is the only lock in cinfer; it is held for milliseconds. */
 static pthread_mutex_t tcc_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int jit_locked(cc_module *m, const char *src, char *err, size_t err_len);
+static int jit_locked(cc_module *m, const char *src, int cuda, char *err, size_t err_len);
 
-static int jit(cc_module *m, const char *src, char *err, size_t err_len) {
+/* cuda: src is a .cu file; only its host half (#if !__CUDACC_RTC__, without
+ * __CUDACC__) is C, and it defines cf_cuda_forward instead of cf_forward. */
+static int jit(cc_module *m, const char *src, int cuda, char *err, size_t err_len) {
     pthread_mutex_lock(&tcc_lock);
-    int rc = jit_locked(m, src, err, err_len);
+    int rc = jit_locked(m, src, cuda, err, err_len);
     pthread_mutex_unlock(&tcc_lock);
     return rc;
 }
 
-static int jit_locked(cc_module *m, const char *src, char *err, size_t err_len) {
+static int jit_locked(cc_module *m, const char *src, int cuda, char *err, size_t err_len) {
     TCCState *s = tcc_new();
     if (!s) return snprintf(err, err_len, "tcc: cannot create state"), -1;
     err[0] = 0;
@@ -237,10 +303,24 @@ static int jit_locked(cc_module *m, const char *src, char *err, size_t err_len) 
         return -1;
     }
     const cf_model_desc *(*describe)(void) = (const cf_model_desc *(*)(void))tcc_get_symbol(s, "cf_describe");
-    m->forward = (void (*)(cf_env *))tcc_get_symbol(s, "cf_forward");
-    if (!describe || !m->forward) {
-        tcc_delete(s);
-        return snprintf(err, err_len, "tcc: generated code lacks cf_describe/cf_forward"), -1;
+    if (cuda) {
+        int (*abi)(void) = (int (*)(void))tcc_get_symbol(s, "cf_cuda_abi");
+        m->cuda_forward = (void (*)(cf_cuda_host *))tcc_get_symbol(s, "cf_cuda_forward");
+        if (!describe || !abi || !m->cuda_forward) {
+            tcc_delete(s);
+            return snprintf(err, err_len, "tcc: generated CUDA code lacks cf_describe/cf_cuda_abi/cf_cuda_forward"), -1;
+        }
+        if (abi() != CF_CUDA_ABI_VERSION) {
+            tcc_delete(s);
+            return snprintf(err, err_len, "generated CUDA code has CUDA ABI %d, runtime expects %d", abi(),
+                            CF_CUDA_ABI_VERSION), -1;
+        }
+    } else {
+        m->forward = (void (*)(cf_env *))tcc_get_symbol(s, "cf_forward");
+        if (!describe || !m->forward) {
+            tcc_delete(s);
+            return snprintf(err, err_len, "tcc: generated code lacks cf_describe/cf_forward"), -1;
+        }
     }
     m->desc = describe();
     m->handle = s;
@@ -421,6 +501,131 @@ static int aot(cc_module *m, const gguf_file *g, const char *src, size_t src_len
     return 0;
 }
 
+/* ---- CUDA (NVRTC) --------------------------------------------------------- */
+
+const char *const cc_cuda_header_names[CC_CUDA_N_HEADERS] = {"cf_cuda.cuh", "cfk_quant.cuh", "cfk_geom.h"};
+const char *const cc_cuda_header_files[CC_CUDA_N_HEADERS] = {
+    "runtime/kernels/cuda/cf_cuda.cuh", "runtime/kernels/cuda/cfk_quant.cuh", "runtime/kernels/cuda/cfk_geom.h"};
+
+typedef struct {
+    char *text[CC_CUDA_N_HEADERS];
+    size_t len[CC_CUDA_N_HEADERS];
+} cuda_headers;
+
+static void cuda_headers_free(cuda_headers *h) {
+    for (int i = 0; i < CC_CUDA_N_HEADERS; i++) free(h->text[i]);
+}
+
+static int cuda_headers_load(cuda_headers *h, char *err, size_t err_len) {
+    memset(h, 0, sizeof *h);
+    for (int i = 0; i < CC_CUDA_N_HEADERS; i++)
+        if (cc_spec_file(cc_cuda_header_files[i], &h->text[i], &h->len[i], err, err_len)) {
+            cuda_headers_free(h);
+            return -1;
+        }
+    return 0;
+}
+
+int cc_cuda_cache_path(const gguf_file *g, const char *src, size_t src_len, const cc_cuda_target *t, char *path,
+                       size_t cap, char *err, size_t err_len) {
+    char dir[900], fields[512];
+    cuda_headers hd;
+    if (cc_cache_dir(dir, sizeof dir, err, err_len) || cuda_headers_load(&hd, err, err_len)) return -1;
+    XXH3_state_t *h = XXH3_createState();
+    if (!h) {
+        cuda_headers_free(&hd);
+        return snprintf(err, err_len, "out of memory"), -1;
+    }
+    XXH3_64bits_reset(h);
+    XXH3_64bits_update(h, src, src_len);
+    for (int i = 0; i < CC_CUDA_N_HEADERS; i++) {
+        XXH3_64bits_update(h, cc_cuda_header_names[i], strlen(cc_cuda_header_names[i]) + 1);
+        XXH3_64bits_update(h, hd.text[i], hd.len[i]);
+    }
+    int n = snprintf(fields, sizeof fields, "%s|%s|cc %d.%d|driver %d|nvrtc %d.%d|%s", CINFER_VERSION,
+                     t->name ? t->name : "", t->cc_major, t->cc_minor, t->driver_version, t->nvrtc_major,
+                     t->nvrtc_minor, t->arch ? t->arch : "");
+    XXH3_64bits_update(h, fields, (size_t)n < sizeof fields ? (size_t)n : sizeof fields - 1);
+    uint64_t key = XXH3_64bits_digest(h);
+    XXH3_freeState(h);
+    cuda_headers_free(&hd);
+    int w = snprintf(path, cap, "%s/%016llx-%016llx.%s", dir, (unsigned long long)gguf_fingerprint(g),
+                     (unsigned long long)key, t->arch && !strncmp(t->arch, "compute_", 8) ? "ptx" : "cubin");
+    if (w < 0 || (size_t)w >= cap) return snprintf(err, err_len, "cache path too long under %s", dir), -1;
+    return 0;
+}
+
+/* Read a whole file into a malloc'd buffer (one NUL past the end). */
+static int slurp(const char *path, unsigned char **data, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    unsigned char *buf = NULL;
+    size_t n = 0, cap = 0, r;
+    do {
+        if (cap - n < 65536) {
+            unsigned char *nb = realloc(buf, cap = cap ? cap * 2 : 1 << 20);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return -1;
+            }
+            buf = nb;
+        }
+        r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+    } while (r > 0);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || n == 0) {
+        free(buf);
+        return -1;
+    }
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+/* The device half: the cached image for (source, GPU, driver, NVRTC), or
+ * NVRTC now and the image cached (written under a temporary name, renamed). */
+static int cuda_device_half(cc_module *m, const gguf_file *g, const char *src, size_t src_len,
+                            const cc_options *o, char *err, size_t err_len) {
+    const cuda_dev *d = o->cuda;
+    char arch[24];
+    if (cuda_target_arch(d, arch, sizeof arch, err, err_len)) return -1;
+    cc_cuda_target t = {d->name, d->cc_major, d->cc_minor, d->driver_version, d->nvrtc_major, d->nvrtc_minor, arch};
+    if (cc_cuda_cache_path(g, src, src_len, &t, m->cuda_path, sizeof m->cuda_path, err, err_len)) return -1;
+    if (!slurp(m->cuda_path, &m->cuda_image.data, &m->cuda_image.len)) {
+        m->cuda_image.is_cubin = !strncmp(arch, "sm_", 3);
+        snprintf(m->cuda_image.arch, sizeof m->cuda_image.arch, "%s", arch);
+        m->cache_hit = 1;
+        if (o->verbose) fprintf(stderr, "cinfer: CUDA cache hit: %s\n", m->cuda_path);
+        return 0;
+    }
+    if (o->verbose) fprintf(stderr, "cinfer: CUDA cache miss: NVRTC for %s (%s) -> %s\n", arch, d->name, m->cuda_path);
+    cuda_headers hd;
+    if (cuda_headers_load(&hd, err, err_len)) return -1;
+    double t0 = now_ms();
+    char *log = NULL;
+    int rc = cuda_compile(d, src, "cinfer_forward.cu", CC_CUDA_N_HEADERS, (const char *const *)hd.text,
+                          cc_cuda_header_names, &m->cuda_image, &log, err, err_len);
+    cuda_headers_free(&hd);
+    if (rc) {
+        /* the whole log beside the cache entry, for the person reading the error */
+        char log_path[1100], e2[64];
+        snprintf(log_path, sizeof log_path, "%s.log", m->cuda_path);
+        if (log && !write_file_atomic(log_path, log, strlen(log), e2, sizeof e2)) {
+            size_t l = strlen(err);
+            snprintf(err + l, err_len > l ? err_len - l : 0, " (log: %s)", log_path);
+        }
+        free(log);
+        return -1;
+    }
+    free(log);
+    m->compile_ms = now_ms() - t0;
+    return write_file_atomic(m->cuda_path, (const char *)m->cuda_image.data, m->cuda_image.len, err, err_len);
+}
+
 int cc_build(const gguf_file *g, const cc_options *o, cc_module **out, char *err, size_t err_len) {
     *out = NULL;
     cc_module *m = calloc(1, sizeof *m);
@@ -435,8 +640,12 @@ int cc_build(const gguf_file *g, const cc_options *o, cc_module **out, char *err
     }
     m->emit_ms = now_ms() - t0;
     t0 = now_ms();
-    int rc = o->mode == CC_AOT ? aot(m, g, src, src_len, o, err, err_len) : jit(m, src, err, err_len);
-    if (o->mode == CC_JIT) m->compile_ms = now_ms() - t0;
+    const int cuda = o->device == CC_DEVICE_CUDA;
+    if (cuda) m->mode = CC_JIT; /* the host half is small: libtcc */
+    int rc = !cuda && o->mode == CC_AOT ? aot(m, g, src, src_len, o, err, err_len)
+                                        : jit(m, src, cuda, err, err_len);
+    if (m->mode == CC_JIT) m->compile_ms = now_ms() - t0;
+    if (!rc && cuda && o->cuda) rc = cuda_device_half(m, g, src, src_len, o, err, err_len);
     free(src);
     if (!rc && m->desc->abi_version != CF_ABI_VERSION) {
         snprintf(err, err_len, "generated code has ABI %d, runtime expects %d",
@@ -449,7 +658,7 @@ int cc_build(const gguf_file *g, const cc_options *o, cc_module **out, char *err
     }
     if (o->verbose)
         fprintf(stderr, "cinfer: %s: emit %.2f ms, compile %.2f ms%s\n",
-                o->mode == CC_AOT ? "AOT" : "JIT", m->emit_ms, m->compile_ms,
+                cuda ? "CUDA" : o->mode == CC_AOT ? "AOT" : "JIT", m->emit_ms, m->compile_ms,
                 m->cache_hit ? " (cached)" : "");
     *out = m;
     return 0;
@@ -457,6 +666,7 @@ int cc_build(const gguf_file *g, const cc_options *o, cc_module **out, char *err
 
 void cc_module_free(cc_module *m) {
     if (!m) return;
+    cuda_image_free(&m->cuda_image);
     if (m->handle) {
         if (m->mode == CC_JIT) {
             pthread_mutex_lock(&tcc_lock);

@@ -16,6 +16,7 @@
 #include "emit.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,18 +154,29 @@ static int assign_buffers(const ir_program *p, int n_batch, long *val_off, long 
 
 /* ---- templates ------------------------------------------------------------ */
 
-/* Find the op line for `name` in ops.c.in: returns start and length of the
- * text after the marker, up to the end of the line. */
-static int op_template(const char *ops, const char *name, const char **s, size_t *n) {
-    char marker[64];
-    snprintf(marker, sizeof marker, "/*@op %s*/", name);
+/* The text an op template file gives op `name` under marker kind `kind`
+ * ("op" in ops.c.in; "kernel" and "launch" in ops.cu.in): what follows
+ * "/\*@kind name*\/" to the end of its line, joined with a space to the
+ * indented lines right after it (continuations, leading blanks dropped), so
+ * that the op stays on one output line under its #line.  Appends to *t;
+ * returns -1 when there is no such marker. */
+static int op_template(const char *ops, const char *kind, const char *name, sbuf *t) {
+    char marker[96];
+    snprintf(marker, sizeof marker, "/*@%s %s*/", kind, name);
     const char *m = strstr(ops, marker);
     if (!m) return -1;
     m += strlen(marker);
-    while (*m == ' ') m++;
-    const char *e = strchr(m, '\n');
-    *s = m;
-    *n = e ? (size_t)(e - m) : strlen(m);
+    for (int first = 1;; first = 0) {
+        while (*m == ' ') m++;
+        const char *e = strchr(m, '\n');
+        if (!first) sb_puts(t, " ");
+        sb_putn(t, m, e ? (size_t)(e - m) : strlen(m));
+        if (!e || (e[1] != ' ' && e[1] != '\t')) break;
+        m = e + 1;
+        const char *q = m;
+        while (*q == ' ' || *q == '\t') q++;
+        if (*q == '\n' || !*q) break; /* a blank line ends the op */
+    }
     return 0;
 }
 
@@ -172,11 +184,12 @@ static void put_buf(sbuf *b, const long *val_off, int v) {
     sb_printf(b, "A + %ld", val_off[v]);
 }
 
-/* Append the text for placeholder k (kl chars) of op; -1 when it is unknown
- * or names something the op does not have.  "opt_" + a placeholder: a null
- * pointer when that input or weight is absent. */
-static int put_placeholder(sbuf *b, const ir_program *p, const ir_op *op, const long *val_off,
-                           long scratch_off, const char *k, size_t kl) {
+/* Append the text for placeholder k (kl chars) of op (index op_index); -1
+ * when it is unknown or names something the op does not have.  "opt_" + a
+ * placeholder: a null pointer when that input or weight is absent.  sig:
+ * what $sig expands to (NULL: $sig is not available here). */
+static int put_placeholder(sbuf *b, const ir_program *p, const ir_op *op, int op_index, const long *val_off,
+                           long scratch_off, const char *sig, const char *k, size_t kl) {
 #define IS(lit) (kl == sizeof(lit) - 1 && memcmp(k, lit, kl) == 0)
     if (kl > 4 && !memcmp(k, "opt_", 4)) {
         const char *r = k + 4;
@@ -185,7 +198,7 @@ static int put_placeholder(sbuf *b, const ir_program *p, const ir_op *op, const 
                       op->in[r[2] - '0'] < 0) ||
                      (rl == 1 && r[0] == 'w' && op->w < 0);
         if (absent) return sb_puts(b, "(float *)0"), 0;
-        return put_placeholder(b, p, op, val_off, scratch_off, r, rl);
+        return put_placeholder(b, p, op, op_index, val_off, scratch_off, sig, r, rl);
     }
     if (IS("out") && op->out >= 0) put_buf(b, val_off, op->out);
     else if (kl == 3 && !memcmp(k, "in", 2) && k[2] >= '0' && k[2] < '0' + IR_MAX_IN && op->in[k[2] - '0'] >= 0)
@@ -201,6 +214,15 @@ static int put_placeholder(sbuf *b, const ir_program *p, const ir_op *op, const 
     else if (IS("state") && op->state_floats > 0)
         sb_printf(b, "E->state + %ld", op->state_off);
     else if (IS("wname") && op->w >= 0) sb_puts(b, p->weights[op->w].name);
+    else if (IS("k")) sb_printf(b, "%d", op_index);
+    else if (IS("sig") && sig) sb_puts(b, sig);
+    else if (IS("o_out")) sb_printf(b, "%ld", op->out >= 0 ? val_off[op->out] : -1L);
+    else if (kl == 5 && !memcmp(k, "o_in", 4) && k[4] >= '0' && k[4] < '0' + IR_MAX_IN)
+        sb_printf(b, "%ld", op->in[k[4] - '0'] >= 0 ? val_off[op->in[k[4] - '0']] : -1L);
+    else if (IS("wslot")) sb_printf(b, "%d", op->w);
+    else if (kl == 8 && !memcmp(k, "wslot_i", 7) && k[7] >= '0' && k[7] < '0' + IR_MAX_I &&
+             (ir_info(op->code)->wi >> (k[7] - '0') & 1))
+        sb_printf(b, "%lld", op->i[k[7] - '0'] >= 0 ? (long long)op->i[k[7] - '0'] : -1LL);
     else if (IS("wtype") && op->w >= 0) sb_printf(b, "%d", p->weights[op->w].type);
     else if (IS("n") && op->out >= 0) sb_printf(b, "%d", p->values[op->out].n);
     else if (kl == 2 && k[0] == 'i' && k[1] >= '0' && k[1] < '0' + IR_MAX_I)
@@ -212,8 +234,9 @@ static int put_placeholder(sbuf *b, const ir_program *p, const ir_op *op, const 
     return 0;
 }
 
-static int expand_op(sbuf *b, const ir_program *p, const ir_op *op, const long *val_off,
-                     long scratch_off, const char *tpl, size_t tpl_len, char *err, size_t err_len) {
+static int expand_op(sbuf *b, const ir_program *p, const ir_op *op, int op_index, const long *val_off,
+                     long scratch_off, const char *tpl, size_t tpl_len, const char *tpl_name, const char *sig,
+                     char *err, size_t err_len) {
     const char *s = tpl, *end = tpl + tpl_len;
     while (s < end) {
         const char *d = memchr(s, '$', (size_t)(end - s));
@@ -226,14 +249,36 @@ static int expand_op(sbuf *b, const ir_program *p, const ir_op *op, const long *
         while (q < end && ((*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '_')) q++;
         size_t kl = (size_t)(q - d - 1);
         const char *k = d + 1;
-        if (put_placeholder(b, p, op, val_off, scratch_off, k, kl)) {
-            snprintf(err, err_len, "emit: templates/ops.c.in: op '%s' uses unknown or unbound $%.*s",
+        if (put_placeholder(b, p, op, op_index, val_off, scratch_off, sig, k, kl)) {
+            snprintf(err, err_len, "emit: %s: op '%s' uses unknown or unbound $%.*s", tpl_name,
                      ir_info(op->code)->name, (int)kl, k);
             return -1;
         }
         s = q;
     }
     return 0;
+}
+
+/* $sig of an op: FNV-1a (64 bits, hex) of its "kernel" line expanded with
+ * $sig empty.  Two ops get the same signature exactly when their kernels
+ * are the same text, so they can share them (kernels are named by it). */
+static int op_sig(const ir_program *p, const ir_op *op, int op_index, const long *val_off, long scratch_off,
+                  const char *ops, const char *tpl_name, char sig[17], char *err, size_t err_len) {
+    sbuf t = {0}, x = {0};
+    int rc = -1;
+    if (op_template(ops, "kernel", ir_info(op->code)->name, &t) || t.oom)
+        snprintf(err, err_len, t.oom ? "emit: out of memory" : "emit: %s has no 'kernel' line for op '%s'", tpl_name,
+                 ir_info(op->code)->name);
+    else if (!expand_op(&x, p, op, op_index, val_off, scratch_off, t.s, t.len, tpl_name, "", err, err_len)) {
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (size_t i = 0; i < x.len; i++) h = (h ^ (unsigned char)x.s[i]) * 0x100000001b3ull;
+        snprintf(sig, 17, "%016llx", (unsigned long long)h);
+        rc = x.oom ? -1 : 0;
+        if (x.oom) snprintf(err, err_len, "emit: out of memory");
+    }
+    free(t.s);
+    free(x.s);
+    return rc;
 }
 
 static void emit_region(sbuf *b, const char *name, const ir_program *p, const emit_options *o,
@@ -280,27 +325,52 @@ static void emit_region(sbuf *b, const char *name, const ir_program *p, const em
             sb_printf(b, "    %lld, %lld, %lld, %lld,\n", (long long)ne[0], (long long)ne[1],
                       (long long)ne[2], (long long)ne[3]);
         }
-    } else if (!strcmp(name, "body")) {
-        for (int i = 0; i < p->n_ops && !*rc; i++) {
+    } else if (!strcmp(name, "prelude_cuda") && o->prelude_cuda) {
+        sb_puts(b, o->prelude_cuda);
+        if (b->len && b->s[b->len - 1] != '\n') sb_puts(b, "\n");
+    } else if (!strcmp(name, "body") || !strcmp(name, "kernels") || !strcmp(name, "launches")) {
+        /* one line per op: its call (C), its kernels or its launch request (CUDA) */
+        const char *kind = !strcmp(name, "body") ? "op" : !strcmp(name, "kernels") ? "kernel" : "launch";
+        const char *tpl_name = o->ops_template_name ? o->ops_template_name : "templates/ops.c.in";
+        sbuf t = {0};
+        uint64_t *seen = NULL; /* kernels: the signatures already emitted */
+        int n_seen = 0;
+        if (*kind == 'k' && !(seen = malloc(((size_t)p->n_ops + 1) * sizeof *seen))) b->oom = 1;
+        for (int i = 0; i < p->n_ops && !*rc && !b->oom; i++) {
             const ir_op *op = &p->ops[i];
-            const char *tpl;
-            size_t tl;
-            if (op_template(ops, ir_info(op->code)->name, &tpl, &tl)) {
-                snprintf(err, err_len, "emit: templates/ops.c.in has no line for op '%s'",
-                         ir_info(op->code)->name);
+            char sig[17];
+            int have_sig = *kind != 'o' && !op_sig(p, op, i, val_off, scratch_off[i], ops, tpl_name, sig, err, err_len);
+            if (*kind != 'o' && !have_sig) {
                 *rc = -1;
-                return;
+                break;
             }
-            sb_printf(b, "#line %d \"%s\"\n    ", op->line, p->files[op->file]);
-            if (expand_op(b, p, op, val_off, scratch_off[i], tpl, tl, err, err_len)) {
+            if (seen) { /* an op whose kernels another op already defined emits none */
+                uint64_t h = strtoull(sig, NULL, 16);
+                int dup = 0;
+                for (int j = 0; j < n_seen && !dup; j++) dup = seen[j] == h;
+                if (dup) continue;
+                seen[n_seen++] = h;
+            }
+            t.len = 0;
+            if (op_template(ops, kind, ir_info(op->code)->name, &t) || t.oom) {
+                snprintf(err, err_len, t.oom ? "emit: out of memory" : "emit: %s has no '%s' line for op '%s'",
+                         tpl_name, kind, ir_info(op->code)->name);
                 *rc = -1;
-                return;
+                break;
             }
-            if (op->w >= 0) sb_printf(b, " /* %s */", p->weights[op->w].name);
+            sb_printf(b, "#line %d \"%s\"\n%s", op->line, p->files[op->file], *kind == 'k' ? "" : "    ");
+            if (expand_op(b, p, op, i, val_off, scratch_off[i], t.s, t.len, tpl_name, have_sig ? sig : NULL, err,
+                          err_len)) {
+                *rc = -1;
+                break;
+            }
+            if (op->w >= 0 && *kind != 'k') sb_printf(b, " /* %s */", p->weights[op->w].name);
             sb_puts(b, "\n");
         }
+        free(t.s);
+        free(seen);
     } else {
-        snprintf(err, err_len, "emit: templates/forward.c.in: unknown region '%s'", name);
+        snprintf(err, err_len, "emit: %s: unknown region '%s'", o->forward_template_name, name);
         *rc = -1;
     }
 }

@@ -103,6 +103,16 @@ const char *cinfer_precision_name(int precision);
 /* The CINFER_PRECISION_* for a name above, or -1. */
 int cinfer_precision_from_name(const char *name);
 
+/* Where the forward pass runs (`--device`).  CUDA (docs/cuda.md) loads the
+ * NVIDIA driver (libcuda.so.1) and NVRTC at run time, compiles the model's
+ * kernels for the GPU (cached beside the AOT objects) and keeps weights, KV
+ * cache and activations in device memory; it computes on the GGUF weight
+ * types (precision auto or native) and refuses, at open, a model with an op
+ * or tensor type it has no kernel for.  Without a driver or NVRTC,
+ * cinfer_model_open fails with CINFER_EUNSUPPORTED and a message naming the
+ * missing library and where it was looked for. */
+typedef enum { CINFER_DEVICE_CPU = 0, CINFER_DEVICE_CUDA = 1 } cinfer_device;
+
 typedef struct {
     cinfer_compile_mode compile; /* JIT (libtcc, default) or AOT (cc -O3, cached) */
     const char *archspec_path;   /* NULL: the built-in archspecs/<arch>.lua */
@@ -131,6 +141,10 @@ typedef struct {
      * context stay resident.  One session at a time should evaluate. */
     int stream_weights;
     int stream_ahead;
+    /* The device (docs/cuda.md).  CINFER_DEVICE_CUDA plans and streams
+     * nothing: mem_bytes or stream_weights with it are CINFER_EARG. */
+    int device;                  /* CINFER_DEVICE_*; 0 = CPU */
+    int device_index;            /* CUDA: which GPU (0 = the first) */
 } cinfer_model_options;
 
 /* Map the GGUF file at path, load its tokenizer and compile its forward pass.
@@ -161,6 +175,9 @@ int cinfer_model_open_linked_at(const char *path, uint64_t offset, uint64_t n_by
                                 size_t err_len);
 
 int cinfer_model_n_vocab(const cinfer_model *m);
+/* Where the model runs: "cpu", or "cuda:0 NVIDIA H200 (sm_90, 139.8 GiB, driver 12.4, NVRTC 12.4)".
+ * Valid until cinfer_model_close. */
+const char *cinfer_model_device(const cinfer_model *m);
 int cinfer_model_n_ctx_train(const cinfer_model *m);
 /* What the loader noticed that changes results without stopping the load,
  * one line each ('\n'-separated, no trailing newline; "" when none), e.g. a

@@ -285,6 +285,11 @@ TEST(memplan, cli_run_mem) {
     EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
     EXPECT_MSG(out && strstr(out, "--mem '2x': expected bytes"), "%s", out ? out : "");
     free(out);
+    /* serve's --mem takes one value: the option after it is read, not skipped */
+    snprintf(cmd, sizeof cmd, "%s serve %s --mem 64M --no-such-option 1", cinfer_bin(), model);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
+    EXPECT_MSG(out && strstr(out, "unknown option '--no-such-option'"), "%s", out ? out : "");
+    free(out);
 }
 
 TEST(memplan, parse_bytes) {

@@ -32,6 +32,8 @@ LAYERS = [
     ("include", 0),          # cinfer.h: the public contract (declarations only)
     ("runtime/base", 1),     # f16, thread pool, GGML type table, precisions, embedded files
     ("runtime/kernels", 2),  # compute kernels (scalar reference + per-ISA), block quantizers
+    ("runtime/kernels/cuda", 2),  # CUDA kernel sources (NVRTC at load) and their launch geometry
+    ("runtime/gpu", 2),      # the CUDA driver API and NVRTC, loaded at run time (dlopen)
     ("runtime/formats", 3),  # GGUF read/write, safetensors, model-file detection, quantize
     ("runtime/text", 4),     # Unicode, tokenizers, Jinja, chat templates
     ("runtime/grammar", 5),  # JSON Schema -> grammar, matcher, token masks, confidence

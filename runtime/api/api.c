@@ -27,12 +27,14 @@
 
 #include "base/pool.h"
 #include "compiler/compile.h"
+#include "engine/eng_cuda.h"
 #include "engine/engine.h"
 #include "engine/giw.h"
 #include "engine/memplan.h"
 #include "engine/samp.h"
 #include "formats/gguf.h"
 #include "formats/modelfile.h"
+#include "gpu/cuda.h"
 #include "grammar/gram_api.h"
 #include "kernels/precision.h"
 #include "text/chat.h"
@@ -55,6 +57,8 @@ struct cinfer_model {
     char name[128];       /* general.name */
     uint64_t n_params;
     void (*mod_free)(cc_module *); /* cc_module_free for a compiled module, free for a linked one */
+    cuda_dev *gpu;        /* --device cuda: the GPU (closed after the engine and module) */
+    char device[384];     /* cinfer_model_device */
     int has_budget;       /* opened with cinfer_model_options.mem_bytes */
     cinfer_plan budget;   /* the plan the budget chose */
     char budget_steps[1024]; /* its ladder steps, '\n'-separated */
@@ -483,9 +487,53 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
         o.precision = CINFER_PRECISION_NATIVE;
     }
     m->precision = o.precision;
+    snprintf(m->device, sizeof m->device, "cpu");
+    if (o.device != CINFER_DEVICE_CPU && o.device != CINFER_DEVICE_CUDA) {
+        rc = fail(err, err_len, CINFER_EARG, "device %d: expected CINFER_DEVICE_CPU (0) or CINFER_DEVICE_CUDA (1)",
+                  o.device);
+        goto bad;
+    }
+    if (o.device == CINFER_DEVICE_CUDA) {
+        /* both are CPU-memory features: the plan measures this process, streaming maps the file */
+        if (o.stream_weights) {
+            rc = fail(err, err_len, CINFER_EARG, "--device cuda: --stream-weights streams CPU weights from the file "
+                      "mapping; the GPU holds every weight in device memory, drop one of them");
+            goto bad;
+        }
+        if (o.mem_bytes) {
+            rc = fail(err, err_len, CINFER_EARG, "--device cuda: --mem plans CPU memory (precision, then context); "
+                      "the GPU's weights and KV cache are not planned, drop one of them");
+            goto bad;
+        }
+        if (describe) {
+            rc = fail(err, err_len, CINFER_EUNSUPPORTED, "--device cuda: a program with a linked forward pass runs "
+                      "on the CPU; use cinfer run MODEL --device cuda");
+            goto bad;
+        }
+        if (giw_prec >= 0) {
+            rc = fail(err, err_len, CINFER_EUNSUPPORTED, "--device cuda: %s holds repacked CPU weights (a .giw); "
+                      "open the source GGUF", path);
+            goto bad;
+        }
+        if (o.compile == CINFER_AOT) {
+            rc = fail(err, err_len, CINFER_EARG, "--aot builds the CPU forward pass; --device cuda compiles its kernels "
+                      "with NVRTC (cached), drop --aot");
+            goto bad;
+        }
+        if (cuda_open(o.device_index, &m->gpu, e, sizeof e)) {
+            rc = fail(err, err_len, CINFER_EUNSUPPORTED, "--device cuda: %s", e);
+            goto bad;
+        }
+        m->precision = CINFER_PRECISION_NATIVE; /* the GGUF types: the kernels decode them */
+        const cuda_dev *d = m->gpu;
+        snprintf(m->device, sizeof m->device, "cuda:%d %s (sm_%d%d, %.1f GiB, driver %d.%d, NVRTC %d.%d)",
+                 d->ordinal, d->name, d->cc_major, d->cc_minor, d->total_bytes / 1073741824.0,
+                 d->driver_version / 1000, d->driver_version % 1000 / 10, d->nvrtc_major, d->nvrtc_minor);
+    }
     cc_options co = {.mode = o.compile == CINFER_AOT ? CC_AOT : CC_JIT,
                      .archspec_path = o.archspec_path, .verbose = o.verbose,
-                     .precision = o.precision};
+                     .precision = o.precision, .device = m->gpu ? CC_DEVICE_CUDA : CC_DEVICE_CPU,
+                     .cuda = m->gpu};
     if (describe) {
         char fp[17];
         snprintf(fp, sizeof fp, "%016llx", (unsigned long long)gguf_fingerprint(m->g));
@@ -538,10 +586,20 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
         rc = fail(err, err_len, CINFER_EFORMAT, "%s: %s", path, e);
         goto bad;
     }
-    if (o.stream_weights ? eng_model_bind_streamed(&m->em, m->g, m->mod->desc, m->mod->forward, o.stream_ahead,
-                                                   stream_keep, e, sizeof e)
-                         : eng_model_bind_threads(&m->em, m->g, m->mod->desc, m->mod->forward, 0,
-                                                  o.progress ? repack_progress : NULL, &o, e, sizeof e)) {
+    if (m->gpu) {
+        if (eng_model_bind_cuda(&m->em, m->g, m->mod->desc, m->mod->cuda_forward, &m->mod->cuda_image, m->gpu, e,
+                                sizeof e)) {
+            rc = fail(err, err_len, strstr(e, "OUT_OF_MEMORY") ? CINFER_ENOMEM : CINFER_ECOMPILE, "--device cuda: %s",
+                      e);
+            goto bad;
+        }
+        if (o.verbose)
+            fprintf(stderr, "cinfer: %s: %.1f MiB of weights uploaded, kernels from %s (%s)\n", m->device,
+                    ecu_model_weight_bytes(m->em.cuda) / 1048576.0, m->mod->cuda_path, m->mod->cuda_image.arch);
+    } else if (o.stream_weights ? eng_model_bind_streamed(&m->em, m->g, m->mod->desc, m->mod->forward,
+                                                          o.stream_ahead, stream_keep, e, sizeof e)
+                                : eng_model_bind_threads(&m->em, m->g, m->mod->desc, m->mod->forward, 0,
+                                                         o.progress ? repack_progress : NULL, &o, e, sizeof e)) {
         rc = fail(err, err_len, strstr(e, "out of memory") ? CINFER_ENOMEM : CINFER_EFORMAT, "%s", e);
         goto bad;
     }
@@ -595,6 +653,7 @@ void cinfer_model_close(cinfer_model *m) {
     chat_template_free(m->chat);
     eng_model_release(&m->em);
     if (m->mod) m->mod_free(m->mod);
+    cuda_close(m->gpu); /* after everything that lives on it */
     tok_free(m->vocab);
     gguf_close(m->g);
     gram_vocab_free(m->gv);
@@ -634,6 +693,7 @@ int cinfer_grammar_from_schema(const cinfer_model *m, const char *schema, size_t
 }
 
 int cinfer_model_n_vocab(const cinfer_model *m) { return m->mod->desc->n_vocab; }
+const char *cinfer_model_device(const cinfer_model *m) { return m->device; }
 int cinfer_model_precision(const cinfer_model *m) { return m->precision; }
 
 void cinfer_model_repack_stats(const cinfer_model *m, int *n_tensors, size_t *n_bytes, double *ms) {
@@ -915,6 +975,9 @@ typedef struct {
 
 int cinfer_session_save(const cinfer_session *s, const char *path, char *err, size_t err_len) {
     char tmp[4096];
+    if (s->ctx->cuda)
+        return fail(err, err_len, CINFER_EUNSUPPORTED, "%s: saving a session is not supported on --device cuda yet "
+                    "(its KV cache is in device memory)", path);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) return fail(err, err_len, CINFER_EIO, "%s: %s", tmp, strerror(errno));
@@ -946,6 +1009,9 @@ int cinfer_session_save(const cinfer_session *s, const char *path, char *err, si
 }
 
 int cinfer_session_load(cinfer_session *s, const char *path, char *err, size_t err_len) {
+    if (s->ctx->cuda)
+        return fail(err, err_len, CINFER_EUNSUPPORTED, "%s: loading a session is not supported on --device cuda yet "
+                    "(its KV cache is in device memory)", path);
     FILE *f = fopen(path, "rb");
     if (!f) return fail(err, err_len, CINFER_EIO, "%s: %s", path, strerror(errno));
     const cf_model_desc *d = s->m->mod->desc;

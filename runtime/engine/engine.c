@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "eng_cuda.h"
 #include "kernels/kern.h"
 
 static double now_ms(void) {
@@ -238,8 +239,20 @@ int eng_model_bind(eng_model *m, const gguf_file *g, const cf_model_desc *d,
     return eng_model_bind_threads(m, g, d, forward, 0, NULL, NULL, err, err_len);
 }
 
+int eng_model_bind_cuda(eng_model *m, const gguf_file *g, const cf_model_desc *d,
+                        void (*forward)(cf_cuda_host *), const cuda_image *image, const cuda_dev *dev,
+                        char *err, size_t err_len) {
+    memset(m, 0, sizeof *m);
+    if (ecu_model_new(dev, g, d, forward, image, &m->cuda, err, err_len)) return -1;
+    m->g = g;
+    m->desc = d;
+    return 0;
+}
+
 void eng_model_release(eng_model *m) {
     if (!m) return;
+    ecu_model_free(m->cuda);
+    m->cuda = NULL;
     stream_free(m->stream);
     m->stream = NULL;
     if (m->region) munmap(m->region, m->repacked_bytes);
@@ -252,6 +265,7 @@ void eng_model_release(eng_model *m) {
 
 void eng_ctx_free(eng_ctx *c) {
     if (!c) return;
+    ecu_ctx_free(c->cuda);
     for (int i = 0; c->snaps && i < c->n_snaps; i++) {
         free(c->snaps[i].state);
         free(c->snaps[i].logits);
@@ -311,6 +325,17 @@ int eng_ctx_open(const eng_model *m, const eng_ctx_opts *o, eng_ctx **out, char 
     c->m = m;
     c->n_ctx = n_ctx;
     c->logits_all = logits_all;
+    if (m->cuda) { /* the GPU holds the rest */
+        c->logits = calloc((logits_all ? (size_t)d->n_batch : 1) * (size_t)d->n_vocab, sizeof(float));
+        if (!c->logits || ecu_ctx_new(m->cuda, n_ctx, logits_all, &c->cuda, err, err_len)) {
+            if (!c->logits) snprintf(err, err_len, "out of memory");
+            eng_ctx_free(c);
+            return -1;
+        }
+        c->env.logits_all = logits_all;
+        *out = c;
+        return 0;
+    }
     size_t scratch = act_quant ? kern_scratch_bytes_act(n_ctx, d->n_batch, max_n_in(d))
                                : kern_scratch_bytes(n_ctx);
     if (pool_new(n_threads, &c->pool) || pool_reserve(c->pool, scratch)) {
@@ -642,6 +667,13 @@ int eng_eval(eng_ctx *c, const int *tokens, int n, char *err, size_t err_len) {
         return snprintf(err, err_len, "encoder: %d tokens exceed the %d it evaluates at once", n, d->n_batch), -1;
     for (int i = 0; i < n; i += d->n_batch) {
         int nb = n - i < d->n_batch ? n - i : d->n_batch;
+        if (c->cuda) {
+            float *hid = c->env.hidden ? c->env.hidden + (size_t)i * (size_t)d->n_embd : NULL;
+            if (ecu_eval(c->cuda, tokens + i, nb, c->n_past, c->logits, hid, err, err_len)) return -1;
+            c->n_past += nb;
+            c->n_logits = c->logits_all ? nb : 1;
+            continue;
+        }
         c->env.tokens = tokens + i;
         c->env.pos = c->n_past;
         for (int t = 0; t < nb; t++) c->positions[t] = c->n_past + t;

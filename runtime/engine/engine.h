@@ -14,8 +14,13 @@
 
 #include "formats/gguf.h"
 #include "base/pool.h"
+#include "gpu/cuda.h"
 #include "prelude.h"
+#include "prelude_cuda.h"
 #include "stream.h"
+
+struct ecu_model;
+struct ecu_ctx;
 
 typedef struct {
     const gguf_file *g;        /* borrowed: must outlive the model */
@@ -27,6 +32,7 @@ typedef struct {
     int n_repacked;            /* weights repacked at bind */
     size_t repacked_bytes;     /* bytes of `region` */
     double repack_ms;          /* wall time of the repacking */
+    struct ecu_model *cuda;    /* --device cuda: the weights on the GPU (eng_cuda.h); W is NULL */
     eng_stream *stream;        /* streamed weights (eng_model_bind_streamed), or NULL */
 } eng_model;
 
@@ -56,15 +62,17 @@ typedef struct {
     int logits_all; /* keep logits of every token of the last eval batch */
     int n_logits;   /* rows valid in logits after the last eval */
     float *state;   /* (state_floats) recurrent state after positions 0..n_past-1; NULL when
-                     * the model has no recurrent layer */
+                     * the model has no recurrent layer (and on CUDA, which runs none) */
     long state_floats;
     eng_snap *snaps; /* (n_snaps) for prefix reuse (eng_snapshot, eng_truncate) */
     int n_snaps;
     unsigned long snap_clock;
     int snap_deferred; /* 1: the state is the snapshot of n_past, not yet copied (eng_snapshot_deferred) */
-    cf_env env;
+    cf_env env;     /* CPU; on CUDA only env.hidden is read (embeddings) */
     const cf_kernels *kern_base; /* the ISA's kernel table; env.K is kern_stream when streaming */
     cf_kernels kern_stream;      /* kern_base with matmul reporting its weight to the stream */
+    struct ecu_ctx *cuda; /* --device cuda: KV cache, arena and graph on the GPU; kv_k, kv_v,
+                           * arena and pool are NULL */
 } eng_ctx;
 
 /* Options of eng_ctx_open; zero is the default of each field. */
@@ -104,12 +112,23 @@ int eng_model_bind_streamed(eng_model *m, const gguf_file *g, const cf_model_des
                             void (*forward)(cf_env *), int ahead, int keep, char *err, size_t err_len);
 void eng_model_release(eng_model *m);
 
+/* --device cuda: bind desc's weight slots to g's tensors on the GPU dev:
+ * load the compiled module (image, from cc_build), resolve its kernels and
+ * upload every weight once in its GGUF layout (runtime/engine/eng_cuda.h).
+ * The context made from this model by eng_ctx_new lives on the GPU; eng_eval
+ * and eng_logits work the same.  Errors: -1, "cuMemAlloc (...): ...",
+ * "tensor 'x': type ... compiled for ...". */
+int eng_model_bind_cuda(eng_model *m, const gguf_file *g, const cf_model_desc *desc,
+                        void (*forward)(cf_cuda_host *), const cuda_image *image, const cuda_dev *dev,
+                        char *err, size_t err_len);
+
 /* n_ctx <= 0: min(desc->n_ctx_train, 4096).  n_threads <= 0: physical cores.
  * logits_all: eng_eval keeps logits for every token (up to one batch) instead
  * of only the last.  act_quant: cf_env.act_quant, the matmul activation mode
  * (0 f32, exact; 1 quantized like llama.cpp, see templates/prelude.h); 1 also
  * reserves the scratch for the converted activations (kern_scratch_bytes_act).
- * All buffers are allocated here, none later. */
+ * All buffers are allocated here, none later.  For a CUDA model (n_threads
+ * and act_quant unused) the KV cache and activations are on the GPU. */
 int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, int act_quant,
                 eng_ctx **out, char *err, size_t err_len);
 /* eng_ctx_new with every option (eng_ctx_opts); a model with recurrent
