@@ -131,8 +131,12 @@ static int parse_num(const char *flag, const char *s, double lo, double hi, doub
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (!*s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, "%s: %s: '%s' is not a number in [%g, %g]\n", run_name, flag, s, lo, hi);
+    if (!*s || *end || errno) {
+        fprintf(stderr, "%s: %s: '%s' is not a number\n", run_name, flag, s);
+        return -1;
+    }
+    if (v < lo || v > hi) {
+        fprintf(stderr, "%s: %s: %s is out of range [%g, %g]\n", run_name, flag, s, lo, hi);
         return -1;
     }
     *out = v;
@@ -246,11 +250,16 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
 #undef NEED_VAL
     }
     if (!a->model && prebuilt != RUN_BUNDLE) {
+        fprintf(stderr, "%s: no MODEL given\n", run_name);
         run_usage(stderr, prebuilt);
         return -1;
     }
     if (!!a->prompt + !!a->prompt_ids + !!a->prompt_file > 1) {
         fprintf(stderr, "%s: give one of -p, -f and --prompt-ids\n", run_name);
+        return -1;
+    }
+    if (a->confidence && !a->json_schema) {
+        fprintf(stderr, "%s: --confidence needs --json-schema (it reports the schema's decisions)\n", run_name);
         return -1;
     }
     return 0;

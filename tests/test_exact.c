@@ -268,4 +268,11 @@ TEST(exact, nonfinite_logits_name_the_layer) {
     EXPECT_MSG(rc != 0 && out && strstr(out, "layer 2") && strstr(out, "blk.2.ffn_down.weight"),
                "cinfer run exited %d: %s", rc, out ? out : "");
     free(out);
+    /* the same from weights streamed from the file (the checked rerun crashed there once) */
+    snprintf(cmd, sizeof cmd, "%s run '%s' -p 'Once upon a time' -n 4 --temp 0 --stream-weights", cinfer_bin(), path);
+    out = NULL;
+    rc = run_cmd(cmd, true, &out);
+    EXPECT_MSG(rc == 1 && out && strstr(out, "layer 2") && strstr(out, "blk.2.ffn_down.weight"),
+               "cinfer run --stream-weights exited %d: %s", rc, out ? out : "");
+    free(out);
 }

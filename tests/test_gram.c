@@ -391,6 +391,25 @@ TEST(gram, cycles_without_input_refused) {
     gram_free(g);
 }
 
+/* A misspelt type name is a broken schema (named, CINFER_EFORMAT), not a
+ * schema that silently allows nothing where it stands. */
+TEST(gram, unknown_type_names_refused) {
+    static const char *const bad[] = {
+        "{\"type\":\"objekt\"}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"strin\"}}}",
+        "{\"type\":[\"string\",\"nul\"]}",
+        "{\"type\":[]}",
+        "{\"type\":3}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) refused(bad[i], CINFER_EFORMAT, "'type' at #");
+    gram_grammar *g = compile("{\"type\":[\"string\",\"null\"]}");
+    if (g) {
+        ACCEPT(g, "null");
+        ACCEPT(g, "\"x\"");
+    }
+    gram_free(g);
+}
+
 TEST(gram, dependencies_every_draft) {
     /* no $schema: 2020-12 rules, yet "dependencies" is enforced, never dropped */
     static const char *const s[] = {

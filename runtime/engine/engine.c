@@ -603,7 +603,10 @@ static void diagnose_nonfinite(eng_ctx *c, char *what, size_t what_len) {
         snprintf(what, what_len, "no memory to find the layer");
         return;
     }
-    C->real = c->env.K;
+    /* streaming: the unstreamed kernels (stream_matmul finds its eng_ctx from
+     * the env it gets, which here is C's; the file mapping pages the weights
+     * back in without the read-ahead) */
+    C->real = c->m->stream ? c->kern_base : c->env.K;
     C->desc = c->m->desc;
     C->last_layer = -1;
     C->table = *C->real; /* ops added later run unchecked rather than not at all */

@@ -1307,6 +1307,18 @@ static int num_text(const cJSON *v, char *buf, size_t cap) {
     return gram_canon_double(v->valuedouble, buf, cap) < 0 ? -1 : 0;
 }
 
+/* "type" is a JSON Schema type name or a non-empty array of them (draft 3's
+ * "any" too): a misspelt one ("strin") would otherwise allow nothing there,
+ * silently. */
+static int type_names_valid(const cJSON *t) {
+    static const char *const names[] = {"null", "boolean", "object", "array", "string", "number", "integer", "any", NULL};
+    if (cJSON_IsString(t)) return in_list(names, t->valuestring);
+    if (!cJSON_IsArray(t) || !t->child) return 0;
+    for (const cJSON *e = t->child; e; e = e->next)
+        if (!cJSON_IsString(e) || !in_list(names, e->valuestring)) return 0;
+    return 1;
+}
+
 static int type_bits(const cJSON *t, int *int_only) {
     int bits = 0, has_num = 0, has_int = 0;
     const cJSON *one = t;
@@ -1417,6 +1429,9 @@ static void gather(comp *C, const conj *c, facts *f) {
         if (t) {
             int io;
             int b = type_bits(t, &io);
+            if (!type_names_valid(t))
+                refuse(C, "'type' at %s must be one of null, boolean, object, array, number, string, integer "
+                       "(or a non-empty array of them)", path_of(C, n));
             f->types &= b;
             if (io) f->int_only = 1;
         }

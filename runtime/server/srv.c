@@ -1385,8 +1385,7 @@ static srv_job *parse_job(srv *s, int api, cJSON *r, bad_req *b, int count_only)
     }
     if (api != API_COMPL && !s->chat) {
         srv_bad(b, 400, "model",
-                "model '%.100s' has no usable chat template (%.150s), so it cannot answer chat requests; "
-                "send a plain prompt to /v1/completions",
+                "model '%.100s' cannot answer chat requests: %.150s; send a plain prompt to /v1/completions",
                 s->name, s->chat_err);
         goto out;
     }
