@@ -94,6 +94,11 @@ static void push_gguf_value(lua_State *L, const char *key, const gguf_value *v) 
         lua_pushinteger(L, (lua_Integer)v->v.i64);
         break;
     case GGUF_VT_FLOAT32: case GGUF_VT_FLOAT64:
+        /* an inf/NaN hyperparameter would become a C literal that does not compile (or a
+         * forward pass that computes nothing): refused here, named */
+        if (!isfinite(v->v.f64))
+            luaL_error(L, "GGUF key '%s' is %s, not a finite number", key,
+                       isnan(v->v.f64) ? "NaN" : v->v.f64 > 0 ? "inf" : "-inf");
         lua_pushnumber(L, v->v.f64);
         break;
     case GGUF_VT_BOOL:

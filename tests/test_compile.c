@@ -6,6 +6,7 @@
  * standalone executable).
  */
 #include <cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -386,4 +387,16 @@ TEST(compile, moe_variants_not_implemented_are_refused) {
                    "not supported: glm4moe.expert_gating_func=4");
     expect_refused("deepseek2", "deepseek2.attention.temperature_scale", gguf_val_u32(2),
                    "not supported: deepseek2.attention.temperature_scale=2");
+}
+
+/* An inf/NaN float hyperparameter is refused by name at the archspec line
+ * that reads it (it once became a 'nanf' C literal that tcc could not compile). */
+TEST(compile, nonfinite_hparams_are_refused) {
+    gguf_value nan = {.type = GGUF_VT_FLOAT32}, inf = {.type = GGUF_VT_FLOAT32};
+    nan.v.f64 = NAN;
+    inf.v.f64 = -INFINITY;
+    expect_refused("llama", "llama.attention.layer_norm_rms_epsilon", nan,
+                   "GGUF key 'llama.attention.layer_norm_rms_epsilon' is NaN, not a finite number");
+    expect_refused("deepseek2", "deepseek2.expert_weights_scale", inf,
+                   "GGUF key 'deepseek2.expert_weights_scale' is -inf, not a finite number");
 }

@@ -391,9 +391,9 @@ TEST(gram, cycles_without_input_refused) {
     gram_free(g);
 }
 
-/* A misspelt type name is a broken schema (named, CINFER_EFORMAT), not a
+/* A misspelt type name or a multipleOf <= 0 is a broken schema (named, CINFER_EFORMAT), not a
  * schema that silently allows nothing where it stands. */
-TEST(gram, unknown_type_names_refused) {
+TEST(gram, broken_type_and_multipleof_refused) {
     static const char *const bad[] = {
         "{\"type\":\"objekt\"}",
         "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"strin\"}}}",
@@ -402,6 +402,10 @@ TEST(gram, unknown_type_names_refused) {
         "{\"type\":3}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) refused(bad[i], CINFER_EFORMAT, "'type' at #");
+    /* multipleOf must be > 0 (it was ignored when zero or negative) */
+    refused("{\"type\":\"integer\",\"multipleOf\":-3}", CINFER_EFORMAT, "'multipleOf' at # is -3: it must be greater than 0");
+    refused("{\"multipleOf\":0.0e5}", CINFER_EFORMAT, "must be greater than 0");
+    refused("{\"properties\":{\"a\":{\"multipleOf\":0}}}", CINFER_EFORMAT, "'multipleOf' at #/properties/a");
     gram_grammar *g = compile("{\"type\":[\"string\",\"null\"]}");
     if (g) {
         ACCEPT(g, "null");

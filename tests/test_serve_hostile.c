@@ -106,6 +106,10 @@ static const char *const BAD_SCHEMAS[] = {
     "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":5,\"maxLength\":2}},"
     "\"required\":[\"s\"]}",
     "{\"type\":\"object\",\"properties\":{\"a\":false},\"required\":[\"a\"]}",
+    /* bounds beyond a double (dropped once: the output broke them) and multipleOf <= 0 */
+    "{\"type\":\"integer\",\"minimum\":1e309}",
+    "{\"type\":\"number\",\"exclusiveMaximum\":-1e400}",
+    "{\"type\":\"integer\",\"multipleOf\":-3}",
     NULL,
 };
 

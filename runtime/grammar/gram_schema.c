@@ -1307,6 +1307,13 @@ static int num_text(const cJSON *v, char *buf, size_t cap) {
     return gram_canon_double(v->valuedouble, buf, cap) < 0 ? -1 : 0;
 }
 
+/* A number's text (num_text) is zero: no nonzero digit before the exponent. */
+static int zero_text(const char *t) {
+    for (; *t && *t != 'e' && *t != 'E'; t++)
+        if (*t >= '1' && *t <= '9') return 0;
+    return 1;
+}
+
 /* "type" is a JSON Schema type name or a non-empty array of them (draft 3's
  * "any" too): a misspelt one ("strin") would otherwise allow nothing there,
  * silently. */
@@ -1442,7 +1449,9 @@ static void gather(comp *C, const conj *c, facts *f) {
         if ((v = kw(n, "maximum")) && !num_text(v, buf, sizeof buf)) tighten_hi(f, buf, cJSON_IsTrue(emax));
         if (emin && !num_text(emin, buf, sizeof buf)) tighten_lo(f, buf, 1);
         if (emax && !num_text(emax, buf, sizeof buf)) tighten_hi(f, buf, 1);
-        if ((v = kw(n, "multipleOf")) && !num_text(v, buf, sizeof buf) && buf[0] != '-' && strcmp(buf, "0")) {
+        if ((v = kw(n, "multipleOf")) && !num_text(v, buf, sizeof buf) && (buf[0] == '-' || zero_text(buf)))
+            refuse(C, "'multipleOf' at %s is %s: it must be greater than 0", path_of(C, n), buf);
+        else if (v && !num_text(v, buf, sizeof buf)) {
             if (strlen(buf) >= sizeof f->mult_buf[0]) unsupported(C, "multipleOf with more than 127 digits", n);
             else if (f->n_mult && mult_lcm(f->mult[f->n_mult - 1], buf, f->mult_buf[f->n_mult - 1]))
                 f->mult[f->n_mult - 1] = f->mult_buf[f->n_mult - 1]; /* one multipleOf for both: their lcm */

@@ -616,6 +616,10 @@ static int schema_lint(const cJSON *s, char *path, size_t len, size_t cap, char 
                 return lint_fail(why, wcap, "'%s' must be a non-negative integer", kw);
         for (size_t t = 0; t < sizeof nums / sizeof *nums; t++)
             if (!strcmp(kw, nums[t]) && !cJSON_IsNumber(k)) return lint_fail(why, wcap, "'%s' must be a number", kw);
+        /* the request body is parsed into doubles: a bound beyond one (1e309, a
+         * 500-digit integer) would reach the grammar as null, dropped */
+        if (cJSON_IsNumber(k) && !isfinite(k->valuedouble))
+            return lint_fail(why, wcap, "'%s' is beyond the range of a double (|x| < 1.8e308)", kw);
         for (size_t t = 0; t < sizeof strs / sizeof *strs; t++)
             if (!strcmp(kw, strs[t]) && !cJSON_IsString(k)) return lint_fail(why, wcap, "'%s' must be a string", kw);
         if ((!strcmp(kw, "exclusiveMinimum") || !strcmp(kw, "exclusiveMaximum")) && !cJSON_IsNumber(k) &&
