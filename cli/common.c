@@ -19,6 +19,8 @@
 
 #include "cinfer.h"
 #include "cli.h"
+
+#include "base/readall.h"
 #include "formats/modelfile.h"
 #include "hub/pull.h"
 
@@ -297,27 +299,10 @@ int cli_cache_file(const char *file, char *buf, size_t cap) {
 char *cli_read_all(const char *path, size_t *len) {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0) break;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) free(buf);
-            buf = nb;
-        }
-    }
-    int bad = ferror(f), e = errno;
+    char *buf = read_all(f, len);
+    int e = errno;
     if (f != stdin) fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        errno = buf ? (e ? e : EIO) : ENOMEM;
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
+    errno = e;
     return buf;
 }
 

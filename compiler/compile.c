@@ -28,6 +28,7 @@
 
 #include "archspec.h"
 #include "cinfer.h"
+#include "base/readall.h"
 #include "base/specfile.h"
 #include "emit.h"
 #include "kernels/cuda/cfk_geom.h"
@@ -555,35 +556,15 @@ int cc_cuda_cache_path(const gguf_file *g, const char *src, size_t src_len, cons
     return 0;
 }
 
-/* Read a whole file into a malloc'd buffer (one NUL past the end). */
+/* A whole nonempty file in a malloc'd buffer (one NUL past the end). */
 static int slurp(const char *path, unsigned char **data, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
-    unsigned char *buf = NULL;
-    size_t n = 0, cap = 0, r;
-    do {
-        if (cap - n < 65536) {
-            unsigned char *nb = realloc(buf, cap = cap ? cap * 2 : 1 << 20);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return -1;
-            }
-            buf = nb;
-        }
-        r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-    } while (r > 0);
-    int bad = ferror(f);
+    char *buf = read_all(f, len);
     fclose(f);
-    if (bad || n == 0) {
-        free(buf);
-        return -1;
-    }
-    buf[n] = 0;
-    *data = buf;
-    *len = n;
-    return 0;
+    if (buf && !*len) free(buf), buf = NULL;
+    *data = (unsigned char *)buf;
+    return buf ? 0 : -1;
 }
 
 /* The device half: the cached image for (source, GPU, driver, NVRTC), or

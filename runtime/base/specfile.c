@@ -3,6 +3,8 @@
  */
 #include "specfile.h"
 
+#include "readall.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -23,30 +25,10 @@ int spec_file_read(const char *name, char **data, size_t *len, char *err, size_t
         snprintf(path, sizeof path, "%s/%s", dir, name);
         FILE *f = fopen(path, "rb");
         if (!f) return snprintf(err, err_len, "%s: %s", path, strerror(errno)), -1;
-        char *buf = NULL;
-        size_t n = 0, cap = 0, r;
-        do {
-            if (cap - n < 4096) {
-                char *nb = realloc(buf, cap = cap ? cap * 2 : 65536);
-                if (!nb) {
-                    free(buf);
-                    fclose(f);
-                    return snprintf(err, err_len, "%s: out of memory", path), -1;
-                }
-                buf = nb;
-            }
-            r = fread(buf + n, 1, cap - n - 1, f);
-            n += r;
-        } while (r > 0);
-        int bad = ferror(f);
+        *data = read_all(f, len);
+        int e = errno;
         fclose(f);
-        if (bad) {
-            free(buf);
-            return snprintf(err, err_len, "%s: read error", path), -1;
-        }
-        buf[n] = 0;
-        *data = buf;
-        *len = n;
+        if (!*data) return snprintf(err, err_len, "%s: %s", path, strerror(e)), -1;
         return 0;
     }
     for (const embedded_file *e = embedded_files; e->name; e++)
