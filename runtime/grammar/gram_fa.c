@@ -319,7 +319,7 @@ static int hopcroft(const raw_dfa *r, const int32_t *live, int32_t *blk) {
     int32_t *marked = calloc((size_t)n, sizeof *marked), *inw = calloc((size_t)n, sizeof *inw);
     int32_t *isym = NULL, *isrc = NULL, *tmp = NULL, *bstart = calloc((size_t)S + 1, sizeof *bstart);
     int32_t *bfill = calloc((size_t)S + 1, sizeof *bfill), *bsrc = NULL;
-    gram_ivec work = {0}, touched = {0};
+    gram_ivec work = {0}, touched = {0}, syms = {0};
     if (!ioff || !elem || !loc || !first || !size || !marked || !inw || !bstart || !bfill) goto out;
 #define EACH_EDGE(BODY)                                                                  \
     for (int s_ = 0; s_ < n; s_++) {                                                     \
@@ -385,22 +385,29 @@ static int hopcroft(const raw_dfa *r, const int32_t *live, int32_t *blk) {
     while (work.n) {
         int32_t sb = work.v[--work.n];
         inw[sb] = 0;
-        /* predecessors of block sb, bucketed by symbol */
-        memset(bstart, 0, ((size_t)S + 1) * sizeof *bstart);
+        /* predecessors of block sb, bucketed by symbol: only the symbols that occur
+         * (bstart counts, zero between splitters; an O(symbols) pass per splitter
+         * was most of the minimisation time on wide byte-class automata) */
+        syms.n = 0;
         for (int i = 0; i < size[sb]; i++) {
             int32_t t = elem[first[sb] + i];
-            for (int k = ioff[t]; k < ioff[t + 1]; k++) bstart[isym[k] + 1]++;
+            for (int k = ioff[t]; k < ioff[t + 1]; k++)
+                if (!bstart[isym[k]]++ && gram_ivec_push(&syms, isym[k])) goto out;
         }
-        for (int a = 0; a < S; a++) bstart[a + 1] += bstart[a];
-        memcpy(bfill, bstart, (size_t)S * sizeof *bfill);
+        {
+            int pos = 0;
+            for (int j = 0; j < syms.n; j++) bfill[syms.v[j]] = pos, pos += bstart[syms.v[j]];
+        }
         for (int i = 0; i < size[sb]; i++) {
             int32_t t = elem[first[sb] + i];
             for (int k = ioff[t]; k < ioff[t + 1]; k++) bsrc[bfill[isym[k]]++] = isrc[k];
         }
-        for (int a = 0; a < S; a++) {
-            if (bstart[a] == bstart[a + 1]) continue;
+        for (int j = 0; j < syms.n; j++) {
+            int32_t a = syms.v[j];
+            int hi = bfill[a], lo = hi - bstart[a];
+            bstart[a] = 0;
             touched.n = 0;
-            for (int k = bstart[a]; k < bstart[a + 1]; k++) {
+            for (int k = lo; k < hi; k++) {
                 int32_t p = bsrc[k], b = blk[p];
                 if (loc[p] < first[b] + marked[b]) continue; /* already marked */
                 if (!marked[b] && gram_ivec_push(&touched, b)) goto out;
@@ -451,6 +458,7 @@ out:
     free(bsrc);
     free(work.v);
     free(touched.v);
+    free(syms.v);
     return rc;
 }
 
@@ -714,8 +722,22 @@ typedef struct {
     uint64_t *hash;
 } set_table;
 
-static int set_intern(set_table *t, const int32_t *v, int len, int *is_new) {
-    uint64_t h = hash_ints(v, len, 0x9e3779b97f4a7c15ull ^ (uint64_t)len);
+/* A closure's states come in the order the closure found them, unsorted:
+ * the hash is order-independent (a sum of mixed ids) and equality is
+ * "same size and every stored state is marked in the current closure"
+ * (mark[x] == gen exactly for the states of v).  Sorting every closure
+ * was most of the subset construction's time on large patterns. */
+static uint64_t mix_id(uint32_t x) {
+    uint64_t z = (uint64_t)x + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int set_intern(set_table *t, const int32_t *v, int len, const int32_t *mark, int32_t gen, int *is_new) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)len;
+    for (int i = 0; i < len; i++) h += mix_id((uint32_t)v[i]);
+    h ^= h >> 29;
     if ((size_t)(t->n + 1) * 2 > t->hcap) {
         size_t nc = t->hcap ? t->hcap * 2 : 256;
         int32_t *nt = malloc(nc * sizeof *nt);
@@ -733,10 +755,13 @@ static int set_intern(set_table *t, const int32_t *v, int len, int *is_new) {
     size_t k = h & (t->hcap - 1);
     while (t->htab[k] >= 0) {
         int32_t i = t->htab[k];
-        if (t->hash[i] == h && t->off[i + 1] - t->off[i] == len &&
-            (!len || !memcmp(t->sets + t->off[i], v, (size_t)len * sizeof *v))) {
-            *is_new = 0;
-            return i;
+        if (t->hash[i] == h && t->off[i + 1] - t->off[i] == len) {
+            int same = 1;
+            for (int j = t->off[i]; j < t->off[i + 1] && same; j++) same = mark[t->sets[j]] == gen;
+            if (same) {
+                *is_new = 0;
+                return i;
+            }
         }
         k = (k + 1) & (t->hcap - 1);
     }
@@ -775,31 +800,6 @@ static void set_table_free(set_table *t) {
     free(t->hash);
 }
 
-/* Sort NFA state ids v[0..n) (all below 2^bits): insertion sort for short
- * sets, LSD radix sort in 8-bit digits otherwise (tmp: n entries).  Subset
- * construction sorts every closure: qsort was most of its time. */
-static void sort_states(int32_t *v, int n, int32_t *tmp, int bits) {
-    if (n < 64) {
-        for (int i = 1; i < n; i++) {
-            int32_t x = v[i];
-            int j = i;
-            while (j > 0 && v[j - 1] > x) v[j] = v[j - 1], j--;
-            v[j] = x;
-        }
-        return;
-    }
-    int32_t *src = v, *dst = tmp;
-    for (int shift = 0; shift < bits; shift += 8) {
-        int cnt[257] = {0};
-        for (int i = 0; i < n; i++) cnt[((uint32_t)src[i] >> shift & 255) + 1]++;
-        for (int d = 0; d < 256; d++) cnt[d + 1] += cnt[d];
-        for (int i = 0; i < n; i++) dst[cnt[(uint32_t)src[i] >> shift & 255]++] = src[i];
-        int32_t *t = src;
-        src = dst, dst = t;
-    }
-    if (src != v) memcpy(v, src, (size_t)n * sizeof *v);
-}
-
 static int32_t default_labeller(const int32_t *tags, int n_tags, void *u) {
     (void)tags;
     (void)u;
@@ -823,15 +823,14 @@ int gram_dfa_from_nfa_limited(const gram_nfa *nf, int32_t start, gram_labeller l
     int32_t *eidx = malloc(((size_t)nf->n_edges + 1) * sizeof *eidx);
     int32_t *mark = calloc((size_t)N + 1, sizeof *mark);
     int32_t *stack = malloc(((size_t)N + 1) * sizeof *stack);
-    int32_t *sort_tmp = malloc(((size_t)N + 1) * sizeof *sort_tmp);
-    int state_bits = 1;
-    while (state_bits < 31 && (1 << state_bits) < N) state_bits++;
     gram_ivec cur = {0}, tags = {0}, calls_sym = {0};
     gram_ivec *bucket = NULL;
+    int32_t *done_s = NULL, *done_t = NULL, *done_n = NULL;
+    uint64_t *done_h = NULL;
     set_table st = {0};
     raw_dfa r = {0};
     gram_ivec work = {0};
-    if (!eoff || !eidx || !mark || !stack || !sort_tmp) goto done;
+    if (!eoff || !eidx || !mark || !stack) goto done;
     for (int i = 0; i < nf->n_edges; i++) eoff[nf->edges[i].from + 1]++;
     for (int i = 0; i < N; i++) eoff[i + 1] += eoff[i];
     {
@@ -865,7 +864,11 @@ int gram_dfa_from_nfa_limited(const gram_nfa *nf, int32_t start, gram_labeller l
     r.n_classes = C;
     int n_sym = C + calls_sym.n;
     bucket = calloc((size_t)n_sym, sizeof *bucket);
-    if (!bucket) goto done;
+    done_s = malloc((size_t)n_sym * sizeof *done_s);
+    done_t = malloc((size_t)n_sym * sizeof *done_t);
+    done_n = malloc((size_t)n_sym * sizeof *done_n);
+    done_h = malloc((size_t)n_sym * sizeof *done_h);
+    if (!bucket || !done_s || !done_t || !done_n || !done_h) goto done;
     int32_t gen = 0;
     /* NFA states visited (sets processed and closures made): bounds the time a pathological
      * pattern can take, in proportion to the automaton size allowed */
@@ -892,13 +895,12 @@ int gram_dfa_from_nfa_limited(const gram_nfa *nf, int32_t start, gram_labeller l
                 }                                                                           \
             }                                                                               \
         }                                                                                   \
-        if (cur.n > 1) sort_states(cur.v, cur.n, sort_tmp, state_bits);                    \
     } while (0)
     gram_ivec seed = {0};
     if (gram_ivec_push(&seed, start)) goto done;
     CLOSURE(seed);
     int is_new;
-    int id = set_intern(&st, cur.v, cur.n, &is_new);
+    int id = set_intern(&st, cur.v, cur.n, mark, gen, &is_new);
     if (id < 0 || raw_add(&r) < 0 || gram_ivec_push(&work, id)) { free(seed.v); goto done; }
     while (work.n) {
         int32_t d = work.v[--work.n];
@@ -935,12 +937,26 @@ int gram_dfa_from_nfa_limited(const gram_nfa *nf, int32_t start, gram_labeller l
                 }
             }
         }
+        int n_done = 0;
         for (int s = 0; s < n_sym; s++) {
             if (!bucket[s].n) continue;
-            CLOSURE(bucket[s]);
-            work_done += cur.n;
-            int t = set_intern(&st, cur.v, cur.n, &is_new);
-            if (t < 0) { free(seed.v); goto done; }
+            /* classes with the same move set (a wide range covers many) share the
+             * closure: made once per state; the work is counted as if made again */
+            uint64_t bh = hash_ints(bucket[s].v, bucket[s].n, 0x2545f4914f6cdd1dull ^ (uint64_t)bucket[s].n);
+            int t = -1;
+            for (int i = 0; i < n_done && t < 0; i++) {
+                const gram_ivec *o = &bucket[done_s[i]];
+                if (done_h[i] == bh && o->n == bucket[s].n && !memcmp(o->v, bucket[s].v, (size_t)o->n * sizeof *o->v))
+                    t = done_t[i], work_done += done_n[i];
+            }
+            if (t >= 0) is_new = 0;
+            else {
+                CLOSURE(bucket[s]);
+                work_done += cur.n;
+                t = set_intern(&st, cur.v, cur.n, mark, gen, &is_new);
+                if (t < 0) { free(seed.v); goto done; }
+                done_s[n_done] = s, done_t[n_done] = t, done_n[n_done] = cur.n, done_h[n_done++] = bh;
+            }
             if (is_new) {
                 if (r.n >= max_states) {
                     free(seed.v);
@@ -968,12 +984,15 @@ done:
     free(cur.v);
     free(tags.v);
     free(calls_sym.v);
+    free(done_s);
+    free(done_t);
+    free(done_n);
+    free(done_h);
     free(work.v);
     free(eoff);
     free(eidx);
     free(mark);
     free(stack);
-    free(sort_tmp);
     return rc;
 }
 
@@ -1075,16 +1094,31 @@ done:
 
 /* Classes for several DFAs at once: the distinct tuples of their classes. */
 static int joint_classes(const gram_dfa *const *ds, int k, uint8_t *cls, int32_t *comp_cls) {
+    /* each byte's tuple hashed, compared only against classes with the same hash
+     * (comparing against every class so far was O(256 x classes x k)) */
     int n_cls = 0;
+    int32_t htab[512];
+    uint64_t chash[256];
+    for (int i = 0; i < 512; i++) htab[i] = -1;
     for (int x = 0; x < 256; x++) {
+        uint64_t h = 0x51ed27ull;
+        for (int i = 0; i < k; i++) h = (h ^ ds[i]->cls[x]) * 0x100000001b3ull, h ^= h >> 29;
         int found = -1;
-        for (int c = 0; c < n_cls && found < 0; c++) {
+        size_t j = h & 511;
+        for (; htab[j] >= 0; j = (j + 1) & 511) {
+            int c = htab[j];
+            if (chash[c] != h) continue;
             int same = 1;
             for (int i = 0; i < k && same; i++) same = comp_cls[c * k + i] == ds[i]->cls[x];
-            if (same) found = c;
+            if (same) {
+                found = c;
+                break;
+            }
         }
         if (found < 0) {
             for (int i = 0; i < k; i++) comp_cls[n_cls * k + i] = ds[i]->cls[x];
+            chash[n_cls] = h;
+            htab[j] = n_cls;
             found = n_cls++;
         }
         cls[x] = (uint8_t)found;

@@ -3361,18 +3361,64 @@ static int obj_reach(gram_obj *o) {
         if (l < o->n_decl) o->reach[(size_t)s * W + l / 64] |= 1ull << (l % 64);
         else o->reach_undecl[s] = 1;
     }
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int s = S - 1; s >= 0; s--)
-            for (int c = 0; c < o->key.n_classes; c++) {
-                int32_t t = o->key.next[(size_t)s * o->key.n_classes + c];
-                if (t < 0) continue;
+    /* propagate backwards along the key automaton's moves with a worklist (a
+     * state is queued again only when its sets grew); sweeping every move until
+     * nothing changed was most of the compile time of schemas with many keys */
+    {
+        int C = o->key.n_classes, rc = -1;
+        int32_t *roff = calloc((size_t)S + 2, sizeof *roff), *rsrc = NULL, *last = malloc(((size_t)S + 1) * sizeof *last);
+        int32_t *q = malloc(((size_t)S + 1) * sizeof *q);
+        uint8_t *inq = calloc((size_t)S + 1, 1);
+        if (!roff || !last || !q || !inq) goto rdone;
+        for (int t = 0; t < S; t++) last[t] = -1;
+        for (int s = 0; s < S; s++)
+            for (int c = 0; c < C; c++) {
+                int32_t t = o->key.next[(size_t)s * C + c];
+                if (t >= 0 && last[t] != s) last[t] = s, roff[t + 1]++;
+            }
+        for (int t = 0; t < S; t++) roff[t + 1] += roff[t];
+        rsrc = malloc(((size_t)roff[S] + 1) * sizeof *rsrc);
+        if (!rsrc) goto rdone;
+        {
+            int32_t *fill = last; /* reused: the predecessor lists' fill pointers */
+            for (int t = 0; t < S; t++) fill[t] = roff[t];
+            int32_t *prev = q; /* reused: the last source written per target */
+            for (int t = 0; t < S; t++) prev[t] = -1;
+            for (int s = 0; s < S; s++)
+                for (int c = 0; c < C; c++) {
+                    int32_t t = o->key.next[(size_t)s * C + c];
+                    if (t >= 0 && prev[t] != s) prev[t] = s, rsrc[fill[t]++] = s;
+                }
+        }
+        int qh = 0, qn = 0; /* circular queue of S slots; inq keeps it to one entry per state */
+        for (int t = 0; t < S; t++) {
+            int any = o->reach_undecl[t];
+            for (int w = 0; w < W && !any; w++) any = o->reach[(size_t)t * W + w] != 0;
+            if (any) q[(qh + qn++) % S] = t, inq[t] = 1;
+        }
+        while (qn) {
+            int32_t t = q[qh];
+            qh = (qh + 1) % S, qn--;
+            inq[t] = 0;
+            for (int k = roff[t]; k < roff[t + 1]; k++) {
+                int32_t s = rsrc[k];
+                int changed = 0;
                 for (int w = 0; w < W; w++) {
                     uint64_t nv = o->reach[(size_t)s * W + w] | o->reach[(size_t)t * W + w];
                     if (nv != o->reach[(size_t)s * W + w]) o->reach[(size_t)s * W + w] = nv, changed = 1;
                 }
                 if (o->reach_undecl[t] && !o->reach_undecl[s]) o->reach_undecl[s] = 1, changed = 1;
+                if (changed && !inq[s]) q[(qh + qn++) % S] = s, inq[s] = 1;
             }
+        }
+        rc = 0;
+    rdone:
+        free(roff);
+        free(rsrc);
+        free(last);
+        free(q);
+        free(inq);
+        if (rc) return -1;
     }
     return obj_undecl_counts(o);
 }
