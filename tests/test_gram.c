@@ -406,6 +406,8 @@ TEST(gram, broken_type_and_multipleof_refused) {
     refused("{\"type\":\"integer\",\"multipleOf\":-3}", CINFER_EFORMAT, "'multipleOf' at # is -3: it must be greater than 0");
     refused("{\"multipleOf\":0.0e5}", CINFER_EFORMAT, "must be greater than 0");
     refused("{\"properties\":{\"a\":{\"multipleOf\":0}}}", CINFER_EFORMAT, "'multipleOf' at #/properties/a");
+    /* a pattern that spends the work budget is "too large" (a 400 in the server), not "out of memory" (a 500) */
+    refused("{\"type\":\"string\",\"pattern\":\"[^a]{1,1000}\"}", CINFER_EUNSUPPORTED, "schema too large");
     gram_grammar *g = compile("{\"type\":[\"string\",\"null\"]}");
     if (g) {
         ACCEPT(g, "null");

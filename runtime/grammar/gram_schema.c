@@ -1605,6 +1605,10 @@ static int any_strings(comp *C) {
     n.tag[f.end] = 0;
     int rc = nfa_to_dfa(C, &n, f.start, NULL, NULL, &C->any_content);
     gram_nfa_free(&n);
+    if (rc == -2) { /* the work budget is spent (a pattern before took it): too large, not out of memory */
+        if (!C->too_big) over_limit(C, "the any-string automaton exceeds %d states", max_states(C));
+        return -1;
+    }
     if (rc) {
         C->oom = 1;
         return -1;
