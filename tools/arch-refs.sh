@@ -9,10 +9,10 @@
 # libggml*.so and the CPU backend(s)): the npm package node-llama-cpp's
 # prebuilt binaries, as ../shared/tools/refgen/README.md sets them up, or a
 # native build's build/bin.  Environment (defaults in brackets):
-#   LLAMA_SRC       llama.cpp source            [/work/peer/llama-src]
-#   LLAMA_LIB       its libraries               [the dir of the first libllama*.so under /work/peer/nlc]
+#   LLAMA_SRC       llama.cpp source            [../peer/llama-src]
+#   LLAMA_LIB       its libraries               [the dir of the first libllama*.so under ../peer/nlc]
 #   LLAMA_QUANTIZE  llama-quantize, optional: checks that `cinfer quantize` writes the same bytes
-#                   [/work/peer-native/llama.cpp/build/bin/llama-quantize when it exists]
+#                   [../peer-native/llama.cpp/build/bin/llama-quantize when it exists]
 #   BUILD, SHARED, CC as in the Makefile        [build, ../shared, cc]
 # Builds $BUILD/tools/ref-json (from ../shared/tools/refgen/ref-json.c) and
 # $BUILD/tools/ref_embed (tools/ref_embed.c) against LLAMA_LIB, writes every
@@ -24,14 +24,16 @@ set -eu
 BUILD=${BUILD:-build}
 SHARED=${SHARED:-../shared}
 CC=${CC:-cc}
-LLAMA_SRC=${LLAMA_SRC:-/work/peer/llama-src}
+LLAMA_SRC=${LLAMA_SRC:-../peer/llama-src}
 if [ -z "${LLAMA_LIB:-}" ]; then
-    lib=$(find /work/peer/nlc -name 'libllama*.so' 2>/dev/null | head -1)
+    lib=$(find ../peer/nlc -name 'libllama*.so' 2>/dev/null | head -1)
     LLAMA_LIB=${lib:+$(dirname "$lib")}
 fi
-if [ -z "${LLAMA_QUANTIZE:-}" ] && [ -x /work/peer-native/llama.cpp/build/bin/llama-quantize ]; then
-    LLAMA_QUANTIZE=/work/peer-native/llama.cpp/build/bin/llama-quantize
+if [ -z "${LLAMA_QUANTIZE:-}" ] && [ -x ../peer-native/llama.cpp/build/bin/llama-quantize ]; then
+    LLAMA_QUANTIZE=../peer-native/llama.cpp/build/bin/llama-quantize
 fi
+# the libraries' folder absolute: it becomes the tools' rpath
+[ -n "${LLAMA_LIB:-}" ] && [ -d "$LLAMA_LIB" ] && LLAMA_LIB=$(cd "$LLAMA_LIB" && pwd)
 OUT=tests/data/arch
 VOCAB=$SHARED/models/stories260K/stories260K.gguf
 

@@ -42,7 +42,7 @@
 # BENCH_N (128), BENCH_R (3 repetitions per run), BENCH_ROUNDS (2),
 # BENCH_QUANT (cinfer's --quant for every file: auto) and BENCH_QUANT_<type>
 # for one file (e.g. BENCH_QUANT_q4_k_m=int8int8),
-# BENCH_THREADS (2), LLAMA_BENCH (/work/peer-native/llama.cpp/build/bin/llama-bench),
+# BENCH_THREADS (2), LLAMA_BENCH (../peer-native/llama.cpp/build/bin/llama-bench),
 # PEER_DIR (peer), SHARED (../shared), BUILD (build);
 # BENCH_NAME and BENCH_SHAPE (mkmodel flags) replace the dense model, e.g. a
 # small one to try the script: BENCH_NAME=tiny BENCH_SHAPE="--dim 256 --layers 2";
@@ -61,7 +61,7 @@ HYBRID_TYPES=${BENCH_HYBRID_TYPES:-"q8_0 q4_0"}
 HYBRID_SHAPE=${BENCH_HYBRID_SHAPE:-}
 HYBRID_NAME=granitehybrid-1b
 [ -z "$HYBRID_SHAPE" ] || HYBRID_NAME=granitehybrid-custom
-LLAMA_BENCH=${LLAMA_BENCH:-/work/peer-native/llama.cpp/build/bin/llama-bench}
+LLAMA_BENCH=${LLAMA_BENCH:-../peer-native/llama.cpp/build/bin/llama-bench}
 P=${BENCH_P:-512}
 N=${BENCH_N:-128}
 R=${BENCH_R:-3}

@@ -20,15 +20,17 @@
 # marks, NFKC-normalised forms, whitespace runs).
 #
 # Environment (defaults in brackets):
-#   LLAMA_SRC  llama.cpp source: include/llama.h, models/   [/work/peer/llama-src]
-#   LLAMA_LIB  its shared libraries (libllama.so ...)       [/work/peer-native/llama.cpp/build/bin]
+#   LLAMA_SRC  llama.cpp source: include/llama.h, models/   [../peer/llama-src]
+#   LLAMA_LIB  its shared libraries (libllama.so ...)       [../peer-native/llama.cpp/build/bin]
 #   BUILD, SHARED, CC as in the Makefile                    [build, ../shared, cc]
 set -eu
 BUILD=${BUILD:-build}
 SHARED=${SHARED:-../shared}
 CC=${CC:-cc}
-LLAMA_SRC=${LLAMA_SRC:-/work/peer/llama-src}
-LLAMA_LIB=${LLAMA_LIB:-/work/peer-native/llama.cpp/build/bin}
+LLAMA_SRC=${LLAMA_SRC:-../peer/llama-src}
+LLAMA_LIB=${LLAMA_LIB:-../peer-native/llama.cpp/build/bin}
+# the libraries' folder absolute: it becomes the tools' rpath
+[ -n "${LLAMA_LIB:-}" ] && [ -d "$LLAMA_LIB" ] && LLAMA_LIB=$(cd "$LLAMA_LIB" && pwd)
 OUT=tests/data/tok
 V=$SHARED/vocab/llama.cpp
 
