@@ -3,6 +3,7 @@
  * resolving a cached REPO[:FILE] model name, the sampling seed, warnings for
  * settings that hurt, progress lines for long work, the cache directory.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -307,19 +308,26 @@ char *cli_read_all(const char *path, size_t *len) {
 }
 
 int cli_parse_bytes(const char *prog, const char *v, uint64_t *out) {
-    static const char *const suffix[] = {"", "K", "M", "G", "T"};
-    char *end = NULL;
-    errno = 0;
-    double d = v ? strtod(v, &end) : -1;
-    int shift = -1;
-    if (v && end != v && !errno && d > 0)
-        for (int k = 0; k < 5 && shift < 0; k++) {
-            size_t n = strlen(suffix[k]);
-            if (!strncasecmp(end, suffix[k], n) && (!end[n] || (k && !strcasecmp(end + n, "iB"))))
-                shift = 10 * k;
-        }
-    if (shift < 0 || d * (double)(1ull << shift) >= 1.8e19) {
-        fprintf(stderr, "%s: --mem '%s': expected bytes such as 480M or 2G\n", prog, v ? v : "");
+    /* decimal digits with an optional fraction, then an optional K/M/G/T
+     * (binary: 1K = 1024) with an optional "B" or "iB": 480M, 1.5G, 2GiB, 1GB.
+     * Hex, exponents, inf/nan and signs are refused (strtod would take them). */
+    static const char units[] = "KMGT";
+    const char *p = v ? v : "";
+    double d = 0, frac = 1;
+    int digits = 0, shift = 0;
+    for (; *p >= '0' && *p <= '9'; p++, digits++) d = d * 10 + (*p - '0');
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++) d += (*p - '0') * (frac /= 10);
+    const char *u = *p ? strchr(units, toupper((unsigned char)*p)) : NULL;
+    if (u) {
+        shift = 10 * (int)(u - units + 1);
+        p++;
+        if (!strcasecmp(p, "B") || !strcasecmp(p, "iB")) p += strlen(p);
+    } else if (!strcasecmp(p, "B")) {
+        p++;
+    }
+    if (!digits || *p || d <= 0 || d * (double)(1ull << shift) >= 1.8e19) {
+        fprintf(stderr, "%s: --mem '%s': expected bytes such as 480M, 1.5G or 2GiB\n", prog, v ? v : "");
         return -1;
     }
     *out = (uint64_t)(d * (double)(1ull << shift));

@@ -258,6 +258,11 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
         fprintf(stderr, "%s: give one of -p, -f and --prompt-ids\n", run_name);
         return -1;
     }
+    if (a->stream_ahead && !a->stream_weights) {
+        fprintf(stderr, "%s: --stream-ahead sets how far --stream-weights reads ahead; give --stream-weights too\n",
+                run_name);
+        return -1;
+    }
     if (a->confidence && !a->json_schema) {
         fprintf(stderr, "%s: --confidence needs --json-schema (it reports the schema's decisions)\n", run_name);
         return -1;

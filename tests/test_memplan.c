@@ -305,6 +305,16 @@ TEST(memplan, parse_bytes) {
     EXPECT_EQ_I(cli_parse_bytes("t", "0", &v), -1);
     EXPECT_EQ_I(cli_parse_bytes("t", "12Q", &v), -1);
     EXPECT_EQ_I(cli_parse_bytes("t", "", &v), -1);
+    EXPECT_EQ_I(cli_parse_bytes("t", "1GB", &v), 0); /* as a user writes it: binary G */
+    EXPECT(v == 1ull << 30);
+    EXPECT_EQ_I(cli_parse_bytes("t", "100B", &v), 0);
+    EXPECT(v == 100);
+    EXPECT_EQ_I(cli_parse_bytes("t", "0x1p30", &v), -1); /* strtod's hex float */
+    EXPECT_EQ_I(cli_parse_bytes("t", "1e9", &v), -1);
+    EXPECT_EQ_I(cli_parse_bytes("t", "inf", &v), -1);
+    EXPECT_EQ_I(cli_parse_bytes("t", "-5M", &v), -1);
+    EXPECT_EQ_I(cli_parse_bytes("t", ".", &v), -1);
+    EXPECT_EQ_I(cli_parse_bytes("t", "1M ", &v), -1);
 }
 
 /* ---- streaming under a memory limit ------------------------------------------ */
