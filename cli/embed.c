@@ -59,7 +59,8 @@ static int embed_one(cinfer_model *m, cinfer_session *s, const char *text, int p
         free(ids);
         return 1;
     }
-    size_t need = (pooling & ~CINFER_EMBED_RAW) == CINFER_POOL_NONE ? n * (size_t)n_embd : (size_t)n_embd;
+    const int per_token = (pooling & ~CINFER_EMBED_RAW) == CINFER_POOL_NONE;
+    size_t need = per_token ? n * (size_t)n_embd : (size_t)n_embd;
     if (need > *cap) {
         float *nb = realloc(*buf, need * sizeof *nb);
         if (!nb) {
@@ -72,8 +73,8 @@ static int embed_one(cinfer_model *m, cinfer_session *s, const char *text, int p
     int rc = cinfer_embed(s, ids, (int)n, pooling, *buf, (int)need, err, sizeof err);
     free(ids);
     if (rc) return fprintf(stderr, "cinfer embed: %s\n", err), 1;
-    if (need == (size_t)n_embd) print_vec(*buf, n_embd);
-    else {
+    if (!per_token) print_vec(*buf, n_embd);
+    else { /* one vector per token, even for a one-token text */
         putchar('[');
         for (size_t t = 0; t < n; t++) {
             if (t) putchar(',');

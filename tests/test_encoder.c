@@ -276,3 +276,22 @@ TEST(encoder, served) {
     http_srv_stop(&f);
     cJSON_Delete(ref);
 }
+
+/* `cinfer embed --pooling none` prints one vector per token, as an array of
+ * arrays, even when the text is one token (an empty text after BOS). */
+TEST(encoder, cli_pooling_none_one_token) {
+    const char *model = shared_path("models/stories260K/stories260K.gguf");
+    if (!model) SKIP("../shared/models/stories260K absent");
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s embed %s --pooling none -p '' -p 'Once' -t 1 2>/dev/null", cinfer_bin(), model);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    char *nl = out ? strchr(out, '\n') : NULL;
+    cJSON *a = out ? cJSON_Parse(out) : NULL, *b = nl ? cJSON_Parse(nl + 1) : NULL;
+    EXPECT_MSG(cJSON_IsArray(a) && cJSON_GetArraySize(a) == 1 && cJSON_IsArray(cJSON_GetArrayItem(a, 0)) &&
+                   cJSON_GetArraySize(cJSON_GetArrayItem(a, 0)) == 64,
+               "one-token text: %s", out ? out : "");
+    EXPECT_MSG(cJSON_IsArray(b) && cJSON_GetArraySize(b) == 2, "BOS + 'Once': %s", nl ? nl + 1 : "");
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    free(out);
+}

@@ -369,14 +369,14 @@ int cinfer_plan_model(const char *path, const cinfer_plan_options *opts, cinfer_
     if (steps && steps_cap) steps[0] = 0;
     memset(out, 0, sizeof *out);
     if (o.precision < 0 || o.precision >= CINFER_PRECISION_COUNT || o.n_ctx < 0 || o.n_threads < 0)
-        return fail(err, err_len, CINFER_EARG, "plan: precision %d (0..%d), n_ctx %d, n_threads %d (>= 0)",
+        return fail(err, err_len, CINFER_EARG, "plan options: precision %d (0..%d), n_ctx %d, n_threads %d (>= 0)",
                     o.precision, CINFER_PRECISION_COUNT - 1, o.n_ctx, o.n_threads);
     plan_ctx L = {.mc = &mc, .n_threads = o.n_threads, .stream = o.stream_weights != 0,
                   .stream_ahead = o.stream_ahead, .fixed = o.stream_weights != 0,
                   .co = {.mode = CC_JIT, .archspec_path = o.archspec_path}};
     if (o.stream_weights && o.precision != CINFER_PRECISION_AUTO && o.precision != CINFER_PRECISION_NATIVE)
-        return fail(err, err_len, CINFER_EARG, "plan: streaming computes from the file mapping: precision %s "
-                    "cannot stream (native, or a .giw)", prec_name(o.precision));
+        return fail(err, err_len, CINFER_EARG, "streamed weights are computed from the file mapping: precision %s "
+                    "cannot stream (only native, or a .giw)", prec_name(o.precision));
     if (o.stream_weights && o.precision == CINFER_PRECISION_AUTO) o.precision = CINFER_PRECISION_NATIVE;
     L.runtime_bytes = memplan_rss_now();
     const uint64_t anon0 = memplan_anon_now();
