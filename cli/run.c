@@ -41,6 +41,7 @@ typedef struct {
     int n_ctx;
     int verbose;
     int no_bos;
+    int no_parse_special;    /* --no-parse-special: "<|im_start|>" in the prompt is plain text */
     int activations; /* CINFER_ACT_* */
     int precision;   /* CINFER_PRECISION_* (--quant) */
     int device, device_index; /* --device */
@@ -119,6 +120,8 @@ static void run_usage(FILE *f, int prebuilt) {
         fprintf(f, "  --archspec FILE         use this architecture descriptor instead of the built-in one\n");
     fprintf(f,
             "  --no-bos                do not add BOS to the prompt\n"
+            "  --no-parse-special      control-token text in the prompt (\"<|im_start|>\", \"<s>\") stays\n"
+            "                          plain text; by default it becomes the token, like llama.cpp\n"
             "  --json-schema FILE      output one JSON value valid under the schema (stdout: just the value;\n"
             "                          without -n, generation runs until the value is complete)\n"
             "  --confidence            with --json-schema: the model's distribution at each enum, boolean\n"
@@ -220,6 +223,7 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
             if (cli_parse_device(run_name, v, &a->device, &a->device_index)) return -1;
         }
         else if (!strcmp(f, "--no-bos")) a->no_bos = 1;
+        else if (!strcmp(f, "--no-parse-special")) a->no_parse_special = 1;
         else if (!strcmp(f, "--activations")) {
             NEED_VAL();
             if (!strcmp(v, "f32")) a->activations = CINFER_ACT_F32;
@@ -498,18 +502,23 @@ static int run_main(int argc, char **argv, const cli_linked *lk, run_open_fn ope
     ids = malloc(cap * sizeof *ids);
     if (!ids) { snprintf(err, sizeof err, "out of memory"); goto fail; }
     if (a.prompt_ids) {
-        int n = parse_ids(a.prompt_ids, ids, (int)cap);
+        int n = parse_ids(a.prompt_ids, ids, n_ctx);
         if (n < 0) {
-            snprintf(err, sizeof err, "--prompt-ids: expected space-separated ids (at most %zu)", cap);
+            snprintf(err, sizeof err, "--prompt-ids: expected ids separated by spaces or commas, at most %d (the context)",
+                     n_ctx);
             goto fail;
         }
         n_prompt = (size_t)n;
     } else {
         const char *p = a.prompt ? a.prompt : "";
-        if (cinfer_tokenize(m, p, strlen(p), !a.no_bos, 0, ids, cap, &n_prompt)) {
+        if (cinfer_tokenize(m, p, strlen(p), !a.no_bos, !a.no_parse_special, ids, cap, &n_prompt)) {
             ctx_error(err, sizeof err, n_prompt, a.n_predict, n_ctx, n_ctx_train);
             goto fail;
         }
+        /* a prompt that spells the BOS itself ("<s>...") would get two */
+        const int32_t bos = cinfer_token_bos(m);
+        if (!a.no_bos && !a.no_parse_special && n_prompt >= 2 && bos >= 0 && ids[0] == bos && ids[1] == bos)
+            memmove(ids, ids + 1, --n_prompt * sizeof *ids);
     }
     if (n_prompt == 0) {
         if (a.prompt_ids) snprintf(err, sizeof err, "--prompt-ids: no ids given: nothing to evaluate");

@@ -145,6 +145,29 @@ TEST(cli, run_context_full_notice) {
     free(out);
 }
 
+/* Control-token text in a run prompt becomes the token (like llama.cpp's
+ * prompts), --no-parse-special keeps it text; a spelt "<s>" is not a second BOS. */
+TEST(cli, run_parses_special_tokens) {
+    NEED_SHARED(q, QWEN);
+    NEED_SHARED(m, STORIES);
+    static const char *const how[2] = {"", "--no-parse-special "};
+    int st, n_tok[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        char args[512];
+        snprintf(args, sizeof args, "%s-p '<|im_start|>user Hi<|im_end|><|im_start|>assistant' -n 1 --temp 0 -t 1 "
+                 "2>&1 >/dev/null", how[k]);
+        char *out = run_out(q, args, &st, false);
+        const char *p = out ? strstr(out, "prompt ") : NULL;
+        EXPECT_MSG(st == 0 && p && sscanf(p, "prompt %d tok", &n_tok[k]) == 1, "%s", out ? out : "");
+        free(out);
+    }
+    /* 3 control tokens + "user", " Hi", "assistant" vs each spelt in several pieces */
+    EXPECT_MSG(n_tok[0] == 6 && n_tok[1] > 12, "parsed %d tokens, literal %d", n_tok[0], n_tok[1]);
+    char *out = run_out(m, "-p '<s>Once' -n 1 --temp 0 -t 1 2>&1 >/dev/null", &st, false);
+    EXPECT_MSG(out && strstr(out, "prompt 2 tok"), "%s", out ? out : "");
+    free(out);
+}
+
 TEST(cli, chat_drops_oldest_turns) {
     NEED_SHARED(q, QWEN);
     char cmd[2048], *out = NULL, errp[600];

@@ -133,6 +133,12 @@ TEST(serve, openai) {
     EXPECT(json_str_at(j, "choices.0.text") != NULL);
     EXPECT_EQ_I(json_num_at(j, "usage.prompt_tokens"), 4);
     cJSON_Delete(j);
+    /* a client that renders its own chat prompt: control-token text is the token (llama-server does the same) */
+    j = http_post_json(f.base, "/v1/completions",
+                  "{\"prompt\":\"<|im_start|>user Hi<|im_end|><|im_start|>assistant\",\"max_tokens\":1}", BEARER, &st);
+    EXPECT_EQ_I(st, 200);
+    EXPECT_EQ_I(json_num_at(j, "usage.prompt_tokens"), 6);
+    cJSON_Delete(j);
 
     memset(&b, 0, sizeof b);
     EXPECT_EQ_I(http_request(f.base, "/v1/completions", "{\"prompt\":\"Once\",\"max_tokens\":3,\"stream\":true}",

@@ -1287,7 +1287,7 @@ static int parse_compl_prompt(srv *s, srv_job *j, cJSON *r, bad_req *b) {
         (cJSON_IsString(cJSON_GetArrayItem(p, 0)) || cJSON_IsArray(cJSON_GetArrayItem(p, 0))))
         p = cJSON_GetArrayItem(p, 0);
     if (cJSON_IsString(p)) {
-        if (tokenize_prompt(s, j, p->valuestring, 0, b)) return -1;
+        if (tokenize_prompt(s, j, p->valuestring, 1, b)) return -1;
         if (echo && !(j->echo_text = strdup(p->valuestring))) return srv_bad(b, 500, NULL, "out of memory");
         return 0;
     }
