@@ -161,6 +161,15 @@ install: all
 	install -m 644 include/cinfer.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LIBS)|' \
 	  cinfer.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cinfer.pc
+	@# what `cinfer bundle` links (lib/cinfer/: the runtime per target and the
+	@# static deps of make bundle-deps), when they were built
+	install -d $(DESTDIR)$(PREFIX)/lib/cinfer
+	install -m 644 $(BUILD)/libcinfer.a $(DESTDIR)$(PREFIX)/lib/cinfer/
+	for t in x86_64 aarch64; do for a in libcjson.a libmicrohttpd.a; do \
+	  if [ -f $(BUILD)/deps/$$t/$$a ]; then install -d $(DESTDIR)$(PREFIX)/lib/cinfer/deps/$$t && \
+	    install -m 644 $(BUILD)/deps/$$t/$$a $(DESTDIR)$(PREFIX)/lib/cinfer/deps/$$t/; fi; done; done
+	if [ -f $(A64)/libcinfer.a ]; then install -d $(DESTDIR)$(PREFIX)/lib/cinfer/aarch64 && \
+	  install -m 644 $(A64)/libcinfer.a $(DESTDIR)$(PREFIX)/lib/cinfer/aarch64/; fi
 
 # ---- aarch64 (cross-compiled; bundles for 64-bit ARM) --------------------------
 # build/aarch64/libcinfer.a: the runtime and the CLI a bundle links (no

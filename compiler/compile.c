@@ -730,8 +730,24 @@ static int find_archive(const char *dir, const char *name, const char *target, c
                         char *err, size_t err_len) {
     snprintf(buf, cap, "%s/%s", dir, name);
     if (access(buf, R_OK) == 0) return 0;
-    return snprintf(err, err_len, "no %s for %s in %s: run make bundle-deps%s", name, target, dir,
+    return snprintf(err, err_len, "no %s for %s in %s: in cinfer's source tree run make bundle-deps%s "
+                    "(then make install again for an installed cinfer)", name, target, dir,
                     !strcmp(target, "aarch64") ? " and make aarch64" : ""), -1;
+}
+
+/* The folder holding the bundle's archives: $CINFER_LIBDIR, else the cinfer
+ * binary's folder (a build tree: build/libcinfer.a, build/deps/...), else
+ * ../lib/cinfer next to it (make install's layout), whichever has the
+ * target's libcinfer.a; the first candidate when none has it. */
+static int bundle_libdir(const char *lib_name, char *libdir, size_t cap) {
+    const char *env = getenv("CINFER_LIBDIR");
+    if (env && *env) return snprintf(libdir, cap, "%s", env), 0;
+    char self[1024], probe[1200];
+    if (self_dir(self, sizeof self)) return -1;
+    snprintf(probe, sizeof probe, "%s/../lib/cinfer/%s", self, lib_name);
+    if (access(probe, R_OK) == 0) snprintf(libdir, cap, "%s/../lib/cinfer", self);
+    else snprintf(libdir, cap, "%s", self);
+    return 0;
 }
 
 int cc_build_bundle_program(const gguf_file *g, const cc_options *o, const char *target, int server,
@@ -739,13 +755,11 @@ int cc_build_bundle_program(const gguf_file *g, const cc_options *o, const char 
     const int arm = !strcmp(target, "aarch64");
     if (!arm && strcmp(target, "x86_64"))
         return snprintf(err, err_len, "--target %s: expected x86_64 or aarch64", target), -1;
-    char libdir[1024], lib[1200], cjson[1200], mhd[1200], depdir[1200];
-    const char *env = getenv("CINFER_LIBDIR");
-    if (env && *env) snprintf(libdir, sizeof libdir, "%s", env);
-    else if (self_dir(libdir, sizeof libdir)) return snprintf(err, err_len, "cannot find libcinfer.a"), -1;
+    char libdir[1100], lib[1200], cjson[1200], mhd[1200], depdir[1200];
+    const char *lib_name = arm ? "aarch64/libcinfer.a" : "libcinfer.a";
+    if (bundle_libdir(lib_name, libdir, sizeof libdir)) return snprintf(err, err_len, "cannot find libcinfer.a"), -1;
     snprintf(depdir, sizeof depdir, "%s/deps/%s", libdir, target);
-    if (find_archive(libdir, arm ? "aarch64/libcinfer.a" : "libcinfer.a", target, lib, sizeof lib, err,
-                     err_len) ||
+    if (find_archive(libdir, lib_name, target, lib, sizeof lib, err, err_len) ||
         find_archive(depdir, "libcjson.a", target, cjson, sizeof cjson, err, err_len) ||
         (server && find_archive(depdir, "libmicrohttpd.a", target, mhd, sizeof mhd, err, err_len)))
         return -1;

@@ -153,6 +153,31 @@ TEST(bundle, alone_env_empty_same_text) {
     free(help);
 }
 
+/* An installed cinfer (make install's layout: bin/cinfer, lib/cinfer/
+ * libcinfer.a and deps/<target>/) bundles without a build tree next to it:
+ * the same text as the build's cinfer run. */
+TEST(bundle, from_installed_prefix) {
+    NEED_SHARED(model, STORIES);
+    if (!have_deps("x86_64")) SKIP("no %s/deps/x86_64/libcjson.a: run make bundle-deps", build_dir());
+    const char *dir = empty_dir("installed");
+    char cmd[4096], *log = NULL;
+    const char *b = build_dir();
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/pfx/bin' '%s/pfx/lib/cinfer/deps' && cp '%s' '%s/pfx/bin/cinfer' && "
+             "cp '%s/libcinfer.a' '%s/pfx/lib/cinfer/' && cp -r '%s/deps/x86_64' '%s/pfx/lib/cinfer/deps/' && "
+             "env -u CINFER_LIBDIR '%s/pfx/bin/cinfer' bundle '%s' -o '%s/story'",
+             dir, dir, cinfer_abs(), dir, b, dir, b, dir, dir, model, dir);
+    int rc = run_cmd(cmd, true, &log);
+    EXPECT_MSG(rc == 0, "%s: %s", cmd, log ? log : "");
+    free(log);
+    if (rc) return;
+    char *want = cinfer_run_text(model, 16), *got = NULL;
+    snprintf(cmd, sizeof cmd, "env -i '%s/story' -p '" PROMPT "' -n 16 --temp 0 -t 1 2>/dev/null", dir);
+    EXPECT_EQ_I(run_cmd(cmd, false, &got), 0);
+    EXPECT_STR_EQ(got, want);
+    free(got);
+    free(want);
+}
+
 TEST(bundle, chat_and_json_schema) {
     NEED_SHARED(model, "models/chat/qwen3-chat.gguf");
     if (!have_deps("x86_64")) SKIP("no %s/deps/x86_64/libcjson.a: run make bundle-deps", build_dir());
