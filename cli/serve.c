@@ -35,11 +35,15 @@ static void serve_usage(FILE *f) {
             "  -t, --threads N    threads per model (default: physical cores)\n"
             "  --queue N          requests that may wait behind the running one, per model (default 16)\n"
             "  --no-webui         no chat page at GET /\n"
+            "  --quant P          compute precision of every model (auto, native, f32, int8, int8int8,\n"
+            "                     int4, int4mix; default auto: docs/precisions.md)\n"
             "  --device D         cpu (default) or cuda[:N]: every model on that GPU (docs/cuda.md)\n"
             "  --cors-origin O    let web pages from origin O (e.g. https://app.example) call the API\n"
             "                     (repeatable; '*': any).  Other cross-site requests get 403\n"
             "endpoints: GET / (web UI), GET /health, GET /v1/models, POST /v1/chat/completions,\n"
-            "  /v1/completions, /v1/responses, /v1/embeddings, /v1/messages, /v1/messages/count_tokens\n"
+            "  /v1/completions, /v1/responses, /v1/embeddings, /v1/messages, /v1/messages/count_tokens,\n"
+            "  /v1/systemone; Ollama: /api/chat, /api/generate, /api/embed, /api/embeddings, GET /api/tags,\n"
+            "  /api/ps, /api/version, POST /api/show\n"
             "docs: docs/serve.md\n");
 }
 
@@ -127,8 +131,17 @@ static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_m
             o.no_webui = 1;
             continue;
         }
+        static const char *const valued[] = {"--host", "--api-key", "--cors-origin", "--name", "--device",
+                                             "--model", "--port", "-c", "--ctx-size", "-t", "--threads",
+                                             "--mem", "--queue", "--quant", NULL};
+        int known = 0;
+        for (int k = 0; valued[k] && !known; k++) known = !strcmp(f, valued[k]);
+        if (!known) {
+            fprintf(stderr, "cinfer serve: unknown option '%s' (see cinfer serve --help)\n", f);
+            return 2;
+        }
         if (!v) {
-            fprintf(stderr, "cinfer serve: %s needs a value (see --help)\n", f);
+            fprintf(stderr, "cinfer serve: %s needs a value (see cinfer serve --help)\n", f);
             return 2;
         }
         i++;
@@ -179,8 +192,10 @@ static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_m
         else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) { if (parse_int(f, v, 0, 1024, &x)) return 2; o.n_threads = (int)x; }
         else if (!strcmp(f, "--mem") && !lk) { if (cli_parse_bytes("cinfer serve", v, &mem_bytes)) return 2; }
         else if (!strcmp(f, "--queue")) { if (parse_int(f, v, 1, 1 << 20, &x)) return 2; o.queue_max = (int)x; }
-        else {
-            fprintf(stderr, "cinfer serve: unknown option '%s' (see --help)\n", f);
+        else if (!strcmp(f, "--quant") && !lk) {
+            if ((mo.precision = cli_parse_precision("cinfer serve", v)) < 0) return 2;
+        } else {
+            fprintf(stderr, "cinfer serve: %s is not available in a bundle (its weights are fixed inside it)\n", f);
             return 2;
         }
     }
@@ -257,8 +272,9 @@ static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_m
                 "can use the models; add --api-key KEY (clients send it as a Bearer token)\n", host, port);
     int v6 = strchr(host, ':') != NULL;
     for (int i = path ? -1 : 0; i < n_models; i++)
-        fprintf(stderr, "cinfer serve: model '%s'%s\n", i < 0 ? o.model_name : names[i],
-                i == (path ? -1 : 0) ? " (default)" : "");
+        fprintf(stderr, "cinfer serve: model '%s'%s, %s\n", i < 0 ? o.model_name : names[i],
+                i == (path ? -1 : 0) ? " (default)" : "",
+                cinfer_precision_name(cinfer_model_precision(i < 0 ? m : extra[i].m)));
     fprintf(stderr, "cinfer serve: API at http://%s%s%s:%d/v1%s (Ctrl-C to stop)\n", v6 ? "[" : "", host,
             v6 ? "]" : "", port, o.no_webui ? "" : ", web UI at /");
     int sig = 0;

@@ -493,6 +493,20 @@ TEST(cli, small_messages) {
     EXPECT_MSG(out && strstr(out, "does not fit the context of 8: raise it with -c") && strstr(out, "trained for 2048"),
                "%s", out ? out : "");
     free(out);
+    /* serve: an unknown flag is unknown (not "needs a value"), a valued one without its value says so */
+    snprintf(cmd, sizeof cmd, "%s serve %s --verbose", cinfer_bin(), m);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
+    EXPECT_MSG(out && !strcmp(out, "cinfer serve: unknown option '--verbose' (see cinfer serve --help)\n"), "'%s'",
+               out ? out : "");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s serve %s --quant", cinfer_bin(), m);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
+    EXPECT_MSG(out && strstr(out, "--quant needs a value"), "'%s'", out ? out : "");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s serve %s --quant int3", cinfer_bin(), m);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
+    EXPECT_MSG(out && strstr(out, "int3"), "'%s'", out ? out : "");
+    free(out);
 }
 
 /* serve on a non-loopback address without --api-key warns. */

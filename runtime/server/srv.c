@@ -1984,11 +1984,6 @@ static enum MHD_Result do_ollama_post(srv *hub, struct MHD_Connection *c, const 
         cJSON_Delete(r);
         return send_error(c, API_OCHAT, 405, NULL, "use GET %.200s", url);
     }
-    if (!route) {
-        cJSON_Delete(r);
-        return send_error(c, API_OCHAT, 404, NULL, "no route for POST %.200s (pull, create, copy, delete and push "
-                                                   "are not part of cinfer serve: see cinfer pull)", url);
-    }
     srv *s = name ? ollama_model(hub, name) : NULL;
     if (name && !s) {
         enum MHD_Result ret = ollama_no_model(c, name);
@@ -2158,6 +2153,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
                                                          : 0;
     if (!route) return send_error(c, api, 404, NULL, "no route for %s %.200s", method, url);
     if (route == 9 && get) return do_ollama_get(s, c, url);
+    /* an Ollama route this server does not have: 404 for any method (not "use POST") */
+    static const char *const ollama_posts[] = {"/api/chat", "/api/generate", "/api/embed", "/api/embeddings",
+                                               "/api/show", "/api/tags", "/api/ps", "/api/version", NULL};
+    int ollama_known = 0;
+    for (int k = 0; route == 9 && ollama_posts[k]; k++) ollama_known |= !strcmp(url, ollama_posts[k]);
+    if (route == 9 && !ollama_known)
+        return send_error(c, api, 404, NULL, "no route for %s %.200s (pull, create, copy, delete and push are not "
+                                             "part of cinfer serve: see cinfer pull)", method, url);
     if (route == 1) {
         if (!get) return send_error(c, api, 405, NULL, "use GET %s", url);
         return do_models(s, c);

@@ -171,6 +171,8 @@ await check('errors: unknown model 404, bad option 400, images 400, each {"error
     [() => ollama.chat({ model: M, messages: [{ role: 'user', content: 'x', images: ['aGk='] }] }), 400, 'images'],
     [() => ollama.generate({ model: M, prompt: 'x', suffix: 'y' }), 400, 'suffix'],
     [() => ollama.show({ model: 'nope' }), 404, 'nope'],
+    [() => ollama.delete({ model: M }), 404, 'not part of cinfer serve'], // DELETE /api/delete: not "use POST"
+    [() => ollama.pull({ model: M }), 404, 'not part of cinfer serve'],
   ];
   for (const [fn, status, word] of cases) {
     let err = null;
