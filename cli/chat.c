@@ -322,6 +322,11 @@ static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn o
             return fprintf(stderr, "cinfer chat: %s: must be >= 0\n", f), 2;
     }
     if (!model && !lk) return usage(stderr), 2;
+    if (go.top_p > 1 || go.min_p < 0 || go.min_p > 1)
+        return fprintf(stderr, "cinfer chat: --%s %g is out of range [0, 1]\n", go.top_p > 1 ? "top-p" : "min-p",
+                       (double)(go.top_p > 1 ? go.top_p : go.min_p)), 2;
+    if (go.top_p < 0 || go.top_k < 0 || go.repeat_penalty < 0)
+        return fprintf(stderr, "cinfer chat: --top-p, --top-k and --repeat-penalty must be >= 0\n"), 2;
 
     char err[1024];
     if (verbose) fprintf(stderr, "cinfer chat: seed %llu%s\n", (unsigned long long)go.seed,
@@ -355,6 +360,16 @@ static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn o
         goto done;
     }
     cli_warn_settings("cinfer chat", m, so.n_ctx, so.n_threads);
+    { /* a model that cannot render a conversation is refused now, not at every message */
+        char *probe = NULL;
+        const cinfer_message hello = {"user", "hi"};
+        if (cinfer_chat_prompt(m, &hello, 1, 1, &probe, err, sizeof err)) {
+            fprintf(stderr, "cinfer chat: %s; for plain text use cinfer run %s -p TEXT\n", err,
+                    lk ? "" : model);
+            goto done;
+        }
+        cinfer_free(probe);
+    }
     if (system && conv_add(&conv, "system", system)) goto oom;
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, &old_sa); /* no SA_RESTART: Ctrl-C at the prompt returns from the read */
@@ -420,6 +435,10 @@ static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn o
                       cinfer_session_load(s, path, err, sizeof err);
             if (bad) fprintf(stderr, "cinfer chat: %s\n", err);
             else fprintf(stderr, "(%s %s)\n", line[1] == 's' ? "saved to" : "loaded", path);
+            continue;
+        }
+        if (!strcmp(line, "/save") || !strcmp(line, "/load")) {
+            fprintf(stderr, "usage: %s FILE (the KV cache to FILE, the messages to FILE.json)\n", line);
             continue;
         }
         if (!strcmp(line, "/help") || !strcmp(line, "/?")) {

@@ -130,6 +130,16 @@ TEST(cli, chat_seed_flag) {
     snprintf(cmd, sizeof cmd, "echo hi | %s chat %s -n 2 --seed x", cinfer_bin(), q);
     EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
     free(out);
+    /* sampling ranges as in run; a model without a chat template is refused at start */
+    snprintf(cmd, sizeof cmd, "echo hi | %s chat %s -n 2 --top-p 5", cinfer_bin(), q);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
+    EXPECT_MSG(out && strstr(out, "--top-p 5 is out of range [0, 1]"), "%s", out ? out : "");
+    free(out);
+    NEED_SHARED(m, STORIES);
+    snprintf(cmd, sizeof cmd, "echo hi | %s chat %s -n 2", cinfer_bin(), m);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 1);
+    EXPECT_MSG(out && strstr(out, "no usable chat template") && strstr(out, "cinfer run"), "%s", out ? out : "");
+    free(out);
 }
 
 TEST(cli, run_context_full_notice) {
