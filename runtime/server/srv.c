@@ -40,6 +40,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -153,7 +154,6 @@ typedef struct srv_job {
     /* POST /v1/systemone (srv_decide.h): the question set, the prompt text, the decisions */
     srvd *decide;
     char *prompt_text;
-    cinfer_confidence *conf;
 } srv_job;
 
 struct srv {
@@ -209,7 +209,6 @@ static void job_unref_locked(srv_job *j) {
     free(j->hist);
     srvd_free(j->decide);
     free(j->prompt_text);
-    cinfer_confidence_free(j->conf);
     srv_embed_free(j->embed);
     srvx_free(j->x);
     cJSON_Delete(j->echo);
@@ -801,88 +800,95 @@ static int on_token(const char *piece, size_t len, int32_t token, void *user) {
     return stop || xstop;
 }
 
-/* The generated text of one decision value (worker thread). */
-typedef struct {
-    srv_job *j;
-    char buf[512];
-    size_t len;
-} decide_text;
-
-static int decide_piece(const char *piece, size_t len, int32_t token, void *user) {
-    decide_text *t = user;
-    (void)token;
-    if (t->len + len < sizeof t->buf) {
-        memcpy(t->buf + t->len, piece, len);
-        t->len += len;
-        t->buf[t->len] = 0;
-    }
-    pthread_mutex_lock(&t->j->s->mu);
-    int stop = t->j->cancelled || t->j->s->stopping;
-    pthread_mutex_unlock(&t->j->s->mu);
-    return stop;
+/* log softmax(logits)[id] over n_vocab (temperature 1), in double. */
+static double log_prob(const float *logits, int n_vocab, int32_t id) {
+    float top = logits[0];
+    for (int v = 1; v < n_vocab; v++)
+        if (logits[v] > top) top = logits[v];
+    double sum = 0;
+    for (int v = 0; v < n_vocab; v++) sum += exp((double)logits[v] - top);
+    return (double)logits[id] - top - log(sum);
 }
 
-/* POST /v1/systemone: one question at a time (srv_decide.h).  The reply so
- * far is appended to the prompt, the next value generated under its grammar
- * with the confidence capture, and the most probable value appended.  res
- * gets the prompt's tokens (first step) and every generated token.  Worker
- * thread; 0 or a CINFER_E* code with err. */
+/* Tokenize text[0..len) as tokenize_prompt does (BOS as the vocabulary asks,
+ * once; control tokens parsed in a template's text) into ids (n_ctx + 1). */
+static int decide_tokenize(srv *s, const char *text, size_t len, int32_t *ids, size_t *n_ids) {
+    int rc = cinfer_tokenize(s->m, text, len, 1, s->chat, ids, (size_t)s->n_ctx + 1, n_ids);
+    int32_t bos = cinfer_token_bos(s->m);
+    if (!rc && *n_ids >= 2 && bos >= 0 && ids[0] == bos && ids[1] == bos)
+        memmove(ids, ids + 1, (--*n_ids) * sizeof *ids);
+    return rc ? rc : *n_ids > (size_t)s->n_ctx ? CINFER_ECTX : 0;
+}
+
+/* POST /v1/systemone: one question at a time (srv_decide.h).  Each allowed
+ * value (and the character after it) is appended to the reply so far and its
+ * tokens scored one position at a time from the model's logits; the most
+ * probable value is appended before the next question.  res gets the
+ * prompt's tokens and the chosen values' tokens.  Worker thread; 0 or a
+ * CINFER_E* code with err. */
 static int decide_job(srv *s, srv_job *j, cinfer_gen_result *res, char *err, size_t err_len) {
     srvd *d = j->decide;
-    size_t plen = strlen(j->prompt_text), cap = plen + 256, len = plen;
-    char *text = malloc(cap);
-    int32_t *ids = malloc(((size_t)s->n_ctx + 1) * sizeof *ids);
+    const int n_vocab = cinfer_model_n_vocab(s->m);
+    sbuf reply = {0}; /* prompt, then the reply so far */
+    int32_t *ids[SRVD_MAX_OPTIONS] = {0};
+    size_t n_ids[SRVD_MAX_OPTIONS];
+    double logp[SRVD_MAX_OPTIONS];
     int rc = 0;
-    if (!text || !ids) rc = CINFER_ENOMEM;
-    else memcpy(text, j->prompt_text, plen + 1);
+    for (int k = 0; k < SRVD_MAX_OPTIONS && !rc; k++)
+        if (!(ids[k] = malloc(((size_t)s->n_ctx + 1) * sizeof *ids[k]))) rc = CINFER_ENOMEM;
+    sb_str(&reply, j->prompt_text);
+    if (!rc && reply.oom) rc = CINFER_ENOMEM;
     for (int i = 0; !rc && i < srvd_count(d); i++) {
-        const char *pre = srvd_prefix(d, i);
-        for (int step = 0; step < 2 && !rc; step++) { /* the key, then (after generation) the chosen value */
-            size_t n = strlen(pre);
-            if (len + n + 1 > cap) {
-                char *nt = realloc(text, cap = 2 * (len + n + 1));
-                if (!nt) {
-                    rc = CINFER_ENOMEM;
+        const char *next = i + 1 < srvd_count(d) ? srvd_prefix(d, i + 1) : srvd_closing(d);
+        const int n_val = srvd_n_values(d, i);
+        sb_str(&reply, srvd_prefix(d, i));
+        if (reply.oom) rc = CINFER_ENOMEM;
+        size_t common = SIZE_MAX;
+        for (int k = 0; k < n_val && !rc; k++) { /* reply + value + its next character */
+            const size_t mark = reply.len;
+            char after[2] = {next[0], 0};
+            sb_str(&reply, srvd_value(d, i, k));
+            sb_str(&reply, after);
+            if (reply.oom) rc = CINFER_ENOMEM;
+            else rc = decide_tokenize(s, reply.p, reply.len, ids[k], &n_ids[k]);
+            reply.len = mark;
+            if (reply.p) reply.p[mark] = 0;
+            size_t c = 0;
+            while (k && c < n_ids[k] && c < n_ids[0] && ids[k][c] == ids[0][c]) c++;
+            if (!rc && k) common = c < common ? c : common;
+        }
+        if (rc == CINFER_ECTX || rc == CINFER_EARG) {
+            snprintf(err, err_len, "the prompt and the answers so far do not fit the context of %d tokens",
+                     s->n_ctx);
+            rc = CINFER_ECTX;
+        }
+        if (common == 0) common = 1; /* every value follows at least the BOS or the prompt's first token */
+        for (int k = 0; k < n_val && !rc; k++) {
+            logp[k] = 0;
+            for (size_t t = common; t < n_ids[k] && !rc; t++) {
+                pthread_mutex_lock(&s->mu);
+                int stop = j->cancelled || s->stopping;
+                pthread_mutex_unlock(&s->mu);
+                if (stop) {
+                    snprintf(err, err_len, "request cancelled");
+                    rc = CINFER_EARG;
                     break;
                 }
-                text = nt;
+                if ((rc = cinfer_eval(s->sess, ids[k], t, err, err_len))) break;
+                logp[k] += log_prob(cinfer_logits(s->sess), n_vocab, ids[k][t]);
             }
-            memcpy(text + len, pre, n + 1);
-            len += n;
-            if (step) break;
-            size_t n_ids = 0;
-            /* as tokenize_prompt: BOS as the vocabulary asks, once; control tokens parsed in a template's text */
-            rc = cinfer_tokenize(s->m, text, len, 1, s->chat, ids, (size_t)s->n_ctx, &n_ids);
-            int32_t bos = cinfer_token_bos(s->m);
-            if (!rc && n_ids >= 2 && bos >= 0 && ids[0] == bos && ids[1] == bos)
-                memmove(ids, ids + 1, (--n_ids) * sizeof *ids);
-            if (rc || n_ids >= (size_t)s->n_ctx) {
-                snprintf(err, err_len, "the prompt and the answers so far do not fit the context of %d tokens",
-                         s->n_ctx);
-                rc = rc ? rc : CINFER_ECTX;
-                break;
-            }
-            cinfer_gen_options go = j->go;
-            go.grammar = srvd_grammar(d, i);
-            go.max_tokens = s->n_ctx - (int)n_ids;
-            decide_text t = {.j = j};
-            cinfer_gen_result r = {0};
-            rc = cinfer_generate_tokens(s->sess, ids, n_ids, &go, decide_piece, &t, &r, err, err_len);
-            if (!rc && r.stop == CINFER_STOP_CALLBACK) {
-                snprintf(err, err_len, "request cancelled");
-                rc = CINFER_EARG;
-            }
-            if (rc) break;
-            if (i == 0) res->n_prompt = r.n_prompt, res->n_reused = r.n_reused;
-            res->n_generated += r.n_generated;
-            res->prompt_ms += r.prompt_ms;
-            res->gen_ms += r.gen_ms;
-            pre = srvd_record(d, i, j->conf, t.buf);
         }
+        if (rc) break;
+        const char *chosen = srvd_record(d, i, logp);
+        for (int k = 0; k < n_val; k++)
+            if (srvd_value(d, i, k) == chosen) res->n_generated += (int)(n_ids[k] - common);
+        if (i == 0) res->n_prompt = (int)common;
+        sb_str(&reply, chosen);
+        if (reply.oom) rc = CINFER_ENOMEM;
     }
     res->stop = CINFER_STOP_GRAMMAR;
-    free(text);
-    free(ids);
+    free(reply.p);
+    for (int k = 0; k < SRVD_MAX_OPTIONS; k++) free(ids[k]);
     if (rc == CINFER_ENOMEM) snprintf(err, err_len, "out of memory");
     return rc;
 }
@@ -2094,14 +2100,10 @@ static enum MHD_Result do_decide(srv *hub, struct MHD_Connection *c, cJSON *r) {
     /* the longest reply text (keys, answers, separators) must fit after the prompt too */
     int bad = tokenize_prompt(s, j, prompt, s->chat, &b);
     j->prompt_text = prompt;
-    if (!bad && srvd_compile(d, s->m, err, sizeof err))
-        bad = srv_bad(&b, 500, "questions", "the answer grammars do not compile: %.300s", err);
-    if (!bad && cinfer_confidence_new(&j->conf)) bad = srv_bad(&b, 500, NULL, "out of memory");
     if (bad) {
         job_unref(j);
         return send_error(c, API_DECIDE, b.status, b.param[0] ? b.param : NULL, "%s", b.msg);
     }
-    j->go = (cinfer_gen_options){.temperature = 0, .confidence = j->conf, .parse_special = 1};
     return run_job(s, c, j);
 }
 

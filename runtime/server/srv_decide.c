@@ -1,9 +1,10 @@
 /*
  * srv_decide.c — see srv_decide.h.  Parsing builds, once per request, the
  * prompt (state and numbered questions with their keys and allowed
- * answers), each question's value schema and the reply's key texts;
- * srvd_record turns the decision captured for one value into the answer's
- * probabilities over the question's options; srvd_body writes them out.
+ * answers), each allowed value's JSON text and the reply's key texts;
+ * srvd_record turns the log-likelihoods the server scored for one
+ * question's values into the answer's probabilities; srvd_body writes them
+ * out.
  */
 #include "srv_decide.h"
 
@@ -20,13 +21,11 @@ typedef struct {
     int n;          /* allowed values: options (choice), 2 (noul), scores (score) */
     char **option;  /* (n) choice: option keys; score: descriptions, lowest first */
     char **desc;    /* (n) choice: descriptions (the key when null); noul: [false, true] texts or NULL */
-    char *schema;   /* the value's JSON Schema */
+    char **value;   /* (n) each allowed value as JSON text: "\"billing\"", "true", "3" */
     char *prefix;   /* the reply text before the value: {"KEY": or ,"KEY": */
-    cinfer_grammar *gram;
     /* the answer (srvd_record) */
     double p[SRVD_MAX_OPTIONS];
     int chosen;
-    char *chosen_json;
 } question;
 
 struct srvd {
@@ -44,14 +43,13 @@ void srvd_free(srvd *d) {
         for (int k = 0; k < d->q[i].n; k++) {
             if (d->q[i].option) free(d->q[i].option[k]);
             if (d->q[i].desc) free(d->q[i].desc[k]);
+            if (d->q[i].value) free(d->q[i].value[k]);
         }
+        free(d->q[i].value);
         free(d->q[i].option);
         free(d->q[i].desc);
         free(d->q[i].key);
-        free(d->q[i].schema);
         free(d->q[i].prefix);
-        free(d->q[i].chosen_json);
-        cinfer_grammar_free(d->q[i].gram);
     }
     free(d->model);
     free(d->messages);
@@ -269,25 +267,25 @@ srvd *srvd_parse(const cJSON *r, bad_req *b) {
             }
         if (parse_question(&d->q[d->n_q++], v->string, v, b)) goto fail;
     }
-    /* each value's schema, and the reply text before it */
+    /* each allowed value's text, and the reply text before it */
     for (int i = 0; i < d->n_q; i++) {
         question *q = &d->q[i];
-        cJSON *item = cJSON_CreateObject(), *kj = cJSON_CreateString(q->key);
-        if (q->type == Q_NOUL) cJSON_AddStringToObject(item, "type", "boolean");
-        else {
-            cJSON *e = cJSON_AddArrayToObject(item, "enum");
-            for (int k = 0; k < q->n; k++)
-                cJSON_AddItemToArray(e, q->type == Q_CHOICE ? cJSON_CreateString(q->option[k]) : cJSON_CreateNumber(k));
+        int oom = !(q->value = calloc((size_t)q->n, sizeof *q->value));
+        for (int k = 0; k < q->n && !oom; k++) {
+            cJSON *v = q->type == Q_NOUL     ? cJSON_CreateBool(k)
+                       : q->type == Q_SCORE ? cJSON_CreateNumber(k)
+                                            : cJSON_CreateString(q->option[k]);
+            oom = !(q->value[k] = cJSON_PrintUnformatted(v));
+            cJSON_Delete(v);
         }
-        q->schema = cJSON_PrintUnformatted(item);
+        cJSON *kj = cJSON_CreateString(q->key);
         char *ks = cJSON_PrintUnformatted(kj);
-        cJSON_Delete(item);
         cJSON_Delete(kj);
         size_t n = ks ? strlen(ks) + 3 : 0;
         if (ks && (q->prefix = malloc(n))) snprintf(q->prefix, n, "%c%s:", i ? ',' : '{', ks);
         free(ks);
         q->chosen = -1;
-        if (!q->schema || !q->prefix) {
+        if (oom || !q->prefix) {
             srv_bad(b, 500, NULL, "out of memory");
             goto fail;
         }
@@ -325,68 +323,26 @@ const char *srvd_messages_json(const srvd *d) { return d->messages; }
 const char *srvd_plain_prompt(const srvd *d) { return d->plain; }
 const char *srvd_model(const srvd *d) { return d->model; }
 int srvd_count(const srvd *d) { return d->n_q; }
-const cinfer_grammar *srvd_grammar(const srvd *d, int i) { return d->q[i].gram; }
+int srvd_n_values(const srvd *d, int i) { return d->q[i].n; }
+const char *srvd_value(const srvd *d, int i, int k) { return d->q[i].value[k]; }
 const char *srvd_prefix(const srvd *d, int i) { return d->q[i].prefix; }
 const char *srvd_closing(const srvd *d) {
     (void)d;
     return "}";
 }
 
-int srvd_compile(srvd *d, const cinfer_model *m, char *err, size_t err_len) {
-    for (int i = 0; i < d->n_q; i++) {
-        int rc = cinfer_grammar_from_schema(m, d->q[i].schema, strlen(d->q[i].schema), NULL, &d->q[i].gram, err,
-                                            err_len);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-/* The value's index among question q's allowed values (its canonical JSON
- * text: "\"billing\"", "true", "3"), or -1. */
-static int value_index(const question *q, const char *json) {
-    cJSON *v = cJSON_Parse(json);
-    int at = -1;
-    if (q->type == Q_NOUL && cJSON_IsBool(v)) at = cJSON_IsTrue(v);
-    else if (q->type == Q_SCORE && cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < q->n)
-        at = (int)v->valuedouble;
-    else if (q->type == Q_CHOICE && cJSON_IsString(v))
-        for (int k = 0; k < q->n && at < 0; k++)
-            if (!strcmp(q->option[k], v->valuestring)) at = k;
-    cJSON_Delete(v);
-    return at;
-}
-
-const char *srvd_record(srvd *d, int i, const cinfer_confidence *c, const char *generated) {
+const char *srvd_record(srvd *d, int i, const double *logp) {
     question *q = &d->q[i];
-    memset(q->p, 0, sizeof q->p);
-    /* the value's decision: the grammar's root (path ""), its first one */
-    const cinfer_decision *dec = NULL;
-    for (int k = 0; k < cinfer_confidence_count(c) && !dec; k++)
-        if (!cinfer_confidence_get(c, k)->path[0]) dec = cinfer_confidence_get(c, k);
-    double total = 0;
-    if (dec && !dec->partial)
-        for (int k = 0; k < dec->n_choices; k++) {
-            int at = value_index(q, dec->choices[k].value);
-            if (at >= 0) q->p[at] += dec->choices[k].p, total += dec->choices[k].p;
-        }
-    int gen = generated ? value_index(q, generated) : -1;
-    if (total <= 0) { /* nothing captured (a value one token settles): the generated one, certain */
-        memset(q->p, 0, sizeof q->p);
-        if (gen >= 0) q->p[gen] = 1;
-    } else {
-        for (int k = 0; k < q->n; k++) q->p[k] /= total;
-    }
+    double top = -INFINITY, total = 0;
+    for (int k = 0; k < q->n; k++)
+        if (logp[k] > top) top = logp[k];
+    for (int k = 0; k < q->n; k++) total += q->p[k] = isfinite(top) ? exp(logp[k] - top) : 1;
     q->chosen = 0;
-    for (int k = 1; k < q->n; k++)
+    for (int k = 0; k < q->n; k++) {
+        q->p[k] /= total;
         if (q->p[k] > q->p[q->chosen]) q->chosen = k;
-    if (total <= 0 && gen < 0) q->chosen = 0; /* no value at all (cut off): the first, with p 0 */
-    cJSON *v = q->type == Q_NOUL     ? cJSON_CreateBool(q->chosen == 1)
-               : q->type == Q_SCORE ? cJSON_CreateNumber(q->chosen)
-                                    : cJSON_CreateString(q->option[q->chosen]);
-    free(q->chosen_json);
-    q->chosen_json = cJSON_PrintUnformatted(v);
-    cJSON_Delete(v);
-    return q->chosen_json ? q->chosen_json : "null";
+    }
+    return q->value[q->chosen];
 }
 
 cJSON *srvd_body(const srvd *d, int n_input, int n_output) {

@@ -1,9 +1,9 @@
 /*
  * srv_decide.h — POST /v1/systemone, the decision API of the npm `ollama`
  * client (ollama.systemone; wire shape in docs/serve.md): a state and a set
- * of questions, each with the answers it allows, answered in one constrained
- * generation whose confidence capture (cinfer.h cinfer_confidence) gives the
- * model's probability of every allowed answer.  Internal to the server.
+ * of questions, each with the answers it allows; every allowed answer is
+ * scored by the model, so each gets its own probability.  Internal to the
+ * server.
  *
  *   request   {"model", "state": text | JSON, "questions": {KEY: question, ...}, "keep_alive"?}
  *             question  {"type":"choice", "instructions", "criteria": {OPTION: description | null}}  2..26 options
@@ -16,13 +16,17 @@
  *                        "probabilities": {"0": p, ...}, "confidence"}
  *
  * The model answers as one JSON object {"KEY": answer, ...} in question
- * order, one question at a time: the reply so far (the keys and the answers
- * chosen before) is appended to the prompt, the next value is generated under
- * the grammar of its allowed values ({"enum":[OPTIONS]}, {"type":"boolean"},
- * {"enum":[0..n-1]}) with the confidence capture on, and the answer is the
- * most probable allowed value (the argmax of the captured distribution, not
- * the greedy token path, which can differ for values of several tokens).
- * The session's prefix cache makes each step evaluate only the new text.
+ * order, one question at a time.  For question i, each allowed value's JSON
+ * text ("\"billing\"", "true", "3") followed by the character after it ("," or
+ * "}", so "1" and "10" are told apart) is appended to the reply so far and
+ * tokenized; log P(those tokens | prompt and reply so far) is summed token
+ * by token from the model's logits (softmax at temperature 1 over the whole
+ * vocabulary, as a log-likelihood evaluation does), and
+ * p_k = exp(logp_k) / sum_j exp(logp_j).  The answer is the most probable
+ * value; it is appended and the next question follows.  Each value is
+ * scored in its tokenizer's own spelling (other token paths to the same
+ * text are not summed); the session's prefix cache makes each value cost
+ * only its own tokens.
  * confidence = 1 - H(p) / ln(n): 1 when all mass is on one value, 0 when it
  * is uniform — concentration, not calibrated correctness.
  */
@@ -51,20 +55,19 @@ const char *srvd_plain_prompt(const srvd *d);
 /* The "model" field of the request. */
 const char *srvd_model(const srvd *d);
 
-/* Compile each question's value grammar for model m.  0, or a CINFER_E*
- * code with err filled. */
-int srvd_compile(srvd *d, const cinfer_model *m, char *err, size_t err_len);
 int srvd_count(const srvd *d);
-const cinfer_grammar *srvd_grammar(const srvd *d, int i);
+/* Question i's allowed values: their count (2..26) and value k's JSON text.
+ * Valid until srvd_free. */
+int srvd_n_values(const srvd *d, int i);
+const char *srvd_value(const srvd *d, int i, int k);
 /* The reply text that comes before question i's value: "{\"KEY\":" for the
  * first, ",\"KEY\":" after (keys as JSON strings); srvd_closing: "}". */
 const char *srvd_prefix(const srvd *d, int i);
 const char *srvd_closing(const srvd *d);
-/* Record question i's answer from the decisions c captured while its value
- * was generated (generated: that value's text, the fallback when c holds
- * no distribution) and return the chosen value as JSON text, to append to
- * the reply before the next question.  Valid until srvd_free. */
-const char *srvd_record(srvd *d, int i, const cinfer_confidence *c, const char *generated);
+/* Record question i's answer from logp (srvd_n_values entries: each value's
+ * log-likelihood, natural log; -INFINITY allowed) and return the chosen
+ * value's JSON text, to append to the reply before the next question. */
+const char *srvd_record(srvd *d, int i, const double *logp);
 /* The response body after every question was recorded. */
 cJSON *srvd_body(const srvd *d, int n_input, int n_output);
 

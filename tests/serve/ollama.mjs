@@ -211,6 +211,12 @@ await check('systemone: choice, noul and score answers with probabilities over t
   assert(near(sum(s.probabilities), 1), `sum ${sum(s.probabilities)}`);
   const mean = Object.entries(s.probabilities).reduce((a, [k, p]) => a + Number(k) * p, 0);
   assert(near(s.score, mean) && s.score >= 0 && s.score <= 3, `score ${s.score}, mean ${mean}`);
+  // each option scored by the model: no two options share a probability because they share a first token
+  const four = await ollama.systemone({ model: M, state: 'The app crashes on login', questions: { team: { type: 'choice',
+    instructions: 'Which team?', criteria: { billing: 'Payments', technical: 'Software errors', sales: 'Pricing', legal: 'contracts' } } } });
+  const ps = Object.values(four.answers.team.probabilities);
+  assert(ps.length === 4 && near(sum(four.answers.team.probabilities), 1) && new Set(ps.map((p) => p.toPrecision(12))).size === 4,
+    `probabilities ${short(four.answers.team.probabilities)}`);
   const again = await ollama.systemone({ model: M, state: 'x', questions: { q: { type: 'noul', instructions: 'Is x true?' } } });
   assert(again.answers.q.type === 'noul', short(again));
   return `team ${t.choice} (${t.probabilities[t.choice].toFixed(2)}), urgent ${u.noul.toFixed(2)}, severity ${s.score.toFixed(2)}`;
