@@ -428,6 +428,13 @@ static int open_compiled(run_args *a, const cli_linked *lk, cinfer_model **m, ch
         opened = cinfer_model_open(a->model, &mo, m, err, err_len);
     }
     cli_progress_end(&prog);
+    double repack_ms = 0;
+    if (!opened) cinfer_model_repack_stats(*m, NULL, NULL, &repack_ms);
+    if (repack_ms > 1000) /* every open repeats it: say how to keep the result */
+        fprintf(stderr, "%s: repacking the weights for --quant %s took %.1f s at open; "
+                "cinfer compile %s --quant %s -o FILE.giw saves them repacked (a .giw opens in well under a second)\n",
+                run_name, cinfer_precision_name(cinfer_model_precision(*m)), repack_ms / 1000, a->model,
+                cinfer_precision_name(cinfer_model_precision(*m)));
     if (!opened && a->mem_bytes) {
         cli_print_budget(run_name, *m, a->verbose);
         a->n_ctx = 0; /* the context the budget chose */
