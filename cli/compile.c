@@ -116,7 +116,13 @@ int cli_compile(int argc, char **argv) {
                        "are CPU only (the CUDA kernels are compiled by NVRTC when the model is opened)\n"), 2;
     char cached[4096];
     if (cli_resolve_model("compile", &model, cached, sizeof cached, CLI_MODEL_RUN)) return 1;
-    if (out_path && o.mode != CC_AOT) return write_giw(model, &o, out_path);
+    if (out_path && o.mode != CC_AOT) {
+        size_t n = strlen(out_path);
+        if (n < 4 || strcmp(out_path + n - 4, ".giw"))
+            fprintf(stderr, "cinfer compile: note: without --aot, -o %s is a .giw weight file for cinfer run, not an "
+                    "executable (add --aot for one)\n", out_path);
+        return write_giw(model, &o, out_path);
+    }
     if (out_path && o.precision != 0) {
         /* a linked program opens a plain GGUF as auto (the default): any other precision must come from a .giw */
         fprintf(stderr, "cinfer compile: a standalone executable takes its precision from a .giw: "
