@@ -95,7 +95,8 @@ static void run_usage(FILE *f, int prebuilt) {
             "  --temp T                temperature (0.8; 0 = greedy, deterministic)\n"
             "  --stop STR              stop when the text STR is generated (not printed; repeatable)\n"
             "  --top-k K --top-p P --min-p P --repeat-penalty R\n"
-            "                          (top-p 0 = greedy; the penalty leaves end-of-generation and\n"
+            "                          (defaults 40, 0.95, 0.05, 1 = off; top-p 0 = greedy; the penalty\n"
+            "                          leaves end-of-generation and\n"
             "                          control tokens alone unless --repeat-penalty-all)\n"
             "  --seed S                sampling seed: same seed, same text (default: random, printed\n"
             "                          with -v; -1 = random)\n"
@@ -113,7 +114,7 @@ static void run_usage(FILE *f, int prebuilt) {
             CLI_DEVICE_HELP);
     fprintf(f,
             "  --activations f32|q8    matmul activations: f32 (exact dequantized weights) or\n"
-            "                          q8 (quantized per row like llama.cpp; faster; the default for\n"
+            "                          q8 (quantized per 32/256 block like llama.cpp; faster; the default for\n"
             "                          native; other precisions default to their own)\n"
             "  --dump-logits FILE      write {\"prompt_ids\":[...],\"logits\":[...]} at the last prompt position\n");
     if (!prebuilt)
