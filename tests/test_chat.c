@@ -407,6 +407,17 @@ TEST(chat, jinja_limits) {
     expect_error(__LINE__, "{{ 'x' * 10000000 }}", NULL, JINJA_ERR_LIMIT, "", &lim);
     expect_error(__LINE__, "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", NULL, JINJA_ERR_LIMIT, "nesting",
                  NULL);
+    /* hostile sizes from a GGUF's template: a limit error, never a wrapped allocation or signed overflow */
+    expect_error(__LINE__, "{{ range(5000) | batch(4611686018427387904) | list | length }}", NULL, JINJA_ERR_LIMIT,
+                 "batch(4611686018427387904) too large", NULL);
+    expect_error(__LINE__, "{{ range(3) | batch(4611686018427387904) | list | length }}", NULL, JINJA_ERR_LIMIT,
+                 "too large", NULL);
+    expect_error(__LINE__, "{{ range(-9223372036854775807, 9223372036854775807) | length }}", NULL, JINJA_ERR_RUNTIME,
+                 "MAX_RANGE", NULL);
+    expect_error(__LINE__, "{{ range(0, 10, -9223372036854775807 - 1) | length }}", NULL, 0, "", NULL);
+    expect_error(__LINE__, "{{ '%999999999d' % 1 }}", NULL, JINJA_ERR_LIMIT, "width above 10000", NULL);
+    RENDER("{{ range(5) | batch(2) | list }}", NULL, "[[0, 1], [2, 3], [4]]");
+    RENDER("{{ range(5) | batch(2, 'x') | list }}", NULL, "[[0, 1], [2, 3], [4, 'x']]");
     expect_error(__LINE__, "{% set ns = namespace(x=[]) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor %}"
                            "{{ ns.x }}", NULL, JINJA_ERR_LIMIT, "nesting", NULL);
     /* nesting beyond the parser's bound */

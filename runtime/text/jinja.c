@@ -2323,6 +2323,7 @@ static jlist *new_list(rctx *R, size_t cap, int kind) {
     memset(l, 0, sizeof *l);
     l->kind = (uint8_t)kind;
     if (cap) {
+        if (cap > SIZE_MAX / 2 / sizeof *l->a) rfail(R, JINJA_ERR_LIMIT, "a list of %zu items", cap);
         l->a = amalloc(&R->A, cap * sizeof *l->a);
         l->cap = cap;
     }
@@ -3900,10 +3901,12 @@ static jv py_percent(rctx *R, jv fmt, jv argv) {
         flags[nf] = 0;
         int width = -1, prec = -1;
         if (p < e && *p == '*') UNSUPPORTED("'*' width in %% formatting");
-        while (p < e && is_digit(*p)) width = (width < 0 ? 0 : width) * 10 + (*p++ - '0'), width = width > 10000 ? 10000 : width;
+        while (p < e && is_digit(*p)) width = (width < 0 ? 0 : width) * 10 + (*p++ - '0'), width = width > 10001 ? 10001 : width;
+        if (width > 10000) rfail(R, JINJA_ERR_LIMIT, "%% format width above 10000");
         if (p < e && *p == '.') {
             prec = 0;
-            for (p++; p < e && is_digit(*p); p++) prec = prec * 10 + (*p - '0'), prec = prec > 100 ? 100 : prec;
+            for (p++; p < e && is_digit(*p); p++) prec = prec * 10 + (*p - '0'), prec = prec > 101 ? 101 : prec;
+            if (prec > 100) rfail(R, JINJA_ERR_LIMIT, "%% format precision above 100");
         }
         if (p >= e) TYPE_ERROR("ValueError: incomplete format");
         char conv = *p++;
@@ -3999,10 +4002,14 @@ static jv call_global(rctx *R, int fn, const args *a) {
         }
         int64_t start = a->npos == 1 ? 0 : v[0], stop = a->npos == 1 ? v[0] : v[1], st = a->npos == 3 ? v[2] : 1;
         if (st == 0) TYPE_ERROR("ValueError: range() arg 3 must not be zero");
-        double cnt_d = st > 0 ? ((double)stop - (double)start) / (double)st : ((double)start - (double)stop) / (double)-st;
+        double cnt_d = st > 0 ? ((double)stop - (double)start) / (double)st : ((double)start - (double)stop) / -(double)st;
         int64_t cnt = 0;
-        if (cnt_d > 0) cnt = st > 0 ? (stop - start + st - 1) / st : (start - stop - st - 1) / -st;
-        if (cnt_d > 100000 || cnt > 100000)
+        if (cnt_d > 100000)
+            TYPE_ERROR("OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+        /* in 128 bits: stop - start and -st overflow 64 for extreme arguments */
+        if (cnt_d > 0)
+            cnt = (int64_t)(st > 0 ? ((__int128)stop - start + st - 1) / st : ((__int128)start - stop - st - 1) / -(__int128)st);
+        if (cnt > 100000)
             TYPE_ERROR("OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
         jlist *l = new_list(R, (size_t)cnt, LK_RANGE);
         for (int64_t i = 0; i < cnt; i++) l->a[i] = mk_int(start + i * st);
@@ -4579,9 +4586,10 @@ static jv apply_filter(rctx *R, int id, jv v, const args *a) {
         jlist *out = new_list(R, 0, LK_GEN);
         if (id == F_batch) {
             if (k <= 0 && it.n) UNSUPPORTED("batch(%lld)", (long long)k);
+            if (k > 100000 && it.n) rfail(R, JINJA_ERR_LIMIT, "batch(%lld) too large", (long long)k);
             for (size_t i = 0; i < it.n; i += (size_t)k) {
                 size_t m = it.n - i < (size_t)k ? it.n - i : (size_t)k;
-                jlist *row = new_list(R, (size_t)k, LK_LIST);
+                jlist *row = new_list(R, fill.k != V_NONE ? (size_t)k : m, LK_LIST);
                 for (size_t j = 0; j < m; j++) row->a[row->n++] = it.a[i + j];
                 if (fill.k != V_NONE)
                     while (row->n < (size_t)k) row->a[row->n++] = fill;
