@@ -466,6 +466,10 @@ TEST(gram, huge_bounds) {
     refused("{\"type\":\"string\",\"maxLength\":2147483647}", CINFER_EUNSUPPORTED, "maxLength above 67108863");
     refused("{\"type\":\"array\",\"minItems\":9400000}", CINFER_EUNSUPPORTED, "minItems/prefixItems above 4096");
     refused("{\"type\":\"string\",\"pattern\":\"^(a{1000}){1000}$\"}", CINFER_EUNSUPPORTED, "expands to more than");
+    /* a count of any length is a count (7+ digits were read as literal text) */
+    refused("{\"type\":\"string\",\"pattern\":\"^a{1000000}$\"}", CINFER_EUNSUPPORTED, "repetition count above 1000");
+    refused("{\"type\":\"string\",\"pattern\":\"^a{2,99999999999}$\"}", CINFER_EUNSUPPORTED, "repetition count above 1000");
+    refused("{\"type\":\"string\",\"pattern\":\"^a{1000001,}$\"}", CINFER_EUNSUPPORTED, "repetition count above 1000");
     refused("{\"minProperties\":1e300}", CINFER_EUNSUPPORTED, "minProperties above 67108863");
 }
 

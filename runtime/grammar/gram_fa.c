@@ -1743,7 +1743,8 @@ static re_node *re_class(re_parser *P) {
 static int re_number(re_parser *P, int *out) {
     long v = 0;
     int nd = 0;
-    while (P->p < P->end && *P->p >= '0' && *P->p <= '9' && v < 100000) v = v * 10 + (*P->p++ - '0'), nd++;
+    /* every digit is read (a long count is still a count, refused above 1000 by the caller), the value saturates */
+    while (P->p < P->end && *P->p >= '0' && *P->p <= '9') v = v < 100000 ? v * 10 + (*P->p - '0') : v, P->p++, nd++;
     *out = (int)v;
     return nd;
 }
