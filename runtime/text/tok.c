@@ -512,6 +512,11 @@ static int cmp_occ(const void *a, const void *b) {
     return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
+static int cmp_occ_pos(const void *a, const void *b) {
+    const occ *x = a, *y = b;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
 static long partition(const tok_vocab *v, const char *text, size_t len, bool parse_special, frag *frags) {
     const uint8_t *t = (const uint8_t *)text;
     size_t n_occ = 0, cap_occ = 64;
@@ -562,13 +567,9 @@ static long partition(const tok_vocab *v, const char *text, size_t len, bool par
             oc[n_acc++] = (occ){id, (uint32_t)p}; /* k now holds the token id */
         }
     }
-    /* accepted occurrences in text order (they are disjoint) */
-    for (size_t a = 1; a < n_acc; a++) {
-        occ x = oc[a];
-        size_t b = a;
-        for (; b > 0 && oc[b - 1].pos > x.pos; b--) oc[b] = oc[b - 1];
-        oc[b] = x;
-    }
+    /* accepted occurrences in text order (they are disjoint: positions are
+     * unique); a sort, since the groups per token interleave in the text */
+    qsort(oc, n_acc, sizeof *oc, cmp_occ_pos);
     size_t nf = 0, ai = 0;
     for (size_t p = 0; p < len;) {
         if (ai < n_acc && oc[ai].pos == p) {
