@@ -210,6 +210,16 @@ TEST(serve_reason, template_kwargs_and_limits) {
     EXPECT_EQ_I(st, 400);
     EXPECT_STR_EQ(json_str_at(j, "error.param"), "chat_template_kwargs");
     cJSON_Delete(j);
+    /* thousands of keys: refused before the template engine sees them */
+    char *many = malloc(300 * 16 + 512), *w = many;
+    w += sprintf(w, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"chat_template_kwargs\":{");
+    for (int k = 0; k < 300; k++) w += sprintf(w, "%s\"k%d\":%d", k ? "," : "", k, k);
+    sprintf(w, "}}");
+    j = post(&f, "/v1/chat/completions", many, &st);
+    free(many);
+    EXPECT_EQ_I(st, 400);
+    EXPECT_MSG(j && strstr(json_str_at(j, "error.message"), "at most 256"), "%s", json_str_at(j, "error.message"));
+    cJSON_Delete(j);
     /* Anthropic: no thinking asked → enable_thinking false; thinking enabled → true */
     static const char CT[] = "{\"model\":\"chat\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]%s}";
     snprintf(req, sizeof req, CT, "");

@@ -1340,6 +1340,11 @@ static int template_vars(int api, cJSON *r, char **vars, int *reason_out, bad_re
     cJSON *kw = cJSON_GetObjectItemCaseSensitive(r, "chat_template_kwargs");
     if (kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw))
         return srv_bad(b, 400, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    /* template variables are a handful of switches (enable_thinking, ...); the
+     * template engine's dicts are small-map lookups */
+    if (cJSON_GetArraySize(kw) > 256)
+        return srv_bad(b, 400, "chat_template_kwargs", "'chat_template_kwargs' has %d keys; at most 256",
+                       cJSON_GetArraySize(kw));
     cJSON *v = cJSON_IsObject(kw) ? cJSON_Duplicate(kw, 1) : cJSON_CreateObject();
     if (!v) return srv_bad(b, 500, NULL, "out of memory");
     if (api == API_MSG) {
