@@ -28,6 +28,7 @@
 
 #include "cinfer.h"
 #include "cli.h"
+#include "formats/gguf_write.h"
 
 static volatile sig_atomic_t g_interrupt;
 
@@ -95,22 +96,6 @@ static void conv_clear(conversation *c, size_t keep) {
     }
 }
 
-/* Drop the oldest turn after the first `keep` messages (the system prompt):
- * the message at index keep and the non-user messages that follow it, never
- * the last message (the one being answered).  Returns how many were dropped. */
-static size_t conv_drop_oldest(conversation *c, size_t keep) {
-    if (c->n < keep + 2) return 0;
-    size_t end = keep + 1;
-    while (end < c->n - 1 && strcmp(c->m[end].role, "user")) end++;
-    for (size_t i = keep; i < end; i++) {
-        free((char *)c->m[i].role);
-        free((char *)c->m[i].content);
-    }
-    memmove(c->m + keep, c->m + end, (c->n - end) * sizeof *c->m);
-    c->n -= end - keep;
-    return end - keep;
-}
-
 /* Tokens of the conversation's prompt as cinfer_chat renders it (+1 for a
  * BOS the vocabulary may add); SIZE_MAX when it cannot be rendered. */
 static size_t conv_prompt_tokens(cinfer_model *m, const conversation *c) {
@@ -124,19 +109,53 @@ static size_t conv_prompt_tokens(cinfer_model *m, const conversation *c) {
     return bad ? SIZE_MAX : n + 1;
 }
 
+/* Tokens of c's first keep messages followed by its messages from index
+ * start on (a view: nothing is copied but the pointers); SIZE_MAX when it
+ * cannot be rendered or on out of memory. */
+static size_t conv_tail_tokens(cinfer_model *m, const conversation *c, size_t keep, size_t start) {
+    conversation v = {malloc((keep + c->n - start) * sizeof *v.m), keep + c->n - start, 0};
+    if (!v.m) return SIZE_MAX;
+    memcpy(v.m, c->m, keep * sizeof *v.m);
+    memcpy(v.m + keep, c->m + start, (c->n - start) * sizeof *v.m);
+    size_t n = conv_prompt_tokens(m, &v);
+    free(v.m);
+    return n;
+}
+
 /* Make the conversation fit n_ctx with room for a reply (a quarter of the
  * context, at most max_tokens): drop the oldest turns, keeping the system
- * prompt (`keep` messages) and the new user message; say so on stderr. */
+ * prompt (`keep` messages) and the new user message; say so on stderr.  The
+ * turns to drop are found by bisection over the turn starts (the token count
+ * only falls as turns go), so a long loaded conversation renders O(log n)
+ * times, not once per dropped turn. */
 static void conv_fit(cinfer_model *m, conversation *c, size_t keep, int n_ctx, int max_tokens) {
     size_t room = (size_t)n_ctx / 4;
     if (max_tokens > 0 && (size_t)max_tokens < room) room = (size_t)max_tokens;
     if (room < 1) room = 1;
-    size_t dropped = 0, n_tok;
-    while ((n_tok = conv_prompt_tokens(m, c)) != SIZE_MAX && n_tok + room > (size_t)n_ctx) {
-        size_t k = conv_drop_oldest(c, keep);
-        if (!k) break;
-        dropped += k;
+    if (c->n < keep + 2) return;
+    size_t n_tok = conv_prompt_tokens(m, c);
+    if (n_tok == SIZE_MAX || n_tok + room <= (size_t)n_ctx) return;
+    /* turn starts after keep: a user message, never the last message (the one being answered);
+     * dropping up to starts[i] leaves the tail from starts[i] */
+    size_t *starts = malloc(c->n * sizeof *starts), n_starts = 0;
+    if (!starts) return;
+    for (size_t i = keep + 1; i < c->n; i++)
+        if (!strcmp(c->m[i].role, "user") || i == c->n - 1) starts[n_starts++] = i;
+    size_t lo = 0, hi = n_starts; /* the answer is in [lo, hi); hi: even the last start overflows */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2, t = conv_tail_tokens(m, c, keep, starts[mid]);
+        if (t != SIZE_MAX && t + room <= (size_t)n_ctx) hi = mid;
+        else lo = mid + 1;
     }
+    size_t cut = n_starts ? starts[lo < n_starts ? lo : n_starts - 1] : keep;
+    free(starts);
+    size_t dropped = cut - keep;
+    for (size_t i = keep; i < cut; i++) {
+        free((char *)c->m[i].role);
+        free((char *)c->m[i].content);
+    }
+    memmove(c->m + keep, c->m + cut, (c->n - cut) * sizeof *c->m);
+    c->n -= dropped;
     if (dropped)
         fprintf(stderr, "(context full at %d tokens: dropped the oldest %zu message%s%s)\n", n_ctx, dropped,
                 dropped == 1 ? "" : "s", keep ? ", kept the system prompt" : "");
@@ -152,12 +171,19 @@ static int conv_save(const conversation *c, const char *path) {
     }
     char *s = arr ? cJSON_Print(arr) : NULL;
     cJSON_Delete(arr);
-    FILE *f = s ? fopen(path, "w") : NULL;
-    int ok = f && fputs(s, f) >= 0;
-    if (f) ok &= fclose(f) == 0;
+    /* atomic, never through a symlink (formats/gguf_write.h gguf_out) */
+    gguf_out o;
+    char e[512];
+    int ok = s && !gguf_out_open(&o, path, ".tmp", NULL, e, sizeof e);
+    if (ok) {
+        ok = fputs(s, o.w.f) >= 0 && !gguf_out_close(&o) && !gguf_out_commit(&o, e, sizeof e);
+        gguf_out_abort(&o);
+    }
     free(s);
     return ok ? 0 : -1;
 }
+
+enum { CONV_FILE_MAX = 256 << 20 }; /* a saved conversation's messages file */
 
 static int conv_load(conversation *c, const char *path, char *err, size_t err_len) {
     FILE *f = fopen(path, "r");
@@ -166,9 +192,15 @@ static int conv_load(conversation *c, const char *path, char *err, size_t err_le
     size_t len = 0;
     FILE *mem = open_memstream(&buf, &len);
     int ch;
-    while (mem && (ch = fgetc(f)) != EOF) fputc(ch, mem);
+    long n = 0;
+    while (mem && n <= CONV_FILE_MAX && (ch = fgetc(f)) != EOF) fputc(ch, mem), n++;
     fclose(f);
     if (mem) fclose(mem);
+    if (n > CONV_FILE_MAX) {
+        free(buf);
+        return snprintf(err, err_len, "%.512s: larger than %d MiB: not a saved conversation", path,
+                        CONV_FILE_MAX >> 20), -1;
+    }
     cJSON *arr = buf ? cJSON_Parse(buf) : NULL;
     free(buf);
     if (!cJSON_IsArray(arr)) {
@@ -430,9 +462,14 @@ static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn o
             if (line[1] == 's')
                 bad = cinfer_session_save(s, path, err, sizeof err) ||
                       (conv_save(&conv, json_path) && snprintf(err, sizeof err, "%s: write failed", json_path));
-            else
-                bad = conv_load(&conv, json_path, err, sizeof err) ||
-                      cinfer_session_load(s, path, err, sizeof err);
+            else { /* both halves or neither: the conversation changes only when the KV cache loaded too */
+                conversation loaded = {0};
+                bad = conv_load(&loaded, json_path, err, sizeof err) || cinfer_session_load(s, path, err, sizeof err);
+                conversation *drop = bad ? &loaded : &conv;
+                conv_clear(drop, 0);
+                free(drop->m);
+                if (!bad) conv = loaded;
+            }
             if (bad) fprintf(stderr, "cinfer chat: %s\n", err);
             else fprintf(stderr, "(%s %s)\n", line[1] == 's' ? "saved to" : "loaded", path);
             continue;

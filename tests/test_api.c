@@ -161,6 +161,27 @@ TEST(api, session_save_and_load) {
     fclose(f);
     EXPECT(cinfer_session_load(b, trunc, err, sizeof err) == CINFER_EFORMAT);
     EXPECT_EQ_I(cinfer_session_n_past(b), 0);
+    /* a symlink planted at the temporary name is replaced, never followed; one at the path is refused */
+    char victim[600], planted[700], lnk[600];
+    snprintf(victim, sizeof victim, "%s/victim.txt", test_tmpdir());
+    snprintf(lnk, sizeof lnk, "%s/sv.ses", test_tmpdir());
+    snprintf(planted, sizeof planted, "%s.tmp", lnk);
+    f = fopen(victim, "w");
+    fputs("precious", f);
+    fclose(f);
+    unlink(planted);
+    EXPECT(symlink(victim, planted) == 0);
+    EXPECT(cinfer_session_save(a, lnk, err, sizeof err) == 0);
+    char buf[16] = "";
+    f = fopen(victim, "r");
+    EXPECT(f && fread(buf, 1, sizeof buf - 1, f) == 8);
+    if (f) fclose(f);
+    EXPECT_STR_EQ(buf, "precious");
+    EXPECT(cinfer_session_load(b, lnk, err, sizeof err) == 0);
+    unlink(lnk);
+    EXPECT(symlink(victim, lnk) == 0);
+    EXPECT(cinfer_session_save(a, lnk, err, sizeof err) == CINFER_EIO);
+    EXPECT_MSG(strstr(err, "symbolic link"), "%s", err);
     cinfer_session_free(a);
     cinfer_session_free(b);
     cinfer_model_close(m);

@@ -33,6 +33,7 @@
 #include "engine/memplan.h"
 #include "engine/samp.h"
 #include "formats/gguf.h"
+#include "formats/gguf_write.h"
 #include "formats/modelfile.h"
 #include "gpu/cuda.h"
 #include "grammar/gram_api.h"
@@ -974,13 +975,14 @@ typedef struct {
 } session_header;
 
 int cinfer_session_save(const cinfer_session *s, const char *path, char *err, size_t err_len) {
-    char tmp[4096];
     if (s->ctx->cuda)
         return fail(err, err_len, CINFER_EUNSUPPORTED, "%s: saving a session is not supported on --device cuda yet "
                     "(its KV cache is in device memory)", path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return fail(err, err_len, CINFER_EIO, "%s: %s", tmp, strerror(errno));
+    /* atomic, refusing a symlink at path and never following one at the temporary name */
+    gguf_out out;
+    char e[1024];
+    if (gguf_out_open(&out, path, ".tmp", NULL, e, sizeof e)) return fail(err, err_len, CINFER_EIO, "%s", e);
+    FILE *f = out.w.f;
     const cf_model_desc *d = s->m->mod->desc;
     const eng_ctx *c = s->ctx;
     session_header h = {.fingerprint = gguf_fingerprint(s->m->g), .n_layer = d->n_layer,
@@ -999,11 +1001,11 @@ int cinfer_session_save(const cinfer_session *s, const char *path, char *err, si
     if (h.state_floats)
         bad |= fwrite(c->state, sizeof(float), (size_t)h.state_floats, f) != (size_t)h.state_floats;
     if (h.has_logits) bad |= fwrite(eng_logits(c), sizeof(float), (size_t)d->n_vocab, f) != (size_t)d->n_vocab;
-    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path)) {
-        unlink(tmp);
-        return fail(err, err_len, CINFER_EIO, "%s: write failed (%s)", path, strerror(errno));
+    int e_close = gguf_out_close(&out);
+    if (bad || e_close || gguf_out_commit(&out, e, sizeof e)) {
+        gguf_out_abort(&out);
+        return fail(err, err_len, CINFER_EIO, "%s: write failed (%s)", path,
+                    bad || e_close ? strerror(e_close ? e_close : EIO) : e);
     }
     return 0;
 }
