@@ -164,8 +164,9 @@ void cli_ticker_stop(cli_ticker *t);
  * created when missing; -1 when neither variable is set or mkdir fails. */
 int cli_cache_file(const char *file, char *buf, size_t cap);
 
-/* Read all of path ("-": stdin) into a malloc'd NUL-terminated buffer; *len
- * gets the byte count.  NULL with errno set on failure. */
+/* The whole file at path ("-": stdin), at most CLI_READ_MAX bytes (a prompt,
+ * a schema; errno EFBIG beyond), NUL-terminated; NULL with errno. */
+enum { CLI_READ_MAX = 256 << 20 };
 char *cli_read_all(const char *path, size_t *len);
 
 #endif

@@ -300,7 +300,7 @@ int cli_cache_file(const char *file, char *buf, size_t cap) {
 char *cli_read_all(const char *path, size_t *len) {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f) return NULL;
-    char *buf = read_all(f, len);
+    char *buf = read_all(f, CLI_READ_MAX, len);
     int e = errno;
     if (f != stdin) fclose(f);
     errno = e;

@@ -336,6 +336,9 @@ static int read_prompt(const run_args *a, char **text, char *err, size_t err_len
     if (!path) return 0;
     size_t len;
     *text = cli_read_all(path, &len);
+    if (!*text && errno == EFBIG)
+        return snprintf(err, err_len, "%s: more than %d MiB: not a prompt", strcmp(path, "-") ? path : "stdin",
+                        CLI_READ_MAX >> 20), -1;
     if (!*text) return snprintf(err, err_len, "%s: %s", strcmp(path, "-") ? path : "stdin", strerror(errno)), -1;
     if (strlen(*text) != len) {
         free(*text);

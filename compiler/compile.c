@@ -560,7 +560,7 @@ int cc_cuda_cache_path(const gguf_file *g, const char *src, size_t src_len, cons
 static int slurp(const char *path, unsigned char **data, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
-    char *buf = read_all(f, len);
+    char *buf = read_all(f, (size_t)1 << 30, len); /* a CUDA image: MiB */
     fclose(f);
     if (buf && !*len) free(buf), buf = NULL;
     *data = (unsigned char *)buf;

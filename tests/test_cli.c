@@ -503,6 +503,11 @@ TEST(cli, small_messages) {
     EXPECT_MSG(out && strstr(out, "does not fit the context of 8: raise it with -c") && strstr(out, "trained for 2048"),
                "%s", out ? out : "");
     free(out);
+    /* an endless prompt file is refused at a bound, not read until memory runs out */
+    out = run_out(m, "-f /dev/zero -n 1 2>&1 >/dev/null", &st, false);
+    EXPECT_EQ_I(st, 1);
+    EXPECT_MSG(out && strstr(out, "/dev/zero: more than 256 MiB: not a prompt"), "%s", out ? out : "");
+    free(out);
     /* serve: an unknown flag is unknown (not "needs a value"), a valued one without its value says so */
     snprintf(cmd, sizeof cmd, "%s serve %s --verbose", cinfer_bin(), m);
     EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);

@@ -9,8 +9,10 @@
 #include <stdio.h>
 
 /* The rest of stream f (not closed) in a malloc'd buffer with one NUL past
- * the end; *len = its bytes.  NULL with errno ENOMEM, or the read error's
- * errno (EIO when the C library gives none). */
-char *read_all(FILE *f, size_t *len);
+ * the end; *len = its bytes.  At most max bytes are read: a longer stream
+ * (an endless /dev/zero, a wrong file) is NULL with errno EFBIG.  NULL with
+ * errno ENOMEM, or the read error's errno (EIO when the C library gives
+ * none). */
+char *read_all(FILE *f, size_t max, size_t *len);
 
 #endif

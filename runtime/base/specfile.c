@@ -25,7 +25,7 @@ int spec_file_read(const char *name, char **data, size_t *len, char *err, size_t
         snprintf(path, sizeof path, "%s/%s", dir, name);
         FILE *f = fopen(path, "rb");
         if (!f) return snprintf(err, err_len, "%s: %s", path, strerror(errno)), -1;
-        *data = read_all(f, len);
+        *data = read_all(f, (size_t)64 << 20, len); /* an archspec or template: KiB */
         int e = errno;
         fclose(f);
         if (!*data) return snprintf(err, err_len, "%s: %s", path, strerror(e)), -1;
