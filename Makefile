@@ -60,7 +60,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
 CLI_OBJ  := $(BUILD)/cli/main.o
 SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_SRC:%.c=$(BUILD)/san/%.o)
 
-.PHONY: bundle-deps deb-pkgs-arm64 aarch64 test-aarch64 bench-bundle
+.PHONY: san-cli bundle-deps deb-pkgs-arm64 aarch64 test-aarch64 bench-bundle
 .PHONY: all test check check-layout demo deps deb-pkgs node-check golden fuzz bench clean help install unicode bench-tok \
         bench-matmul fuzz-hf fuzz-tokjson bench-grammar test-grammar-full fuzz-schema arch-models arch-models-quant arch-refs \
         tok-refs tok-vocabs bench-ssm
@@ -146,6 +146,13 @@ $(BUILD)/cinfer: $(CLI_OBJ) $(BUILD)/libcinfer.a
 $(BUILD)/test_runner: $(SAN_OBJ)
 	$(if $(Q),@echo "  LD      $@")
 	$(Q)$(CC) $(SAN) -rdynamic -o $@ $^ $(LIBS)
+
+# The CLI built like the test runner (ASan + UBSan), for hostile-input
+# reproducers and fuzz findings: make san-cli, then build/san/cinfer ARGS.
+$(BUILD)/san/cinfer: $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(BUILD)/san/cli/main.o
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) $(SAN) -rdynamic -o $@ $^ $(LIBS)
+san-cli: $(BUILD)/san/cinfer
 
 # The 40-line embedding example, built against the library like a user would.
 $(BUILD)/examples/embed: examples/embed/main.c include/cinfer.h $(BUILD)/libcinfer.a
@@ -536,6 +543,7 @@ help:
 	@echo "make golden     regenerate generated/ golden sources (C and CUDA)"
 	@echo "make check-cuda the CUDA tests at full length: NVRTC for CUDA_ARCHS, every emulated model"
 	@echo "make fuzz       build and run the libFuzzer targets (FUZZ_SECONDS=600)"
+	@echo "make san-cli    build/san/cinfer: the CLI under ASan + UBSan, for hostile-input reproducers"
 	@echo "make bench      benchmarks (not part of make test)"
 	@echo "make arch-models  one random-weight test model per family into build/arch-models (tools/archgen.c)"
 	@echo "make arch-models-quant  their Q8_0/Q4_0 variants (cinfer quantize) into build/arch-models/{q8_0,q4_0}"
