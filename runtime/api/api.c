@@ -181,6 +181,7 @@ typedef struct {
     uint64_t compiler_bytes;   /* measured at the first compile */
     int compiled;
     int stream, stream_ahead;  /* plan streamed weights */
+    int moe_cache;             /* streamed MoE: experts per layer (0: n_expert_used) */
 } plan_ctx;
 
 static uint64_t plan_peak(const cinfer_plan *p) {
@@ -193,6 +194,16 @@ static uint64_t plan_peak(const cinfer_plan *p) {
 static int default_act_quant(int precision) {
     int a = prec_act_quant(precision);
     return a >= 0 ? a : 1;
+}
+
+/* <arch>.expert_used_count, 0 when absent. */
+static int expert_used_count(const gguf_file *g) {
+    gguf_str arch;
+    char key[96], e[256];
+    uint32_t k = 0;
+    if (gguf_get_str(g, "general.architecture", &arch, e, sizeof e)) return 0;
+    snprintf(key, sizeof key, "%.*s.expert_used_count", (int)(arch.len < 64 ? arch.len : 64), arch.ptr);
+    return gguf_find_key(g, key) >= 0 && !gguf_get_u32(g, key, &k, e, sizeof e) ? (int)k : 0;
 }
 
 /* Fill *p for the module desc at n_ctx. */
@@ -220,6 +231,19 @@ static int plan_fill(plan_ctx *L, const cf_model_desc *d, int precision, int n_c
         uint64_t window = (uint64_t)(ahead + 2 < d->n_layer ? ahead + 2 : d->n_layer) * layer_max;
         p->streamed_bytes = in_layers;
         p->weights_bytes = parts.weights_bytes - in_layers + (window < in_layers ? window : in_layers);
+        /* expert tensors: the LRU's experts in every MoE layer (stream.h) */
+        uint64_t per_expert, experts;
+        int n_expert, n_moe;
+        stream_expert_bytes(L->g, d, &per_expert, &n_expert, &n_moe, &experts);
+        if (experts) {
+            int cap = L->moe_cache > 0 ? L->moe_cache : expert_used_count(L->g);
+            if (cap < 1) cap = 1;
+            if (cap > n_expert) cap = n_expert;
+            p->moe_cache_experts = cap;
+            p->moe_cache_bytes = (uint64_t)n_moe * (uint64_t)cap * per_expert;
+            p->streamed_bytes += experts;
+            p->weights_bytes = p->weights_bytes - experts + p->moe_cache_bytes;
+        }
     }
     p->embd_bytes = parts.embd_bytes;
     p->load_bytes = parts.load_bytes;
@@ -348,6 +372,9 @@ void cinfer_plan_format(const cinfer_plan *p, char *buf, size_t cap) {
         PUT("  (streamed: %.1f MiB of layers, a window of them%s resident)\n", MIB(p->streamed_bytes),
             p->stream_keep ? " and the first ones" : "");
     if (p->stream_keep) PUT("  (the first %d layers stay resident: the budget has room)\n", p->stream_keep);
+    if (p->moe_cache_experts)
+        PUT("  (experts: %d per layer mapped by the LRU, %.1f MiB of that)\n", p->moe_cache_experts,
+            MIB(p->moe_cache_bytes));
     PUT("weights    total %31.1f MiB\n", MIB(p->weights_bytes));
     if (p->load_bytes) PUT("load       sources in flight %19.1f MiB\n", MIB(p->load_bytes));
     PUT("kv cache   F32, %6d positions %14.1f MiB\n", p->n_ctx, MIB(p->kv_cache_bytes));
@@ -373,7 +400,7 @@ int cinfer_plan_model(const char *path, const cinfer_plan_options *opts, cinfer_
         return fail(err, err_len, CINFER_EARG, "plan options: precision %d (0..%d), n_ctx %d, n_threads %d (>= 0)",
                     o.precision, CINFER_PRECISION_COUNT - 1, o.n_ctx, o.n_threads);
     plan_ctx L = {.mc = &mc, .n_threads = o.n_threads, .stream = o.stream_weights != 0,
-                  .stream_ahead = o.stream_ahead, .fixed = o.stream_weights != 0,
+                  .stream_ahead = o.stream_ahead, .moe_cache = o.moe_cache_experts, .fixed = o.stream_weights != 0,
                   .co = {.mode = CC_JIT, .archspec_path = o.archspec_path}};
     if (o.stream_weights && o.precision != CINFER_PRECISION_AUTO && o.precision != CINFER_PRECISION_NATIVE)
         return fail(err, err_len, CINFER_EARG, "streamed weights are computed from the file mapping: precision %s "
@@ -408,6 +435,19 @@ int cinfer_plan_model(const char *path, const cinfer_plan_options *opts, cinfer_
     return rc;
 }
 
+int cinfer_model_moe_stats(const cinfer_model *m, int *cache_experts, uint64_t *hits, uint64_t *misses,
+                           uint64_t *evictions) {
+    if (!m->em.stream) return CINFER_EARG;
+    stream_stats st;
+    stream_get_stats(m->em.stream, &st);
+    if (!st.n_expert) return CINFER_EARG;
+    *cache_experts = st.moe_cache;
+    *hits = st.expert_hits;
+    *misses = st.expert_misses;
+    *evictions = st.expert_evictions;
+    return 0;
+}
+
 int cinfer_model_stream_stats(const cinfer_model *m, uint64_t *read_ahead_bytes, uint64_t *dropped_bytes) {
     if (!m->em.stream) return CINFER_EARG;
     stream_stats st;
@@ -436,6 +476,7 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
     cinfer_model_options o = opts ? *opts : (cinfer_model_options){0};
     const uint64_t rss_start = memplan_rss_now(), anon_start = memplan_anon_now();
     int stream_keep = 0; /* streamed layers the budget keeps resident */
+    int moe_cache = o.moe_cache_experts; /* streamed MoE: experts per layer the LRU keeps */
     cinfer_model *m = calloc(1, sizeof *m);
     if (!m) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
     pthread_mutex_init(&m->gv_lock, NULL);
@@ -560,15 +601,33 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
         uint64_t now = memplan_anon_now();
         plan_ctx L = {.g = m->g, .mc = mc, .co = co, .fixed = giw_prec >= 0 || o.stream_weights,
                       .n_threads = o.n_threads, .stream = o.stream_weights != 0, .stream_ahead = o.stream_ahead,
-                      .runtime_bytes = rss_start,
+                      .moe_cache = moe_cache, .runtime_bytes = rss_start,
                       .tokenizer_bytes = (now > anon_start ? now - anon_start : 0) + gguf_data_offset(m->g)};
         rc = plan_ladder(&L, o.precision, o.n_ctx, o.mem_bytes, &m->budget, &m->mod, m->budget_steps,
                          sizeof m->budget_steps, err, err_len);
         if (rc) goto bad;
-        if (o.stream_weights) { /* room left in the budget keeps the first layers resident */
-            uint64_t layer_max, in_layers, global;
+        if (o.stream_weights) {
+            /* room left in the budget: first more experts in the LRU (when not
+             * given), then the first layers resident */
+            uint64_t layer_max, in_layers, global, per_expert, experts;
+            int n_expert, n_moe;
             stream_layer_bytes(m->g, m->mod->desc, &layer_max, &in_layers, &global);
+            stream_expert_bytes(m->g, m->mod->desc, &per_expert, &n_expert, &n_moe, &experts);
             uint64_t room = o.mem_bytes - m->budget.peak_bytes;
+            if (experts && !o.moe_cache_experts && m->budget.moe_cache_experts < n_expert) {
+                uint64_t one = (uint64_t)n_moe * per_expert; /* one more expert in every MoE layer */
+                uint64_t more = room / one;
+                if (more > (uint64_t)(n_expert - m->budget.moe_cache_experts))
+                    more = (uint64_t)(n_expert - m->budget.moe_cache_experts);
+                m->budget.moe_cache_experts += (int)more;
+                m->budget.moe_cache_bytes += more * one;
+                m->budget.weights_bytes += more * one;
+                m->budget.peak_bytes += more * one;
+                room -= more * one;
+            }
+            if (experts) moe_cache = m->budget.moe_cache_experts;
+            /* the dense layers keep only when every expert fits too */
+            if (experts && moe_cache < n_expert) room = 0;
             if (layer_max) stream_keep = (int)(room / layer_max < 1u << 20 ? room / layer_max : 1u << 20);
             if (stream_keep > m->mod->desc->n_layer) stream_keep = m->mod->desc->n_layer;
             m->budget.weights_bytes += (uint64_t)stream_keep * layer_max;
@@ -598,7 +657,7 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
             fprintf(stderr, "cinfer: %s: %.1f MiB of weights uploaded, kernels from %s (%s)\n", m->device,
                     ecu_model_weight_bytes(m->em.cuda) / 1048576.0, m->mod->cuda_path, m->mod->cuda_image.arch);
     } else if (o.stream_weights ? eng_model_bind_streamed(&m->em, m->g, m->mod->desc, m->mod->forward,
-                                                          o.stream_ahead, stream_keep, e, sizeof e)
+                                                          o.stream_ahead, stream_keep, moe_cache, e, sizeof e)
                                 : eng_model_bind_threads(&m->em, m->g, m->mod->desc, m->mod->forward, 0,
                                                          o.progress ? repack_progress : NULL, &o, e, sizeof e)) {
         rc = fail(err, err_len, strstr(e, "out of memory") ? CINFER_ENOMEM : CINFER_EFORMAT, "%s", e);
