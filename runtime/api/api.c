@@ -287,6 +287,34 @@ static void step_line(char *steps, size_t cap, const char *fmt, ...) {
 
 #define MIB(b) ((double)(b) / 1048576.0)
 
+/* A streamed plan *p fits mem with room left: spend it on more experts in
+ * the LRU (when L->moe_cache does not fix their number), then, once every
+ * expert fits, on keeping the first layers resident (stream.h). */
+static void plan_stream_room(const plan_ctx *L, const cf_model_desc *d, uint64_t mem, cinfer_plan *p) {
+    uint64_t layer_max, in_layers, global, per_expert, experts;
+    int n_expert, n_moe;
+    stream_layer_bytes(L->g, d, &layer_max, &in_layers, &global);
+    stream_expert_bytes(L->g, d, &per_expert, &n_expert, &n_moe, &experts);
+    uint64_t room = mem > p->peak_bytes ? mem - p->peak_bytes : 0;
+    if (experts && L->moe_cache <= 0 && p->moe_cache_experts < n_expert) {
+        uint64_t one = (uint64_t)n_moe * per_expert; /* one more expert in every MoE layer */
+        uint64_t more = room / one;
+        if (more > (uint64_t)(n_expert - p->moe_cache_experts)) more = (uint64_t)(n_expert - p->moe_cache_experts);
+        p->moe_cache_experts += (int)more;
+        p->moe_cache_bytes += more * one;
+        p->weights_bytes += more * one;
+        p->peak_bytes += more * one;
+        room -= more * one;
+    }
+    if (experts && p->moe_cache_experts < n_expert) return; /* dense layers kept only when every expert is */
+    int keep = 0;
+    if (layer_max) keep = (int)(room / layer_max < 1u << 20 ? room / layer_max : 1u << 20);
+    if (keep > d->n_layer) keep = d->n_layer;
+    p->weights_bytes += (uint64_t)keep * layer_max;
+    p->peak_bytes += (uint64_t)keep * layer_max;
+    p->stream_keep = keep;
+}
+
 /* The ladder (docs/memory.md): the asked precision, then int8, int4mix,
  * int4 — a rung only when its weights are smaller than the last rung's —
  * then halve the context down to PLAN_MIN_CTX.  mem == 0: the first plan.
@@ -429,6 +457,13 @@ int cinfer_plan_model(const char *path, const cinfer_plan_options *opts, cinfer_
         if (giw_prec >= 0) o.precision = giw_prec, L.fixed = 1;
         else if (o.stream_weights) o.precision = CINFER_PRECISION_NATIVE;
         rc = plan_ladder(&L, o.precision, o.n_ctx, o.mem_bytes, out, NULL, steps, steps_cap, err, err_len);
+        if (!rc && o.stream_weights && o.mem_bytes) {
+            cc_module *mod = NULL; /* the ladder freed its module: the desc again (compiled, cached) */
+            if (!plan_compile(&L, out->precision, &mod, e, sizeof e)) {
+                plan_stream_room(&L, mod->desc, o.mem_bytes, out);
+                L.mc->free(mod);
+            }
+        }
     }
     tok_free(v);
     gguf_close(g);
@@ -607,32 +642,9 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
                          sizeof m->budget_steps, err, err_len);
         if (rc) goto bad;
         if (o.stream_weights) {
-            /* room left in the budget: first more experts in the LRU (when not
-             * given), then the first layers resident */
-            uint64_t layer_max, in_layers, global, per_expert, experts;
-            int n_expert, n_moe;
-            stream_layer_bytes(m->g, m->mod->desc, &layer_max, &in_layers, &global);
-            stream_expert_bytes(m->g, m->mod->desc, &per_expert, &n_expert, &n_moe, &experts);
-            uint64_t room = o.mem_bytes - m->budget.peak_bytes;
-            if (experts && !o.moe_cache_experts && m->budget.moe_cache_experts < n_expert) {
-                uint64_t one = (uint64_t)n_moe * per_expert; /* one more expert in every MoE layer */
-                uint64_t more = room / one;
-                if (more > (uint64_t)(n_expert - m->budget.moe_cache_experts))
-                    more = (uint64_t)(n_expert - m->budget.moe_cache_experts);
-                m->budget.moe_cache_experts += (int)more;
-                m->budget.moe_cache_bytes += more * one;
-                m->budget.weights_bytes += more * one;
-                m->budget.peak_bytes += more * one;
-                room -= more * one;
-            }
-            if (experts) moe_cache = m->budget.moe_cache_experts;
-            /* the dense layers keep only when every expert fits too */
-            if (experts && moe_cache < n_expert) room = 0;
-            if (layer_max) stream_keep = (int)(room / layer_max < 1u << 20 ? room / layer_max : 1u << 20);
-            if (stream_keep > m->mod->desc->n_layer) stream_keep = m->mod->desc->n_layer;
-            m->budget.weights_bytes += (uint64_t)stream_keep * layer_max;
-            m->budget.peak_bytes += (uint64_t)stream_keep * layer_max;
-            m->budget.stream_keep = stream_keep;
+            plan_stream_room(&L, m->mod->desc, o.mem_bytes, &m->budget);
+            stream_keep = m->budget.stream_keep;
+            if (m->budget.moe_cache_experts) moe_cache = m->budget.moe_cache_experts;
         }
         m->has_budget = 1;
         m->precision = m->budget.precision;

@@ -45,6 +45,7 @@ struct eng_stream {
     char *eres;       /* (n_groups * n_expert) expert mapped */
     uint64_t *estamp; /* (n_groups * n_expert) the visit it was last routed in */
     int *n_eres;      /* (n_groups) experts mapped */
+    char *missed;     /* (n_groups) an expert was read in since the layer was last left */
     uint64_t visit;   /* layer entries so far */
     stream_stats st;
 };
@@ -66,12 +67,22 @@ static int by_group(const void *a, const void *b) {
     return x->group != y->group ? (x->group < y->group ? -1 : 1) : by_lo(a, b);
 }
 
+/* Start reading [p, p + n) of the mapping into the page cache, exactly
+ * those pages (MADV_WILLNEED: asynchronous, the file's own range, no
+ * read-around); gguf_populate then waits for them and maps them. */
+static void read_start(const void *p, uint64_t n) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)p & ~(page - 1), hi = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+    (void)madvise((void *)lo, hi - lo, MADV_WILLNEED); /* advice: without it the faults read */
+}
+
 /* The layer window: the dense tensors of layer g (expert tensors are the LRU's). */
 static void for_group(eng_stream *s, int g, int populate) {
     for (int i = s->group_first[g]; i < s->group_first[g + 1]; i++) {
         if (s->by_group[i].n_expert) continue;
         uint64_t n = (uint64_t)(s->by_group[i].hi - s->by_group[i].lo);
         if (populate) {
+            read_start(s->by_group[i].lo, n);
             if (!gguf_populate(s->g, s->by_group[i].lo, n))
                 __atomic_fetch_add(&s->st.populated_bytes, n, __ATOMIC_RELAXED);
         } else if (!gguf_release_pages(s->g, s->by_group[i].lo, n))
@@ -217,6 +228,12 @@ int stream_new(const gguf_file *g, const cf_model_desc *d, const void *const *W,
         if (s->spans[k].group >= 0) {
             uintptr_t lo = (uintptr_t)s->spans[k].lo & ~(page - 1), hi = ((uintptr_t)s->spans[k].hi + page - 1) & ~(page - 1);
             (void)madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE); /* advice: failure costs only memory */
+            /* and no read-around on a fault: with a large read_ahead_kb (8 MiB
+             * here) a fault reads megabytes around it — neighbouring experts,
+             * the next layer — into the page cache, which a memory limit then
+             * charges and reclaims (measured: 10x the bytes needed read per
+             * token); the reads are asked for exactly (read_start) */
+            (void)madvise((void *)lo, hi - lo, MADV_RANDOM);
         }
     /* the expert tensors by layer, for the LRU */
     int n_exp = 0;
@@ -232,7 +249,8 @@ int stream_new(const gguf_file *g, const cf_model_desc *d, const void *const *W,
         s->eres = calloc(cells, 1);
         s->estamp = calloc(cells, sizeof *s->estamp);
         s->n_eres = calloc((size_t)s->n_groups, sizeof *s->n_eres);
-        if (!s->exp_first || !s->exp_spans || !s->eres || !s->estamp || !s->n_eres) {
+        s->missed = calloc((size_t)s->n_groups, 1);
+        if (!s->exp_first || !s->exp_spans || !s->eres || !s->estamp || !s->n_eres || !s->missed) {
             s->n_groups = -1; /* no helper to join */
             stream_free(s);
             return snprintf(err, err_len, "stream: out of memory"), -1;
@@ -287,66 +305,69 @@ void stream_free(eng_stream *s) {
     free(s->eres);
     free(s->estamp);
     free(s->n_eres);
+    free(s->missed);
     free(s);
 }
 
 /* ---- the expert LRU ------------------------------------------------------------------ */
 
-/* Map in (populate) or drop expert e's slice of every expert tensor of layer
- * l.  A drop takes the pages wholly inside the slice, and a boundary page
- * it shares with a neighbour only when every expert on that page is out
- * (eres already cleared for e) and the page lies inside the tensor: an
- * expert's matrix need not start or end on a page. */
-static void expert_io(eng_stream *s, int l, int e, int populate) {
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const char *res = s->eres + (size_t)l * (size_t)s->n_expert;
+/* Expert e's slice of every expert tensor of layer l: start its reads
+ * (populate 0), or map it in, waiting for them (1). */
+static void expert_read(eng_stream *s, int l, int e, int populate) {
     for (int k = s->exp_first[l]; k < s->exp_first[l + 1]; k++) {
         const span *t = &s->spans[s->exp_spans[k]];
         if (e >= t->n_expert) continue;
-        const char *lo = t->lo + (uint64_t)e * t->eb, *hi = lo + t->eb;
-        if (populate) {
-            if (!gguf_populate(s->g, lo, t->eb))
-                __atomic_fetch_add(&s->st.populated_bytes, t->eb, __ATOMIC_RELAXED);
-            continue;
-        }
-        uintptr_t a = ((uintptr_t)lo + page - 1) & ~(page - 1), b = (uintptr_t)hi & ~(page - 1);
-        if (b > a && !gguf_release_pages(s->g, (const void *)a, b - a))
-            __atomic_fetch_add(&s->st.dropped_bytes, b - a, __ATOMIC_RELAXED);
-        /* the partial pages at either end, [P, P + page): at most two */
-        uintptr_t ends[2];
-        int n_ends = 0;
-        if ((uintptr_t)lo & (page - 1)) ends[n_ends++] = (uintptr_t)lo & ~(page - 1);
-        if (((uintptr_t)hi & (page - 1)) && !(n_ends && ends[0] == ((uintptr_t)hi & ~(page - 1))))
-            ends[n_ends++] = (uintptr_t)hi & ~(page - 1);
-        for (int j = 0; j < n_ends; j++) {
-            uintptr_t P = ends[j];
-            if (P < (uintptr_t)t->lo || P + page > (uintptr_t)t->hi) continue; /* shared with another tensor */
-            uint64_t e0 = (P - (uintptr_t)t->lo) / t->eb, e1 = (P + page - 1 - (uintptr_t)t->lo) / t->eb;
-            int free_page = 1;
-            for (uint64_t x = e0; x <= e1 && free_page; x++) free_page = !res[x];
-            if (free_page && !gguf_release_pages(s->g, (const void *)P, page))
-                __atomic_fetch_add(&s->st.dropped_bytes, page, __ATOMIC_RELAXED);
+        if (!populate) read_start(t->lo + (uint64_t)e * t->eb, t->eb);
+        else if (!gguf_populate(s->g, t->lo + (uint64_t)e * t->eb, t->eb))
+            __atomic_fetch_add(&s->st.populated_bytes, t->eb, __ATOMIC_RELAXED);
+    }
+}
+
+/* Drop, in every expert tensor of layer l, each run of experts the LRU does
+ * not hold: the pages wholly inside the run (gguf_release_pages rounds
+ * inward), so a page an expert shares with a held neighbour stays, and one
+ * shared with another tensor too.  Runs rather than just the evicted
+ * experts: a fault maps the pages around it as well (fault-around, 64 KiB
+ * by default), neighbours the LRU never read would otherwise stay mapped. */
+static void experts_sweep(eng_stream *s, int l) {
+    const char *res = s->eres + (size_t)l * (size_t)s->n_expert;
+    for (int k = s->exp_first[l]; k < s->exp_first[l + 1]; k++) {
+        const span *t = &s->spans[s->exp_spans[k]];
+        for (int e = 0; e < t->n_expert;) {
+            if (res[e]) {
+                e++;
+                continue;
+            }
+            int e1 = e;
+            while (e1 < t->n_expert && !res[e1]) e1++;
+            (void)gguf_release_pages(s->g, t->lo + (uint64_t)e * t->eb, (uint64_t)(e1 - e) * t->eb);
+            e = e1;
         }
     }
 }
 
 /* Leaving layer l: drop its least recently routed experts beyond the cache
- * (a prompt batch may have routed more than it holds). */
+ * (a prompt batch may have routed more than it holds), then what the visit
+ * mapped around them. */
 static void experts_trim(eng_stream *s, int l) {
     if (!s->n_expert || l < 0 || s->exp_first[l] == s->exp_first[l + 1]) return;
     const int cap = s->moe_cache > 0 ? s->moe_cache : s->n_expert;
     char *res = s->eres + (size_t)l * (size_t)s->n_expert;
     const uint64_t *stamp = s->estamp + (size_t)l * (size_t)s->n_expert;
+    int changed = s->missed[l];
     while (s->n_eres[l] > cap) {
         int victim = -1;
         for (int e = 0; e < s->n_expert; e++)
             if (res[e] && (victim < 0 || stamp[e] < stamp[victim])) victim = e;
         res[victim] = 0;
         s->n_eres[l]--;
-        expert_io(s, l, victim, 0);
         s->st.expert_evictions++;
+        __atomic_fetch_add(&s->st.dropped_bytes, s->st.expert_bytes, __ATOMIC_RELAXED);
         __atomic_fetch_sub(&s->st.expert_resident_bytes, s->st.expert_bytes, __ATOMIC_RELAXED);
+        changed = 1;
     }
+    if (changed) experts_sweep(s, l);
+    s->missed[l] = 0;
 }
 
 void stream_experts(eng_stream *s, const void *w, const int *experts, int n, int n_expert_used) {
@@ -370,13 +391,16 @@ void stream_experts(eng_stream *s, const void *w, const int *experts, int n, int
     const int l = s->spans[i].group;
     char *res = s->eres + (size_t)l * (size_t)s->n_expert;
     uint64_t *stamp = s->estamp + (size_t)l * (size_t)s->n_expert;
+    for (int j = 0; j < n; j++) /* every missing expert's reads in flight at once */
+        if (experts[j] >= 0 && experts[j] < s->n_expert && !res[experts[j]]) expert_read(s, l, experts[j], 0);
     for (int j = 0; j < n; j++) {
         const int e = experts[j];
         if (e < 0 || e >= s->n_expert) continue;
         if (!res[e]) {
             res[e] = 1;
             s->n_eres[l]++;
-            expert_io(s, l, e, 1);
+            expert_read(s, l, e, 1);
+            s->missed[l] = 1;
             s->st.expert_misses++;
             __atomic_fetch_add(&s->st.expert_resident_bytes, s->st.expert_bytes, __ATOMIC_RELAXED);
         } else if (stamp[e] != s->visit) {

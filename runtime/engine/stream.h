@@ -19,7 +19,8 @@
  * the moe_cache most recently routed experts of each layer mapped: leaving
  * a layer drops its least recently routed experts beyond that.  An
  * expert's slices need not be page-aligned: a page shared by two experts
- * is dropped only when every expert on it is out.
+ * is dropped only when every expert on it is out, and the pages a fault
+ * maps around a read expert are swept when the layer is left.
  *
  * One eng_stream per bound model; its state is the only thing about a
  * bound model that changes while sessions run, guarded by its own lock.
