@@ -13,6 +13,7 @@
 
 #include "cinfer.h"
 #include "cli/cli.h"
+#include "formats/gguf.h"
 #include "test.h"
 
 #define SYNTH_F32 "models/synthetic/synth-d256-F32.gguf"
@@ -424,3 +425,185 @@ TEST(memplan, stream_under_limit) {
 /* MLA (a latent K cache, no V cache: kv_dim_v 0) and MoE experts. */
 TEST(memplan, rss_deepseek2) { plan_vs_rss("models/arch/deepseek2.gguf"); }
 TEST(memplan, rss_qwen2moe) { plan_vs_rss("models/arch/qwen2moe.gguf"); }
+
+/* ---- streaming a mixture of experts: the expert LRU ---------------------------- */
+
+/* A small qwen2moe model in the test's tmpdir: 4 layers of 16 experts (2
+ * routed), Q8_0 expert slices of 12.75 pages (52224 bytes: neighbours share
+ * a page).  0, or -1 when mkmodel is not there or fails. */
+static int moe_model(char *path, size_t cap) {
+    const char *mk = shared_path("tools/mkmodel.c");
+    if (!mk) return -1;
+    snprintf(path, cap, "%s/moe-q8_0.gguf", test_tmpdir());
+    if (access(path, R_OK) == 0) return 0;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cc -O2 -o %s/mkmodel %s -lm && %s/mkmodel -o %s --arch qwen2moe --dim 256 --layers 4 "
+             "--heads 4 --kv-heads 2 --ffn 512 --experts 16 --experts-used 2 --expert-ffn 192 --shared-ffn 256 "
+             "--vocab 512 --ctx 256 --type q8_0 >/dev/null", test_tmpdir(), mk, test_tmpdir(), path);
+    return run_cmd(cmd, true, NULL) ? -1 : 0;
+}
+
+#define MOE_PROMPT 12
+#define MOE_GEN 10
+#define MOE_VOCAB 512
+
+/* Open path (streamed with cache experts per layer, or not at all: cache
+ * < 0), evaluate a prompt and MOE_GEN greedy tokens one at a time, logits
+ * of every step into lg ((MOE_GEN + 1) * MOE_VOCAB).  The model is left
+ * open in *out (NULL on failure). */
+static void moe_decode(const char *path, int cache, float *lg, cinfer_model **out) {
+    char err[1024];
+    cinfer_model_options o = {.precision = CINFER_PRECISION_NATIVE, .stream_weights = cache >= 0,
+                              .moe_cache_experts = cache > 0 ? cache : 0};
+    cinfer_session *s = NULL;
+    *out = NULL;
+    if (cinfer_model_open(path, &o, out, err, sizeof err) ||
+        cinfer_session_new(*out, &(cinfer_session_options){.n_ctx = 64, .n_threads = 2}, &s, err, sizeof err)) {
+        EXPECT_MSG(0, "%s (cache %d): %s", path, cache, err);
+        return;
+    }
+    int32_t ids[MOE_PROMPT];
+    for (int i = 0; i < MOE_PROMPT; i++) ids[i] = 1 + i * 37 % 500;
+    EXPECT_EQ_I(cinfer_eval(s, ids, MOE_PROMPT, err, sizeof err), 0);
+    for (int t = 0; t <= MOE_GEN; t++) {
+        const float *l = cinfer_logits(s);
+        memcpy(lg + (size_t)t * MOE_VOCAB, l, MOE_VOCAB * sizeof *l);
+        int32_t best = 0;
+        for (int v = 1; v < MOE_VOCAB; v++)
+            if (l[v] > l[best]) best = v;
+        if (t < MOE_GEN) EXPECT_EQ_I(cinfer_eval(s, &best, 1, err, sizeof err), 0);
+    }
+    cinfer_session_free(s);
+}
+
+/* Pages of [lo, hi) (page-aligned addresses of this process) present in its
+ * page table (/proc/self/pagemap bit 63), into present (one byte per page). */
+static int pages_present(uintptr_t lo, uintptr_t hi, unsigned char *present) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    int fd = open("/proc/self/pagemap", O_RDONLY);
+    if (fd < 0) return -1;
+    for (uintptr_t a = lo; a < hi; a += page) {
+        uint64_t e = 0;
+        if (pread(fd, &e, sizeof e, (off_t)(a / page * 8)) != (ssize_t)sizeof e) {
+            close(fd);
+            return -1;
+        }
+        present[(a - lo) / page] = (unsigned char)(e >> 63);
+    }
+    close(fd);
+    return 0;
+}
+
+/* The start of path's mapping in this process (the lowest one at file offset 0). */
+static uintptr_t mapping_base(const char *path) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4096];
+    uintptr_t best = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi, off;
+        char name[2048] = "";
+        if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %2047s", &lo, &hi, &off, name) == 4 && off == 0 &&
+            !strcmp(name, path) && (!best || lo < best))
+            best = lo;
+    }
+    if (f) fclose(f);
+    return best;
+}
+
+/* Streamed with an LRU of 1, 2 (the default: n_expert_used) and all 16
+ * experts per layer: the logits of every step are the unstreamed run's, bit
+ * for bit; the LRU's counts add up; and after the run each expert tensor of
+ * a layer the forward pass has left holds in its page table exactly the
+ * pages of the experts the LRU keeps — whole experts, pages they share
+ * with a dropped neighbour included, the dropped ones' own pages not. */
+TEST(memplan, moe_stream_lru) {
+    char path[1024], err[512];
+    if (moe_model(path, sizeof path)) SKIP("mkmodel (../shared/tools/mkmodel.c) absent or failed");
+    /* the expert tensors' offsets, from a mapping of our own closed before the model opens */
+    typedef struct { uint64_t off, n_bytes, eb; int layer; } exps;
+    exps ex[64];
+    int n_ex = 0;
+    gguf_file *g = NULL;
+    EXPECT_EQ_I(gguf_open(path, &g, err, sizeof err), 0);
+    if (!g) return;
+    for (uint64_t i = 0; i < gguf_n_tensors(g) && n_ex < 64; i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        size_t n = strlen(t->name);
+        if (n > 12 && !strcmp(t->name + n - 12, "_exps.weight"))
+            ex[n_ex++] = (exps){(uint64_t)((const char *)t->data - (const char *)gguf_base(g)), t->n_bytes,
+                                t->n_bytes / 16, atoi(t->name + 4)};
+    }
+    gguf_close(g);
+    EXPECT_EQ_I(n_ex, 12);
+    EXPECT_MSG(ex[0].eb % 4096 != 0, "expert slices of %llu bytes: page-aligned, the boundary case is not tested",
+               (unsigned long long)ex[0].eb);
+    float *ref = malloc((MOE_GEN + 1) * MOE_VOCAB * sizeof *ref), *lg = malloc((MOE_GEN + 1) * MOE_VOCAB * sizeof *lg);
+    cinfer_model *m = NULL;
+    moe_decode(path, -1, ref, &m);
+    cinfer_model_close(m);
+    static const int caches[] = {1, 0, 16};
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (int c = 0; c < 3; c++) {
+        moe_decode(path, caches[c], lg, &m);
+        if (!m) continue;
+        EXPECT_MSG(!memcmp(ref, lg, (MOE_GEN + 1) * MOE_VOCAB * sizeof *lg),
+                   "--moe-cache-experts %d: logits differ from the unstreamed run", caches[c]);
+        int cache = 0;
+        uint64_t hits = 0, misses = 0, evictions = 0;
+        EXPECT_EQ_I(cinfer_model_moe_stats(m, &cache, &hits, &misses, &evictions), 0);
+        EXPECT_EQ_I(cache, caches[c] ? caches[c] : 2);
+        /* every layer visit routes 2 experts per token; the prompt batch more */
+        EXPECT_MSG(hits + misses >= 4ull * 2 * (MOE_GEN + 1) && misses >= 4ull * 2,
+                   "cache %d: %llu hits, %llu misses", cache, (unsigned long long)hits, (unsigned long long)misses);
+        /* held now: the cache in the layers left, the last layer's own visit (2 routed) not trimmed yet */
+        EXPECT_MSG(misses - evictions <= 3ull * (uint64_t)cache + (uint64_t)(cache > 2 ? cache : 2) &&
+                       (cache < 16 ? evictions > 0 : evictions == 0),
+                   "cache %d: %llu read in, %llu dropped", cache, (unsigned long long)misses,
+                   (unsigned long long)evictions);
+        printf("    --moe-cache-experts %d: %llu hits, %llu read in, %llu dropped\n", cache, (unsigned long long)hits,
+               (unsigned long long)misses, (unsigned long long)evictions);
+        uintptr_t base = mapping_base(path);
+        EXPECT_MSG(base != 0, "no mapping of %s in /proc/self/maps", path);
+        /* layers 1 and 2: left after their last visit, and not the one the
+         * helper read ahead into at the end (layer 0, the next token's) */
+        for (int k = 0; base && k < n_ex; k++) {
+            if (ex[k].layer != 1 && ex[k].layer != 2) continue;
+            uintptr_t lo = base + ex[k].off, hi = lo + ex[k].n_bytes;
+            uintptr_t plo = (lo + page - 1) & ~(page - 1), phi = hi & ~(page - 1); /* pages wholly in the tensor */
+            unsigned char present[4096];
+            if ((phi - plo) / page > sizeof present || pages_present(plo, phi, present)) {
+                EXPECT_MSG(0, "pagemap of tensor %d unreadable", k);
+                continue;
+            }
+            /* the experts held: those with a page present that only they cover */
+            unsigned char held[16] = {0};
+            int n_held = 0;
+            for (int e = 0; e < 16; e++) {
+                uintptr_t a = (base + ex[k].off + e * ex[k].eb + page - 1) & ~(page - 1);
+                uintptr_t b = (base + ex[k].off + (e + 1) * ex[k].eb) & ~(page - 1);
+                int any = 0, all = 1;
+                for (uintptr_t p = a; p < b; p += page) {
+                    if (p < plo || p >= phi) continue;
+                    any |= present[(p - plo) / page];
+                    all &= present[(p - plo) / page];
+                }
+                EXPECT_MSG(any == all, "tensor %d (layer %d) expert %d: part of its pages present", k, ex[k].layer, e);
+                if (any) held[e] = 1, n_held++;
+            }
+            EXPECT_MSG(n_held >= 1 && n_held <= cache, "tensor %d (layer %d): %d experts present, cache %d", k,
+                       ex[k].layer, n_held, cache);
+            /* a page is present iff an expert it holds bytes of is held */
+            for (uintptr_t p = plo; p < phi; p += page) {
+                uint64_t e0 = (p - lo) / ex[k].eb, e1 = (p + page - 1 - lo) / ex[k].eb;
+                int want = 0;
+                for (uint64_t e = e0; e <= e1 && e < 16; e++) want |= held[e];
+                EXPECT_MSG(present[(p - plo) / page] == want, "tensor %d (layer %d) page %lu (experts %llu..%llu): "
+                           "present %d, expected %d", k, ex[k].layer, (unsigned long)((p - plo) / page),
+                           (unsigned long long)e0, (unsigned long long)e1, present[(p - plo) / page], want);
+            }
+        }
+        cinfer_model_close(m);
+    }
+    free(ref);
+    free(lg);
+}

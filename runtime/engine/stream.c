@@ -45,7 +45,6 @@ struct eng_stream {
     char *eres;       /* (n_groups * n_expert) expert mapped */
     uint64_t *estamp; /* (n_groups * n_expert) the visit it was last routed in */
     int *n_eres;      /* (n_groups) experts mapped */
-    char *missed;     /* (n_groups) an expert was read in since the layer was last left */
     uint64_t visit;   /* layer entries so far */
     stream_stats st;
 };
@@ -249,8 +248,7 @@ int stream_new(const gguf_file *g, const cf_model_desc *d, const void *const *W,
         s->eres = calloc(cells, 1);
         s->estamp = calloc(cells, sizeof *s->estamp);
         s->n_eres = calloc((size_t)s->n_groups, sizeof *s->n_eres);
-        s->missed = calloc((size_t)s->n_groups, 1);
-        if (!s->exp_first || !s->exp_spans || !s->eres || !s->estamp || !s->n_eres || !s->missed) {
+        if (!s->exp_first || !s->exp_spans || !s->eres || !s->estamp || !s->n_eres) {
             s->n_groups = -1; /* no helper to join */
             stream_free(s);
             return snprintf(err, err_len, "stream: out of memory"), -1;
@@ -305,7 +303,6 @@ void stream_free(eng_stream *s) {
     free(s->eres);
     free(s->estamp);
     free(s->n_eres);
-    free(s->missed);
     free(s);
 }
 
@@ -347,27 +344,35 @@ static void experts_sweep(eng_stream *s, int l) {
 }
 
 /* Leaving layer l: drop its least recently routed experts beyond the cache
- * (a prompt batch may have routed more than it holds), then what the visit
- * mapped around them. */
+ * (a prompt batch may route more than it holds: stream_experts makes room
+ * before reading, sparing the visit's own), then what was mapped
+ * around them: by this visit's reads, or by the helper's read of the
+ * layer's dense tensors (fault-around past a tensor's end).  Every time: a
+ * drop of unmapped pages only walks their page table (microseconds). */
+/* Forget layer l's least recently routed expert, except those routed in
+ * visit `spare` (0: none spared); its pages go at the next sweep.  0 when
+ * there is none to forget. */
+static int expert_evict(eng_stream *s, int l, uint64_t spare) {
+    char *res = s->eres + (size_t)l * (size_t)s->n_expert;
+    const uint64_t *stamp = s->estamp + (size_t)l * (size_t)s->n_expert;
+    int victim = -1;
+    for (int e = 0; e < s->n_expert; e++)
+        if (res[e] && (!spare || stamp[e] != spare) && (victim < 0 || stamp[e] < stamp[victim])) victim = e;
+    if (victim < 0) return 0;
+    res[victim] = 0;
+    s->n_eres[l]--;
+    s->st.expert_evictions++;
+    __atomic_fetch_add(&s->st.dropped_bytes, s->st.expert_bytes, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&s->st.expert_resident_bytes, s->st.expert_bytes, __ATOMIC_RELAXED);
+    return 1;
+}
+
 static void experts_trim(eng_stream *s, int l) {
     if (!s->n_expert || l < 0 || s->exp_first[l] == s->exp_first[l + 1]) return;
     const int cap = s->moe_cache > 0 ? s->moe_cache : s->n_expert;
-    char *res = s->eres + (size_t)l * (size_t)s->n_expert;
-    const uint64_t *stamp = s->estamp + (size_t)l * (size_t)s->n_expert;
-    int changed = s->missed[l];
-    while (s->n_eres[l] > cap) {
-        int victim = -1;
-        for (int e = 0; e < s->n_expert; e++)
-            if (res[e] && (victim < 0 || stamp[e] < stamp[victim])) victim = e;
-        res[victim] = 0;
-        s->n_eres[l]--;
-        s->st.expert_evictions++;
-        __atomic_fetch_add(&s->st.dropped_bytes, s->st.expert_bytes, __ATOMIC_RELAXED);
-        __atomic_fetch_sub(&s->st.expert_resident_bytes, s->st.expert_bytes, __ATOMIC_RELAXED);
-        changed = 1;
+    while (s->n_eres[l] > cap && expert_evict(s, l, 0)) {
     }
-    if (changed) experts_sweep(s, l);
-    s->missed[l] = 0;
+    experts_sweep(s, l);
 }
 
 void stream_experts(eng_stream *s, const void *w, const int *experts, int n, int n_expert_used) {
@@ -391,6 +396,18 @@ void stream_experts(eng_stream *s, const void *w, const int *experts, int n, int
     const int l = s->spans[i].group;
     char *res = s->eres + (size_t)l * (size_t)s->n_expert;
     uint64_t *stamp = s->estamp + (size_t)l * (size_t)s->n_expert;
+    /* the routed ones are this visit's (spared below); make room for the
+     * missing ones first, so that at most max(cache, routed) are mapped */
+    int missing = 0;
+    for (int j = 0; j < n; j++)
+        if (experts[j] >= 0 && experts[j] < s->n_expert) {
+            missing += !res[experts[j]];
+            if (res[experts[j]] && stamp[experts[j]] != s->visit) s->st.expert_hits++;
+            stamp[experts[j]] = s->visit;
+        }
+    int evicted = 0;
+    while (missing && s->n_eres[l] + missing > s->moe_cache && expert_evict(s, l, s->visit)) evicted = 1;
+    if (evicted) experts_sweep(s, l);
     for (int j = 0; j < n; j++) /* every missing expert's reads in flight at once */
         if (experts[j] >= 0 && experts[j] < s->n_expert && !res[experts[j]]) expert_read(s, l, experts[j], 0);
     for (int j = 0; j < n; j++) {
@@ -400,13 +417,9 @@ void stream_experts(eng_stream *s, const void *w, const int *experts, int n, int
             res[e] = 1;
             s->n_eres[l]++;
             expert_read(s, l, e, 1);
-            s->missed[l] = 1;
             s->st.expert_misses++;
             __atomic_fetch_add(&s->st.expert_resident_bytes, s->st.expert_bytes, __ATOMIC_RELAXED);
-        } else if (stamp[e] != s->visit) {
-            s->st.expert_hits++;
         }
-        stamp[e] = s->visit;
     }
 }
 
