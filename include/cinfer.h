@@ -271,11 +271,13 @@ typedef struct {
     uint64_t arena_bytes;     /* activations of the largest batch, min(n_batch, n_ctx) tokens */
     uint64_t scratch_bytes;   /* per-thread kernel scratch, all threads */
     uint64_t logits_bytes;    /* logits, batch positions, the session's token history */
+    uint64_t state_bytes;     /* recurrent state (SSM / DeltaNet / RWKV / conv layers): the live
+                               * state and the snapshots a session keeps for prefix reuse */
     uint64_t tokenizer_bytes; /* measured: vocabulary tables and the metadata pages read */
     uint64_t compiler_bytes;  /* measured: compiling the forward pass (Lua, libtcc, the code) */
     uint64_t runtime_bytes;   /* measured: this process before the model (code, libraries) */
     uint64_t peak_bytes;      /* runtime + tokenizer + compiler + weights
-                               * + max(load, kv_cache + arena + scratch + logits) */
+                               * + max(load, kv_cache + state + arena + scratch + logits) */
     uint64_t mem_bytes;       /* the budget planned against; 0: none */
     uint64_t streamed_bytes;  /* streamed: the mapped weights the window stands for (weights
                                * then counts only the window); 0: not streamed */

@@ -185,7 +185,7 @@ typedef struct {
 } plan_ctx;
 
 static uint64_t plan_peak(const cinfer_plan *p) {
-    uint64_t run = p->kv_cache_bytes + p->arena_bytes + p->scratch_bytes + p->logits_bytes;
+    uint64_t run = p->kv_cache_bytes + p->state_bytes + p->arena_bytes + p->scratch_bytes + p->logits_bytes;
     return p->runtime_bytes + p->tokenizer_bytes + p->compiler_bytes + p->weights_bytes +
            (p->load_bytes > run ? p->load_bytes : run);
 }
@@ -251,6 +251,7 @@ static int plan_fill(plan_ctx *L, const cf_model_desc *d, int precision, int n_c
     p->arena_bytes = parts.arena_bytes;
     p->scratch_bytes = parts.scratch_bytes;
     p->logits_bytes = parts.logits_bytes;
+    p->state_bytes = parts.state_bytes;
     p->tokenizer_bytes = L->tokenizer_bytes;
     p->compiler_bytes = L->compiler_bytes;
     p->runtime_bytes = L->runtime_bytes;
@@ -406,6 +407,7 @@ void cinfer_plan_format(const cinfer_plan *p, char *buf, size_t cap) {
     PUT("weights    total %31.1f MiB\n", MIB(p->weights_bytes));
     if (p->load_bytes) PUT("load       sources in flight %19.1f MiB\n", MIB(p->load_bytes));
     PUT("kv cache   F32, %6d positions %14.1f MiB\n", p->n_ctx, MIB(p->kv_cache_bytes));
+    if (p->state_bytes) PUT("state      recurrent, + snapshots %15.1f MiB\n", MIB(p->state_bytes));
     PUT("arena      activations %25.1f MiB\n", MIB(p->arena_bytes));
     PUT("scratch    %2d threads %26.1f MiB\n", p->n_threads, MIB(p->scratch_bytes));
     PUT("logits     and token history %19.1f MiB\n", MIB(p->logits_bytes));

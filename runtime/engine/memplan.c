@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/pool.h"
+#include "engine.h"
 #include "kernels/kern.h"
 
 int memplan_n_ctx(const cf_model_desc *d, int n_ctx) {
@@ -121,5 +122,13 @@ int memplan_parts_of(const gguf_file *g, const cf_model_desc *d, int n_ctx, int 
      * and its copy of the logits (api.c cinfer_session_new) */
     out->logits_bytes = 2 * (uint64_t)d->n_vocab * sizeof(float) + (uint64_t)d->n_batch * sizeof(int) +
                         (uint64_t)n_ctx * sizeof(int32_t);
+    /* eng_ctx_open: the live recurrent state (calloc'd, every float written
+     * each step) and the snapshot slots (malloc'd; a slot's pages are
+     * resident once a snapshot is taken in it: chat takes one per turn,
+     * so a long session fills them all) */
+    if (d->state_floats > 0)
+        out->state_bytes = (uint64_t)d->state_floats * sizeof(float) +
+                           (uint64_t)ENG_DEFAULT_SNAPSHOTS *
+                               ((uint64_t)d->state_floats * sizeof(float) + (uint64_t)d->n_vocab * sizeof(float));
     return 0;
 }

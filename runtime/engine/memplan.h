@@ -42,6 +42,10 @@ typedef struct {
                               * tokens writes */
     uint64_t scratch_bytes;  /* per-thread kernel scratch, all threads */
     uint64_t logits_bytes;   /* logits, batch positions and a session's token history */
+    uint64_t state_bytes;    /* recurrent state (Mamba/Mamba-2 conv + SSM, gated DeltaNet, RWKV,
+                              * LFM2 conv: desc->state_floats), the live one and the
+                              * ENG_DEFAULT_SNAPSHOTS snapshots prefix reuse keeps, each with
+                              * its logits row; 0 without recurrent layers */
 } memplan_parts;
 
 /* Fill *out for desc bound over g at n_ctx positions (<= 0: eng_ctx_new's
