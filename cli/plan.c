@@ -53,6 +53,7 @@ static cJSON *plan_json(const cinfer_plan *p, const char *steps, int fits) {
     NUM("tokenizer_bytes", p->tokenizer_bytes);
     NUM("compiler_bytes", p->compiler_bytes);
     NUM("runtime_bytes", p->runtime_bytes);
+    NUM("code_bytes", p->code_bytes);
     NUM("state_bytes", p->state_bytes);
     NUM("peak_bytes", p->peak_bytes);
     NUM("mem_bytes", p->mem_bytes);

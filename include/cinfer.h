@@ -276,7 +276,10 @@ typedef struct {
     uint64_t tokenizer_bytes; /* measured: vocabulary tables and the metadata pages read */
     uint64_t compiler_bytes;  /* measured: compiling the forward pass (Lua, libtcc, the code) */
     uint64_t runtime_bytes;   /* measured: this process before the model (code, libraries) */
-    uint64_t peak_bytes;      /* runtime + tokenizer + compiler + weights
+    uint64_t code_bytes;      /* measured: machine code of cinfer's runtime and libm mapped
+                               * but not run yet (the kernels a run executes are in it;
+                               * counting all of it makes the plan err high) */
+    uint64_t peak_bytes;      /* runtime + code + tokenizer + compiler + weights
                                * + max(load, kv_cache + state + arena + scratch + logits) */
     uint64_t mem_bytes;       /* the budget planned against; 0: none */
     uint64_t streamed_bytes;  /* streamed: the mapped weights the window stands for (weights

@@ -179,6 +179,7 @@ typedef struct {
     int n_threads;
     uint64_t runtime_bytes, tokenizer_bytes;
     uint64_t compiler_bytes;   /* measured at the first compile */
+    uint64_t code_bytes;       /* measured after it (memplan_code_unrun) */
     int compiled;
     int stream, stream_ahead;  /* plan streamed weights */
     int moe_cache;             /* streamed MoE: experts per layer (0: n_expert_used) */
@@ -186,7 +187,7 @@ typedef struct {
 
 static uint64_t plan_peak(const cinfer_plan *p) {
     uint64_t run = p->kv_cache_bytes + p->state_bytes + p->arena_bytes + p->scratch_bytes + p->logits_bytes;
-    return p->runtime_bytes + p->tokenizer_bytes + p->compiler_bytes + p->weights_bytes +
+    return p->runtime_bytes + p->code_bytes + p->tokenizer_bytes + p->compiler_bytes + p->weights_bytes +
            (p->load_bytes > run ? p->load_bytes : run);
 }
 
@@ -255,6 +256,7 @@ static int plan_fill(plan_ctx *L, const cf_model_desc *d, int precision, int n_c
     p->tokenizer_bytes = L->tokenizer_bytes;
     p->compiler_bytes = L->compiler_bytes;
     p->runtime_bytes = L->runtime_bytes;
+    p->code_bytes = L->code_bytes;
     p->peak_bytes = plan_peak(p);
     return 0;
 }
@@ -270,6 +272,7 @@ static int plan_compile(plan_ctx *L, int precision, cc_module **mod, char *e, si
     if (!L->compiled) {
         uint64_t after = memplan_rss_now();
         L->compiler_bytes = after > before ? after - before : 0;
+        L->code_bytes = memplan_code_unrun();
         L->compiled = 1;
     }
     return 0;
@@ -414,6 +417,7 @@ void cinfer_plan_format(const cinfer_plan *p, char *buf, size_t cap) {
     PUT("tokenizer  measured %28.1f MiB\n", MIB(p->tokenizer_bytes));
     PUT("compiler   measured %28.1f MiB\n", MIB(p->compiler_bytes));
     PUT("runtime    measured %28.1f MiB\n", MIB(p->runtime_bytes));
+    PUT("code       not run yet, measured %18.1f MiB\n", MIB(p->code_bytes));
     PUT("peak %44.1f MiB", MIB(p->peak_bytes));
     if (p->mem_bytes) PUT(" (budget %.1f MiB)", MIB(p->mem_bytes));
 #undef PUT

@@ -31,6 +31,46 @@ static uint64_t statm(int anon) {
 uint64_t memplan_rss_now(void) { return statm(0); }
 uint64_t memplan_anon_now(void) { return statm(1); }
 
+/* A mapping's header line in smaps: "lo-hi perms offset dev inode [path]". */
+static int smaps_header(const char *line, uintptr_t *lo, uintptr_t *hi, char *perms, char *path, size_t path_cap) {
+    unsigned long a, b;
+    int used = 0;
+    if (sscanf(line, "%lx-%lx %4s %*s %*s %*s %n", &a, &b, perms, &used) < 3 || !used) return 0;
+    snprintf(path, path_cap, "%s", line + used);
+    path[strcspn(path, "\n")] = 0;
+    *lo = a;
+    *hi = b;
+    return 1;
+}
+
+uint64_t memplan_code_unrun(void) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return 0;
+    char line[4608], path[4096], perms[8], own[4096] = "";
+    uintptr_t lo, hi, self = (uintptr_t)memplan_code_unrun;
+    /* the object this function is in: its path */
+    while (fgets(line, sizeof line, f))
+        if (smaps_header(line, &lo, &hi, perms, path, sizeof path) && self >= lo && self < hi) {
+            snprintf(own, sizeof own, "%s", path);
+            break;
+        }
+    rewind(f);
+    int counting = 0;
+    unsigned long long size_kb = 0, rss_kb = 0, v;
+    while (fgets(line, sizeof line, f)) {
+        if (smaps_header(line, &lo, &hi, perms, path, sizeof path)) {
+            const char *base = strrchr(path, '/');
+            base = base ? base + 1 : path;
+            counting = perms[2] == 'x' && path[0] == '/' &&
+                       ((own[0] && !strcmp(path, own)) || !strncmp(base, "libm.so", 7) ||
+                                             !strncmp(base, "libc.so", 7));
+        } else if (counting && sscanf(line, "Size: %llu kB", &v) == 1) size_kb += v;
+        else if (counting && sscanf(line, "Rss: %llu kB", &v) == 1) rss_kb += v;
+    }
+    fclose(f);
+    return size_kb > rss_kb ? (uint64_t)(size_kb - rss_kb) * 1024 : 0;
+}
+
 static void add_kind(memplan_parts *p, int type, int mapped, uint64_t bytes) {
     int k = 0;
     while (k < p->n_kinds && !(p->kinds[k].type == type && p->kinds[k].mapped == mapped)) k++;
