@@ -58,6 +58,7 @@ static cJSON *plan_json(const cinfer_plan *p, const char *steps, int fits) {
     NUM("peak_bytes", p->peak_bytes);
     NUM("mem_bytes", p->mem_bytes);
     NUM("streamed_bytes", p->streamed_bytes);
+    NUM("stream_keep", p->stream_keep);
     NUM("moe_cache_experts", p->moe_cache_experts);
     NUM("moe_cache_bytes", p->moe_cache_bytes);
 #undef NUM

@@ -156,9 +156,10 @@ TEST(memplan, parts_add_up) {
     uint64_t w = 0;
     for (int k = 0; k < p.n_weight_kinds; k++) w += p.weights[k].bytes;
     EXPECT(w == p.weights_bytes);
-    uint64_t run = p.kv_cache_bytes + p.arena_bytes + p.scratch_bytes + p.logits_bytes;
-    EXPECT(p.peak_bytes == p.runtime_bytes + p.tokenizer_bytes + p.compiler_bytes + p.weights_bytes +
+    uint64_t run = p.kv_cache_bytes + p.state_bytes + p.arena_bytes + p.scratch_bytes + p.logits_bytes;
+    EXPECT(p.peak_bytes == p.runtime_bytes + p.code_bytes + p.tokenizer_bytes + p.compiler_bytes + p.weights_bytes +
                                (p.load_bytes > run ? p.load_bytes : run));
+    EXPECT(p.state_bytes == 0); /* no recurrent layers */
     /* 4 layers, 2 kv heads of 32: K and V of 64 floats per layer and position */
     EXPECT(p.kv_cache_bytes == 2ull * 4 * 512 * 64 * 4);
     EXPECT_EQ_I(p.n_ctx, 512);
@@ -679,4 +680,45 @@ TEST(memplan, rss_recurrent_state) {
     free(out);
     if (!state) return;
     plan_vs_rss_at(model, "mamba2 (big state)", 2 * slot);
+}
+
+/* A streamed MoE plan counts the LRU's experts in every MoE layer; a budget
+ * spends its room on more of them. */
+TEST(memplan, moe_stream_plan) {
+    char path[1024], err[2048];
+    if (moe_model(path, sizeof path)) SKIP("mkmodel (../shared/tools/mkmodel.c) absent or failed");
+    const uint64_t one = 4ull * 3 * 52224; /* one expert in each of 4 layers: gate, up, down slices */
+    cinfer_plan p[3];
+    static const int caches[3] = {0, 4, 8};
+    for (int c = 0; c < 3; c++) {
+        cinfer_plan_options o = {.n_ctx = 64, .n_threads = 2, .stream_weights = 1, .moe_cache_experts = caches[c]};
+        EXPECT_EQ_I(cinfer_plan_model(path, &o, &p[c], NULL, 0, err, sizeof err), 0);
+        EXPECT_EQ_I(p[c].moe_cache_experts, caches[c] ? caches[c] : 2); /* default: n_expert_used */
+        EXPECT(p[c].moe_cache_bytes == (uint64_t)p[c].moe_cache_experts * one);
+    }
+    EXPECT(p[2].weights_bytes - p[1].weights_bytes == 4 * one);
+    /* a budget with room for 3 more experts per layer than the default, and
+     * half of one (cinfer plan: a fresh process measures the same runtime
+     * each time; this one's RSS grows with every model it compiled) */
+    uint64_t peak[2] = {0, 0};
+    int experts = 0, keep = -1;
+    for (int k = 0; k < 2; k++) {
+        char cmd[2048], *out = NULL;
+        int n = snprintf(cmd, sizeof cmd, "%s plan %s -c 64 -t 2 --stream-weights --json", cinfer_bin(), path);
+        if (k) snprintf(cmd + n, sizeof cmd - (size_t)n, " --mem %llu", (unsigned long long)(peak[0] + 3 * one + one / 2));
+        int rc = run_cmd(cmd, false, &out);
+        cJSON *j = rc == 0 && out ? cJSON_Parse(out) : NULL;
+        EXPECT_MSG(j, "%s: rc %d: %.300s", cmd, rc, out ? out : "");
+        cJSON *pk = j ? cJSON_GetObjectItem(j, "peak_bytes") : NULL, *ex = j ? cJSON_GetObjectItem(j, "moe_cache_experts") : NULL,
+              *kp = j ? cJSON_GetObjectItem(j, "stream_keep") : NULL;
+        peak[k] = pk ? (uint64_t)pk->valuedouble : 0;
+        experts = ex ? ex->valueint : 0;
+        keep = kp ? kp->valueint : -1;
+        cJSON_Delete(j);
+        free(out);
+    }
+    EXPECT_EQ_I(experts, 5);
+    EXPECT_EQ_I(keep, 0); /* the dense layers only once every expert fits */
+    EXPECT_MSG(peak[1] <= peak[0] + 3 * one + one / 2, "peak %llu > budget %llu", (unsigned long long)peak[1],
+               (unsigned long long)(peak[0] + 3 * one + one / 2));
 }
