@@ -376,4 +376,10 @@ void cli_print_stream_stats(const char *prog, const cinfer_model *m) {
     fprintf(stderr, "%s: stream: read ahead %.1f MiB, dropped %.1f MiB, %ld major faults%s, RSS now %.1f MiB\n",
             prog, ahead / 1048576.0, dropped / 1048576.0, majflt, io,
             resident * (double)sysconf(_SC_PAGESIZE) / 1048576.0);
+    int cache;
+    uint64_t hits, misses, evictions;
+    if (!cinfer_model_moe_stats(m, &cache, &hits, &misses, &evictions))
+        fprintf(stderr, "%s: stream: experts: %d per layer cached, %llu hits, %llu read in, %llu dropped (hit rate %.1f %%)\n",
+                prog, cache, (unsigned long long)hits, (unsigned long long)misses, (unsigned long long)evictions,
+                hits + misses ? 100.0 * (double)hits / (double)(hits + misses) : 0.0);
 }

@@ -14,7 +14,8 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: cinfer plan MODEL [--quant P] [-c N] [-t N] [--mem BYTES] [--stream-weights] [--json]\n"
+            "usage: cinfer plan MODEL [--quant P] [-c N] [-t N] [--mem BYTES] [--stream-weights]\n"
+            "       [--moe-cache-experts N] [--json]\n"
             "  the memory `cinfer run MODEL` with these options will hold, by part, and its peak\n"
             "  --quant P     compute precision: " CLI_QUANT_HELP
             "  -c N          context positions (default: min(training context, 4096))\n"
@@ -22,6 +23,8 @@ static void usage(FILE *f) {
             "  --mem BYTES   a budget (480M, 2G): walk the ladder (precision, then context) until\n"
             "                the peak fits, printing each step; exit 1 when nothing fits\n"
             "  --stream-weights  plan a streamed run (only a window of layers resident)\n"
+            "  --moe-cache-experts N  streamed MoE: experts per layer kept mapped (default:\n"
+            "                the budget's room with --mem, else the experts one token routes)\n"
             "  --json        one JSON object instead of the table\n");
 }
 
@@ -50,9 +53,14 @@ static cJSON *plan_json(const cinfer_plan *p, const char *steps, int fits) {
     NUM("tokenizer_bytes", p->tokenizer_bytes);
     NUM("compiler_bytes", p->compiler_bytes);
     NUM("runtime_bytes", p->runtime_bytes);
+    NUM("code_bytes", p->code_bytes);
+    NUM("state_bytes", p->state_bytes);
     NUM("peak_bytes", p->peak_bytes);
     NUM("mem_bytes", p->mem_bytes);
     NUM("streamed_bytes", p->streamed_bytes);
+    NUM("stream_keep", p->stream_keep);
+    NUM("moe_cache_experts", p->moe_cache_experts);
+    NUM("moe_cache_bytes", p->moe_cache_bytes);
 #undef NUM
     cJSON_AddBoolToObject(o, "fits", fits);
     for (const char *s = steps; s && *s;) {
@@ -79,7 +87,8 @@ int cli_plan(int argc, char **argv) {
         } else if (!strcmp(f, "--json")) json = 1;
         else if (!strcmp(f, "--stream-weights")) po.stream_weights = 1;
         else if (!strcmp(f, "--quant") || !strcmp(f, "-c") || !strcmp(f, "--ctx-size") ||
-                 !strcmp(f, "-t") || !strcmp(f, "--threads") || !strcmp(f, "--mem")) {
+                 !strcmp(f, "-t") || !strcmp(f, "--threads") || !strcmp(f, "--mem") ||
+                 !strcmp(f, "--moe-cache-experts")) {
             if (!v) {
                 fprintf(stderr, "cinfer plan: %s needs a value\n", f);
                 return 2;
@@ -96,7 +105,8 @@ int cli_plan(int argc, char **argv) {
                     fprintf(stderr, "cinfer plan: %s '%s': expected a count in [0, %d]\n", f, v, 1 << 24);
                     return 2;
                 }
-                if (f[1] == 't' || !strcmp(f, "--threads")) po.n_threads = (int)n;
+                if (!strcmp(f, "--moe-cache-experts")) po.moe_cache_experts = (int)n;
+                else if (f[1] == 't' || !strcmp(f, "--threads")) po.n_threads = (int)n;
                 else po.n_ctx = (int)n;
             }
         } else if (f[0] == '-' && f[1]) {

@@ -54,6 +54,7 @@ typedef struct {
     uint64_t mem_bytes;      /* --mem: the memory budget (0: none) */
     int stream_weights;      /* --stream-weights */
     int stream_ahead;        /* --stream-ahead N */
+    int moe_cache_experts;   /* --moe-cache-experts N */
     int seed_random;         /* the seed was drawn at random (no --seed, or --seed -1) */
     const char *stop[RUN_MAX_STOP]; /* --stop STR (repeatable) */
     int n_stop;
@@ -111,6 +112,9 @@ static void run_usage(FILE *f, int prebuilt) {
             "                          each step on stderr (precision, then context; docs/memory.md)\n"
             "  --stream-weights        run from the file mapping a few layers at a time (models larger\n"
             "                          than memory; native precision); --stream-ahead N layers (1)\n"
+            "  --moe-cache-experts N   streaming a MoE model: experts per layer kept mapped, the most\n"
+            "                          recently routed (default: what --mem has room for, else the\n"
+            "                          experts one token routes); the others are read when routed\n"
             CLI_DEVICE_HELP);
     fprintf(f,
             "  --activations f32|q8    matmul activations: f32 (exact dequantized weights) or\n"
@@ -217,6 +221,7 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
         }
         else if (!strcmp(f, "--stream-weights") && !prebuilt) a->stream_weights = 1;
         else if (!strcmp(f, "--stream-ahead") && !prebuilt) { NUM(1, 64); a->stream_ahead = (int)d; }
+        else if (!strcmp(f, "--moe-cache-experts") && !prebuilt) { NUM(1, 1 << 20); a->moe_cache_experts = (int)d; }
         else if (!strcmp(f, "--jit")) a->mode = CC_JIT;
         else if (!strcmp(f, "--aot")) a->mode = CC_AOT;
         else if (!strcmp(f, "--device")) {
@@ -420,7 +425,7 @@ static int open_compiled(run_args *a, const cli_linked *lk, cinfer_model **m, ch
                                .precision = a->precision, .progress = on_progress, .progress_user = &prog,
                                .mem_bytes = a->mem_bytes, .n_ctx = a->n_ctx, .n_threads = a->n_threads,
                                .stream_weights = a->stream_weights, .stream_ahead = a->stream_ahead,
-                               .device = a->device, .device_index = a->device_index};
+                               .moe_cache_experts = a->moe_cache_experts, .device = a->device, .device_index = a->device_index};
     char cc_name[256];
     int opened = cinfer_model_open(a->model, &mo, m, err, err_len);
     if (opened && a->mode == CC_AOT && a->device == CINFER_DEVICE_CPU && cc_compiler_missing(cc_name, sizeof cc_name)) {

@@ -141,6 +141,12 @@ typedef struct {
      * context stay resident.  One session at a time should evaluate. */
     int stream_weights;
     int stream_ahead;
+    /* Streaming a mixture-of-experts model: experts of each layer kept
+     * mapped by an LRU of the most recently routed (`--moe-cache-experts`,
+     * per layer; docs/memory.md); the others are read when routed.
+     * 0: with mem_bytes, as many as the budget has room for; without, the
+     * experts one step routes (n_expert_used).  Ignored without experts. */
+    int moe_cache_experts;
     /* The device (docs/cuda.md).  CINFER_DEVICE_CUDA plans and streams
      * nothing: mem_bytes or stream_weights with it are CINFER_EARG. */
     int device;                  /* CINFER_DEVICE_*; 0 = CPU */
@@ -265,16 +271,23 @@ typedef struct {
     uint64_t arena_bytes;     /* activations of the largest batch, min(n_batch, n_ctx) tokens */
     uint64_t scratch_bytes;   /* per-thread kernel scratch, all threads */
     uint64_t logits_bytes;    /* logits, batch positions, the session's token history */
+    uint64_t state_bytes;     /* recurrent state (SSM / DeltaNet / RWKV / conv layers): the live
+                               * state and the snapshots a session keeps for prefix reuse */
     uint64_t tokenizer_bytes; /* measured: vocabulary tables and the metadata pages read */
     uint64_t compiler_bytes;  /* measured: compiling the forward pass (Lua, libtcc, the code) */
     uint64_t runtime_bytes;   /* measured: this process before the model (code, libraries) */
-    uint64_t peak_bytes;      /* runtime + tokenizer + compiler + weights
-                               * + max(load, kv_cache + arena + scratch + logits) */
+    uint64_t code_bytes;      /* measured: machine code of cinfer's runtime and libm mapped
+                               * but not run yet (the kernels a run executes are in it;
+                               * counting all of it makes the plan err high) */
+    uint64_t peak_bytes;      /* runtime + code + tokenizer + compiler + weights
+                               * + max(load, kv_cache + state + arena + scratch + logits) */
     uint64_t mem_bytes;       /* the budget planned against; 0: none */
     uint64_t streamed_bytes;  /* streamed: the mapped weights the window stands for (weights
                                * then counts only the window); 0: not streamed */
     int stream_keep;          /* streamed with a budget: the first layers kept resident
                                * because the budget has room for them (counted in weights) */
+    int moe_cache_experts;    /* streamed MoE: experts per layer the LRU keeps mapped (0: none) */
+    uint64_t moe_cache_bytes; /* streamed MoE: of weights, those experts in every MoE layer */
 } cinfer_plan;
 
 typedef struct {
@@ -290,6 +303,7 @@ typedef struct {
                                 * weights resident = outside layers + (stream_ahead + 1)
                                 * layers; the ladder then only shortens the context */
     int stream_ahead;
+    int moe_cache_experts;     /* as cinfer_model_options.moe_cache_experts */
 } cinfer_plan_options;
 
 /* Plan a run of the model at path (anything cinfer_model_open reads).
@@ -314,6 +328,11 @@ int cinfer_model_budget(const cinfer_model *m, cinfer_plan *plan, const char **s
 /* Streamed weights (cinfer_model_options.stream_weights): bytes the read-ahead
  * thread mapped in and dropped so far.  CINFER_EARG when not streaming. */
 int cinfer_model_stream_stats(const cinfer_model *m, uint64_t *read_ahead_bytes, uint64_t *dropped_bytes);
+/* Streamed mixture-of-experts model: the LRU's size (experts per layer) and
+ * counts so far: routed experts found mapped (once per layer visit), read in,
+ * dropped.  CINFER_EARG when not streaming or the model has no experts. */
+int cinfer_model_moe_stats(const cinfer_model *m, int *cache_experts, uint64_t *hits, uint64_t *misses,
+                           uint64_t *evictions);
 
 /* ---- tokens ----------------------------------------------------------------- */
 

@@ -179,13 +179,15 @@ typedef struct {
     int n_threads;
     uint64_t runtime_bytes, tokenizer_bytes;
     uint64_t compiler_bytes;   /* measured at the first compile */
+    uint64_t code_bytes;       /* measured after it (memplan_code_unrun) */
     int compiled;
     int stream, stream_ahead;  /* plan streamed weights */
+    int moe_cache;             /* streamed MoE: experts per layer (0: n_expert_used) */
 } plan_ctx;
 
 static uint64_t plan_peak(const cinfer_plan *p) {
-    uint64_t run = p->kv_cache_bytes + p->arena_bytes + p->scratch_bytes + p->logits_bytes;
-    return p->runtime_bytes + p->tokenizer_bytes + p->compiler_bytes + p->weights_bytes +
+    uint64_t run = p->kv_cache_bytes + p->state_bytes + p->arena_bytes + p->scratch_bytes + p->logits_bytes;
+    return p->runtime_bytes + p->code_bytes + p->tokenizer_bytes + p->compiler_bytes + p->weights_bytes +
            (p->load_bytes > run ? p->load_bytes : run);
 }
 
@@ -193,6 +195,16 @@ static uint64_t plan_peak(const cinfer_plan *p) {
 static int default_act_quant(int precision) {
     int a = prec_act_quant(precision);
     return a >= 0 ? a : 1;
+}
+
+/* <arch>.expert_used_count, 0 when absent. */
+static int expert_used_count(const gguf_file *g) {
+    gguf_str arch;
+    char key[96], e[256];
+    uint32_t k = 0;
+    if (gguf_get_str(g, "general.architecture", &arch, e, sizeof e)) return 0;
+    snprintf(key, sizeof key, "%.*s.expert_used_count", (int)(arch.len < 64 ? arch.len : 64), arch.ptr);
+    return gguf_find_key(g, key) >= 0 && !gguf_get_u32(g, key, &k, e, sizeof e) ? (int)k : 0;
 }
 
 /* Fill *p for the module desc at n_ctx. */
@@ -220,6 +232,19 @@ static int plan_fill(plan_ctx *L, const cf_model_desc *d, int precision, int n_c
         uint64_t window = (uint64_t)(ahead + 2 < d->n_layer ? ahead + 2 : d->n_layer) * layer_max;
         p->streamed_bytes = in_layers;
         p->weights_bytes = parts.weights_bytes - in_layers + (window < in_layers ? window : in_layers);
+        /* expert tensors: the LRU's experts in every MoE layer (stream.h) */
+        uint64_t per_expert, experts;
+        int n_expert, n_moe;
+        stream_expert_bytes(L->g, d, &per_expert, &n_expert, &n_moe, &experts);
+        if (experts) {
+            int cap = L->moe_cache > 0 ? L->moe_cache : expert_used_count(L->g);
+            if (cap < 1) cap = 1;
+            if (cap > n_expert) cap = n_expert;
+            p->moe_cache_experts = cap;
+            p->moe_cache_bytes = (uint64_t)n_moe * (uint64_t)cap * per_expert;
+            p->streamed_bytes += experts;
+            p->weights_bytes = p->weights_bytes - experts + p->moe_cache_bytes;
+        }
     }
     p->embd_bytes = parts.embd_bytes;
     p->load_bytes = parts.load_bytes;
@@ -227,9 +252,11 @@ static int plan_fill(plan_ctx *L, const cf_model_desc *d, int precision, int n_c
     p->arena_bytes = parts.arena_bytes;
     p->scratch_bytes = parts.scratch_bytes;
     p->logits_bytes = parts.logits_bytes;
+    p->state_bytes = parts.state_bytes;
     p->tokenizer_bytes = L->tokenizer_bytes;
     p->compiler_bytes = L->compiler_bytes;
     p->runtime_bytes = L->runtime_bytes;
+    p->code_bytes = L->code_bytes;
     p->peak_bytes = plan_peak(p);
     return 0;
 }
@@ -245,6 +272,7 @@ static int plan_compile(plan_ctx *L, int precision, cc_module **mod, char *e, si
     if (!L->compiled) {
         uint64_t after = memplan_rss_now();
         L->compiler_bytes = after > before ? after - before : 0;
+        L->code_bytes = memplan_code_unrun();
         L->compiled = 1;
     }
     return 0;
@@ -262,6 +290,34 @@ static void step_line(char *steps, size_t cap, const char *fmt, ...) {
 }
 
 #define MIB(b) ((double)(b) / 1048576.0)
+
+/* A streamed plan *p fits mem with room left: spend it on more experts in
+ * the LRU (when L->moe_cache does not fix their number), then, once every
+ * expert fits, on keeping the first layers resident (stream.h). */
+static void plan_stream_room(const plan_ctx *L, const cf_model_desc *d, uint64_t mem, cinfer_plan *p) {
+    uint64_t layer_max, in_layers, global, per_expert, experts;
+    int n_expert, n_moe;
+    stream_layer_bytes(L->g, d, &layer_max, &in_layers, &global);
+    stream_expert_bytes(L->g, d, &per_expert, &n_expert, &n_moe, &experts);
+    uint64_t room = mem > p->peak_bytes ? mem - p->peak_bytes : 0;
+    if (experts && L->moe_cache <= 0 && p->moe_cache_experts < n_expert) {
+        uint64_t one = (uint64_t)n_moe * per_expert; /* one more expert in every MoE layer */
+        uint64_t more = room / one;
+        if (more > (uint64_t)(n_expert - p->moe_cache_experts)) more = (uint64_t)(n_expert - p->moe_cache_experts);
+        p->moe_cache_experts += (int)more;
+        p->moe_cache_bytes += more * one;
+        p->weights_bytes += more * one;
+        p->peak_bytes += more * one;
+        room -= more * one;
+    }
+    if (experts && p->moe_cache_experts < n_expert) return; /* dense layers kept only when every expert is */
+    int keep = 0;
+    if (layer_max) keep = (int)(room / layer_max < 1u << 20 ? room / layer_max : 1u << 20);
+    if (keep > d->n_layer) keep = d->n_layer;
+    p->weights_bytes += (uint64_t)keep * layer_max;
+    p->peak_bytes += (uint64_t)keep * layer_max;
+    p->stream_keep = keep;
+}
 
 /* The ladder (docs/memory.md): the asked precision, then int8, int4mix,
  * int4 — a rung only when its weights are smaller than the last rung's —
@@ -348,15 +404,20 @@ void cinfer_plan_format(const cinfer_plan *p, char *buf, size_t cap) {
         PUT("  (streamed: %.1f MiB of layers, a window of them%s resident)\n", MIB(p->streamed_bytes),
             p->stream_keep ? " and the first ones" : "");
     if (p->stream_keep) PUT("  (the first %d layers stay resident: the budget has room)\n", p->stream_keep);
+    if (p->moe_cache_experts)
+        PUT("  (experts: %d per layer mapped by the LRU, %.1f MiB of that)\n", p->moe_cache_experts,
+            MIB(p->moe_cache_bytes));
     PUT("weights    total %31.1f MiB\n", MIB(p->weights_bytes));
     if (p->load_bytes) PUT("load       sources in flight %19.1f MiB\n", MIB(p->load_bytes));
     PUT("kv cache   F32, %6d positions %14.1f MiB\n", p->n_ctx, MIB(p->kv_cache_bytes));
+    if (p->state_bytes) PUT("state      recurrent, + snapshots %15.1f MiB\n", MIB(p->state_bytes));
     PUT("arena      activations %25.1f MiB\n", MIB(p->arena_bytes));
     PUT("scratch    %2d threads %26.1f MiB\n", p->n_threads, MIB(p->scratch_bytes));
     PUT("logits     and token history %19.1f MiB\n", MIB(p->logits_bytes));
     PUT("tokenizer  measured %28.1f MiB\n", MIB(p->tokenizer_bytes));
     PUT("compiler   measured %28.1f MiB\n", MIB(p->compiler_bytes));
     PUT("runtime    measured %28.1f MiB\n", MIB(p->runtime_bytes));
+    PUT("code       not run yet, measured %18.1f MiB\n", MIB(p->code_bytes));
     PUT("peak %44.1f MiB", MIB(p->peak_bytes));
     if (p->mem_bytes) PUT(" (budget %.1f MiB)", MIB(p->mem_bytes));
 #undef PUT
@@ -373,7 +434,7 @@ int cinfer_plan_model(const char *path, const cinfer_plan_options *opts, cinfer_
         return fail(err, err_len, CINFER_EARG, "plan options: precision %d (0..%d), n_ctx %d, n_threads %d (>= 0)",
                     o.precision, CINFER_PRECISION_COUNT - 1, o.n_ctx, o.n_threads);
     plan_ctx L = {.mc = &mc, .n_threads = o.n_threads, .stream = o.stream_weights != 0,
-                  .stream_ahead = o.stream_ahead, .fixed = o.stream_weights != 0,
+                  .stream_ahead = o.stream_ahead, .moe_cache = o.moe_cache_experts, .fixed = o.stream_weights != 0,
                   .co = {.mode = CC_JIT, .archspec_path = o.archspec_path}};
     if (o.stream_weights && o.precision != CINFER_PRECISION_AUTO && o.precision != CINFER_PRECISION_NATIVE)
         return fail(err, err_len, CINFER_EARG, "streamed weights are computed from the file mapping: precision %s "
@@ -402,10 +463,30 @@ int cinfer_plan_model(const char *path, const cinfer_plan_options *opts, cinfer_
         if (giw_prec >= 0) o.precision = giw_prec, L.fixed = 1;
         else if (o.stream_weights) o.precision = CINFER_PRECISION_NATIVE;
         rc = plan_ladder(&L, o.precision, o.n_ctx, o.mem_bytes, out, NULL, steps, steps_cap, err, err_len);
+        if (!rc && o.stream_weights && o.mem_bytes) {
+            cc_module *mod = NULL; /* the ladder freed its module: the desc again (compiled, cached) */
+            if (!plan_compile(&L, out->precision, &mod, e, sizeof e)) {
+                plan_stream_room(&L, mod->desc, o.mem_bytes, out);
+                L.mc->free(mod);
+            }
+        }
     }
     tok_free(v);
     gguf_close(g);
     return rc;
+}
+
+int cinfer_model_moe_stats(const cinfer_model *m, int *cache_experts, uint64_t *hits, uint64_t *misses,
+                           uint64_t *evictions) {
+    if (!m->em.stream) return CINFER_EARG;
+    stream_stats st;
+    stream_get_stats(m->em.stream, &st);
+    if (!st.n_expert) return CINFER_EARG;
+    *cache_experts = st.moe_cache;
+    *hits = st.expert_hits;
+    *misses = st.expert_misses;
+    *evictions = st.expert_evictions;
+    return 0;
 }
 
 int cinfer_model_stream_stats(const cinfer_model *m, uint64_t *read_ahead_bytes, uint64_t *dropped_bytes) {
@@ -436,6 +517,7 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
     cinfer_model_options o = opts ? *opts : (cinfer_model_options){0};
     const uint64_t rss_start = memplan_rss_now(), anon_start = memplan_anon_now();
     int stream_keep = 0; /* streamed layers the budget keeps resident */
+    int moe_cache = o.moe_cache_experts; /* streamed MoE: experts per layer the LRU keeps */
     cinfer_model *m = calloc(1, sizeof *m);
     if (!m) return fail(err, err_len, CINFER_ENOMEM, "out of memory");
     pthread_mutex_init(&m->gv_lock, NULL);
@@ -560,20 +642,15 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
         uint64_t now = memplan_anon_now();
         plan_ctx L = {.g = m->g, .mc = mc, .co = co, .fixed = giw_prec >= 0 || o.stream_weights,
                       .n_threads = o.n_threads, .stream = o.stream_weights != 0, .stream_ahead = o.stream_ahead,
-                      .runtime_bytes = rss_start,
+                      .moe_cache = moe_cache, .runtime_bytes = rss_start,
                       .tokenizer_bytes = (now > anon_start ? now - anon_start : 0) + gguf_data_offset(m->g)};
         rc = plan_ladder(&L, o.precision, o.n_ctx, o.mem_bytes, &m->budget, &m->mod, m->budget_steps,
                          sizeof m->budget_steps, err, err_len);
         if (rc) goto bad;
-        if (o.stream_weights) { /* room left in the budget keeps the first layers resident */
-            uint64_t layer_max, in_layers, global;
-            stream_layer_bytes(m->g, m->mod->desc, &layer_max, &in_layers, &global);
-            uint64_t room = o.mem_bytes - m->budget.peak_bytes;
-            if (layer_max) stream_keep = (int)(room / layer_max < 1u << 20 ? room / layer_max : 1u << 20);
-            if (stream_keep > m->mod->desc->n_layer) stream_keep = m->mod->desc->n_layer;
-            m->budget.weights_bytes += (uint64_t)stream_keep * layer_max;
-            m->budget.peak_bytes += (uint64_t)stream_keep * layer_max;
-            m->budget.stream_keep = stream_keep;
+        if (o.stream_weights) {
+            plan_stream_room(&L, m->mod->desc, o.mem_bytes, &m->budget);
+            stream_keep = m->budget.stream_keep;
+            if (m->budget.moe_cache_experts) moe_cache = m->budget.moe_cache_experts;
         }
         m->has_budget = 1;
         m->precision = m->budget.precision;
@@ -598,7 +675,7 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
             fprintf(stderr, "cinfer: %s: %.1f MiB of weights uploaded, kernels from %s (%s)\n", m->device,
                     ecu_model_weight_bytes(m->em.cuda) / 1048576.0, m->mod->cuda_path, m->mod->cuda_image.arch);
     } else if (o.stream_weights ? eng_model_bind_streamed(&m->em, m->g, m->mod->desc, m->mod->forward,
-                                                          o.stream_ahead, stream_keep, e, sizeof e)
+                                                          o.stream_ahead, stream_keep, moe_cache, e, sizeof e)
                                 : eng_model_bind_threads(&m->em, m->g, m->mod->desc, m->mod->forward, 0,
                                                          o.progress ? repack_progress : NULL, &o, e, sizeof e)) {
         rc = fail(err, err_len, strstr(e, "out of memory") ? CINFER_ENOMEM : CINFER_EFORMAT, "%s", e);

@@ -225,9 +225,10 @@ int eng_model_bind_threads(eng_model *m, const gguf_file *g, const cf_model_desc
 }
 
 int eng_model_bind_streamed(eng_model *m, const gguf_file *g, const cf_model_desc *d,
-                            void (*forward)(cf_env *), int ahead, int keep, char *err, size_t err_len) {
+                            void (*forward)(cf_env *), int ahead, int keep, int moe_cache, char *err,
+                            size_t err_len) {
     if (bind_core(m, g, d, forward, 1, NULL, NULL, 1, err, err_len)) return -1;
-    if (stream_new(g, d, m->W, ahead, keep, &m->stream, err, err_len)) {
+    if (stream_new(g, d, m->W, ahead, keep, moe_cache, &m->stream, err, err_len)) {
         eng_model_release(m);
         return -1;
     }
@@ -292,6 +293,24 @@ static void stream_matmul(cf_env *E, float *y, const float *x, const void *w, in
     eng_ctx *c = (eng_ctx *)((char *)E - offsetof(eng_ctx, env));
     stream_touch(c->m->stream, w);
     c->kern_base->matmul(E, y, x, w, type, n_out, n_in, n_tokens);
+}
+
+/* cf_kernels.moe_matmul when streaming: say which experts the route chose
+ * (ids: int32 bits in the route's float slots, prelude.h), then multiply. */
+static void stream_moe_matmul(cf_env *E, float *y, const float *x, const float *route, const void *w, int type,
+                              int n_out, int n_in, int n_expert, int k, int x_per_slot, const float *bias,
+                              float *scratch, int n_tokens) {
+    eng_ctx *c = (eng_ctx *)((char *)E - offsetof(eng_ctx, env));
+    unsigned char seen[KERN_MOE_MAX_EXPERTS] = {0};
+    int ids[KERN_MOE_MAX_EXPERTS], n = 0;
+    for (long t = 0; t < n_tokens; t++)
+        for (int j = 0; j < k; j++) {
+            int32_t e;
+            memcpy(&e, route + t * 2 * k + k + j, sizeof e);
+            if (e >= 0 && e < n_expert && e < KERN_MOE_MAX_EXPERTS && !seen[e]) seen[e] = 1, ids[n++] = e;
+        }
+    stream_experts(c->m->stream, w, ids, n, k);
+    c->kern_base->moe_matmul(E, y, x, route, w, type, n_out, n_in, n_expert, k, x_per_slot, bias, scratch, n_tokens);
 }
 
 /* Widest matmul input: ne[0] of every weight bounds it. */
@@ -381,6 +400,7 @@ int eng_ctx_open(const eng_model *m, const eng_ctx_opts *o, eng_ctx **out, char 
     c->kern_base = kern_table(kern_best_isa());
     c->kern_stream = *c->kern_base;
     c->kern_stream.matmul = stream_matmul;
+    c->kern_stream.moe_matmul = stream_moe_matmul;
     c->env = (cf_env){
         .K = m->stream ? &c->kern_stream : c->kern_base,
         .W = m->W,

@@ -106,10 +106,13 @@ int eng_model_bind(eng_model *m, const gguf_file *g, const cf_model_desc *desc,
 /* Bind for streaming (stream.h, docs/memory.md): every weight must compute
  * in its file type (native precision, or a .giw), nothing is prefaulted,
  * and a helper thread reads `ahead` layers ahead of the forward pass and
- * drops the others, except the first `keep`.  Errors: -1, "tensor 'X': streaming needs its file
+ * drops the others, except the first `keep`; expert tensors are read by
+ * routed expert and held by an LRU of moe_cache experts per layer (<= 0:
+ * n_expert_used; stream.h).  Errors: -1, "tensor 'X': streaming needs its file
  * type Q8_0, compiled for Q8_0_R8 (use --quant native or a .giw)". */
 int eng_model_bind_streamed(eng_model *m, const gguf_file *g, const cf_model_desc *desc,
-                            void (*forward)(cf_env *), int ahead, int keep, char *err, size_t err_len);
+                            void (*forward)(cf_env *), int ahead, int keep, int moe_cache, char *err,
+                            size_t err_len);
 void eng_model_release(eng_model *m);
 
 /* --device cuda: bind desc's weight slots to g's tensors on the GPU dev:

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/pool.h"
+#include "engine.h"
 #include "kernels/kern.h"
 
 int memplan_n_ctx(const cf_model_desc *d, int n_ctx) {
@@ -29,6 +30,46 @@ static uint64_t statm(int anon) {
 
 uint64_t memplan_rss_now(void) { return statm(0); }
 uint64_t memplan_anon_now(void) { return statm(1); }
+
+/* A mapping's header line in smaps: "lo-hi perms offset dev inode [path]". */
+static int smaps_header(const char *line, uintptr_t *lo, uintptr_t *hi, char *perms, char *path, size_t path_cap) {
+    unsigned long a, b;
+    int used = 0;
+    if (sscanf(line, "%lx-%lx %4s %*s %*s %*s %n", &a, &b, perms, &used) < 3 || !used) return 0;
+    snprintf(path, path_cap, "%s", line + used);
+    path[strcspn(path, "\n")] = 0;
+    *lo = a;
+    *hi = b;
+    return 1;
+}
+
+uint64_t memplan_code_unrun(void) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return 0;
+    char line[4608], path[4096], perms[8], own[4096] = "";
+    uintptr_t lo, hi, self = (uintptr_t)memplan_code_unrun;
+    /* the object this function is in: its path */
+    while (fgets(line, sizeof line, f))
+        if (smaps_header(line, &lo, &hi, perms, path, sizeof path) && self >= lo && self < hi) {
+            snprintf(own, sizeof own, "%s", path);
+            break;
+        }
+    rewind(f);
+    int counting = 0;
+    unsigned long long size_kb = 0, rss_kb = 0, v;
+    while (fgets(line, sizeof line, f)) {
+        if (smaps_header(line, &lo, &hi, perms, path, sizeof path)) {
+            const char *base = strrchr(path, '/');
+            base = base ? base + 1 : path;
+            counting = perms[2] == 'x' && path[0] == '/' &&
+                       ((own[0] && !strcmp(path, own)) || !strncmp(base, "libm.so", 7) ||
+                                             !strncmp(base, "libc.so", 7));
+        } else if (counting && sscanf(line, "Size: %llu kB", &v) == 1) size_kb += v;
+        else if (counting && sscanf(line, "Rss: %llu kB", &v) == 1) rss_kb += v;
+    }
+    fclose(f);
+    return size_kb > rss_kb ? (uint64_t)(size_kb - rss_kb) * 1024 : 0;
+}
 
 static void add_kind(memplan_parts *p, int type, int mapped, uint64_t bytes) {
     int k = 0;
@@ -121,5 +162,13 @@ int memplan_parts_of(const gguf_file *g, const cf_model_desc *d, int n_ctx, int 
      * and its copy of the logits (api.c cinfer_session_new) */
     out->logits_bytes = 2 * (uint64_t)d->n_vocab * sizeof(float) + (uint64_t)d->n_batch * sizeof(int) +
                         (uint64_t)n_ctx * sizeof(int32_t);
+    /* eng_ctx_open: the live recurrent state (calloc'd, every float written
+     * each step) and the snapshot slots (malloc'd; a slot's pages are
+     * resident once a snapshot is taken in it: chat takes one per turn,
+     * so a long session fills them all) */
+    if (d->state_floats > 0)
+        out->state_bytes = (uint64_t)d->state_floats * sizeof(float) +
+                           (uint64_t)ENG_DEFAULT_SNAPSHOTS *
+                               ((uint64_t)d->state_floats * sizeof(float) + (uint64_t)d->n_vocab * sizeof(float));
     return 0;
 }

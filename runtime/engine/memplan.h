@@ -42,6 +42,10 @@ typedef struct {
                               * tokens writes */
     uint64_t scratch_bytes;  /* per-thread kernel scratch, all threads */
     uint64_t logits_bytes;   /* logits, batch positions and a session's token history */
+    uint64_t state_bytes;    /* recurrent state (Mamba/Mamba-2 conv + SSM, gated DeltaNet, RWKV,
+                              * LFM2 conv: desc->state_floats), the live one and the
+                              * ENG_DEFAULT_SNAPSHOTS snapshots prefix reuse keeps, each with
+                              * its logits row; 0 without recurrent layers */
 } memplan_parts;
 
 /* Fill *out for desc bound over g at n_ctx positions (<= 0: eng_ctx_new's
@@ -61,5 +65,15 @@ int memplan_n_ctx(const cf_model_desc *desc, int n_ctx);
  * steps: weight pages the weights part counts already). */
 uint64_t memplan_rss_now(void);
 uint64_t memplan_anon_now(void);
+
+/* Bytes of machine code this process has mapped but not run yet: the
+ * executable mappings (r-x, /proc/self/smaps Size - Rss) of the program or
+ * shared library holding cinfer's runtime (kernels, sampler, engine), of
+ * libm and of libc (measured: a run of stories260K maps 256 KiB more of
+ * cinfer's code than the plan's process, 192 KiB more of libc's, 224 KiB
+ * of libm's).  A run executes part of it (the kernels of its types and ISA, the
+ * sampler): the plan counts all of it, so it errs high by the code no run
+ * reaches.  0 when /proc is not there. */
+uint64_t memplan_code_unrun(void);
 
 #endif
