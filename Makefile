@@ -316,15 +316,20 @@ tok-refs: $(BUILD)/libcinfer.a
 
 # ---- bench -------------------------------------------------------------------
 # Benchmarks, never part of `make test` (tools/bench.sh says what it does):
-# the 336M llama-shape model of DESIGN.md §7 and a qwen2moe MoE made with
-# ../shared/tools/mkmodel, a Granite-4.0-H-1B-like hybrid made with
-# tools/archgen.c (--bench), under $(BUILD)/bench (not committed), quantized
-# with `cinfer quantize`, then `cinfer bench` and the peer (llama.cpp's native
-# llama-bench, else node-llama-cpp) on the same files and threads,
-# interleaved, with ratios and the fraction of the memory-bandwidth bound, and
-# the recurrent-layer kernels (bench_ssm).  BENCH_MODELS, BENCH_TYPES,
-# BENCH_MOE_TYPES, BENCH_HYBRID_TYPES, BENCH_P, BENCH_N, BENCH_R,
-# BENCH_ROUNDS, BENCH_THREADS, LLAMA_BENCH, PEER_DIR override the defaults.
+# llama-shape models of 336M, 1.2B (Llama-3.2-1B's shape) and 6.7B
+# (Llama-2-7B's shape) parameters, the 336M one again with a 32k context for
+# the depth curves, a qwen2moe MoE (all made with ../shared/tools/mkmodel) and
+# a Granite-4.0-H-1B-like hybrid made with tools/archgen.c (--bench), under
+# $(BUILD)/bench or BENCH_DIR (not committed), quantized with `cinfer
+# quantize`, then `cinfer bench` and the peer (llama.cpp's native llama-bench,
+# else node-llama-cpp) on the same files and threads, interleaved, with ratios
+# and the fraction of the memory-bandwidth bound at 1 and 2 threads, and pp/tg
+# at depth 0/4096/16384 against llama-bench -fa 0 and -fa 1.  BENCH_MODELS
+# (default "dense dense1b dense7b depth"; also moe, hybrid) picks the parts;
+# BENCH_DIR, BENCH_TYPES, BENCH_1B_TYPES, BENCH_7B_TYPES, BENCH_DEPTH_TYPES,
+# BENCH_DEPTHS, BENCH_MOE_TYPES, BENCH_HYBRID_TYPES, BENCH_P, BENCH_N,
+# BENCH_R, BENCH_R_LARGE, BENCH_ROUNDS, BENCH_THREADS, BENCH_TG_THREADS,
+# LLAMA_BENCH, PEER_DIR override the defaults.
 bench: $(BUILD)/cinfer $(BUILD)/tools/archgen $(BUILD)/bench_ssm
 	@BUILD=$(BUILD) SHARED=$(SHARED) CC="$(CC)" sh tools/bench.sh
 

@@ -107,3 +107,59 @@ TEST(bench, bad_arguments) {
     EXPECT_MSG(out && strstr(out, "nonexistent"), "output: %s", out ? out : "");
     free(out);
 }
+
+/* -d: each test on top of D cached tokens.  -p 8 -n 4 -d 0,16: pp8, tg4,
+ * pp8 @ d16, tg4 @ d16, all in one session of 16 + max(8, 4) positions (an
+ * evaluation past it would fail with "do not fit the context"). */
+TEST(bench, depth_json) {
+    NEED_SHARED(model, STORIES);
+    char m[1024];
+    snprintf(m, sizeof m, "%s", model);
+    char *argv[] = {"bench", m, "-p", "8", "-n", "4", "-d", "0,16", "-r", "2", "-t", "1", "--json", NULL};
+    char *txt = NULL;
+    int rc = run_captured(cli_bench, 13, argv, &txt);
+    EXPECT_EQ_I(rc, 0);
+    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+    EXPECT_MSG(j && cJSON_IsArray(j) && cJSON_GetArraySize(j) == 4, "output: %.400s", txt ? txt : "");
+    static const int want_p[] = {8, 0, 8, 0}, want_n[] = {0, 4, 0, 4}, want_d[] = {0, 0, 16, 16};
+    for (int k = 0; j && k < 4 && k < cJSON_GetArraySize(j); k++) {
+        cJSON *o = cJSON_GetArrayItem(j, k);
+        cJSON *np = cJSON_GetObjectItem(o, "n_prompt"), *ng = cJSON_GetObjectItem(o, "n_gen"),
+              *nd = cJSON_GetObjectItem(o, "n_depth"), *nc = cJSON_GetObjectItem(o, "n_ctx"),
+              *ts = cJSON_GetObjectItem(o, "avg_ts"), *bf = cJSON_GetObjectItem(o, "bound_fraction");
+        EXPECT_EQ_I(np ? np->valueint : -1, want_p[k]);
+        EXPECT_EQ_I(ng ? ng->valueint : -1, want_n[k]);
+        EXPECT_EQ_I(nd ? nd->valueint : -1, want_d[k]);
+        EXPECT_EQ_I(nc ? nc->valueint : -1, 16 + 8);
+        EXPECT(ts && ts->valuedouble > 0);
+        EXPECT(bf == NULL); /* no --bw */
+        EXPECT_EQ_I(cJSON_GetArraySize(cJSON_GetObjectItem(o, "samples_ns")), 2);
+    }
+    cJSON_Delete(j);
+    free(txt);
+}
+
+/* The table names the depth tests like llama-bench ("pp8 @ d2040"); a depth
+ * that with the test does not fit the file's context_length (2048) is refused
+ * before the model loads, naming both numbers. */
+TEST(bench, depth_table_and_context) {
+    NEED_SHARED(model, STORIES);
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s bench %s -p 8 -n 2 -d 2040 -r 1 -t 1 --bw 10", cinfer_bin(), model);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    EXPECT_MSG(out && strstr(out, "pp8 @ d2040") && strstr(out, "tg2 @ d2040") &&
+                   !strstr(out, "of the memory-bandwidth bound"), /* the bound is for depth 0 */
+               "output: %s", out ? out : "");
+    free(out);
+    out = NULL;
+    snprintf(cmd, sizeof cmd, "%s bench %s -p 8 -n 2 -d 0,2041 -r 1 -t 1", cinfer_bin(), model);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 1);
+    EXPECT_MSG(out && strstr(out, "-d 2041 + -p 8 = 2049 positions exceed the model's context of 2048"),
+               "output: %s", out ? out : "");
+    free(out);
+    out = NULL;
+    snprintf(cmd, sizeof cmd, "%s bench %s -d 4,x", cinfer_bin(), model);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
+    EXPECT_MSG(out && strstr(out, "-d: 'x' is not an integer"), "output: %s", out ? out : "");
+    free(out);
+}
