@@ -22,10 +22,12 @@
 #        (13.5 GB, deleted once quantized unless BENCH_KEEP_F16=1), quantized to
 #        q4_k_m (3.8 GiB);
 #      - depth: the dense 336M model again, with context_length 32768 so that
-#        its context holds the depths (anchor-336m-c32k), q4_0 (--pure) and
-#        q4_k_m; pp and tg at each of BENCH_DEPTHS tokens already in the KV
-#        cache (cinfer bench -d, llama-bench -d) against llama-bench with
-#        flash attention off and on (-fa 0,1);
+#        its context holds the depths (anchor-336m-c32k), q4_0 (--pure; also
+#        q4_k_m with BENCH_DEPTH_TYPES="q4_0 q4_k_m"); pp and tg at each of
+#        BENCH_DEPTHS tokens already in the KV cache (cinfer bench -d,
+#        llama-bench -d) against llama-bench with flash attention off and on
+#        (-fa 0,1), BENCH_DEPTH_ROUNDS (1) rounds: llama-bench fills each
+#        depth twice (once per -fa), 41k tokens a round at the default depths;
 #      - moe: a mixture of experts of Qwen1.5-MoE's proportions, qwen2moe
 #        (dim 1024, 24 layers, 16 heads, 4 KV heads, 64 experts of width 256,
 #        top-8, a sigmoid-gated shared expert of width 1024; 1.41B parameters,
@@ -55,8 +57,8 @@
 #
 # Settings (environment): BENCH_MODELS, BENCH_DIR, BENCH_TYPES ("q4_0 q8_0
 # q4_k_m", the 336M model's), BENCH_1B_TYPES ("q4_0 q8_0 q4_k_m"),
-# BENCH_7B_TYPES ("q4_k_m"), BENCH_DEPTH_TYPES ("q4_0 q4_k_m"), BENCH_DEPTHS
-# ("0,4096,16384"), BENCH_MOE_TYPES ("q4_0 q8_0"), BENCH_HYBRID_TYPES ("q8_0
+# BENCH_7B_TYPES ("q4_k_m"), BENCH_DEPTH_TYPES ("q4_0"), BENCH_DEPTHS
+# ("0,4096,16384"), BENCH_DEPTH_ROUNDS (1), BENCH_MOE_TYPES ("q4_0 q8_0"), BENCH_HYBRID_TYPES ("q8_0
 # q4_0"), BENCH_P (512), BENCH_N (128), BENCH_R (3 repetitions per run, the
 # 336M, MoE and hybrid files), BENCH_R_LARGE (2: the 1B, 7B and depth runs),
 # BENCH_ROUNDS (2), BENCH_THREADS (2: pp and tg), BENCH_TG_THREADS ("1
@@ -77,7 +79,8 @@ CC=${CC:-cc}
 TYPES=${BENCH_TYPES:-"q4_0 q8_0 q4_k_m"}
 TYPES_1B=${BENCH_1B_TYPES:-"q4_0 q8_0 q4_k_m"}
 TYPES_7B=${BENCH_7B_TYPES:-"q4_k_m"}
-DEPTH_TYPES=${BENCH_DEPTH_TYPES:-"q4_0 q4_k_m"}
+DEPTH_TYPES=${BENCH_DEPTH_TYPES:-"q4_0"}
+DEPTH_ROUNDS=${BENCH_DEPTH_ROUNDS:-1}
 DEPTHS=${BENCH_DEPTHS:-"0,4096,16384"}
 MOE_TYPES=${BENCH_MOE_TYPES:-"q4_0 q8_0"}
 MODELS=${BENCH_MODELS:-"dense dense1b dense7b depth"}
@@ -318,14 +321,14 @@ measure_table() {
         i=$((i + 1))
     done
 }
-# measure_depth FILE: the depth runs, ROUNDS times
+# measure_depth FILE: the depth runs, DEPTH_ROUNDS times
 measure_depth() {
     f=$1
     b=$(basename "$f" .gguf)
     q=$(quant_for "$f")
     i=1
-    while [ "$i" -le "$ROUNDS" ]; do
-        say "bench: $b depths $DEPTHS round $i/$ROUNDS: cinfer --quant $q"
+    while [ "$i" -le "$DEPTH_ROUNDS" ]; do
+        say "bench: $b depths $DEPTHS round $i/$DEPTH_ROUNDS: cinfer --quant $q"
         if ! "$CINFER" bench "$f" -d "$DEPTHS" -p "$P" -n "$N" -r "$R_LARGE" -t "$THREADS" --quant "$q" --json \
             >"$RES/$b.depth.cinfer.$i.json" 2>"$RES/$b.depth.cinfer.$i.log"; then
             say "bench: note: $b skipped, cinfer cannot run it: $(tail -1 "$RES/$b.depth.cinfer.$i.log")"
@@ -334,7 +337,7 @@ measure_depth() {
             return 0
         fi
         if [ "$PEER" = native ]; then
-            say "bench: $b depths $DEPTHS round $i/$ROUNDS: peer -fa 0,1"
+            say "bench: $b depths $DEPTHS round $i/$DEPTH_ROUNDS: peer -fa 0,1"
             peer_run "$RES/$b.depth.peer.$i.json" "$RES/$b.depth.peer.$i.log" -m "$f" -d "$DEPTHS" -fa 0,1 \
                 -p "$P" -n "$N" -r "$R_LARGE" -t "$THREADS"
         fi
@@ -429,7 +432,7 @@ depth_rows() {
         echo
     fi
     if [ -n "$DEPTH_FILES" ]; then
-        echo "Depth: pp$P and tg$N with d tokens already in the KV cache (cinfer bench -d, llama-bench -d $DEPTHS), -t $THREADS, -r $R_LARGE; peer with flash attention off (-fa 0) and on (-fa 1); ratios against the faster of the two."
+        echo "Depth: pp$P and tg$N with d tokens already in the KV cache (cinfer bench -d, llama-bench -d $DEPTHS), -t $THREADS, -r $R_LARGE, $DEPTH_ROUNDS round(s); peer with flash attention off (-fa 0) and on (-fa 1); ratios against the faster of the two."
         echo
         echo "| file | depth | cinfer pp$P | peer pp$P fa0 | peer pp$P fa1 | pp ratio | cinfer tg$N | peer tg$N fa0 | peer tg$N fa1 | tg ratio |"
         echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
