@@ -350,6 +350,14 @@ $(BUILD)/bench_matmul: tools/bench_matmul.c $(BUILD)/libcinfer.a
 bench-matmul: $(BUILD)/bench_matmul
 	@$(BUILD)/bench_matmul $(BENCH_MM_ARGS)
 
+# Decode matmuls against the read bandwidth, alternating in one process
+# (tools/bench_decode.c): make bench-decode BENCH_DEC_ARGS="-t 1 -q q4_k_m".
+BENCH_DEC_ARGS ?= -t 1 -q q4_0
+$(BUILD)/bench_decode: tools/bench_decode.c $(BUILD)/libcinfer.a
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ tools/bench_decode.c $(BUILD)/libcinfer.a $(LIBS)
+bench-decode: $(BUILD)/bench_decode
+	@$(BUILD)/bench_decode $(BENCH_DEC_ARGS)
+
 # Tokenizer throughput (tests/bench_tok.c, -O2, not sanitized): 1 MiB of mixed text.
 $(BUILD)/bench_tok: tests/bench_tok.c $(BUILD)/libcinfer.a
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ tests/bench_tok.c $(BUILD)/libcinfer.a $(LIBS)
