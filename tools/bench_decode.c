@@ -19,7 +19,10 @@
  *
  * Times: with -t 1, the thread's CPU time (a descheduled thread costs
  * nothing, so a loaded machine shows the kernel's own speed); otherwise
- * wall time.  Each round times -n steps of each; the medians are printed.
+ * wall time.  Each round times -n steps of each and also prints the
+ * process's CPU time per step (with several threads, CPU spent beyond the
+ * 1-thread figure is waiting: spinning at the pool's fork-joins); the
+ * medians are printed last.
  */
 #include <stdint.h>
 #include <stdio.h>
