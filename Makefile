@@ -63,7 +63,7 @@ SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_S
 .PHONY: san-cli bundle-deps deb-pkgs-arm64 aarch64 test-aarch64 bench-bundle
 .PHONY: all test check check-layout demo deps deb-pkgs node-check golden fuzz bench clean help install unicode bench-tok \
         bench-matmul fuzz-hf fuzz-tokjson bench-grammar test-grammar-full fuzz-schema arch-models arch-models-quant arch-refs \
-        tok-refs tok-vocabs bench-ssm
+        tok-refs tok-vocabs bench-ssm bench-decode
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
@@ -564,6 +564,7 @@ help:
 	@echo "make test-aarch64  NEON kernel tests and aarch64 bundles under qemu-user"
 	@echo "make serve-deps npm ci the serve tests' packages into tests/serve/node_modules"
 	@echo "make loadtest   serve load test: 200 requests, 8 clients (LOAD_ARGS=...)"
+	@echo "make bench-decode  decode matmuls against the read bandwidth in one process (tools/bench_decode.c)"
 	@echo "make bench-ssm  recurrent-layer kernels: chunked vs token-by-token DeltaNet, Mamba scans (tools/bench_ssm.c)"
 	@echo "make bench-tok  tokenizer throughput on 1 MiB of mixed text"
 	@echo "make bench-grammar  JSON Schema suites, mask timing, constrained generation (structured output)"

@@ -230,8 +230,11 @@ static void r8_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
         j.n_tok = nt;
         j.a = (kern_block_q8x4 *)buf;
         atomic_store_explicit(&j.next, 0, memory_order_relaxed);
-        j.chunk = (n_out / 8) / (4L * pool_n_threads((pool *)E->pool)); /* 4 takes per thread */
-        if (j.chunk < 1) j.chunk = 1;
+        { /* 4 takes per thread; one thread takes everything at once */
+            const int nth = pool_n_threads((pool *)E->pool);
+            j.chunk = nth > 1 ? (n_out / 8) / (4L * nth) : n_out / 8;
+            if (j.chunk < 1) j.chunk = 1;
+        }
         r8_run(E, (long)nt * n_in * 8, r8_quant_worker, &j);
         r8_run(E, (long)n_out * n_in * nt, r8_mm_worker, &j);
         for (int t = 0; t < nt; t++) /* a token whose Q8_0 scales overflowed: f32 activations */

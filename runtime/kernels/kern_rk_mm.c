@@ -171,8 +171,11 @@ static void rk_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
         j.a = (kern_block_q8_k *)buf;
         rk_run(E, (long)nt * n_in * 8, rk_quant_worker, &j);
         atomic_store_explicit(&j.next, 0, memory_order_relaxed);
-        j.chunk = (n_out / 8) / (4L * pool_n_threads((pool *)E->pool)); /* 4 takes per thread */
-        if (j.chunk < 1) j.chunk = 1;
+        { /* 4 takes per thread; one thread takes everything at once */
+            const int nth = pool_n_threads((pool *)E->pool);
+            j.chunk = nth > 1 ? (n_out / 8) / (4L * nth) : n_out / 8;
+            if (j.chunk < 1) j.chunk = 1;
+        }
         rk_run(E, (long)n_out * n_in * nt, rk_mm_worker, &j);
     }
 }
