@@ -13,11 +13,20 @@
  * whole job waiting for a time slice.  fn still runs exactly once per ith,
  * and a slot is exclusive, so per-ith scratch needs no locking.
  *
- * Waiting.  Both waits spin for POOL_SPIN_NS and then sleep on a futex:
- * kernel calls of one forward pass follow each other within microseconds, so
- * spinning keeps the fork latency low (~0.6 us on 2 cores), and the futex
- * keeps an idle pool (the user reading, a server between requests) off the
- * CPU.  Lost wake-ups are excluded Dekker-style with sequentially consistent
+ * Waiting.  Both waits spin and then sleep on a futex: kernel calls of one
+ * forward pass follow each other within microseconds, so spinning keeps the
+ * fork latency low (~0.6 us on 2 cores), and the futex keeps an idle pool
+ * (the user reading, a server between requests) off the CPU.  The spin
+ * budget adapts per waiter (the owner's in the pool, each worker's on its
+ * stack): a wait that spun out quarters it (down to POOL_SPIN_MIN_NS), one
+ * that ended while spinning doubles it (up to POOL_SPIN_MAX_NS).  On an idle
+ * machine every wait ends within microseconds and the budget stays at the
+ * maximum.  On an oversubscribed one (more runnable threads than cores) the
+ * partner is often descheduled for a whole time slice; spinning for it then
+ * only burns this process's share of the CPU, which the partner needs to
+ * finish: measured with tools/bench_decode.c -t 2 on the 2-vCPU machine at
+ * load average 12-15, a fixed 0.2 ms spin spent ~15 ms of CPU per decode
+ * step's matmuls against ~10 ms with a short one (docs/benchmarks.md).  Lost wake-ups are excluded Dekker-style with sequentially consistent
  * atomics: a sleeper announces itself before futex_wait re-checks the word in
  * the kernel; a waker changes the word before reading the announcement.
  */
@@ -35,7 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define POOL_SPIN_NS 200000L /* 0.2 ms of spinning before a futex sleep */
+#define POOL_SPIN_MAX_NS 200000L /* at most 0.2 ms of spinning before a futex sleep */
+#define POOL_SPIN_MIN_NS 10000L  /* at least 10 us */
 #define POOL_ALIGN 64
 
 struct pool {
@@ -52,6 +62,7 @@ struct pool {
     _Alignas(64) atomic_uint_least64_t claim; /* gen << 32 | next unclaimed slot */
     _Alignas(64) atomic_uint done;      /* slots finished; futex word for the owner */
     atomic_int done_sleeper;
+    long owner_spin_ns;     /* the owner's adaptive spin budget (pool_wait) */
 
     void **scratch;         /* (n_threads) POOL_ALIGN-aligned */
     size_t scratch_bytes;
@@ -75,16 +86,24 @@ static long now_ns(void) {
     return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-/* Spin until *word != old or the spin budget is spent; true if it changed. */
-static int spin_while_equal(atomic_uint *word, unsigned old) {
+/* Spin until *word != old or *budget_ns is spent; true if it changed.  The
+ * budget adapts (see "Waiting" above). */
+static int spin_while_equal(atomic_uint *word, unsigned old, long *budget_ns) {
     long t0 = 0;
     for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(word, memory_order_acquire) != old) return 1;
+        if (atomic_load_explicit(word, memory_order_acquire) != old) {
+            if (t0 && *budget_ns < POOL_SPIN_MAX_NS)
+                *budget_ns = *budget_ns * 2 < POOL_SPIN_MAX_NS ? *budget_ns * 2 : POOL_SPIN_MAX_NS;
+            return 1;
+        }
         cpu_relax();
         if ((i & 255) == 0) {
             long t = now_ns();
             if (!t0) t0 = t;
-            else if (t - t0 > POOL_SPIN_NS) return 0;
+            else if (t - t0 > *budget_ns) {
+                *budget_ns = *budget_ns / 4 > POOL_SPIN_MIN_NS ? *budget_ns / 4 : POOL_SPIN_MIN_NS;
+                return 0;
+            }
         }
     }
 }
@@ -108,8 +127,9 @@ static void run_slots(pool *p, unsigned g) {
 static void *worker_main(void *v) {
     pool *p = v;
     unsigned seen = 0;
+    long spin_ns = POOL_SPIN_MAX_NS;
     for (;;) {
-        if (!spin_while_equal(&p->gen, seen)) {
+        if (!spin_while_equal(&p->gen, seen, &spin_ns)) {
             atomic_fetch_add(&p->gen_sleepers, 1);
             while (atomic_load(&p->gen) == seen) futex(&p->gen, FUTEX_WAIT_PRIVATE, seen);
             atomic_fetch_sub(&p->gen_sleepers, 1);
@@ -135,7 +155,7 @@ static void pool_wait(pool *p) {
     const unsigned nth = (unsigned)p->n_threads;
     unsigned d;
     while ((d = atomic_load_explicit(&p->done, memory_order_acquire)) != nth) {
-        if (spin_while_equal(&p->done, d)) continue;
+        if (spin_while_equal(&p->done, d, &p->owner_spin_ns)) continue;
         atomic_store(&p->done_sleeper, 1);
         while ((d = atomic_load(&p->done)) != nth) futex(&p->done, FUTEX_WAIT_PRIVATE, d);
         atomic_store(&p->done_sleeper, 0);
@@ -149,6 +169,7 @@ int pool_new(int n_threads, pool **out) {
     pool *p = calloc(1, sizeof *p);
     if (!p) return POOL_ENOMEM;
     p->n_threads = n_threads;
+    p->owner_spin_ns = POOL_SPIN_MAX_NS;
     p->scratch = calloc((size_t)n_threads, sizeof *p->scratch);
     if (n_threads > 1) p->threads = calloc((size_t)n_threads - 1, sizeof *p->threads);
     if (!p->scratch || (n_threads > 1 && !p->threads)) {

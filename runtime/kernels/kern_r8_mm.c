@@ -12,7 +12,8 @@
  * groups.  Within its range a thread walks blocks of row groups whose weights
  * fit R8_WBLOCK bytes and, for each, blocks of tokens whose activations fit
  * R8_ABLOCK bytes, so both stay in L2 while the leaf runs every group of the
- * block against every KERN_R8_NT-token slice.  Every (row, token) result is
+ * block against every KERN_R8_NT-token slice.  The ranges are taken from a
+ * shared counter, about 4 per thread (r8_mm_worker).  Every (row, token) result is
  * one leaf's sum over all blocks in order, so results depend neither on the
  * thread count nor on how tokens are blocked.
  */
@@ -112,7 +113,10 @@ typedef struct {
     const uint8_t *w;
     kern_block_q8x4 *a; /* n_quads quads of nb blocks */
     int n_out, n_in, n_tok, nb, bb;
+    atomic_long next;   /* first row group no thread has taken yet */
+    long chunk;         /* row groups per take */
 } r8_job;
+
 
 /* quads [q0, q1): quantize the tokens to Q8_0 (8 blocks at a time) and interleave */
 static void r8_quant_quads(const r8_job *j, long q0, long q1) {
@@ -141,10 +145,7 @@ static void r8_quant_worker(void *arg, int ith, int nth) {
     r8_quant_quads(j, nq * ith / nth, nq * (ith + 1) / nth);
 }
 
-static void r8_mm_worker(void *arg, int ith, int nth) {
-    const r8_job *j = arg;
-    const long ng = j->n_out / 8;
-    const long g0 = ng * ith / nth, g1 = ng * (ith + 1) / nth;
+static void r8_mm_range(const r8_job *j, long g0, long g1) {
     const size_t grp = (size_t)j->nb * j->bb;
     const size_t quad = (size_t)j->nb * sizeof(kern_block_q8x4);
     long gstep = (long)(R8_WBLOCK / grp);
@@ -166,6 +167,22 @@ static void r8_mm_worker(void *arg, int ith, int nth) {
     }
 }
 
+/* Row groups go out in chunks of j->chunk from a shared counter rather than
+ * as one fixed range per thread: a thread the OS deschedules mid-call then
+ * holds up one chunk, not 1/nth of the matrix, and the threads that run take
+ * the rest.  Which thread computes a group changes nothing in its result. */
+static void r8_mm_worker(void *arg, int ith, int nth) {
+    r8_job *j = arg;
+    const long ng = j->n_out / 8;
+    (void)ith;
+    (void)nth;
+    for (;;) {
+        const long g0 = atomic_fetch_add_explicit(&j->next, j->chunk, memory_order_relaxed);
+        if (g0 >= ng) return;
+        r8_mm_range(j, g0, g0 + j->chunk < ng ? g0 + j->chunk : ng);
+    }
+}
+
 static void r8_run(cf_env *E, long work, void (*fn)(void *, int, int), void *arg) {
     if (work < R8_PAR_MIN_WORK) fn(arg, 0, 1);
     else pool_run((pool *)E->pool, fn, arg);
@@ -180,7 +197,7 @@ static void r8_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
     const int n_quads = (n_tok + 3) / 4;
     r8_job j = {impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_AVX2,
                 kern_r8_leaves_for(impl)->gemm[type == CF_Q8_0_R8], y, x, w, NULL, n_out, n_in, n_tok, nb,
-                kern_r8_block_bytes(type)};
+                kern_r8_block_bytes(type), 0, 1};
     /* the converted activations: thread 0's scratch after the attention/tile area */
     size_t have = 0;
     uint8_t *p = pool_scratch((pool *)E->pool, 0, &have);
@@ -212,6 +229,12 @@ static void r8_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
         j.x = x + (size_t)t0 * n_in;
         j.n_tok = nt;
         j.a = (kern_block_q8x4 *)buf;
+        atomic_store_explicit(&j.next, 0, memory_order_relaxed);
+        { /* 4 takes per thread; one thread takes everything at once */
+            const int nth = pool_n_threads((pool *)E->pool);
+            j.chunk = nth > 1 ? (n_out / 8) / (4L * nth) : n_out / 8;
+            if (j.chunk < 1) j.chunk = 1;
+        }
         r8_run(E, (long)nt * n_in * 8, r8_quant_worker, &j);
         r8_run(E, (long)n_out * n_in * nt, r8_mm_worker, &j);
         for (int t = 0; t < nt; t++) /* a token whose Q8_0 scales overflowed: f32 activations */
