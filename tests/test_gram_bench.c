@@ -554,9 +554,11 @@ int main(int argc, char **argv) {
         gram_diff_report(&c);
         /* for tests/test_gram_diff.c, which runs this and checks the counts */
         printf("RESULT schemas=%d compiled=%d valid=%d valid_ok=%d invalid_inst=%d invalid_inst_acc=%d mutants=%ld "
-               "accepted=%ld validated=%ld invalid=%d unverified=%d validator=%d failures=%d\n",
+               "accepted=%ld validated=%ld invalid=%d unverified=%d validator=%d gen_compiled=%d gen_valid_ok=%d "
+               "gen_not_subset=%d failures=%d\n",
                c.schemas, c.compiled, c.valid, c.valid_ok, c.invalid_inst, c.invalid_inst_acc, c.mutants, c.mutants_acc,
-               c.validated, c.invalid, c.unverified, validator, g_failed);
+               c.validated, c.invalid, c.unverified, validator, c.gen_compiled, c.gen_valid_ok, c.gen_not_subset,
+               g_failed);
         unlink(batch);
         return g_failed || c.invalid || c.invalid_inst_acc ? 1 : 0;
     }
