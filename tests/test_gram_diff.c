@@ -646,7 +646,7 @@ TEST(gram_diff, generation_stress_qwen3) {
     EXPECT_EQ_I(result_field(r, "invalid"), 0);
     /* the bias finishes most values inside the budget (measured 2026-12-02: 29 of 31 here, 44
      * of 49 with every 40th schema; the others ran out of the 256 tokens): so the zero above
-     * counts real outputs */
+     * counts real outputs; 30 of 31 since the lexer also reads the forced tokens before the first sampled one) */
     EXPECT_MSG(complete * 5 >= compiled * 4, "%ld of %ld generations complete", complete, compiled);
     if (result_field(r, "validator")) EXPECT_EQ_I(result_field(r, "validated"), complete);
     else if (getenv("CI")) test_fail(__FILE__, __LINE__, "python3-jsonschema is not installed (CI needs it)");

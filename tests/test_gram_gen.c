@@ -344,6 +344,11 @@ int gram_stress_run(const char *model_rel, const char *data_dir, int stride, int
         cb.outside[id] = n && (size_t)closers == n ? 1 : openers ? -1 : 0;
     }
     if (cb.outside && cinfer_token_eos(m) >= 0) cb.outside[cinfer_token_eos(m)] = 1;
+    static const char prompt[] = "Return the JSON value:";
+    int32_t prompt_ids[64];
+    size_t n_prompt_ids = 0;
+    if (cinfer_tokenize(m, prompt, sizeof prompt - 1, 1, 0, prompt_ids, 64, &n_prompt_ids) || n_prompt_ids > 64)
+        test_fail(__FILE__, __LINE__, "tokenizing the prompt failed");
     DIR *d = opendir(data_dir);
     char **names = NULL;
     int n = 0, cap = 0;
@@ -379,11 +384,13 @@ int gram_stress_run(const char *model_rel, const char *data_dir, int stride, int
         out->compiled++;
         sbuf b = {0};
         cb.calls = cb.in_str = cb.esc = cb.in_key = cb.expect_key = cb.depth = cb.seen_len = 0;
-        cb.n_prompt = -1;
+        /* the lexer starts where the prompt ends: tokens the grammar forces before the first
+         * sampled one ('{"name":"' of an object whose first key is required) are text too */
+        cb.n_prompt = cb.done = (int)n_prompt_ids;
         cinfer_gen_options o = {.max_tokens = max_tokens, .temperature = 1.0f, .seed = (uint64_t)i + 1, .grammar = g,
                                 .logit_fn = bias_closing, .logit_user = &cb};
         cinfer_gen_result r;
-        if (cinfer_generate(s, "Return the JSON value:", &o, collect, &b, &r, err, sizeof err)) {
+        if (cinfer_generate(s, prompt, &o, collect, &b, &r, err, sizeof err)) {
             /* the grammar accepts no token the vocabulary has: a dead end is a bug */
             test_fail(__FILE__, __LINE__, "%s: generation failed: %s", names[i], err);
             out->failed++;
@@ -400,8 +407,8 @@ int gram_stress_run(const char *model_rel, const char *data_dir, int stride, int
             } else {
                 out->incomplete++;
                 if (getenv("CINFER_GRAM_STRESS_VERBOSE"))
-                    printf("      %s: %d tokens, stop %d, ends \"%.120s\"\n", names[i], r.n_generated, r.stop,
-                           b.len > 120 ? b.text + b.len - 120 : b.text ? b.text : "");
+                    printf("      %s: %d tokens, stop %d, starts \"%.160s\", ends \"%.120s\"\n", names[i], r.n_generated,
+                           r.stop, b.text ? b.text : "", b.len > 120 ? b.text + b.len - 120 : b.text ? b.text : "");
             }
         }
         free(b.text);
