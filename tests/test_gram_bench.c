@@ -575,7 +575,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(what, "all") || !strcmp(what, "masks")) {
         printf("\nToken masks, Qwen3 vocabulary, over the sample's valid instances:\n");
-        mask_timing("models/chat/qwen3-chat.gguf", stride, 1);
+        const char *rep = getenv("CINFER_GRAM_REPORT"); /* 2: also each schema above 20 ms */
+        mask_timing("models/chat/qwen3-chat.gguf", stride, rep ? atoi(rep) : 1);
     }
     if (!strcmp(what, "all") || !strcmp(what, "gen")) {
         int seeds = argc > 2 ? atoi(argv[2]) : 100;
