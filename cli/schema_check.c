@@ -10,6 +10,11 @@
  * answer is about text ("could generation have emitted these bytes"), the
  * surface on which "invalid output is unreachable" is tested.
  *
+ * Objects are checked with validation semantics (any key order; a schema
+ * without additionalProperties allows other keys) unless --generation asks
+ * for what generation emits (declared keys only, in the schema's order:
+ * include/cinfer.h, cinfer_object_policy).
+ *
  * Exit status: 0 every instance accepted, 1 some instance rejected (or not
  * readable / not JSON), 2 the schema does not compile (usage errors too).
  */
@@ -47,11 +52,12 @@ static char *slurp(const char *path, size_t *len) {
 }
 
 static const char usage[] =
-    "usage: cinfer schema-check [--bytes [--ws compact|flexible]] [-q] [--permissive] SCHEMA.json INSTANCE...\n";
+    "usage: cinfer schema-check [--bytes [--ws compact|flexible]] [--generation] [-q] [--permissive] SCHEMA.json "
+    "INSTANCE...\n";
 
 int cli_schema_check(int argc, char **argv) {
     const char *schema_path = NULL;
-    int n_inst = 0, quiet = 0, permissive = 0, bytes = 0, flexible = 0;
+    int n_inst = 0, quiet = 0, permissive = 0, bytes = 0, flexible = 0, generation = 0;
     const char **inst = calloc((size_t)argc + 1, sizeof *inst);
     if (!inst) return 2;
     for (int i = 1; i < argc; i++) {
@@ -69,6 +75,11 @@ int cli_schema_check(int argc, char **argv) {
                    "                zeros, no -0).  flexible: JSON whitespace (space, tab, LF, CR), at most\n"
                    "                16 bytes in a row, between tokens, none before or after the value.\n"
                    "                A file's trailing newline is a byte like any other: it is rejected\n"
+                   "  --generation  objects as generation (run, chat, serve) makes them: a schema with\n"
+                   "                properties and no additionalProperties allows no other key, and the\n"
+                   "                declared keys come in the schema's order (optional ones may be left\n"
+                   "                out).  Without it: JSON Schema validation (any order, other keys\n"
+                   "                allowed unless additionalProperties says otherwise)\n"
                    "  -q            no \"accepted\"/\"rejected\" lines, only the exit status\n"
                    "  --permissive  ignore the keywords the grammar cannot enforce instead of refusing\n"
                    "                the schema: the grammar then accepts a superset of the schema\n",
@@ -78,6 +89,7 @@ int cli_schema_check(int argc, char **argv) {
         } else if (!strcmp(argv[i], "-q")) quiet = 1;
         else if (!strcmp(argv[i], "--permissive")) permissive = 1;
         else if (!strcmp(argv[i], "--bytes")) bytes = 1;
+        else if (!strcmp(argv[i], "--generation")) generation = 1;
         else if (!strcmp(argv[i], "--ws") && i + 1 < argc) {
             const char *p = argv[++i];
             if (!strcmp(p, "flexible")) flexible = 1;
@@ -107,7 +119,9 @@ int cli_schema_check(int argc, char **argv) {
     }
     char err[4096];
     cinfer_grammar *g;
-    cinfer_grammar_options go = {.permissive = permissive, .whitespace = flexible ? CINFER_WS_FLEXIBLE : CINFER_WS_COMPACT};
+    cinfer_grammar_options go = {.permissive = permissive,
+                                 .whitespace = flexible ? CINFER_WS_FLEXIBLE : CINFER_WS_COMPACT,
+                                 .objects = generation ? CINFER_OBJECTS_GENERATION : CINFER_OBJECTS_VALIDATION};
     int rc = cinfer_grammar_from_schema(NULL, schema, len, &go, &g, err, sizeof err);
     free(schema);
     if (rc) {

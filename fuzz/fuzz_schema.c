@@ -5,7 +5,8 @@
  * `make fuzz-schema`.
  *
  * Input: SCHEMA [ '\0' FLAGS TEXT ].  FLAGS' low bit asks for flexible
- * whitespace, the next for the permissive mode.  The schema is compiled;
+ * whitespace, the next for the permissive mode, then generation's number
+ * limits, then generation semantics for objects.  The schema is compiled;
  * when it compiles, TEXT goes to gram_check as raw bytes and, canonicalised,
  * again; then a matcher walks TEXT byte by byte, and at each accepted byte
  * (up to 64) a mask is computed over the vocabulary of
@@ -52,6 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* smaller automata and work than the library's defaults: the same code paths, and
      * inputs that take seconds under the sanitizers would stall the search */
     gram_options o = {.ws_flexible = flags & 1, .permissive = flags >> 1 & 1, .gen_limits = flags >> 2 & 1,
+                      .gen_objects = flags >> 3 & 1,
                       .max_states = 20000, .max_work = 500000};
     gram_grammar *g = NULL;
     char err[2048];

@@ -424,8 +424,30 @@ const float *cinfer_logits(const cinfer_session *s);
  * What the grammar accepts is canonical JSON: no whitespace (unless
  * CINFER_WS_FLEXIBLE), strings in one spelling (raw UTF-8; only ", \ and
  * control characters escaped, \u00XX in lower case), numbers in plain
- * decimal (no exponent, no trailing fraction zeros, no -0).  Object keys may
- * come in any order, each key at most once (declared or not).
+ * decimal (no exponent, no trailing fraction zeros, no -0).  Each object key
+ * at most once; which keys and in what order depends on options.objects:
+ *
+ *   validation semantics (CINFER_OBJECTS_VALIDATION; the default without a
+ *   model, so cinfer_grammar_check and `cinfer schema-check` answer "does the
+ *   value satisfy the schema"): keys in any order, and a schema that leaves
+ *   additionalProperties out allows any other key, as JSON Schema says;
+ *
+ *   generation semantics (CINFER_OBJECTS_GENERATION; the default when the
+ *   grammar is compiled for a model, so run, chat, the server and library
+ *   generation get it): what llama.cpp's json_schema_to_grammar (and so
+ *   Ollama) and OpenAI's structured outputs generate.  A schema with
+ *   properties (or patternProperties) and no additionalProperties (nor
+ *   unevaluatedProperties) allows only the keys it names (or matches); the
+ *   declared keys come in the schema's order (properties, then required
+ *   names it does not list, then dependentRequired names; allOf members in
+ *   document order), each optional one may be skipped, every required one is
+ *   present; undeclared keys, where additionalProperties (true or a schema),
+ *   patternProperties or an object schema without properties allow them,
+ *   come after the declared ones, in any order.  llama.cpp puts the required
+ *   properties before the optional ones; cinfer keeps the schema's order.
+ *   A value generated so is always valid under the schema (validation
+ *   semantics accept it); the reverse does not hold.  Where closing an
+ *   object would leave fewer keys than its minProperties, it stays open.
  * cinfer_grammar_check canonicalises its input first, so it answers "does
  * the value satisfy the schema"; cinfer_grammar_check_bytes takes the bytes
  * as they are ("could generation emit them").
@@ -478,11 +500,18 @@ typedef enum {
     CINFER_WS_FLEXIBLE = 1, /* JSON whitespace allowed between tokens (at most 16 bytes in a row) */
 } cinfer_ws_policy;
 
+typedef enum {
+    CINFER_OBJECTS_AUTO = 0,       /* generation semantics with a model, validation semantics without */
+    CINFER_OBJECTS_GENERATION = 1, /* declared keys only (unless the schema allows others), in schema order */
+    CINFER_OBJECTS_VALIDATION = 2, /* any key order; a missing additionalProperties allows any other key */
+} cinfer_object_policy;
+
 typedef struct {
     cinfer_ws_policy whitespace;
     int permissive; /* 1: ignore unsupported keywords; the grammar accepts a superset of the schema */
     int format_annotation; /* 1: "format" is an annotation (the 2020-12 default for validators)
                             * instead of checked; 0 (default) checks the formats listed above */
+    cinfer_object_policy objects; /* which keys an object may have, in what order (see above) */
 } cinfer_grammar_options;
 
 /* Compile schema[0..len) (JSON text).  m: the model whose vocabulary the
@@ -671,11 +700,14 @@ typedef struct {
 
 typedef enum {
     CINFER_STOP_EOS = 0,    /* end-of-generation token */
-    CINFER_STOP_MAX_TOKENS, /* max_tokens reached */
+    CINFER_STOP_MAX_TOKENS, /* max_tokens reached (with a grammar: the value is incomplete, or complete
+                             * but could still go on, like the integer 12 of an unbounded integer;
+                             * llama.cpp also says "length" there) */
     CINFER_STOP_STRING,     /* a stop string was produced */
     CINFER_STOP_CALLBACK,   /* the callback returned nonzero */
     CINFER_STOP_CTX_FULL,   /* n_ctx reached */
-    CINFER_STOP_GRAMMAR,    /* the grammar's value is complete */
+    CINFER_STOP_GRAMMAR,    /* the grammar's value is complete and nothing may follow it (also when
+                             * the token that completed it was the last max_tokens or n_ctx allows) */
 } cinfer_stop_reason;
 
 typedef struct {

@@ -902,3 +902,240 @@ TEST(gram, every_claimed_format_checked_by_grammar_and_validator) {
     EXPECT_MSG(out && strstr(out, done), "expected \"%s\": %s", done, out ? out : "");
     free(out);
 }
+
+/* ---- generation semantics for objects (gram_options.gen_objects) ------------------------------------------ */
+
+static gram_grammar *compile_gen(const char *schema) {
+    gram_options o = {.gen_objects = 1, .gen_limits = 1};
+    gram_grammar *g = NULL;
+    char err[2048];
+    if (gram_compile(schema, strlen(schema), &o, &g, err, sizeof err)) test_fail(__FILE__, __LINE__, "%s: %s", schema, err);
+    return g;
+}
+
+/* Both semantics on each instance: expected acceptance under generation and
+ * under validation (every instance generation accepts, validation must). */
+static void both(const char *schema, const char *const *inst, const int *gen_ok, const int *val_ok, int n) {
+    gram_grammar *gg = compile_gen(schema), *gv = compile(schema);
+    for (int i = 0; gg && gv && i < n; i++) {
+        int a = check(gg, inst[i]), b = check(gv, inst[i]);
+        EXPECT_MSG(a == gen_ok[i], "%s: %s: generation %d, expected %d", schema, inst[i], a, gen_ok[i]);
+        EXPECT_MSG(b == val_ok[i], "%s: %s: validation %d, expected %d", schema, inst[i], b, val_ok[i]);
+        EXPECT_MSG(!a || b, "%s: %s: generation accepts what validation rejects", schema, inst[i]);
+    }
+    gram_free(gg);
+    gram_free(gv);
+}
+
+TEST(gram, gen_objects_declared_keys_in_schema_order) {
+    /* the trial's schema: validation lets any key in, generation only "a" */
+    {
+        const char *in[] = {"{\"a\":true}", "{\"a\":true,\"zzz\":[1,2,{\"q\":\"long text\"}]}", "{\"zzz\":1,\"a\":false}", "{}"};
+        int gen[] = {1, 0, 0, 0}, val[] = {1, 1, 1, 0};
+        both("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"}},\"required\":[\"a\"]}", in, gen, val, 4);
+    }
+    /* order: optional ones skippable, the required one last here */
+    {
+        const char *in[] = {"{\"c\":1}", "{\"a\":1,\"c\":1}", "{\"b\":1,\"c\":1}", "{\"a\":1,\"b\":2,\"c\":3}",
+                            "{\"c\":1,\"a\":1}", "{\"b\":1,\"a\":1,\"c\":1}", "{\"a\":1}"};
+        int gen[] = {1, 1, 1, 1, 0, 0, 0}, val[] = {1, 1, 1, 1, 1, 1, 0};
+        both("{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"required\":[\"c\"]}", in, gen, val, 7);
+    }
+    /* additionalProperties true / a schema: other keys after the declared ones */
+    {
+        const char *in[] = {"{\"a\":1,\"zz\":2}", "{\"zz\":2,\"a\":1}", "{\"zz\":1,\"yy\":\"s\"}", "{\"a\":1,\"zz\":\"s\"}"};
+        int gen[] = {1, 0, 1, 1}, val[] = {1, 1, 1, 1};
+        both("{\"properties\":{\"a\":{}},\"additionalProperties\":true}", in, gen, val, 4);
+        int gen2[] = {1, 0, 0, 0}, val2[] = {1, 1, 0, 0};
+        both("{\"properties\":{\"a\":{}},\"additionalProperties\":{\"type\":\"integer\"}}", in, gen2, val2, 4);
+    }
+    /* patternProperties name keys too; others are closed */
+    {
+        const char *in[] = {"{\"a\":1,\"x1\":2}", "{\"x1\":2,\"a\":1}", "{\"b\":1}", "{\"x1\":\"s\"}"};
+        int gen[] = {1, 0, 0, 0}, val[] = {1, 1, 1, 0};
+        both("{\"properties\":{\"a\":{}},\"patternProperties\":{\"^x\":{\"type\":\"integer\"}}}", in, gen, val, 4);
+    }
+    /* an object schema without properties stays open; required names are declared keys */
+    {
+        const char *in[] = {"{\"q\":1}", "{\"id\":1,\"q\":2}", "{\"q\":2,\"id\":1}"};
+        int gen[] = {0, 1, 0}, val[] = {0, 1, 1};
+        both("{\"type\":\"object\",\"required\":[\"id\"]}", in, gen, val, 3);
+    }
+    /* allOf members merge: keys of either, in document order */
+    {
+        const char *in[] = {"{\"a\":1,\"b\":2}", "{\"b\":2}", "{\"b\":2,\"a\":1}", "{\"a\":1,\"c\":3}"};
+        int gen[] = {1, 1, 0, 0}, val[] = {1, 1, 1, 1};
+        both("{\"allOf\":[{\"properties\":{\"a\":{}}},{\"properties\":{\"b\":{}}}]}", in, gen, val, 4);
+    }
+    /* closing would leave fewer keys than minProperties: the object stays open */
+    {
+        const char *in[] = {"{\"a\":1,\"b\":2}", "{\"a\":1}"};
+        int gen[] = {1, 0}, val[] = {1, 0};
+        both("{\"properties\":{\"a\":{}},\"minProperties\":2}", in, gen, val, 2);
+    }
+    /* nested objects are closed too; additionalProperties false unchanged */
+    {
+        const char *in[] = {"{\"p\":{\"x\":1}}", "{\"p\":{\"x\":1,\"y\":2}}", "{\"p\":{\"x\":1},\"q\":1}"};
+        int gen[] = {1, 0, 0}, val[] = {1, 1, 0};
+        both("{\"properties\":{\"p\":{\"properties\":{\"x\":{}}}},\"additionalProperties\":false}", in, gen, val, 3);
+    }
+}
+
+/* 1 when the matcher takes prefix, then every byte of more: the byte where it stops, or -1 */
+static int stops_at(const gram_grammar *g, const char *prefix) {
+    gram_matcher *m;
+    if (gram_matcher_new(g, &m)) return -2;
+    int at = -1;
+    for (size_t i = 0; prefix[i]; i++)
+        if (gram_matcher_feed(m, prefix + i, 1)) {
+            at = (int)i;
+            break;
+        }
+    gram_matcher_free(m);
+    return at;
+}
+
+/* Ordered keys must never lead into an object no byte can finish: the key
+ * that would is refused at its first distinguishing byte. */
+TEST(gram, gen_objects_no_dead_ends) {
+    struct {
+        const char *schema, *text;
+        int stop;
+    } cases[] = {
+        /* minProperties 2: "c" first leaves no second key */
+        {"{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"minProperties\":2}", "{\"c\":1", 2},
+        {"{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"minProperties\":2}", "{\"b\":1,\"c\":1}", -1},
+        /* maxProperties 2 with "c" required: "a", then "b" would leave no room for it */
+        {"{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"required\":[\"c\"],\"maxProperties\":2}", "{\"a\":1,\"b\"", 8},
+        {"{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"required\":[\"c\"],\"maxProperties\":2}", "{\"a\":1,\"c\":1}", -1},
+        /* a required key cannot be skipped */
+        {"{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"required\":[\"a\"]}", "{\"b\"", 2},
+        /* dependentRequired: b needs a, which cannot come after it */
+        {"{\"properties\":{\"a\":{},\"b\":{}},\"dependentRequired\":{\"b\":[\"a\"]}}", "{\"b\"", 2},
+        {"{\"properties\":{\"a\":{},\"b\":{}},\"dependentRequired\":{\"b\":[\"a\"]}}", "{\"a\":1,\"b\":2}", -1},
+        /* a needs b (later): a alone cannot close */
+        {"{\"properties\":{\"a\":{},\"b\":{}},\"dependentRequired\":{\"a\":[\"b\"]}}", "{\"a\":1}", 6},
+        {"{\"properties\":{\"a\":{},\"b\":{}},\"dependentRequired\":{\"a\":[\"b\"]}}", "{\"a\":1,\"b\":1}", -1},
+        /* other keys only after every required one */
+        {"{\"properties\":{\"a\":{}},\"required\":[\"a\"],\"additionalProperties\":true}", "{\"z\"", 2},
+        {"{\"properties\":{\"a\":{}},\"required\":[\"a\"],\"additionalProperties\":true}", "{\"a\":1,\"z\":2,\"y\":3}", -1},
+        /* no declared key after an undeclared one */
+        {"{\"properties\":{\"a\":{}},\"additionalProperties\":true}", "{\"z\":2,\"a\"", 9},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gram_grammar *g = compile_gen(cases[i].schema);
+        if (!g) continue;
+        int at = stops_at(g, cases[i].text);
+        EXPECT_MSG(at == cases[i].stop, "%s: %s: stopped at byte %d, expected %d", cases[i].schema, cases[i].text, at,
+                   cases[i].stop);
+        gram_free(g);
+    }
+    /* "z" then "a": the matcher takes "a as a possible undeclared key, never as the declared one */
+    gram_grammar *g = compile_gen("{\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":{\"type\":\"string\"}}");
+    if (g) {
+        REJECT(g, "{\"z\":\"s\",\"a\":1}");
+        REJECT(g, "{\"z\":\"s\",\"a\":\"s\"}");
+        ACCEPT(g, "{\"a\":1,\"z\":\"s\"}");
+    }
+    gram_free(g);
+}
+
+/* oneOf is compiled only for provably disjoint branches, and the proof must
+ * hold for validation: a value generated from one branch must not satisfy
+ * the other under the schema's own semantics.  {"k":1,"j":2} from the first
+ * branch satisfies the second (which allows other keys), so generation's
+ * closing of the second branch proves nothing. */
+TEST(gram, gen_objects_oneof_proof_not_from_closing) {
+    const char *s = "{\"type\":\"object\",\"oneOf\":[{\"properties\":{\"k\":{},\"j\":{}},\"required\":[\"k\",\"j\"]},"
+                    "{\"properties\":{\"j\":{}},\"required\":[\"j\"]}]}";
+    gram_options o = {.gen_objects = 1};
+    gram_grammar *g = NULL;
+    char err[2048];
+    int rc = gram_compile(s, strlen(s), &o, &g, err, sizeof err);
+    EXPECT_MSG(rc == CINFER_EUNSUPPORTED && strstr(err, "oneOf"), "rc %d: %s", rc, err);
+    if (!rc) REJECT(g, "{\"k\":1,\"j\":2}");
+    gram_free(g);
+    /* a proof from the schema itself still holds: the first branch forbids j outright */
+    s = "{\"type\":\"object\",\"oneOf\":[{\"properties\":{\"k\":{}},\"required\":[\"k\"],\"additionalProperties\":false},"
+        "{\"properties\":{\"j\":{}},\"required\":[\"j\"]}]}";
+    rc = gram_compile(s, strlen(s), &o, &g, err, sizeof err);
+    EXPECT_MSG(rc == 0, "%s", err);
+    if (!rc) {
+        ACCEPT(g, "{\"k\":1}");
+        ACCEPT(g, "{\"j\":1}");
+        REJECT(g, "{\"k\":1,\"j\":1}");
+    }
+    gram_free(g);
+}
+
+/* Masks of ordered objects against the matcher, token by token, on both vocabularies */
+TEST(gram, gen_objects_mask_exact) {
+    static const struct {
+        const char *schema, *instance;
+    } cases[] = {
+        {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},\"age\":{\"type\":\"integer\","
+         "\"minimum\":0,\"maximum\":130},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"red\",\"green\",\"blue\"]},"
+         "\"maxItems\":3},\"ok\":{\"type\":\"boolean\"}},\"required\":[\"name\",\"age\"]}",
+         "{\"name\":\"Ann Lee\",\"age\":37,\"ok\":true}"},
+        {"{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"required\":[\"c\"],\"maxProperties\":2,"
+         "\"additionalProperties\":{\"type\":\"integer\"}}",
+         "{\"b\":[1],\"c\":{\"x\":null}}"},
+        {"{\"properties\":{\"id\":{\"type\":\"integer\"},\"note\":{\"type\":\"string\"}},\"dependentRequired\":{\"id\":"
+         "[\"note\"]},\"patternProperties\":{\"^x-\":{\"type\":\"boolean\"}},\"minProperties\":2}",
+         "{\"id\":7,\"note\":\"hi\",\"x-a\":true,\"x-b\":false}"},
+    };
+    const char *models[] = {STORIES, QWEN3};
+    for (int mi = 0; mi < 2; mi++) {
+        tok_vocab *tv = NULL;
+        gram_vocab *gv = load_vocab(models[mi], &tv);
+        if (!gv) SKIP("%s/%s absent", shared_root(), models[mi]);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            gram_grammar *g = compile_gen(cases[c].schema);
+            if (!g) continue;
+            gram_masker *mk = NULL;
+            EXPECT(gram_masker_new(g, gv, &mk) == 0);
+            if (mk) mask_walk(g, mk, gv, cases[c].instance, mi ? 3 : 1, 1);
+            gram_masker_free(mk);
+            gram_free(g);
+        }
+        gram_vocab_free(gv);
+        tok_free(tv);
+    }
+}
+
+/* The public option: AUTO is validation without a model, GENERATION and
+ * VALIDATION say so; schema-check --generation uses generation semantics. */
+TEST(gram, gen_objects_public_option) {
+    const char *s = "{\"properties\":{\"a\":{}},\"required\":[\"a\"]}";
+    const char *extra = "{\"a\":1,\"b\":2}";
+    char err[512];
+    for (int pol = 0; pol < 3; pol++) {
+        cinfer_grammar *g = NULL;
+        cinfer_grammar_options o = {.objects = (cinfer_object_policy)pol};
+        EXPECT_EQ_I(cinfer_grammar_from_schema(NULL, s, strlen(s), &o, &g, err, sizeof err), 0);
+        if (g) EXPECT_EQ_I(cinfer_grammar_check(g, extra, strlen(extra), err, sizeof err), pol == CINFER_OBJECTS_GENERATION ? 0 : 1);
+        cinfer_grammar_free(g);
+    }
+    cinfer_grammar *g = NULL;
+    cinfer_grammar_options bad = {.objects = (cinfer_object_policy)7};
+    EXPECT_EQ_I(cinfer_grammar_from_schema(NULL, s, strlen(s), &bad, &g, err, sizeof err), CINFER_EARG);
+    EXPECT_MSG(strstr(err, "objects 7"), "%s", err);
+    const char *dir = test_tmpdir();
+    char cmd[4096], path[1024];
+    const char *files[][2] = {{"gs.json", s}, {"gi.json", extra}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i][0]);
+        FILE *f = fopen(path, "w");
+        if (!f) SKIP("cannot write %s", path);
+        fputs(files[i][1], f);
+        fclose(f);
+    }
+    char *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s schema-check %s/gs.json %s/gi.json", cinfer_bin(), dir, dir);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 0);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s schema-check --generation %s/gs.json %s/gi.json", cinfer_bin(), dir, dir);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 1);
+    EXPECT_MSG(out && strstr(out, "gi.json: rejected"), "%s", out ? out : "");
+    free(out);
+}

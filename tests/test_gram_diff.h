@@ -14,12 +14,18 @@ typedef struct {
     int invalid;                      /* accepted mutants the validator rejects (must be 0) */
     int skipped_schemas;              /* schemas python3-jsonschema cannot use */
     int unverified;                   /* instances it raised on (no verdict) */
+    int gen_compiled, gen_refused;    /* generation semantics (gen_objects, gen_limits) */
+    int gen_valid, gen_valid_ok;      /* valid instances, and how many generation's grammar accepts */
+    int gen_not_subset;               /* instances or mutants generation accepts and validation rejects (must be 0) */
     double grammar_s, validate_s;
 } gram_diff_counts;
 
 /* Compile every schema under dir, check its instances, write n_mut mutants
  * per valid instance to the batch file (every flex_every-th schema also with
- * flexible whitespace; 0: never).  0, or -1 when dir or the batch cannot be opened. */
+ * flexible whitespace, and as many, offset by flex_every / 2, also with
+ * generation semantics, whose accepted instances and mutants the validation
+ * grammar must accept too; 0: never).  0, or -1 when dir or the batch cannot
+ * be opened. */
 int gram_diff_run(const char *dir, int n_mut, int flex_every, const char *batch_path, int verbose, gram_diff_counts *out);
 /* One validate_batch.py run over the batch (exact: decimal numbers). */
 int gram_diff_validate(const char *batch_path, int exact, gram_diff_counts *out);

@@ -344,6 +344,11 @@ int gram_stress_run(const char *model_rel, const char *data_dir, int stride, int
         cb.outside[id] = n && (size_t)closers == n ? 1 : openers ? -1 : 0;
     }
     if (cb.outside && cinfer_token_eos(m) >= 0) cb.outside[cinfer_token_eos(m)] = 1;
+    static const char prompt[] = "Return the JSON value:";
+    int32_t prompt_ids[64];
+    size_t n_prompt_ids = 0;
+    if (cinfer_tokenize(m, prompt, sizeof prompt - 1, 1, 0, prompt_ids, 64, &n_prompt_ids) || n_prompt_ids > 64)
+        test_fail(__FILE__, __LINE__, "tokenizing the prompt failed");
     DIR *d = opendir(data_dir);
     char **names = NULL;
     int n = 0, cap = 0;
@@ -379,11 +384,13 @@ int gram_stress_run(const char *model_rel, const char *data_dir, int stride, int
         out->compiled++;
         sbuf b = {0};
         cb.calls = cb.in_str = cb.esc = cb.in_key = cb.expect_key = cb.depth = cb.seen_len = 0;
-        cb.n_prompt = -1;
+        /* the lexer starts where the prompt ends: tokens the grammar forces before the first
+         * sampled one ('{"name":"' of an object whose first key is required) are text too */
+        cb.n_prompt = cb.done = (int)n_prompt_ids;
         cinfer_gen_options o = {.max_tokens = max_tokens, .temperature = 1.0f, .seed = (uint64_t)i + 1, .grammar = g,
                                 .logit_fn = bias_closing, .logit_user = &cb};
         cinfer_gen_result r;
-        if (cinfer_generate(s, "Return the JSON value:", &o, collect, &b, &r, err, sizeof err)) {
+        if (cinfer_generate(s, prompt, &o, collect, &b, &r, err, sizeof err)) {
             /* the grammar accepts no token the vocabulary has: a dead end is a bug */
             test_fail(__FILE__, __LINE__, "%s: generation failed: %s", names[i], err);
             out->failed++;
@@ -400,8 +407,8 @@ int gram_stress_run(const char *model_rel, const char *data_dir, int stride, int
             } else {
                 out->incomplete++;
                 if (getenv("CINFER_GRAM_STRESS_VERBOSE"))
-                    printf("      %s: %d tokens, stop %d, ends \"%.120s\"\n", names[i], r.n_generated, r.stop,
-                           b.len > 120 ? b.text + b.len - 120 : b.text ? b.text : "");
+                    printf("      %s: %d tokens, stop %d, starts \"%.160s\", ends \"%.120s\"\n", names[i], r.n_generated,
+                           r.stop, b.text ? b.text : "", b.len > 120 ? b.text + b.len - 120 : b.text ? b.text : "");
             }
         }
         free(b.text);
@@ -642,5 +649,123 @@ TEST(gram_gen, cli_run_json_schema) {
         }
     }
     free(out);
+}
+/* A value the last token max_tokens allows completes is a grammar stop: the
+ * completion is noticed after that token, not on a step that never comes.
+ * A value that is complete but could still go on (an unbounded integer) is
+ * a token-limit stop, as in llama.cpp. */
+TEST(gram_gen, complete_on_token_limit) {
+    const char *mp = shared_path(STORIES);
+    if (!mp) SKIP("../shared absent");
+    char err[1024];
+    cinfer_model *m = NULL;
+    cinfer_session *s = NULL;
+    EXPECT(cinfer_model_open(mp, NULL, &m, err, sizeof err) == 0);
+    EXPECT(m && cinfer_session_new(m, NULL, &s, err, sizeof err) == 0);
+    static const char *const schemas[] = {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":7}",
+                                          "{\"enum\":[\"yes\",\"no\"]}",
+                                          "{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"}},"
+                                          "\"required\":[\"ok\"]}"};
+    for (size_t k = 0; k < sizeof schemas / sizeof schemas[0] && s; k++) {
+        cinfer_grammar *g = NULL;
+        EXPECT(cinfer_grammar_from_schema(m, schemas[k], strlen(schemas[k]), NULL, &g, err, sizeof err) == 0);
+        if (!g) continue;
+        sbuf b = {0};
+        cinfer_gen_result r;
+        cinfer_gen_options o = {.seed = 1, .grammar = g};
+        EXPECT(cinfer_generate(s, "hi", &o, collect, &b, &r, err, sizeof err) == 0);
+        EXPECT_EQ_I(r.stop, CINFER_STOP_GRAMMAR);
+        int n = r.n_generated;
+        for (int lim = n; lim >= n - 1 && lim > 0; lim--) {
+            sbuf c = {0};
+            o.max_tokens = lim;
+            EXPECT(cinfer_generate(s, "hi", &o, collect, &c, &r, err, sizeof err) == 0);
+            EXPECT_MSG(r.stop == (lim == n ? CINFER_STOP_GRAMMAR : CINFER_STOP_MAX_TOKENS),
+                       "%s: max_tokens %d (the value takes %d): stop %d", schemas[k], lim, n, (int)r.stop);
+            if (lim == n) EXPECT_MSG(b.text && c.text && !strcmp(b.text, c.text), "%s vs %s", b.text, c.text);
+            free(c.text);
+        }
+        free(b.text);
+        cinfer_grammar_free(g);
+    }
+    /* an unbounded integer cut after its first token: complete text perhaps, but it could go on */
+    cinfer_grammar *g = NULL;
+    EXPECT(cinfer_grammar_from_schema(m, "{\"type\":\"integer\"}", 18, NULL, &g, err, sizeof err) == 0);
+    for (int seed = 0; seed < 4 && g && s; seed++) {
+        cinfer_gen_result r;
+        cinfer_gen_options o = {.seed = (uint64_t)seed, .grammar = g, .max_tokens = 1};
+        EXPECT(cinfer_generate(s, "hi", &o, NULL, NULL, &r, err, sizeof err) == 0);
+        EXPECT_EQ_I(r.stop, CINFER_STOP_MAX_TOKENS);
+    }
+    cinfer_grammar_free(g);
+    /* the CLI: the trial's command prints the value and exits 0 */
+    char path[1024], cmd[2048], *out = NULL;
+    snprintf(path, sizeof path, "%s/int57.json", test_tmpdir());
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(schemas[0], f);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "%s run %s -p hi --json-schema %s -n 1 --seed 1", cinfer_bin(), mp, path);
+        EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+        EXPECT_MSG(out && (!strcmp(out, "5\n") || !strcmp(out, "6\n") || !strcmp(out, "7\n")), "%s", out ? out : "");
+        free(out);
+    }
+    cinfer_session_free(s);
+    cinfer_model_close(m);
+}
+
+/* Generation semantics by default for a model's grammar: only declared keys,
+ * in the schema's order, so even a random-weight model ends the object at
+ * once; --confidence still reports each boolean/enum/integer decision. */
+TEST(gram_gen, closed_objects_by_default) {
+    const char *mp = shared_path(STORIES);
+    if (!mp) SKIP("../shared absent");
+    char err[1024];
+    cinfer_model *m = NULL;
+    cinfer_session *s = NULL;
+    cinfer_grammar *g = NULL, *gv = NULL;
+    cinfer_confidence *c = NULL;
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"},\"color\":{\"enum\":"
+                         "[\"red\",\"blue\"]},\"n\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":3}},"
+                         "\"required\":[\"ok\",\"color\",\"n\"]}";
+    EXPECT(cinfer_model_open(mp, NULL, &m, err, sizeof err) == 0);
+    EXPECT(m && cinfer_session_new(m, NULL, &s, err, sizeof err) == 0);
+    EXPECT(m && cinfer_grammar_from_schema(m, schema, strlen(schema), NULL, &g, err, sizeof err) == 0);
+    EXPECT(cinfer_grammar_from_schema(NULL, schema, strlen(schema), NULL, &gv, err, sizeof err) == 0);
+    EXPECT(cinfer_confidence_new(&c) == 0);
+    for (int seed = 0; seed < 4 && g && gv && s; seed++) {
+        sbuf b = {0};
+        cinfer_gen_result r;
+        cinfer_gen_options o = {.temperature = 1.0f, .seed = (uint64_t)seed, .grammar = g, .confidence = c};
+        EXPECT(cinfer_generate(s, "Once upon a time", &o, collect, &b, &r, err, sizeof err) == 0);
+        EXPECT_EQ_I(r.stop, CINFER_STOP_GRAMMAR);
+        /* {"ok":B,"color":"C","n":N}: keys in the schema's order, nothing else */
+        EXPECT_MSG(b.text && !strncmp(b.text, "{\"ok\":", 6) && strstr(b.text, ",\"color\":\"") &&
+                       strstr(b.text, ",\"n\":") && strstr(b.text, ",\"color\"") < strstr(b.text, ",\"n\""),
+                   "%s", b.text ? b.text : "");
+        EXPECT_EQ_I(cinfer_grammar_check(gv, b.text ? b.text : "", b.len, err, sizeof err), 1);
+        EXPECT_EQ_I(cinfer_confidence_count(c), 3);
+        for (int i = 0; i < cinfer_confidence_count(c); i++) {
+            const cinfer_decision *d = cinfer_confidence_get(c, i);
+            const char *want = i == 0 ? "/ok" : i == 1 ? "/color" : "/n";
+            EXPECT_STR_EQ(d->path, want);
+            EXPECT_EQ_I(d->n_choices, i == 0 ? 2 : i == 1 ? 2 : 3);
+            EXPECT(d->chosen >= 0);
+        }
+        free(b.text);
+    }
+    /* the same with validation semantics asked for: extra keys are possible again */
+    cinfer_grammar *go = NULL;
+    cinfer_grammar_options vo = {.objects = CINFER_OBJECTS_VALIDATION};
+    EXPECT(m && cinfer_grammar_from_schema(m, schema, strlen(schema), &vo, &go, err, sizeof err) == 0);
+    const char *extra = "{\"n\":1,\"zz\":0,\"ok\":true,\"color\":\"red\"}";
+    if (go) EXPECT_EQ_I(cinfer_grammar_check(go, extra, strlen(extra), err, sizeof err), 1);
+    if (g) EXPECT_EQ_I(cinfer_grammar_check(g, extra, strlen(extra), err, sizeof err), 0);
+    cinfer_grammar_free(go);
+    cinfer_confidence_free(c);
+    cinfer_grammar_free(g);
+    cinfer_grammar_free(gv);
+    cinfer_session_free(s);
+    cinfer_model_close(m);
 }
 #endif

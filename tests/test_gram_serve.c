@@ -83,3 +83,68 @@ TEST(gram_diff, serve_every_schema) {
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
 }
+
+/* Through the server: a value the last allowed token completes is finish
+ * "stop" (not "length"), and an object schema without additionalProperties
+ * generates only its declared keys (the new-user trial's findings 1 and 3). */
+TEST(gram_serve, complete_on_token_limit_and_closed_objects) {
+    NEED_SHARED(sp, "models/stories260K/stories260K.gguf");
+    char spath[1024];
+    snprintf(spath, sizeof spath, "%s", sp);
+    NEED_SHARED(cp, "models/chat/qwen3-chat.gguf");
+    char cpath[1024];
+    snprintf(cpath, sizeof cpath, "%s", cp);
+    http_srv f;
+    if (http_srv_start(&f, spath, cpath, "chat", (srv_options){.model_name = "stories", .n_ctx = 512, .n_threads = 1}))
+        return;
+    char body[2048];
+    long st;
+    /* the enum's value takes n tokens: max_tokens n is "stop", n - 1 "length" */
+    const char *fmt = "{\"model\":\"stories\",\"prompt\":\"hi\",\"max_tokens\":%d,\"temperature\":0,"
+                      "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"r\",\"schema\":"
+                      "{\"enum\":[\"yes\",\"no\"]}}}}";
+    snprintf(body, sizeof body, fmt, 32);
+    cJSON *j = http_post_json(f.base, "/v1/completions", body, NULL, &st);
+    EXPECT_EQ_I(st, 200);
+    const char *fr = json_str_at(j, "choices.0.finish_reason"), *t = json_str_at(j, "choices.0.text");
+    EXPECT_MSG(fr && !strcmp(fr, "stop"), "finish_reason %s", fr ? fr : "(none)");
+    const cJSON *ct = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "completion_tokens");
+    int n = cJSON_IsNumber(ct) ? ct->valueint : 0;
+    char text[64] = "";
+    snprintf(text, sizeof text, "%s", t ? t : "");
+    EXPECT_MSG(!strcmp(text, "\"yes\"") || !strcmp(text, "\"no\""), "%s", text);
+    cJSON_Delete(j);
+    EXPECT(n >= 2);
+    for (int lim = n; lim >= n - 1 && n >= 2; lim--) {
+        snprintf(body, sizeof body, fmt, lim);
+        j = http_post_json(f.base, "/v1/completions", body, NULL, &st);
+        EXPECT_EQ_I(st, 200);
+        fr = json_str_at(j, "choices.0.finish_reason");
+        t = json_str_at(j, "choices.0.text");
+        EXPECT_MSG(fr && !strcmp(fr, lim == n ? "stop" : "length"), "max_tokens %d (value takes %d): finish_reason %s",
+                   lim, n, fr ? fr : "(none)");
+        if (lim == n) EXPECT_STR_EQ(t, text);
+        cJSON_Delete(j);
+    }
+    /* Ollama: the same on num_predict */
+    snprintf(body, sizeof body,
+             "{\"model\":\"stories\",\"prompt\":\"hi\",\"stream\":false,\"raw\":true,\"options\":{\"num_predict\":%d,"
+             "\"temperature\":0},\"format\":{\"enum\":[\"yes\",\"no\"]}}",
+             n);
+    j = http_post_json(f.base, "/api/generate", body, NULL, &st);
+    EXPECT_EQ_I(st, 200);
+    EXPECT_STR_EQ(json_str_at(j, "done_reason"), "stop");
+    EXPECT_STR_EQ(json_str_at(j, "response"), text);
+    cJSON_Delete(j);
+    /* the trial's schema on the random-weight chat model: {"a":true} or {"a":false}, nothing else */
+    j = http_post_json(f.base, "/api/generate",
+                       "{\"model\":\"chat\",\"prompt\":\"Hi\",\"stream\":false,\"options\":{\"seed\":1},\"format\":"
+                       "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"}},\"required\":[\"a\"]}}",
+                       NULL, &st);
+    EXPECT_EQ_I(st, 200);
+    const char *r = json_str_at(j, "response");
+    EXPECT_MSG(r && (!strcmp(r, "{\"a\":true}") || !strcmp(r, "{\"a\":false}")), "response %s", r ? r : "(none)");
+    EXPECT_STR_EQ(json_str_at(j, "done_reason"), "stop");
+    cJSON_Delete(j);
+    http_srv_stop(&f);
+}

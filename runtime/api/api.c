@@ -1283,6 +1283,12 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
     tok_stream_reset(s->ts);
     r.stop = CINFER_STOP_MAX_TOKENS;
     for (;;) {
+        /* a value the last token completed (nothing may follow it) is a grammar stop even
+         * when that token was the last the limits allow */
+        if (gr && gram_run_done(gr)) {
+            r.stop = CINFER_STOP_GRAMMAR;
+            break;
+        }
         if (o.max_tokens && r.n_generated >= o.max_tokens) break;
         if (s->ctx->n_past + n_gpend >= n_ctx) {
             r.stop = CINFER_STOP_CTX_FULL;
@@ -1291,10 +1297,6 @@ int cinfer_generate_tokens(cinfer_session *s, const int32_t *ids, size_t n_ids,
         int32_t id = -1;
         const float *raw = NULL;
         if (gr) {
-            if (gram_run_done(gr)) {
-                r.stop = CINFER_STOP_GRAMMAR;
-                break;
-            }
             if (n_gpend < (int)(sizeof gpend / sizeof gpend[0])) gram_run_forced(gr, &id, 1);
         }
         if (id < 0) {

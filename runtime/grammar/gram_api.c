@@ -14,10 +14,18 @@
 int gram_api_new(const gram_vocab *gv, const char *schema, size_t len, const cinfer_grammar_options *opts,
                  cinfer_grammar **out, char *err, size_t err_len) {
     *out = NULL;
+    if (opts && (opts->objects < CINFER_OBJECTS_AUTO || opts->objects > CINFER_OBJECTS_VALIDATION)) {
+        snprintf(err, err_len, "grammar options: objects %d: expected CINFER_OBJECTS_AUTO (0), _GENERATION (1) "
+                 "or _VALIDATION (2)", (int)opts->objects);
+        return CINFER_EARG;
+    }
     gram_options go = {.ws_flexible = opts && opts->whitespace == CINFER_WS_FLEXIBLE,
                        .permissive = opts && opts->permissive,
                        .format_annotation = opts && opts->format_annotation,
-                       .gen_limits = gv != NULL};
+                       .gen_limits = gv != NULL,
+                       .gen_objects = opts && opts->objects == CINFER_OBJECTS_GENERATION
+                                          ? 1
+                                          : opts && opts->objects == CINFER_OBJECTS_VALIDATION ? 0 : gv != NULL};
     cinfer_grammar *cg = calloc(1, sizeof *cg);
     if (!cg) {
         snprintf(err, err_len, "out of memory");

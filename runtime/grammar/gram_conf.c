@@ -168,6 +168,7 @@ void gram_conf_track_free(gram_conf_track *t) {
 /* Is value text v consistent with the value's bytes so far (P)?  P may run
  * past the value (a token "true," or "3]"), but not into more digits. */
 static int consistent(const char *v, const char *P, int np) {
+    if (np <= 0) return 1; /* nothing of the value yet (P may still be NULL) */
     int lv = (int)strlen(v);
     if (np <= lv) return !memcmp(v, P, (size_t)np);
     if (memcmp(v, P, (size_t)lv)) return 0;

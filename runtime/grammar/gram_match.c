@@ -223,10 +223,124 @@ static int obj_missing_required(const gram_obj *o, const uint64_t *seen) {
     return n;
 }
 
+/* ---- ordered objects (generation semantics) ----------------------------------------------
+ *
+ * Declared label i may come only after every declared label seen (i > the
+ * largest seen), undeclared labels only after the declared ones (seen bit
+ * n_decl).  So a key may come only if the object can still close after it:
+ * every required or depended-on key not yet seen must be able to follow it
+ * (a later label), the keys it forces must fit maxProperties, and enough
+ * labels must remain for minProperties.  Without that check the mask could
+ * lead into an object no token can finish. */
+
+#define ORD_WORDS ((2048 + 1 + 63) / 64) /* MAX_DECL in gram_schema.c, plus the undeclared bit */
+
+typedef struct {
+    int lo;                     /* smallest declared label still allowed (n_decl: none) */
+    int fmin;                   /* smallest forced label not seen (n_decl: none) */
+    int n_forced;               /* forced labels not seen: required, and dependencies of seen keys */
+    int count;                  /* properties so far (when tracked) */
+    const uint64_t *seen;
+    uint64_t forced[ORD_WORDS];
+} ord_ctx;
+
+static inline int bit_has(const uint64_t *w, int i) { return w[i / 64] >> (i % 64) & 1; }
+
+/* add the dependencies of every label in `from` (transitively) to `to`, skipping seen ones */
+static void ord_close_deps(const gram_obj *o, const uint64_t *seen, uint64_t *to) {
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int i = 0; i < o->n_decl; i++) {
+            if (!bit_has(to, i) && !bit_has(seen, i)) continue;
+            for (int k = o->dep_off[i]; k < o->dep_off[i + 1]; k++) {
+                int d = o->dep[k];
+                if (!bit_has(seen, d) && !bit_has(to, d)) to[d / 64] |= 1ull << (d % 64), changed = 1;
+            }
+        }
+    }
+}
+
+static void ord_make(const gram_grammar *g, const gram_obj *o, int32_t aux, ord_ctx *x) {
+    const gram_aux *a = gram_aux_get(g, aux);
+    const uint64_t *seen = a->words;
+    int W = o->n_words;
+    x->seen = seen;
+    x->count = a->count;
+    x->lo = 0;
+    if (bit_has(seen, o->n_decl)) x->lo = o->n_decl;
+    else
+        for (int w = W - 1; w >= 0; w--)
+            if (seen[w]) {
+                x->lo = w * 64 + 63 - __builtin_clzll(seen[w]) + 1;
+                break;
+            }
+    for (int w = 0; w < W; w++) x->forced[w] = o->required[w] & ~seen[w];
+    if (o->has_deps) ord_close_deps(o, seen, x->forced);
+    x->n_forced = 0;
+    x->fmin = o->n_decl;
+    for (int w = W - 1; w >= 0; w--)
+        if (x->forced[w]) {
+            x->n_forced += popcount64(x->forced[w]);
+            x->fmin = w * 64 + __builtin_ctzll(x->forced[w]);
+        }
+}
+
+/* may declared label i come next? */
+static int ord_decl_ok(const gram_obj *o, const ord_ctx *x, int i) {
+    if (i < x->lo || i >= o->n_decl || i > x->fmin || o->label_rule[i] < 0) return 0;
+    int extra = x->n_forced - bit_has(x->forced, i);
+    if (o->has_deps && o->dep_off[i + 1] > o->dep_off[i]) {
+        /* what i itself forces must come after it */
+        uint64_t mine[ORD_WORDS] = {0};
+        uint64_t seen_i[ORD_WORDS];
+        for (int w = 0; w < o->n_words; w++) seen_i[w] = x->seen[w] | x->forced[w];
+        seen_i[i / 64] |= 1ull << (i % 64);
+        for (int k = o->dep_off[i]; k < o->dep_off[i + 1]; k++) {
+            int d = o->dep[k];
+            if (!bit_has(seen_i, d)) mine[d / 64] |= 1ull << (d % 64);
+        }
+        ord_close_deps(o, seen_i, mine);
+        for (int w = 0; w < o->n_words; w++) {
+            if (!mine[w]) continue;
+            if (w * 64 + __builtin_ctzll(mine[w]) < i) return 0;
+            extra += popcount64(mine[w]);
+        }
+    }
+    if (o->max_props >= 0 && x->count + 1 + extra > o->max_props) return 0;
+    if (o->min_props > 0 && !o->undecl_any && x->count + 1 + o->avail_after[i] < o->min_props) return 0;
+    return 1;
+}
+
+/* may an undeclared key come next? (nothing declared may follow it) */
+static int ord_undecl_ok(const gram_obj *o, const ord_ctx *x) {
+    return !x->n_forced && (o->max_props < 0 || x->count + 1 <= o->max_props);
+}
+
+/* some declared label in r (a reach set) may come next */
+static int ord_reach_ok(const gram_obj *o, const ord_ctx *x, const uint64_t *r) {
+    int hi = x->fmin < o->n_decl - 1 ? x->fmin : o->n_decl - 1;
+    for (int w = x->lo / 64; w <= hi / 64 && x->lo <= hi; w++) {
+        uint64_t b = r[w];
+        if (w == x->lo / 64) b &= ~0ull << (x->lo % 64);
+        if (w == hi / 64 && hi % 64 != 63) b &= (1ull << (hi % 64 + 1)) - 1;
+        while (b) {
+            int i = w * 64 + __builtin_ctzll(b);
+            if (ord_decl_ok(o, x, i)) return 1;
+            b &= b - 1;
+        }
+    }
+    return 0;
+}
+
 /* Can the key DFA state t still end in a key this object accepts now?  An
  * undeclared key counts as possible whenever one is reachable (see
  * gram_obj_viable_exact for the seen keys). */
 int gram_obj_viable(const gram_grammar *g, const gram_obj *o, int32_t t, int32_t aux) {
+    if (o->ordered) {
+        ord_ctx x;
+        ord_make(g, o, aux, &x);
+        return ord_reach_ok(o, &x, &o->reach[(size_t)t * o->n_words]) || (o->reach_undecl[t] && ord_undecl_ok(o, &x));
+    }
     const uint64_t *seen = aux_words(g, aux);
     int count = gram_aux_get(g, aux)->count;
     const uint64_t *r = &o->reach[(size_t)t * o->n_words];
@@ -268,6 +382,14 @@ static int undecl_fresh(gram_grammar *g, const gram_obj *o, int32_t t, int32_t k
 int gram_obj_viable_exact(gram_grammar *g, const gram_obj *o, int32_t t, int32_t aux, int32_t text) {
     const gram_aux *a = gram_aux_get(g, aux);
     const uint64_t *seen = a->words, *r = &o->reach[(size_t)t * o->n_words];
+    if (o->ordered) {
+        ord_ctx x;
+        ord_make(g, o, aux, &x);
+        if (ord_reach_ok(o, &x, r)) return 1;
+        if (!o->reach_undecl[t] || !ord_undecl_ok(o, &x)) return 0;
+        if (!o->track_keys || !a->keys || o->u_cnt[t] == GRAM_U_INF) return 1;
+        return undecl_fresh(g, o, t, a->keys, text);
+    }
     if (o->max_props >= 0 && o->max_props - a->count - obj_missing_required(o, seen) < 1) {
         for (int w = 0; w < o->n_words; w++)
             if (r[w] & o->required[w] & ~seen[w]) return 1;
@@ -282,6 +404,11 @@ int gram_obj_viable_exact(gram_grammar *g, const gram_obj *o, int32_t t, int32_t
 
 int gram_obj_label_ok(const gram_grammar *g, const gram_obj *o, int32_t L, int32_t aux) {
     if (L < 0 || L >= o->n_labels || o->label_rule[L] < 0) return 0;
+    if (o->ordered) {
+        ord_ctx x;
+        ord_make(g, o, aux, &x);
+        return L < o->n_decl ? ord_decl_ok(o, &x, L) : ord_undecl_ok(o, &x);
+    }
     const uint64_t *seen = aux_words(g, aux);
     int is_req = 0;
     if (L < o->n_decl) {
@@ -304,9 +431,13 @@ int32_t gram_obj_key_done(gram_grammar *g, const gram_obj *o, int32_t aux, int32
         keys = gram_keyset_add(g, keys, key);
         if (keys < 0) return -1;
     }
-    if (L >= o->n_decl && !o->track_count && keys == a->keys && !a->prefix) return aux;
+    int undecl_bit = o->ordered && L >= o->n_decl; /* ordered: no declared key after this one */
+    if (L >= o->n_decl && !o->track_count && keys == a->keys && !a->prefix &&
+        (!undecl_bit || bit_has(a->words, o->n_decl)))
+        return aux;
     for (int w = 0; w < o->n_words; w++) scratch[w] = a->words[w];
     if (L < o->n_decl) scratch[L / 64] |= 1ull << (L % 64);
+    if (undecl_bit) scratch[o->n_decl / 64] |= 1ull << (o->n_decl % 64);
     int32_t cnt = a->count + (o->track_count ? 1 : 0);
     int32_t r = gram_aux_intern(g, scratch, o->n_words, cnt, keys, 0);
     return r < 0 ? -1 : r;

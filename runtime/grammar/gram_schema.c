@@ -2815,7 +2815,8 @@ static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
     C->g->rules[id].kind = GRAM_OBJ;
     C->g->rules[id].obj = o;
     o->n_decl = n_decl;
-    o->n_words = (n_decl + 63) / 64;
+    o->ordered = C->opt.gen_objects != 0;
+    o->n_words = (n_decl + o->ordered + 63) / 64; /* ordered: bit n_decl, an undeclared key was seen */
     o->min_props = (int)min_props;
     o->max_props = (int)max_props;
     o->track_count = min_props > 0 || max_props >= 0;
@@ -2876,6 +2877,7 @@ static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
             free(lists[i]);
         }
         o->dep_off[n_decl] = w;
+        o->has_deps = w > 0;
         free(cnt);
         free(lists);
     }
@@ -3025,21 +3027,46 @@ static int32_t compile_object(comp *C, const conj *c, const facts *fa) {
             o->label_rule[i] = vc.is_false || forbidden ? -1 : compile_conj(C, &vc);
             conj_free(&vc);
         }
+        /* generation semantics: a member that lists properties (or patterns) and says
+         * nothing of other keys allows no other key — unless that leaves fewer usable
+         * declared keys than minProperties needs (the schema would accept nothing) */
+        int close = C->opt.gen_objects;
+        if (close && min_props > 0) {
+            uint8_t *has = calloc((size_t)n_decl + 1, 1);
+            int usable = 0;
+            if (!has) C->oom = 1;
+            for (int s = 0; has && s < o->key.n_states; s++)
+                if (o->key.label[s] >= 0 && o->key.label[s] < n_decl) has[o->key.label[s]] = 1;
+            for (int i = 0; has && i < n_decl; i++) usable += has[i] && o->label_rule[i] >= 0;
+            free(has);
+            if (usable < min_props) close = 0;
+        }
+        if (close && L.n_class) {
+            o->gen_closed = calloc((size_t)o->n_labels + 1, 1);
+            if (!o->gen_closed) C->oom = 1;
+        }
         for (int k = 0; k < L.n_class && !C->oom; k++) {
             conj vc = {0};
             const uint64_t *set = &L.classes[(size_t)k * L.pw];
+            int closed = 0;
             for (int m = 0; m < c->n; m++) {
                 if (ref_holder(C, &c->v[m])) continue;
+                const cJSON *mn = c->v[m].node;
                 int matched = 0;
                 for (int j = 0; j < n_pat; j++)
                     if (pats[j].member == m && (set[j / 64] >> (j % 64) & 1)) {
                         flatten(C, &vc, pats[j].schema, 0);
                         matched = 1;
                     }
-                const cJSON *ad = kw(c->v[m].node, "additionalProperties");
+                const cJSON *ad = kw(mn, "additionalProperties");
                 if (!matched && ad) flatten(C, &vc, ad, 0);
+                if (close && !matched && !ad && !kw(mn, "unevaluatedProperties") &&
+                    (kw(mn, "properties") || kw(mn, "patternProperties")))
+                    closed = 1;
             }
-            o->label_rule[n_decl + k] = vc.is_false ? -1 : compile_conj(C, &vc);
+            if (vc.is_false) o->label_rule[n_decl + k] = -1;
+            else if (closed) o->label_rule[n_decl + k] = -1, o->gen_closed[n_decl + k] = 1;
+            else o->label_rule[n_decl + k] = compile_conj(C, &vc);
             conj_free(&vc);
         }
         free(L.classes);
@@ -3173,6 +3200,8 @@ static void empty_fa(gram_rule *r) {
         free(o->u_cnt);
         free(o->dep_off);
         free(o->dep);
+        free(o->gen_closed);
+        free(o->avail_after);
         free(o);
         r->obj = NULL;
     }
@@ -3424,6 +3453,27 @@ static int obj_reach(gram_obj *o) {
         free(inq);
         if (rc) return -1;
     }
+    if (o->ordered) {
+        /* usable declared labels after each one: an ordered object that skips too many
+         * cannot reach minProperties any more (gram_match.c refuses such a key) */
+        free(o->avail_after);
+        o->avail_after = calloc((size_t)o->n_decl + 1, sizeof *o->avail_after);
+        uint8_t *has = calloc((size_t)o->n_labels + 1, 1);
+        if (!o->avail_after || !has) {
+            free(has);
+            return -1;
+        }
+        for (int s = 0; s < S; s++)
+            if (o->key.label[s] >= 0 && o->key.label[s] < o->n_labels) has[o->key.label[s]] = 1;
+        o->undecl_any = 0;
+        for (int l = o->n_decl; l < o->n_labels; l++) o->undecl_any |= has[l] && o->label_rule[l] >= 0;
+        int after = 0;
+        for (int i = o->n_decl - 1; i >= 0; i--) {
+            o->avail_after[i] = after;
+            after += has[i] && o->label_rule[i] >= 0;
+        }
+        free(has);
+    }
     return obj_undecl_counts(o);
 }
 
@@ -3463,6 +3513,8 @@ static int starts_number(const gram_rule *R) {
     return 0;
 }
 
+/* The label of key `name`: -1 refused, -2 out of memory, -3 refused only by
+ * generation semantics (the schema itself would allow it: no proof). */
 static int32_t key_label_of(const gram_obj *o, const char *name) {
     size_t cl;
     char *cn = gram_json_string(name, strlen(name), &cl);
@@ -3470,7 +3522,7 @@ static int32_t key_label_of(const gram_obj *o, const char *name) {
     int32_t s = 0;
     for (size_t i = 0; i < cl && s >= 0; i++) s = gram_dfa_next(&o->key, s, (uint8_t)cn[i]);
     int32_t lab = s >= 0 ? o->key.label[s] : -1;
-    if (lab >= 0 && o->label_rule[lab] < 0) lab = -1;
+    if (lab >= 0 && o->label_rule[lab] < 0) lab = o->gen_closed && o->gen_closed[lab] ? -3 : -1;
     free(cn);
     return lab;
 }
@@ -3483,7 +3535,7 @@ static int obj_disjoint(dj_ctx *X, const gram_obj *A, const gram_obj *B) {
         for (int i = 0; i < P->n_decl; i++) {
             if (!(P->required[i / 64] >> (i % 64) & 1)) continue;
             int32_t lq = key_label_of(Q, P->decl_names[i]);
-            if (lq == -2) continue;
+            if (lq == -2 || lq == -3) continue;
             if (lq < 0) return 1; /* Q forbids a key P requires */
             /* the key appears once (duplicate keys are not generated), so its one value must be in both */
             if (P->label_rule[i] >= 0 && disjoint(X, P->label_rule[i], Q->label_rule[lq])) return 1;
@@ -3867,7 +3919,11 @@ static int finish(comp *C) {
             }
             {
                 gram_obj *o = R->obj;
-                o->keys_free = o->max_props < 0;
+                /* ordered: whether a key may start depends on the keys seen unless nothing is
+                 * required (then an undeclared key may always come) */
+                int any_req = 0;
+                for (int w = 0; w < o->n_words; w++) any_req |= o->required[w] != 0;
+                o->keys_free = o->max_props < 0 && (!o->ordered || (!any_req && !o->has_deps));
                 for (int k = 0; k < o->key.n_states && o->keys_free; k++)
                     if (o->key.label[k] < 0 && !o->reach_undecl[k]) o->keys_free = 0;
             }

@@ -7,7 +7,10 @@
  *        alternations, and every leaf: strings, numbers, literals), or
  *   OBJ  an object: keys in any order, each key at most once, required keys
  *        before '}', a key DFA whose accepting states name the key's class
- *        (declared name, patternProperties match, additional).
+ *        (declared name, patternProperties match, additional).  Compiled for
+ *        generation (gram_options.gen_objects) an object is "ordered": its
+ *        declared keys come in declaration order (optional ones may be
+ *        skipped) and undeclared keys, where allowed, only after them.
  * No rule matches the empty string and none calls itself before consuming a
  * byte (gram_compile refuses schemas that would need it), so a matcher's
  * every step terminates.
@@ -57,6 +60,16 @@ typedef struct {
     int32_t *u_cnt;         /* (key.n_states) distinct completions into an allowed undeclared key
                              * (GRAM_U_INF: unbounded); only finite counts need the seen keys checked */
     int u_finite;           /* some unfinished key state has a finite u_cnt > 0 */
+    /* generation semantics (gram_options.gen_objects) */
+    int ordered;            /* declared label i only after every declared label seen is < i, undeclared
+                             * labels after all declared ones: words then has bit n_decl, "an undeclared
+                             * key was seen" (n_words counts it) */
+    uint8_t *gen_closed;    /* (n_labels) or NULL: 1 where the label's key is refused only because the
+                             * schema leaves additionalProperties out (validation would allow it: the
+                             * oneOf disjointness proof must not rest on it) */
+    int has_deps;           /* dependentRequired lists exist (ordered checks follow them) */
+    int undecl_any;         /* ordered: some undeclared label is usable */
+    int32_t *avail_after;   /* ordered: (n_decl) usable declared labels after label i (minProperties) */
 } gram_obj;
 #define GRAM_U_INF 0x7fffffff
 
@@ -199,6 +212,11 @@ typedef struct {
     int format_annotation; /* format is an annotation (2020-12's default) instead of asserted */
     int gen_limits;    /* for generation: numbers get at most max(18, what the bounds need) integer
                         * and 16 fraction digits, so a sampled number always ends */
+    int gen_objects;   /* generation semantics for objects (what llama.cpp's json_schema_to_grammar and
+                        * OpenAI's structured outputs do): a schema member with properties or
+                        * patternProperties but no additionalProperties (nor unevaluatedProperties)
+                        * allows no undeclared key, and declared keys come in declaration order.
+                        * Still a subset of what the schema validates.  0: validation semantics */
 } gram_options;
 
 /* Compile schema (JSON text) into *out.  Errors: CINFER_EFORMAT (not JSON),
