@@ -3,7 +3,7 @@
  * format on AVX-512 (runtime/kernels/kern_half*, numerics in kern_half.h).
  *
  * Checks, for each of F16 and BF16 that this CPU runs:
- *  - the matmul (cf_kernels.matmul, act_quant 1) gives kern_half_dot_ref's
+ *  - kern_half_matmul gives kern_half_dot_ref's
  *    bits for every output, n_tok 1..9 and 40, rows and inputs that are not
  *    multiples of the blocks (21 rows, 1100 inputs: two full slices and a
  *    partial one ending in a partial step), with zero rows, bf16 subnormals
@@ -124,24 +124,23 @@ TEST(kern_half, matmul_bits_and_bounds) {
             free(w), free(ref), free(dref), free(mags);
             continue;
         }
-        const cf_kernels *K = kern_table(KERN_ISA_SIMD);
         cf_env E = {.pool = P2, .n_ctx = 16, .act_quant = 1};
         for (int nt = 1; nt <= max_tok; nt = nt == 9 ? max_tok : nt + 1) {
-            K->matmul(&E, y, x, w, type, n_out, n_in, nt);
+            kern_half_matmul(KERN_ISA_SIMD, &E, y, a, w, type, n_out, n_in, nt);
             EXPECT_MSG(!memcmp(y, ref, sizeof(float) * nt * n_out), "%s n_tok %d: not kern_half_dot_ref's bits", name, nt);
         }
         int same = 1;
         for (int t = 0; t < max_tok; t++) {
             E.pool = t % 2 ? P1 : NULL;
-            K->matmul(&E, y1, x + (size_t)t * n_in, w, type, n_out, n_in, 1);
+            kern_half_matmul(KERN_ISA_SIMD, &E, y1, (const uint8_t *)a + (size_t)t * n_in * ab, w, type, n_out, n_in, 1);
             same &= !memcmp(y1, ref + (size_t)t * n_out, sizeof(float) * n_out);
         }
         EXPECT_MSG(same, "%s: a 1-token call differs from the batch", name);
         E.pool = P1;
-        K->matmul(&E, y2, x, w, type, n_out, n_in, max_tok);
+        kern_half_matmul(KERN_ISA_SIMD, &E, y2, a, w, type, n_out, n_in, max_tok);
         EXPECT_MSG(!memcmp(y2, ref, ny), "%s: 1 vs 2 threads", name);
         E.pool = NULL;
-        K->matmul(&E, y2, x, w, type, n_out, n_in, max_tok);
+        kern_half_matmul(KERN_ISA_SIMD, &E, y2, a, w, type, n_out, n_in, max_tok);
         EXPECT_MSG(!memcmp(y2, ref, ny), "%s: no pool", name);
         /* a wide matrix: several 16-row tiles per thread, 4-row mat-vec streams */
         {
@@ -151,15 +150,16 @@ TEST(kern_half, matmul_bits_and_bounds) {
                 quant_row(type, wf + (size_t)(r % n_out) * n_in + r, w2 + (size_t)r * kern_row_bytes(type, ni), ni);
             float *xb = malloc(sizeof(float) * 6 * ni), *yb = malloc(sizeof(float) * 6 * no), *yv = malloc(sizeof(float) * no);
             for (int i = 0; i < 6 * ni; i++) xb[i] = rnd_f(-2, 2);
+            for (int t = 0; t < 6; t++) round_act(type, xb + (size_t)t * ni, (uint8_t *)a + (size_t)t * ni * ab, ni);
             E.pool = P2;
-            K->matmul(&E, yb, xb, w2, type, no, ni, 6);
+            kern_half_matmul(KERN_ISA_SIMD, &E, yb, a, w2, type, no, ni, 6);
             int ok = 1;
             for (int t = 0; t < 6; t++) {
-                K->matmul(&E, yv, xb + (size_t)t * ni, w2, type, no, ni, 1);
+                const uint8_t *at = (const uint8_t *)a + (size_t)t * ni * ab;
+                kern_half_matmul(KERN_ISA_SIMD, &E, yv, at, w2, type, no, ni, 1);
                 ok &= !memcmp(yv, yb + (size_t)t * no, sizeof(float) * no);
-                round_act(type, xb + (size_t)t * ni, a, ni);
                 for (int r = 0; r < no; r++)
-                    ok &= yv[r] == kern_half_dot_ref(type, w2 + (size_t)r * kern_row_bytes(type, ni), a, ni);
+                    ok &= yv[r] == kern_half_dot_ref(type, w2 + (size_t)r * kern_row_bytes(type, ni), at, ni);
             }
             EXPECT_MSG(ok, "%s 200x512: mat-vec, mat-mat and the definition disagree", name);
             free(w2), free(xb), free(yb), free(yv);

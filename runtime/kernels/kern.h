@@ -95,8 +95,7 @@ int kern_cpu_avx512bf16(void);
 /* "scalar", "avx2", "neon"; "unknown" otherwise. */
 const char *kern_isa_name(int isa);
 /* What matmuls on this CPU run, for reports: kern_isa_name(kern_best_isa()),
- * plus "+avx512vnni" when the interleaved (R8) kernels use AVX-512 VNNI and
- * "+avx512bf16" when BF16 weights use vdpbf16ps (kern_half.h). */
+ * plus "+avx512vnni" when the interleaved (R8) kernels use AVX-512 VNNI. */
 const char *kern_cpu_label(void);
 /* Kernel table for isa (static storage), or NULL when isa is unknown or this
  * CPU cannot run it. */

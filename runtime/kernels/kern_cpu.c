@@ -154,7 +154,6 @@ const char *kern_cpu_label(void) {
 #if defined(__aarch64__)
     if (isa == KERN_ISA_NEON && kern_cpu_dotprod()) return "neon+dotprod";
 #endif
-    if (isa == KERN_ISA_AVX2 && kern_cpu_avx512bf16()) return "avx2+avx512vnni+avx512bf16";
     if (isa == KERN_ISA_AVX2 && kern_cpu_avx512vnni()) return "avx2+avx512vnni";
     return kern_isa_name(isa);
 }

@@ -25,7 +25,6 @@
  * f32 activations after the integer pass (kern_q8.h, Range).
  */
 #include "kern_q8.h"
-#include "kern_half.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -240,17 +239,8 @@ static void round_rows(int isa, const kern_type_ops *ty, const act_format *af, c
 static void q8_run_chunk(int isa, cf_env *E, const kern_type_ops *ty, const act_format *af,
                          float *y, const float *x, const void *w, int type, int n_out, int n_in,
                          int n_tok, uint8_t *buf) {
-    if (!ty->dot_q[isa]) { /* F16 / BF16: round x to the format */
-        if (kern_half_available(isa, type)) { /* AVX-512: kern_half.h */
-            if (type == CF_BF16)
-                for (int t = 0; t < n_tok; t++)
-                    af->quant[isa](x + (size_t)t * n_in, (uint16_t *)buf + (size_t)t * n_in, n_in);
-            else
-                round_rows(isa, ty, af, x, (float *)buf, n_in, n_tok);
-            kern_half_matmul(isa, E, y, buf, w, type, n_out, n_in, n_tok);
-            return;
-        }
-        /* elsewhere: the f32 kernels on the rounded values */
+    if (!ty->dot_q[isa]) { /* F16 / BF16: round x to the format, run the f32 kernels on it
+                            * (kern_half.h is not wired in: see its "Status") */
         round_rows(isa, ty, af, x, (float *)buf, n_in, n_tok);
         kern_matmul_f32act(isa, E, y, (const float *)buf, w, type, n_out, n_in, n_tok);
         return;
