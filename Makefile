@@ -52,9 +52,10 @@ EMBED_SRC    := $(wildcard archspecs/*.lua) $(wildcard templates/*.h) $(wildcard
 # SIMD kernels get their ISA flags per file; the rest stays portable and the
 # runtime picks the kernel table from CPU features at start-up.
 AVX2_FLAGS := -mavx2 -mfma -mf16c
-# *_vnni.c / *_avx512.c: AVX-512 (kern_r8_vnni.c, kern_att_avx512.c), CPUID-gated at run time.
+# *_vnni.c / *_avx512.c: AVX-512 (kern_r8_vnni.c, kern_att_avx512.c, kern_half_avx512.c), CPUID-gated at run time;
+# *_avx512bf16.c also AVX512_BF16 (kern_half_avx512bf16.c).
 VNNI_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512vnni
-ISA_FLAGS   = $(if $(findstring _avx2,$<),$(AVX2_FLAGS))$(if $(findstring _vnni,$<),$(VNNI_FLAGS))$(if $(findstring _avx512,$<),$(VNNI_FLAGS))
+ISA_FLAGS   = $(if $(findstring _avx2,$<),$(AVX2_FLAGS))$(if $(findstring _vnni,$<),$(VNNI_FLAGS))$(if $(findstring _avx512,$<),$(VNNI_FLAGS))$(if $(findstring _avx512bf16,$<), -mavx512bf16)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/embedded.o
 CLI_OBJ  := $(BUILD)/cli/main.o
@@ -189,7 +190,7 @@ install: all
 # bundle tests (text and logits vs x86).
 A64_CC    ?= aarch64-linux-gnu-gcc
 A64       := $(BUILD)/aarch64
-A64_SRC   := $(filter-out %_avx2.c %_vnni.c %_avx512.c runtime/hub/pull.c runtime/formats/hf_map.c,$(wildcard runtime/*/*.c)) \
+A64_SRC   := $(filter-out %_avx2.c %_vnni.c %_avx512.c %_avx512bf16.c runtime/hub/pull.c runtime/formats/hf_map.c,$(wildcard runtime/*/*.c)) \
              cli/bundled.c cli/run.c cli/chat.c cli/serve.c cli/common.c
 A64_OBJ   := $(A64_SRC:%.c=$(A64)/%.o) $(A64)/gen/embedded.o
 A64_ISA    = $(if $(findstring _dotprod,$<),-march=armv8.2-a+dotprod)

@@ -86,13 +86,9 @@ TEST(kern_rk, type_table) {
         EXPECT_EQ_I(kern_type_block(g_rk[i]), 256);
         EXPECT_EQ_I(kern_vec_dot_type(g_rk[i]), KERN_T_Q8_K);
         EXPECT_EQ_I(kern_row_bytes(g_rk[i], 512), kern_row_bytes(kern_rk_native(g_rk[i]), 512));
-#if defined(__aarch64__) /* no NEON RK leaves: auto keeps K-quants native there */
-        EXPECT_EQ_I(prec_weight_type(CINFER_PRECISION_AUTO, "blk.0.ffn_up.weight", kern_rk_native(g_rk[i]), 64, 512),
-                    kern_rk_native(g_rk[i]));
-#else
+        /* x86 and aarch64 alike (both have SIMD RK leaves) */
         EXPECT_EQ_I(prec_weight_type(CINFER_PRECISION_AUTO, "blk.0.ffn_up.weight", kern_rk_native(g_rk[i]), 64, 512),
                     g_rk[i]);
-#endif
         /* a .giw's RK tensors are consistent with auto everywhere */
         EXPECT_EQ_I(prec_weight_type(CINFER_PRECISION_AUTO, "blk.0.ffn_up.weight", g_rk[i], 64, 512), g_rk[i]);
         /* columns not a multiple of 256, rows not of 8: kept native */

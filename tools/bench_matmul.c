@@ -139,6 +139,26 @@ int main(int argc, char **argv) {
                layer[0] / layer[1], 24 * layer[0] * 1e3, 24 * layer[1] * 1e3, n_tok / (24 * layer[0]),
                n_tok / (24 * layer[1]));
     }
+    /* F16 / BF16 weights (no interleaved form: one column) */
+    static const struct { int type; const char *name; } wide[] = {{CF_F16, "f16"}, {CF_BF16, "bf16"}};
+    for (size_t ti = 0; ti < (att_only ? 0 : sizeof wide / sizeof wide[0]); ti++) {
+        double layer = 0, flops_layer = 0;
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int n_out = shapes[si].n_out, n_in = shapes[si].n_in;
+            const size_t rb = kern_row_bytes(wide[ti].type, n_in);
+            uint8_t *wn = malloc((size_t)n_out * rb);
+            for (int r = 0; r < n_out; r++) quant_row(wide[ti].type, wf + (size_t)r * n_in, wn + (size_t)r * rb, n_in);
+            const double fl = 2.0 * n_out * n_in * n_tok;
+            const double tn = time_mm(K, &E, y, x, wn, wide[ti].type, n_out, n_in, n_tok, reps);
+            printf("%-5s %-18s native %7.1f GFLOP/s  [%.3f ms]\n", wide[ti].name, shapes[si].name, fl / tn * 1e-9,
+                   tn * 1e3);
+            layer += tn * shapes[si].count;
+            flops_layer += fl * shapes[si].count;
+            free(wn);
+        }
+        printf("%-5s %-18s native %7.1f GFLOP/s  24 layers: %.1f ms = %.0f tok/s (matmuls only)\n", wide[ti].name,
+               "layer", flops_layer / layer * 1e-9, 24 * layer * 1e3, n_tok / (24 * layer));
+    }
     {   /* causal attention of the bench model: 16 heads, 4 kv heads, head_dim 64, n_tok tokens from pos 0 */
         const int nh = 16, nkv = 4, hd = 64;
         float *kc = calloc((size_t)n_tok * nkv * hd, sizeof(float)), *vc = calloc((size_t)n_tok * nkv * hd, sizeof(float));

@@ -89,6 +89,9 @@ int kern_isa_available(int isa);
 /* 1 when the CPU and OS give AVX-512 F/BW/VL/VNNI with ZMM state (and AVX2):
  * the gate of the R8 VNNI GEMM and the 4-head attention (kern_att_avx512.c). */
 int kern_cpu_avx512vnni(void);
+/* 1 when kern_cpu_avx512vnni() and the CPU has AVX512_BF16 (vdpbf16ps): the
+ * gate of the BF16 weight leaves (kern_half.h). */
+int kern_cpu_avx512bf16(void);
 /* "scalar", "avx2", "neon"; "unknown" otherwise. */
 const char *kern_isa_name(int isa);
 /* What matmuls on this CPU run, for reports: kern_isa_name(kern_best_isa()),

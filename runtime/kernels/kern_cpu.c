@@ -63,6 +63,28 @@ int kern_cpu_avx512vnni(void) {
     return v;
 }
 
+/* AVX512_BF16 (CPUID.(7,1):EAX bit 5), on top of the AVX-512 gate above. */
+static int cpu_has_avx512bf16(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || a < 1) return 0; /* EAX: highest subleaf */
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
+    return (a >> 5) & 1;
+#else
+    return 0;
+#endif
+}
+
+int kern_cpu_avx512bf16(void) {
+    static atomic_int bf16 = -1;
+    int v = atomic_load_explicit(&bf16, memory_order_relaxed);
+    if (v < 0) {
+        v = kern_cpu_avx512vnni() && cpu_has_avx512bf16();
+        atomic_store_explicit(&bf16, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 static atomic_int g_dotprod_forced = -1;
 
 int kern_cpu_dotprod(void) {

@@ -239,7 +239,8 @@ static void round_rows(int isa, const kern_type_ops *ty, const act_format *af, c
 static void q8_run_chunk(int isa, cf_env *E, const kern_type_ops *ty, const act_format *af,
                          float *y, const float *x, const void *w, int type, int n_out, int n_in,
                          int n_tok, uint8_t *buf) {
-    if (!ty->dot_q[isa]) { /* F16 / BF16: round x to the format, run the f32 kernels on it */
+    if (!ty->dot_q[isa]) { /* F16 / BF16: round x to the format, run the f32 kernels on it
+                            * (kern_half.h is not wired in: see its "Status") */
         round_rows(isa, ty, af, x, (float *)buf, n_in, n_tok);
         kern_matmul_f32act(isa, E, y, (const float *)buf, w, type, n_out, n_in, n_tok);
         return;

@@ -222,6 +222,10 @@ const kern_rk_leaves *kern_rk_leaves_for(int impl) {
     case KERN_R8_AVX2: return &kern_rk_avx2_leaves;
     case KERN_R8_VNNI: return &kern_rk_vnni_leaves;
 #endif
+#if defined(__aarch64__)
+    case KERN_R8_NEON: return &kern_rk_neon_leaves;
+    case KERN_R8_DOTPROD: return &kern_rk_dotprod_leaves;
+#endif
     default: return &g_sc_leaves;
     }
 }

@@ -6,11 +6,10 @@
  * Files: kern_rk.c (pack/unpack of one group's super-block, the scalar
  * reference leaves, the f32-activation helpers), kern_rk_mm.c (repack and
  * the integer driver), kern_rk_simd.h compiled as kern_rk_avx2.c
- * (vpmaddubsw + vpmaddwd) and kern_rk_vnni.c (vpdpbusd, 32 ymm).  The impl
- * is kern_r8's choice (kern_r8_impl_for_isa): scalar, avx2, vnni; on aarch64
- * NEON/dotprod run the scalar RK leaves (no NEON RK leaves yet, so `auto`
- * keeps K-quants native there, precision.c; a .giw with RK tensors still
- * runs, on the scalar leaves).
+ * (vpmaddubsw + vpmaddwd) and kern_rk_vnni.c (vpdpbusd, 32 ymm), and on
+ * aarch64 kern_rk_neon_int.h compiled as kern_rk_neon.c (smull-emulated
+ * dot) and kern_rk_dotprod.c (sdot).  The impl is kern_r8's choice
+ * (kern_r8_impl_for_isa): scalar, avx2, vnni, neon, dotprod.
  *
  * Integer path (act_quant = 1), ggml's numerics.  Each token's activations
  * are quantized to ggml Q8_K (f32 d, 256 int8, 16 int16 bsums) with the
@@ -99,6 +98,8 @@ typedef struct {
 
 extern const kern_rk_leaves kern_rk_avx2_leaves;
 extern const kern_rk_leaves kern_rk_vnni_leaves;
+extern const kern_rk_leaves kern_rk_neon_leaves;    /* aarch64: kern_rk_neon.c */
+extern const kern_rk_leaves kern_rk_dotprod_leaves; /* aarch64 + dotprod: kern_rk_dotprod.c */
 /* The leaves of kern_r8 impl `impl` (scalar for any impl without RK leaves). */
 const kern_rk_leaves *kern_rk_leaves_for(int impl);
 

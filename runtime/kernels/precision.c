@@ -44,10 +44,8 @@ int prec_weight_type(int precision, const char *name, int src_type, long n_rows,
     switch (precision) {
     case CINFER_PRECISION_AUTO: /* lossless only: the same blocks, interleaved */
         dst = src_type == CF_Q4_0 ? CF_Q4_0_R8 : src_type == CF_Q8_0 ? CF_Q8_0_R8 : src_type;
-#if !defined(__aarch64__) /* the K-quant interleave has x86 leaves only (kern_rk.h): NEON keeps its native K dots */
         dst = src_type == KERN_T_Q4_K ? CF_Q4_K_R8 : src_type == KERN_T_Q5_K ? CF_Q5_K_R8
             : src_type == KERN_T_Q6_K ? CF_Q6_K_R8 : dst;
-#endif
         break;
     case CINFER_PRECISION_F32: dst = CF_F32; break;
     case CINFER_PRECISION_INT8: case CINFER_PRECISION_INT8INT8: dst = CF_Q8_0_R8; break;
