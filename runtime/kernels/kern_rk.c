@@ -214,7 +214,7 @@ static void sc_gemm_q6k(const void *wg, const kern_block_q8_k *a, size_t as, int
     sc_gemm(CF_Q6_K_R8, wg, a, as, nb, nt, y, ldy);
 }
 
-static const kern_rk_leaves g_sc_leaves = {{sc_gemm_q4k, sc_gemm_q5k, sc_gemm_q6k}};
+static const kern_rk_leaves g_sc_leaves = {{sc_gemm_q4k, sc_gemm_q5k, sc_gemm_q6k}, {NULL, NULL, NULL}};
 
 const kern_rk_leaves *kern_rk_leaves_for(int impl) {
     switch (impl) {

@@ -93,8 +93,13 @@ void kern_rk_deq_rows(int isa, int type, const void *w, int n_in, int r0, int nr
 typedef void (*kern_rk_gemm_fn)(const void *wg, const kern_block_q8_k *a, size_t a_stride, int nb,
                                 int nt, float *y, size_t ldy);
 
+/* gemm2: the same for two adjacent row groups at once (wg and the next
+ * group, wg + nb super-blocks: 16 rows, y[t * ldy + r] for r in 0..15),
+ * each row's result the bits gemm gives it; NULL where an impl has none
+ * (the driver then calls gemm per group). */
 typedef struct {
-    kern_rk_gemm_fn gemm[3]; /* kern_rk_index order */
+    kern_rk_gemm_fn gemm[3];  /* kern_rk_index order */
+    kern_rk_gemm_fn gemm2[3]; /* or NULLs */
 } kern_rk_leaves;
 
 extern const kern_rk_leaves kern_rk_avx2_leaves;

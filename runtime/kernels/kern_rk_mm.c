@@ -70,7 +70,7 @@ int kern_rk_repack(int dst_type, int src_type, const void *src, int n_rows, int 
 
 typedef struct {
     int isa; /* quantizer */
-    kern_rk_gemm_fn gemm;
+    kern_rk_gemm_fn gemm, gemm2; /* gemm2: two groups per call, or NULL */
     float *y;
     const float *x;
     const uint8_t *w;
@@ -90,10 +90,15 @@ static void rk_quant_worker(void *arg, int ith, int nth) {
 static void rk_mm_worker(void *arg, int ith, int nth) {
     const rk_job *j = arg;
     const long ng = j->n_out / 8;
-    const long g0 = ng * ith / nth, g1 = ng * (ith + 1) / nth;
+    long g0 = ng * ith / nth, g1 = ng * (ith + 1) / nth;
+    if (j->gemm2) { /* ranges on even group boundaries, so pairs stay pairs */
+        g0 = ith ? (g0 + 1) & ~1L : 0;
+        g1 = ith + 1 < nth ? (g1 + 1) & ~1L : ng;
+    }
     const size_t grp = (size_t)j->nb * j->bb, tok = (size_t)j->nb * sizeof(kern_block_q8_k);
     long gstep = (long)(RK_WBLOCK / grp);
     if (gstep < 1) gstep = 1;
+    if (j->gemm2) gstep = gstep < 2 ? 2 : gstep & ~1L;
     int tstep = (int)(RK_ABLOCK / tok);
     if (tstep < KERN_RK_NT) tstep = KERN_RK_NT;
     tstep -= tstep % KERN_RK_NT;
@@ -101,12 +106,16 @@ static void rk_mm_worker(void *arg, int ith, int nth) {
         const long ge = gb + gstep < g1 ? gb + gstep : g1;
         for (int tb = 0; tb < j->n_tok; tb += tstep) {
             const int te = tb + tstep < j->n_tok ? tb + tstep : j->n_tok;
-            for (long g = gb; g < ge; g++)
+            for (long g = gb; g < ge;) {
+                const int two = j->gemm2 && g + 1 < ge;
+                const kern_rk_gemm_fn fn = two ? j->gemm2 : j->gemm;
                 for (int t = tb; t < te; t += KERN_RK_NT) {
                     const int nt = te - t < KERN_RK_NT ? te - t : KERN_RK_NT;
-                    j->gemm(j->w + (size_t)g * grp, j->a + (size_t)t * j->nb, (size_t)j->nb, j->nb, nt,
-                            j->y + (size_t)t * j->n_out + 8 * g, (size_t)j->n_out);
+                    fn(j->w + (size_t)g * grp, j->a + (size_t)t * j->nb, (size_t)j->nb, j->nb, nt,
+                       j->y + (size_t)t * j->n_out + 8 * g, (size_t)j->n_out);
                 }
+                g += two ? 2 : 1;
+            }
         }
     }
 }
@@ -122,8 +131,9 @@ static void rk_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
                          int n_in, int n_tok) {
     const int nb = n_in / KERN_QK_K;
     const size_t tok = (size_t)nb * sizeof(kern_block_q8_k);
-    rk_job j = {impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD,
-                kern_rk_leaves_for(impl)->gemm[kern_rk_index(type)], y, x, w, NULL, n_out, n_in, n_tok, nb,
+    const kern_rk_leaves *lv = kern_rk_leaves_for(impl);
+    rk_job j = {impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD, lv->gemm[kern_rk_index(type)],
+                lv->gemm2[kern_rk_index(type)], y, x, w, NULL, n_out, n_in, n_tok, nb,
                 kern_rk_block_bytes(type)};
     size_t have = 0;
     uint8_t *p = E->pool ? pool_scratch((pool *)E->pool, 0, &have) : NULL;
