@@ -1,6 +1,6 @@
 /*
  * kern_rk.h — internal to the kernels: the row-interleaved K-quant types
- * CF_Q4_K_R8, CF_Q5_K_R8, CF_Q6_K_R8 ("RK"; layouts in kern.h,
+ * CF_Q4_K_R8, CF_Q5_K_R8, CF_Q6_K_R8 and CF_IQ4_XS_R8 ("RK"; layouts in kern.h,
  * "row-interleaved K-quant types").
  *
  * Files: kern_rk.c (pack/unpack of one group's super-block, the scalar
@@ -21,6 +21,8 @@
  *               acc = fma(S, d_w·d_a, acc); acc = fma(-M, dmin_w·d_a, acc)
  *   Q6_K:       S = Σ_s sc_s·Σ_{k in s} q_k·a_k - 32·Σ_s sc_s·bsum_s
  *               (s: 16 sub-blocks of 16, q = 0..63)
+ *               acc = fma(S, d_w·d_a, acc)
+ *   IQ4_XS:     S = Σ_j (ls_j - 32)·Σ_{k in j} v_k·a_k  (v: the IQ4_NL codebook value)
  *               acc = fma(S, d_w·d_a, acc)
  * (d_w·d_a and dmin_w·d_a are f32 products of the f16 scale and the f32
  * activation d), super-blocks in column order.  The scalar reference does
@@ -49,14 +51,14 @@
  * other types. */
 static inline int kern_rk_block_bytes(int type) {
     return type == CF_Q4_K_R8 ? KERN_Q4_K_R8_BLOCK : type == CF_Q5_K_R8 ? KERN_Q5_K_R8_BLOCK
-         : type == CF_Q6_K_R8 ? KERN_Q6_K_R8_BLOCK : 0;
+         : type == CF_Q6_K_R8 ? KERN_Q6_K_R8_BLOCK : type == CF_IQ4_XS_R8 ? KERN_IQ4_XS_R8_BLOCK : 0;
 }
 /* The ggml type an RK type interleaves (KERN_T_Q4_K...); -1 otherwise. */
 static inline int kern_rk_native(int type) {
     return type == CF_Q4_K_R8 ? KERN_T_Q4_K : type == CF_Q5_K_R8 ? KERN_T_Q5_K
-         : type == CF_Q6_K_R8 ? KERN_T_Q6_K : -1;
+         : type == CF_Q6_K_R8 ? KERN_T_Q6_K : type == CF_IQ4_XS_R8 ? KERN_T_IQ4_XS : -1;
 }
-/* 0, 1, 2 for Q4_K_R8, Q5_K_R8, Q6_K_R8 (leaf table index). */
+/* 0, 1, 2, 3 for Q4_K_R8, Q5_K_R8, Q6_K_R8, IQ4_XS_R8 (leaf table index). */
 static inline int kern_rk_index(int type) { return type - CF_Q4_K_R8; }
 
 /* One super-block of a group: blk (kern_rk_block_bytes(type)) <- the 8 native
@@ -96,14 +98,18 @@ typedef void (*kern_rk_gemm_fn)(const void *wg, const kern_block_q8_k *a, size_t
 /* gemm2: the same for two adjacent row groups at once (wg and the next
  * group, wg + nb super-blocks: 16 rows, y[t * ldy + r] for r in 0..15),
  * each row's result the bits gemm gives it; NULL where an impl has none
- * (the driver then calls gemm per group). */
+ * (the driver then calls gemm per group).  A NULL gemm runs the scalar
+ * leaf (an impl written before a type was added). */
+#define KERN_RK_NTYPES 4
 typedef struct {
-    kern_rk_gemm_fn gemm[3];  /* kern_rk_index order */
-    kern_rk_gemm_fn gemm2[3]; /* or NULLs */
+    kern_rk_gemm_fn gemm[KERN_RK_NTYPES];  /* kern_rk_index order */
+    kern_rk_gemm_fn gemm2[KERN_RK_NTYPES]; /* or NULLs */
 } kern_rk_leaves;
 
 extern const kern_rk_leaves kern_rk_avx2_leaves;
 extern const kern_rk_leaves kern_rk_vnni_leaves;
+/* The scalar reference leaves. */
+const kern_rk_leaves *kern_rk_scalar_leaves(void);
 /* The leaves of kern_r8 impl `impl` (scalar for any impl without RK leaves). */
 const kern_rk_leaves *kern_rk_leaves_for(int impl);
 

@@ -30,7 +30,8 @@
 #define RK_PAR_MIN_WORK 32768L
 
 static const char *rk_name(int type) {
-    return type == CF_Q4_K_R8 ? "q4_k_r8" : type == CF_Q5_K_R8 ? "q5_k_r8" : type == CF_Q6_K_R8 ? "q6_k_r8" : "?";
+    return type == CF_Q4_K_R8 ? "q4_k_r8" : type == CF_Q5_K_R8 ? "q5_k_r8" : type == CF_Q6_K_R8 ? "q6_k_r8"
+         : type == CF_IQ4_XS_R8 ? "iq4_xs_r8" : "?";
 }
 
 /* ==== repack ========================================================================== */
@@ -132,9 +133,10 @@ static void rk_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
     const int nb = n_in / KERN_QK_K;
     const size_t tok = (size_t)nb * sizeof(kern_block_q8_k);
     const kern_rk_leaves *lv = kern_rk_leaves_for(impl);
-    rk_job j = {impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD, lv->gemm[kern_rk_index(type)],
-                lv->gemm2[kern_rk_index(type)], y, x, w, NULL, n_out, n_in, n_tok, nb,
-                kern_rk_block_bytes(type)};
+    const int ti = kern_rk_index(type);
+    rk_job j = {impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD,
+                lv->gemm[ti] ? lv->gemm[ti] : kern_rk_scalar_leaves()->gemm[ti], lv->gemm[ti] ? lv->gemm2[ti] : NULL,
+                y, x, w, NULL, n_out, n_in, n_tok, nb, kern_rk_block_bytes(type)};
     size_t have = 0;
     uint8_t *p = E->pool ? pool_scratch((pool *)E->pool, 0, &have) : NULL;
     const size_t off = align64(kern_scratch_bytes(E->n_ctx));

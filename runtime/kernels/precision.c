@@ -46,7 +46,7 @@ int prec_weight_type(int precision, const char *name, int src_type, long n_rows,
         dst = src_type == CF_Q4_0 ? CF_Q4_0_R8 : src_type == CF_Q8_0 ? CF_Q8_0_R8 : src_type;
 #if !defined(__aarch64__) /* the K-quant interleave has x86 leaves only (kern_rk.h): NEON keeps its native K dots */
         dst = src_type == KERN_T_Q4_K ? CF_Q4_K_R8 : src_type == KERN_T_Q5_K ? CF_Q5_K_R8
-            : src_type == KERN_T_Q6_K ? CF_Q6_K_R8 : dst;
+            : src_type == KERN_T_Q6_K ? CF_Q6_K_R8 : src_type == KERN_T_IQ4_XS ? CF_IQ4_XS_R8 : dst;
 #endif
         break;
     case CINFER_PRECISION_F32: dst = CF_F32; break;
