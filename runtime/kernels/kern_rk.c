@@ -78,17 +78,26 @@ static void unpack_q4k_part(const uint8_t *blk, int r, uint8_t *d2, uint8_t *sca
     for (int p = 0; p < 4; p++) chunks_get(qs + 32 * p, r, blk + 128 + 256 * p, 8);
 }
 
-/* Q6_K ql: ggml pairs columns (l, l+64) of each 128-half in one byte, RK
- * pairs (l, l+32) of each 64-column pair: 4-bit value of column k <-> byte */
-static int ql_ggml_get(const uint8_t *ql, int k) {
-    const int n = k / 128, l = k % 128;
-    const uint8_t b = ql[64 * n + (l % 64)];
-    return l < 64 ? b & 15 : b >> 4;
+/* Q6_K ql: ggml pairs columns (l, l+64) of each 128-half n in one byte
+ * (ql[64n + l]), RK pairs (l, l+32) of each 64-column pair p = 2n + h
+ * (byte 32p + l, l < 32): low nibble column 64p + l = ggml ql[64n + l]'s
+ * nibble h, high nibble column 64p + 32 + l = ql[64n + 32 + l]'s nibble h.
+ * Byte loops (the compiler vectorizes them): the repack runs at load. */
+static void ql_to_rk(const uint8_t *ql, uint8_t *out) {
+    for (int n = 0; n < 2; n++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t a = ql[64 * n + l], b = ql[64 * n + 32 + l];
+            out[64 * n + l] = (uint8_t)((a & 15) | (b & 15) << 4);
+            out[64 * n + 32 + l] = (uint8_t)((a >> 4) | (b & 0xf0));
+        }
 }
-static void ql_ggml_set(uint8_t *ql, int k, int v) {
-    const int n = k / 128, l = k % 128;
-    uint8_t *b = &ql[64 * n + (l % 64)];
-    *b = (uint8_t)(l < 64 ? (*b & 0xf0) | v : (*b & 0x0f) | v << 4);
+static void ql_from_rk(const uint8_t *in, uint8_t *ql) {
+    for (int n = 0; n < 2; n++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t lo = in[64 * n + l], hi = in[64 * n + 32 + l];
+            ql[64 * n + l] = (uint8_t)((lo & 15) | (hi & 15) << 4);
+            ql[64 * n + 32 + l] = (uint8_t)((lo >> 4) | (hi & 0xf0));
+        }
 }
 
 void kern_rk_pack(int type, const void *const rows[8], uint8_t *blk) {
@@ -107,9 +116,7 @@ void kern_rk_pack(int type, const void *const rows[8], uint8_t *blk) {
             for (int k = 0; k < 8; k++)
                 for (int e = 0; e < 2; e++) blk[16 + 16 * k + 2 * r + e] = (uint8_t)b->scales[2 * k + e];
             uint8_t ql[128];
-            for (int p = 0; p < 4; p++)
-                for (int l = 0; l < 32; l++)
-                    ql[32 * p + l] = (uint8_t)(ql_ggml_get(b->ql, 64 * p + l) | ql_ggml_get(b->ql, 64 * p + 32 + l) << 4);
+            ql_to_rk(b->ql, ql);
             for (int p = 0; p < 4; p++) chunks_put(blk + 144 + 256 * p, r, ql + 32 * p, 8);
             for (int h = 0; h < 2; h++) chunks_put(blk + 1168 + 256 * h, r, b->qh + 32 * h, 8);
         } else if (type == CF_IQ4_XS_R8) {
@@ -137,11 +144,7 @@ void kern_rk_unpack(int type, const uint8_t *blk, int r, void *row_block) {
             for (int e = 0; e < 2; e++) b->scales[2 * k + e] = (int8_t)blk[16 + 16 * k + 2 * r + e];
         uint8_t ql[128];
         for (int p = 0; p < 4; p++) chunks_get(ql + 32 * p, r, blk + 144 + 256 * p, 8);
-        for (int p = 0; p < 4; p++)
-            for (int l = 0; l < 32; l++) {
-                ql_ggml_set(b->ql, 64 * p + l, ql[32 * p + l] & 15);
-                ql_ggml_set(b->ql, 64 * p + 32 + l, ql[32 * p + l] >> 4);
-            }
+        ql_from_rk(ql, b->ql);
         for (int h = 0; h < 2; h++) chunks_get(b->qh + 32 * h, r, blk + 1168 + 256 * h, 8);
     } else if (type == CF_IQ4_XS_R8) {
         kern_block_iq4_xs *b = row_block;
