@@ -6,7 +6,8 @@
  * Files: kern_rk.c (pack/unpack of one group's super-block, the scalar
  * reference leaves, the f32-activation helpers), kern_rk_mm.c (repack and
  * the integer driver), kern_rk_simd.h compiled as kern_rk_avx2.c
- * (vpmaddubsw + vpmaddwd) and kern_rk_vnni.c (vpdpbusd, 32 ymm).  The impl
+ * (vpmaddubsw + vpmaddwd) and kern_rk_vnni.c (vpdpbusd, 32 ymm, and the
+ * gemm2 leaves: two row groups in the 16 lanes of a zmm).  The impl
  * is kern_r8's choice (kern_r8_impl_for_isa): scalar, avx2, vnni; on aarch64
  * NEON/dotprod run the scalar RK leaves (no NEON RK leaves yet, so `auto`
  * keeps K-quants native there, precision.c; a .giw with RK tensors still
