@@ -80,8 +80,8 @@ typedef enum { CINFER_JIT = 0, CINFER_AOT = 1 } cinfer_compile_mode;
  * Accuracy, bytes and load times per precision: docs/precisions.md. */
 typedef enum {
     CINFER_PRECISION_AUTO = 0,     /* default: per tensor, the lossless repack where one
-                                    * exists (Q4_0 -> Q4_0_R8, Q8_0 -> Q8_0_R8, Q4_K/Q5_K/Q6_K
-                                    * -> Q4_K_R8/Q5_K_R8/Q6_K_R8: same numbers,
+                                    * exists (Q4_0 -> Q4_0_R8, Q8_0 -> Q8_0_R8, Q4_K/Q5_K/Q6_K/
+                                    * IQ4_XS -> Q4_K_R8/Q5_K_R8/Q6_K_R8/IQ4_XS_R8: same numbers,
                                     * 1.5-3x faster prompts and up to 2x faster decoding,
                                     * measured in docs/benchmarks.md), every other type
                                     * native; a .giw runs as saved */

@@ -82,7 +82,7 @@ TEST(kern_r8, type_table) {
     EXPECT_EQ_I(kern_row_bytes(CF_Q4_0_R8, 1024), 32 * 18);
     EXPECT_EQ_I(kern_row_bytes(CF_Q8_0_R8, 1024), 32 * 34);
     EXPECT_EQ_I(kern_vec_dot_type(CF_Q4_0_R8), CF_Q8_0);
-    EXPECT(!kern_type_supported(105)); /* past the RK types (kern_rk.h) */
+    EXPECT(!kern_type_supported(106)); /* past the RK types (kern_rk.h) */
     EXPECT_STR_EQ(kern_r8_impl_name(KERN_R8_VNNI), "vnni");
     EXPECT(kern_r8_impl_available(KERN_R8_SCALAR));
     EXPECT(!kern_r8_impl_available(7));

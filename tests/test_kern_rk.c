@@ -44,8 +44,9 @@ static float rnd_f(float lo, float hi) {
     return lo + (hi - lo) * (float)((g_rng >> 40) & 0xffffff) / 16777216.0f;
 }
 
-static const int g_rk[3] = {CF_Q4_K_R8, CF_Q5_K_R8, CF_Q6_K_R8};
-static const char *const g_name[3] = {"q4_k_r8", "q5_k_r8", "q6_k_r8"};
+#define NRK 4
+static const int g_rk[NRK] = {CF_Q4_K_R8, CF_Q5_K_R8, CF_Q6_K_R8, CF_IQ4_XS_R8};
+static const char *const g_name[NRK] = {"q4_k_r8", "q5_k_r8", "q6_k_r8", "iq4_xs_r8"};
 
 /* n_rows x n_cols random weights quantized to the native type with ggml's
  * reference quantizer; a few rows with an all-zero / a shifted sub-block */
@@ -81,7 +82,7 @@ static uint8_t *repack(int dst, int src_type, const void *src, int n_rows, int n
 }
 
 TEST(kern_rk, type_table) {
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < NRK; i++) {
         EXPECT(kern_type_supported(g_rk[i]) && kern_type_is_rk(g_rk[i]) && !kern_type_is_r8(g_rk[i]));
         EXPECT_EQ_I(kern_type_block(g_rk[i]), 256);
         EXPECT_EQ_I(kern_vec_dot_type(g_rk[i]), KERN_T_Q8_K);
@@ -103,13 +104,19 @@ TEST(kern_rk, type_table) {
 
 TEST(kern_rk, layout_and_round_trip) {
     const int R = 16, C = 512;
-    for (int ti = 0; ti < 3; ti++) {
+    for (int ti = 0; ti < NRK; ti++) {
         const int rk = g_rk[ti], nat = kern_rk_native(rk), bb = kern_rk_block_bytes(rk);
         const size_t nbb = (size_t)bb / 8, rb = kern_row_bytes(nat, C);
         uint8_t *w = make_weights(nat, R, C), *p = repack(rk, nat, w, R, C);
         /* spot checks of kern.h's layout: group 1, super-block 1, row 5 */
         const uint8_t *blk = p + (size_t)(1 * 2 + 1) * bb, *nb = w + (size_t)13 * rb + nbb;
-        if (rk == CF_Q6_K_R8) {
+        if (rk == CF_IQ4_XS_R8) {
+            const kern_block_iq4_xs *q = (const kern_block_iq4_xs *)nb;
+            EXPECT(!memcmp(blk + 2 * 5, &q->d, 2) && !memcmp(blk + 16 + 2 * 5, &q->scales_h, 2));
+            EXPECT_EQ_I(blk[32 + 8 * 3 + 5], q->scales_l[3]);
+            /* sub-block 6, chunk 2: ggml qs[16*6 + 8 ..] */
+            EXPECT(!memcmp(blk + 64 + 128 * 6 + 32 * 2 + 4 * 5, q->qs + 104, 4));
+        } else if (rk == CF_Q6_K_R8) {
             const kern_block_q6_k *q = (const kern_block_q6_k *)nb;
             EXPECT(!memcmp(blk + 2 * 5, &q->d, 2));
             EXPECT_EQ_I((int8_t)blk[16 + 16 * 3 + 2 * 5 + 1], q->scales[7]);
@@ -157,6 +164,9 @@ TEST(kern_rk, refused) {
     EXPECT_EQ_I(kern_repack_bytes(CF_Q4_K_R8, 12, 256), 0);
     EXPECT_EQ_I(kern_repack_bytes(CF_Q4_K_R8, 8, 128), 0);
     EXPECT_EQ_I(kern_repack_bytes(CF_Q6_K_R8, 8, 256), 1680);
+    EXPECT_EQ_I(kern_repack_bytes(CF_IQ4_XS_R8, 8, 256), 1088);
+    EXPECT_EQ_I(kern_repack(CF_IQ4_XS_R8, KERN_T_Q4_K, z, 8, 256, z + 4096, err, sizeof err), -1);
+    EXPECT(strstr(err, "iq4_xs_r8") != NULL);
     EXPECT_EQ_I(kern_repack(CF_Q4_K_R8, KERN_T_Q4_K, z, 8, 128, z + 4096, err, sizeof err), -1);
     EXPECT(strstr(err, "q4_k_r8") != NULL);
     EXPECT_EQ_I(kern_repack(CF_Q4_K_R8, KERN_T_Q6_K, z, 8, 256, z + 4096, err, sizeof err), -1);
@@ -207,8 +217,10 @@ static int check_close(const float *y, const double *ref, const double *tol, lon
     return worst <= 1.0;
 }
 
-TEST(kern_rk, matmul) {
-    const int n_out = 24, n_in = 768, max_tok = 40;
+/* n_out 24 and 40: an odd number of row groups (the VNNI leaves take two
+ * groups a call and one for the last), split over 2 threads on pairs */
+static void matmul_case(int n_out) {
+    const int n_in = 768, max_tok = 40;
     pool *P2 = NULL, *P1 = NULL;
     EXPECT_EQ_I(pool_new(2, &P2), 0);
     EXPECT_EQ_I(pool_new(1, &P1), 0);
@@ -219,7 +231,7 @@ TEST(kern_rk, matmul) {
     const size_t ny = sizeof(float) * max_tok * n_out;
     float *y = malloc(ny), *ys = malloc(ny), *y2 = malloc(ny);
     double *ref = malloc(sizeof(double) * max_tok * n_out), *tol = malloc(sizeof(double) * max_tok * n_out);
-    for (int ti = 0; ti < 3; ti++) {
+    for (int ti = 0; ti < NRK; ti++) {
         const int rk = g_rk[ti], nat = kern_rk_native(rk);
         uint8_t *w = make_weights(nat, n_out, n_in), *p = repack(rk, nat, w, n_out, n_in);
         float *wf = dequant_native(nat, w, n_out, n_in);
@@ -279,6 +291,11 @@ TEST(kern_rk, matmul) {
     pool_free(P2);
 }
 
+TEST(kern_rk, matmul) {
+    matmul_case(24);
+    matmul_case(40);
+}
+
 TEST(kern_rk, expert_matmul) {
     const int n_out = 16, n_in = 512, n_expert = 3, k = 2, nt = 5;
     pool *P = NULL;
@@ -294,7 +311,7 @@ TEST(kern_rk, expert_matmul) {
     const long sf = kern_moe_scratch_floats(nt, n_in, n_out, k);
     float *scratch = malloc(sizeof(float) * (size_t)sf), *y = malloc(sizeof(float) * nt * k * n_out);
     float *y1 = malloc(sizeof(float) * k * n_out), *yn = malloc(sizeof(float) * nt * k * n_out);
-    for (int ti = 0; ti < 3; ti++) {
+    for (int ti = 0; ti < NRK; ti++) {
         const int rk = g_rk[ti], nat = kern_rk_native(rk);
         uint8_t *w = make_weights(nat, n_expert * n_out, n_in), *p = repack(rk, nat, w, n_expert * n_out, n_in);
         for (int aq = 0; aq < 2; aq++) {

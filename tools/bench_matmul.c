@@ -2,7 +2,7 @@
  * bench_matmul.c — one matmul of each weight shape of the 336M llama-shape
  * bench model (dim 1024, ffn 2816, kv 256; DESIGN.md §7), native ggml type
  * vs its row-interleaved repack (kern.h CF_*_R8: Q4_0, Q8_0, Q4_K, Q5_K,
- * Q6_K), through cf_kernels.matmul
+ * Q6_K, IQ4_XS), through cf_kernels.matmul
  * with the thread pool, as `make bench-matmul` runs it.  Not a test.
  *
  *   bench_matmul [-t THREADS] [-n TOKENS] [-r REPS] [-f] [-A] [-i IMPL]
@@ -104,7 +104,8 @@ int main(int argc, char **argv) {
         {"gate/up 2816x1024", 2816, 1024, 2}, {"down 1024x2816", 1024, 2816, 1}};
     static const struct { int native, r8; const char *name; } types[] = {
         {CF_Q4_0, CF_Q4_0_R8, "q4_0"}, {CF_Q8_0, CF_Q8_0_R8, "q8_0"},
-        {12 /* Q4_K */, CF_Q4_K_R8, "q4_k"}, {13 /* Q5_K */, CF_Q5_K_R8, "q5_k"}, {14 /* Q6_K */, CF_Q6_K_R8, "q6_k"}};
+        {12 /* Q4_K */, CF_Q4_K_R8, "q4_k"}, {13 /* Q5_K */, CF_Q5_K_R8, "q5_k"}, {14 /* Q6_K */, CF_Q6_K_R8, "q6_k"},
+        {23 /* IQ4_XS */, CF_IQ4_XS_R8, "iq4_xs"}};
     float *x = malloc((size_t)n_tok * 2816 * sizeof(float));
     float *y = malloc((size_t)n_tok * 2816 * sizeof(float));
     float *wf = malloc((size_t)2816 * 1024 * sizeof(float));

@@ -106,6 +106,7 @@ static const ggml_type_info cinfer_type_table[GGUF_CINFER_TYPE_LAST - GGUF_CINFE
     [GGUF_CINFER_TYPE_Q4_K_R8 - GGUF_CINFER_TYPE_FIRST] = {"Q4_K_R8", 256, SZ_Q4_K},
     [GGUF_CINFER_TYPE_Q5_K_R8 - GGUF_CINFER_TYPE_FIRST] = {"Q5_K_R8", 256, SZ_Q5_K},
     [GGUF_CINFER_TYPE_Q6_K_R8 - GGUF_CINFER_TYPE_FIRST] = {"Q6_K_R8", 256, SZ_Q6_K},
+    [GGUF_CINFER_TYPE_IQ4_XS_R8 - GGUF_CINFER_TYPE_FIRST] = {"IQ4_XS_R8", 256, SZ_IQ4_XS},
 };
 
 const ggml_type_info *ggml_type_get(uint32_t t) {

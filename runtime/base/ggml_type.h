@@ -34,13 +34,14 @@ enum ggml_type {
  * count (ne[1]·ne[2]·ne[3]) that is a multiple of GGUF_CINFER_TYPE_ROWS: they
  * store groups of 8 rows interleaved, in exactly the bytes of the 8 plain rows
  * (Q4_0_R8: 18 bytes per 32 elements, Q8_0_R8: 34; the K-quant ones per 256:
- * Q4_K_R8 144, Q5_K_R8 176, Q6_K_R8 210). */
+ * Q4_K_R8 144, Q5_K_R8 176, Q6_K_R8 210, IQ4_XS_R8 136). */
 enum {
     GGUF_CINFER_TYPE_Q4_0_R8 = 100,
     GGUF_CINFER_TYPE_Q8_0_R8 = 101,
     GGUF_CINFER_TYPE_Q4_K_R8 = 102,
     GGUF_CINFER_TYPE_Q5_K_R8 = 103,
     GGUF_CINFER_TYPE_Q6_K_R8 = 104,
+    GGUF_CINFER_TYPE_IQ4_XS_R8 = 105,
     GGUF_CINFER_TYPE_FIRST = 100,
     GGUF_CINFER_TYPE_LAST = 109,
     GGUF_CINFER_TYPE_ROWS = 8,

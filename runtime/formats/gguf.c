@@ -514,7 +514,7 @@ static int parse_tensor_infos(reader *r) {
         if (!ti)
             return FAIL(r, "%sunknown ggml type id %u at offset %llu (known ids: 0..%d, ids 4, 5, 31-33, 36-38 were "
                         "removed from ggml; cinfer .giw types: %d..%d)", ctx, t->type, (unsigned long long)tat,
-                        GGML_TYPE_COUNT - 1, GGUF_CINFER_TYPE_Q4_0_R8, GGUF_CINFER_TYPE_Q6_K_R8);
+                        GGML_TYPE_COUNT - 1, GGUF_CINFER_TYPE_Q4_0_R8, GGUF_CINFER_TYPE_IQ4_XS_R8);
         if (cinfer_type && (n_elems / (uint64_t)t->ne[0]) % GGUF_CINFER_TYPE_ROWS)
             return FAIL(r, "%stype %s: %llu rows, expected a multiple of %d (interleaved groups)", ctx, ti->name,
                         (unsigned long long)(n_elems / (uint64_t)t->ne[0]), GGUF_CINFER_TYPE_ROWS);

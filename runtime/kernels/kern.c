@@ -65,7 +65,7 @@ static_assert(CF_F32 == 0 && CF_F16 == 1 && CF_Q4_0 == 2 && CF_Q4_1 == 3 && CF_Q
               CF_Q5_1 == 7 && CF_Q8_0 == 8 && CF_IQ4_NL == 20 && CF_BF16 == 30 && CF_MXFP4 == 39,
               "prelude type ids are ggml's");
 
-#define KERN_TYPE_COUNT 105 /* GGML_TYPE_COUNT is 40; cinfer's R8 types are 100, 101, RK 102..104 */
+#define KERN_TYPE_COUNT 106 /* GGML_TYPE_COUNT is 40; cinfer's R8 types are 100, 101, RK 102..105 */
 
 /* ==== the type table ======================================================= */
 
@@ -126,6 +126,7 @@ static const kern_type_ops g_types[KERN_TYPE_COUNT] = {
     [CF_Q4_K_R8] = {"q4_k_r8", KERN_QK_K, (int)sizeof(kern_block_q4_k), {0}, KERN_T_Q8_K},
     [CF_Q5_K_R8] = {"q5_k_r8", KERN_QK_K, (int)sizeof(kern_block_q5_k), {0}, KERN_T_Q8_K},
     [CF_Q6_K_R8] = {"q6_k_r8", KERN_QK_K, (int)sizeof(kern_block_q6_k), {0}, KERN_T_Q8_K},
+    [CF_IQ4_XS_R8] = {"iq4_xs_r8", KERN_QK_K, (int)sizeof(kern_block_iq4_xs), {0}, KERN_T_Q8_K},
 };
 
 const kern_type_ops *kern_type_ops_get(int type) {
@@ -137,7 +138,7 @@ int kern_type_supported(int type) { return kern_type_ops_get(type) != NULL; }
 
 int kern_type_is_r8(int type) { return type == CF_Q4_0_R8 || type == CF_Q8_0_R8; }
 
-int kern_type_is_rk(int type) { return type == CF_Q4_K_R8 || type == CF_Q5_K_R8 || type == CF_Q6_K_R8; }
+int kern_type_is_rk(int type) { return type >= CF_Q4_K_R8 && type <= CF_IQ4_XS_R8; }
 
 int kern_type_block(int type) {
     const kern_type_ops *t = kern_type_ops_get(type);

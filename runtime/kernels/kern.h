@@ -233,8 +233,8 @@ long kern_moe_scratch_floats(int n_tok, int n_in, int n_out, int k);
 /* 1 for CF_Q4_0_R8 / CF_Q8_0_R8. */
 int kern_type_is_r8(int type);
 /* ---- row-interleaved K-quant types (kern_rk.c, internals in kern_rk.h) -----
- * CF_Q4_K_R8 (102), CF_Q5_K_R8 (103), CF_Q6_K_R8 (104) hold ggml Q4_K / Q5_K
- * / Q6_K numerics, 8 rows per group like the R8 types above, in super-blocks
+ * CF_Q4_K_R8 (102), CF_Q5_K_R8 (103), CF_Q6_K_R8 (104), CF_IQ4_XS_R8 (105)
+ * hold ggml Q4_K / Q5_K / Q6_K / IQ4_XS numerics, 8 rows per group like the R8 types above, in super-blocks
  * of 256 columns: group g holds rows 8g..8g+7 as n_cols/256 super-blocks in
  * column order, each exactly the bytes of the 8 native blocks re-laid (so
  * the repack is lossless and the sizes are the native ones).  A "chunk" is
@@ -264,17 +264,29 @@ int kern_type_is_r8(int type);
  *     [1168..1679]  chunk (h, c) at 1168 + 256h + 32c (h 0..1): byte 4r+i =
  *                   row r's ggml qh[32h+4c+i]: bits 2k..2k+1 = high 2 bits
  *                   of column 128h+32k+4c+i
+ *   IQ4_XS_R8 super-block, 1088 bytes (= 8 block_iq4_xs):
+ *     [   0..  15]  d[r] f16        [16..31]  scales_h[r] u16 (ggml's: bits
+ *                   2j..2j+1 = high 2 bits of ls_j)
+ *     [  32..  63]  byte 8p+r = row r's ggml scales_l[p] (low nibble: low
+ *                   4 bits of ls_2p, high nibble: of ls_2p+1; the sub-block
+ *                   scale is ls - 32)
+ *     [  64..1087]  chunk (g, c) at 64 + 128g + 32c (g 0..7, c 0..3): byte
+ *                   4r+i = row r's ggml qs[16g+4c+i]: low nibble column
+ *                   32g+4c+i, high nibble column 32g+16+4c+i (codebook
+ *                   indices, kern_iq4nl_values)
  * Like the R8 types: kern_row_bytes is the native row size, single rows are
  * not addressable (per-row helpers refuse them), matmul needs n_out % 8 == 0
  * and runs both act_quant modes (kern_rk.h has the numerics). */
 #define CF_Q4_K_R8 102
 #define CF_Q5_K_R8 103
 #define CF_Q6_K_R8 104
+#define CF_IQ4_XS_R8 105
 #define KERN_Q4_K_R8_BLOCK 1152
 #define KERN_Q5_K_R8_BLOCK 1408
 #define KERN_Q6_K_R8_BLOCK 1680
+#define KERN_IQ4_XS_R8_BLOCK 1088
 
-/* 1 for CF_Q4_K_R8 / CF_Q5_K_R8 / CF_Q6_K_R8. */
+/* 1 for CF_Q4_K_R8 / CF_Q5_K_R8 / CF_Q6_K_R8 / CF_IQ4_XS_R8. */
 int kern_type_is_rk(int type);
 /* Bytes the repacked copy of an n_rows x n_cols matrix takes; 0 when dst_type
  * cannot hold it (not an R8/RK type, n_rows % 8, n_cols % 32 (RK: % 256),
@@ -282,7 +294,7 @@ int kern_type_is_rk(int type);
 size_t kern_repack_bytes(int dst_type, int n_rows, int n_cols);
 /* dst = src (n_rows x n_cols, ggml type src_type, any supported type) re-laid
  * as dst_type.  Q4_0->Q4_0_R8 and Q8_0->Q8_0_R8 (and R8 -> the same R8 type)
- * are byte shuffles (lossless), and so are Q4_K/Q5_K/Q6_K -> their RK type
+ * are byte shuffles (lossless), and so are Q4_K/Q5_K/Q6_K/IQ4_XS -> their RK type
  * (the only source an RK type takes); other R8 sources are dequantized to f32 and
  * quantized with ggml's reference quantizer (quantize_row_q4_0_ref /
  * q8_0_ref rounding, runtime/kernels/quant.c).  0, or -1 with a one-line message in

@@ -18,6 +18,8 @@
 static_assert(KERN_Q4_K_R8_BLOCK == 8 * sizeof(kern_block_q4_k), "Q4_K_R8 super-block = 8 Q4_K blocks");
 static_assert(KERN_Q5_K_R8_BLOCK == 8 * sizeof(kern_block_q5_k), "Q5_K_R8 super-block = 8 Q5_K blocks");
 static_assert(KERN_Q6_K_R8_BLOCK == 8 * sizeof(kern_block_q6_k), "Q6_K_R8 super-block = 8 Q6_K blocks");
+static_assert(KERN_IQ4_XS_R8_BLOCK == 8 * sizeof(kern_block_iq4_xs), "IQ4_XS_R8 super-block = 8 IQ4_XS blocks");
+static_assert(KERN_RK_NTYPES == CF_IQ4_XS_R8 - CF_Q4_K_R8 + 1, "one leaf slot per RK type");
 static_assert(sizeof(kern_block_q8_k) == 292, "kern_block_q8_k: f32 d, 256 qs, 16 bsums");
 
 /* ==== pack / unpack ================================================================== */
@@ -76,17 +78,26 @@ static void unpack_q4k_part(const uint8_t *blk, int r, uint8_t *d2, uint8_t *sca
     for (int p = 0; p < 4; p++) chunks_get(qs + 32 * p, r, blk + 128 + 256 * p, 8);
 }
 
-/* Q6_K ql: ggml pairs columns (l, l+64) of each 128-half in one byte, RK
- * pairs (l, l+32) of each 64-column pair: 4-bit value of column k <-> byte */
-static int ql_ggml_get(const uint8_t *ql, int k) {
-    const int n = k / 128, l = k % 128;
-    const uint8_t b = ql[64 * n + (l % 64)];
-    return l < 64 ? b & 15 : b >> 4;
+/* Q6_K ql: ggml pairs columns (l, l+64) of each 128-half n in one byte
+ * (ql[64n + l]), RK pairs (l, l+32) of each 64-column pair p = 2n + h
+ * (byte 32p + l, l < 32): low nibble column 64p + l = ggml ql[64n + l]'s
+ * nibble h, high nibble column 64p + 32 + l = ql[64n + 32 + l]'s nibble h.
+ * Byte loops (the compiler vectorizes them): the repack runs at load. */
+static void ql_to_rk(const uint8_t *ql, uint8_t *out) {
+    for (int n = 0; n < 2; n++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t a = ql[64 * n + l], b = ql[64 * n + 32 + l];
+            out[64 * n + l] = (uint8_t)((a & 15) | (b & 15) << 4);
+            out[64 * n + 32 + l] = (uint8_t)((a >> 4) | (b & 0xf0));
+        }
 }
-static void ql_ggml_set(uint8_t *ql, int k, int v) {
-    const int n = k / 128, l = k % 128;
-    uint8_t *b = &ql[64 * n + (l % 64)];
-    *b = (uint8_t)(l < 64 ? (*b & 0xf0) | v : (*b & 0x0f) | v << 4);
+static void ql_from_rk(const uint8_t *in, uint8_t *ql) {
+    for (int n = 0; n < 2; n++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t lo = in[64 * n + l], hi = in[64 * n + 32 + l];
+            ql[64 * n + l] = (uint8_t)((lo & 15) | (hi & 15) << 4);
+            ql[64 * n + 32 + l] = (uint8_t)((lo >> 4) | (hi & 0xf0));
+        }
 }
 
 void kern_rk_pack(int type, const void *const rows[8], uint8_t *blk) {
@@ -105,11 +116,15 @@ void kern_rk_pack(int type, const void *const rows[8], uint8_t *blk) {
             for (int k = 0; k < 8; k++)
                 for (int e = 0; e < 2; e++) blk[16 + 16 * k + 2 * r + e] = (uint8_t)b->scales[2 * k + e];
             uint8_t ql[128];
-            for (int p = 0; p < 4; p++)
-                for (int l = 0; l < 32; l++)
-                    ql[32 * p + l] = (uint8_t)(ql_ggml_get(b->ql, 64 * p + l) | ql_ggml_get(b->ql, 64 * p + 32 + l) << 4);
+            ql_to_rk(b->ql, ql);
             for (int p = 0; p < 4; p++) chunks_put(blk + 144 + 256 * p, r, ql + 32 * p, 8);
             for (int h = 0; h < 2; h++) chunks_put(blk + 1168 + 256 * h, r, b->qh + 32 * h, 8);
+        } else if (type == CF_IQ4_XS_R8) {
+            const kern_block_iq4_xs *b = rows[r];
+            memcpy(blk + 2 * r, &b->d, 2);
+            memcpy(blk + 16 + 2 * r, &b->scales_h, 2);
+            for (int p = 0; p < 4; p++) blk[32 + 8 * p + r] = b->scales_l[p];
+            chunks_put(blk + 64, r, b->qs, 32);
         }
     }
 }
@@ -129,12 +144,14 @@ void kern_rk_unpack(int type, const uint8_t *blk, int r, void *row_block) {
             for (int e = 0; e < 2; e++) b->scales[2 * k + e] = (int8_t)blk[16 + 16 * k + 2 * r + e];
         uint8_t ql[128];
         for (int p = 0; p < 4; p++) chunks_get(ql + 32 * p, r, blk + 144 + 256 * p, 8);
-        for (int p = 0; p < 4; p++)
-            for (int l = 0; l < 32; l++) {
-                ql_ggml_set(b->ql, 64 * p + l, ql[32 * p + l] & 15);
-                ql_ggml_set(b->ql, 64 * p + 32 + l, ql[32 * p + l] >> 4);
-            }
+        ql_from_rk(ql, b->ql);
         for (int h = 0; h < 2; h++) chunks_get(b->qh + 32 * h, r, blk + 1168 + 256 * h, 8);
+    } else if (type == CF_IQ4_XS_R8) {
+        kern_block_iq4_xs *b = row_block;
+        memcpy(&b->d, blk + 2 * r, 2);
+        memcpy(&b->scales_h, blk + 16 + 2 * r, 2);
+        for (int p = 0; p < 4; p++) b->scales_l[p] = blk[32 + 8 * p + r];
+        chunks_get(b->qs, r, blk + 64, 32);
     }
 }
 
@@ -168,6 +185,18 @@ static int q6_code(const uint8_t *blk, int r, int k) {
     return lo | h << 4;
 }
 
+/* row r's IQ4_XS_R8 scale ls_j - 32 and codebook value of column k */
+static int iq4xs_scale(const uint8_t *blk, int r, int j) {
+    const int lo = (blk[32 + 8 * (j / 2) + r] >> (4 * (j & 1))) & 15;
+    const int hi = ((blk[16 + 2 * r] | blk[17 + 2 * r] << 8) >> (2 * j)) & 3;
+    return (lo | hi << 4) - 32;
+}
+static int iq4xs_value(const uint8_t *blk, int r, int k) {
+    const int g = k / 32, l = k % 32, c = (l % 16) / 4, i = l % 4;
+    const uint8_t b = blk[64 + 128 * g + 32 * c + 4 * r + i];
+    return kern_iq4nl_values[l < 16 ? b & 15 : b >> 4];
+}
+
 static void sc_gemm(int type, const void *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,
                     size_t ldy) {
     const int bb = kern_rk_block_bytes(type);
@@ -177,7 +206,15 @@ static void sc_gemm(int type, const void *wg, const kern_block_q8_k *a, size_t a
             for (int b = 0; b < nb; b++) {
                 const uint8_t *blk = (const uint8_t *)wg + (size_t)b * bb;
                 const kern_block_q8_k *ab = a + (size_t)t * as + b;
-                if (type == CF_Q6_K_R8) {
+                if (type == CF_IQ4_XS_R8) {
+                    int32_t s = 0;
+                    for (int j = 0; j < 8; j++) {
+                        int32_t d = 0;
+                        for (int k = 32 * j; k < 32 * j + 32; k++) d += iq4xs_value(blk, r, k) * ab->qs[k];
+                        s += iq4xs_scale(blk, r, j) * d;
+                    }
+                    acc = fmaf((float)s, blk_f16(blk + 2 * r) * ab->d, acc);
+                } else if (type == CF_Q6_K_R8) {
                     int32_t s = 0, o = 0;
                     for (int sb = 0; sb < 16; sb++) {
                         const int sc = (int8_t)blk[16 + 16 * (sb / 2) + 2 * r + (sb & 1)];
@@ -214,7 +251,13 @@ static void sc_gemm_q6k(const void *wg, const kern_block_q8_k *a, size_t as, int
     sc_gemm(CF_Q6_K_R8, wg, a, as, nb, nt, y, ldy);
 }
 
-static const kern_rk_leaves g_sc_leaves = {{sc_gemm_q4k, sc_gemm_q5k, sc_gemm_q6k}};
+static void sc_gemm_iq4xs(const void *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y, size_t ldy) {
+    sc_gemm(CF_IQ4_XS_R8, wg, a, as, nb, nt, y, ldy);
+}
+
+static const kern_rk_leaves g_sc_leaves = {{sc_gemm_q4k, sc_gemm_q5k, sc_gemm_q6k, sc_gemm_iq4xs}, {NULL}};
+
+const kern_rk_leaves *kern_rk_scalar_leaves(void) { return &g_sc_leaves; }
 
 const kern_rk_leaves *kern_rk_leaves_for(int impl) {
     switch (impl) {
@@ -240,6 +283,8 @@ static native_deq_fn native_deq(int isa, int type) {
     switch (type) {
     case CF_Q4_K_R8: return simd ? KERN_SIMD(kern_avx2_dequant_q4_k, kern_sc_dequant_q4_k) : kern_sc_dequant_q4_k;
     case CF_Q5_K_R8: return simd ? KERN_SIMD(kern_avx2_dequant_q5_k, kern_sc_dequant_q5_k) : kern_sc_dequant_q5_k;
+    case CF_IQ4_XS_R8:
+        return simd ? KERN_SIMD(kern_avx2_dequant_iq4_xs, kern_sc_dequant_iq4_xs) : kern_sc_dequant_iq4_xs;
     default: return simd ? KERN_SIMD(kern_avx2_dequant_q6_k, kern_sc_dequant_q6_k) : kern_sc_dequant_q6_k;
     }
 }

@@ -1,15 +1,17 @@
 /*
  * kern_rk.h — internal to the kernels: the row-interleaved K-quant types
- * CF_Q4_K_R8, CF_Q5_K_R8, CF_Q6_K_R8 ("RK"; layouts in kern.h,
+ * CF_Q4_K_R8, CF_Q5_K_R8, CF_Q6_K_R8 and CF_IQ4_XS_R8 ("RK"; layouts in kern.h,
  * "row-interleaved K-quant types").
  *
  * Files: kern_rk.c (pack/unpack of one group's super-block, the scalar
  * reference leaves, the f32-activation helpers), kern_rk_mm.c (repack and
  * the integer driver), kern_rk_simd.h compiled as kern_rk_avx2.c
- * (vpmaddubsw + vpmaddwd) and kern_rk_vnni.c (vpdpbusd, 32 ymm), and on
- * aarch64 kern_rk_neon_int.h compiled as kern_rk_neon.c (smull-emulated
- * dot) and kern_rk_dotprod.c (sdot).  The impl is kern_r8's choice
- * (kern_r8_impl_for_isa): scalar, avx2, vnni, neon, dotprod.
+ * (vpmaddubsw + vpmaddwd) and kern_rk_vnni.c (vpdpbusd, 32 ymm, and the
+ * gemm2 leaves: two row groups in the 16 lanes of a zmm), and on aarch64
+ * kern_rk_neon_int.h compiled as kern_rk_neon.c (smull-emulated dot) and
+ * kern_rk_dotprod.c (sdot; no IQ4_XS_R8 leaves: `auto` keeps IQ4_XS native
+ * there, and a .giw with IQ4_XS_R8 runs on the scalar leaves).  The impl is
+ * kern_r8's choice (kern_r8_impl_for_isa): scalar, avx2, vnni, neon, dotprod.
  *
  * Integer path (act_quant = 1), ggml's numerics.  Each token's activations
  * are quantized to ggml Q8_K (f32 d, 256 int8, 16 int16 bsums) with the
@@ -20,6 +22,8 @@
  *               acc = fma(S, d_w·d_a, acc); acc = fma(-M, dmin_w·d_a, acc)
  *   Q6_K:       S = Σ_s sc_s·Σ_{k in s} q_k·a_k - 32·Σ_s sc_s·bsum_s
  *               (s: 16 sub-blocks of 16, q = 0..63)
+ *               acc = fma(S, d_w·d_a, acc)
+ *   IQ4_XS:     S = Σ_j (ls_j - 32)·Σ_{k in j} v_k·a_k  (v: the IQ4_NL codebook value)
  *               acc = fma(S, d_w·d_a, acc)
  * (d_w·d_a and dmin_w·d_a are f32 products of the f16 scale and the f32
  * activation d), super-blocks in column order.  The scalar reference does
@@ -48,14 +52,14 @@
  * other types. */
 static inline int kern_rk_block_bytes(int type) {
     return type == CF_Q4_K_R8 ? KERN_Q4_K_R8_BLOCK : type == CF_Q5_K_R8 ? KERN_Q5_K_R8_BLOCK
-         : type == CF_Q6_K_R8 ? KERN_Q6_K_R8_BLOCK : 0;
+         : type == CF_Q6_K_R8 ? KERN_Q6_K_R8_BLOCK : type == CF_IQ4_XS_R8 ? KERN_IQ4_XS_R8_BLOCK : 0;
 }
 /* The ggml type an RK type interleaves (KERN_T_Q4_K...); -1 otherwise. */
 static inline int kern_rk_native(int type) {
     return type == CF_Q4_K_R8 ? KERN_T_Q4_K : type == CF_Q5_K_R8 ? KERN_T_Q5_K
-         : type == CF_Q6_K_R8 ? KERN_T_Q6_K : -1;
+         : type == CF_Q6_K_R8 ? KERN_T_Q6_K : type == CF_IQ4_XS_R8 ? KERN_T_IQ4_XS : -1;
 }
-/* 0, 1, 2 for Q4_K_R8, Q5_K_R8, Q6_K_R8 (leaf table index). */
+/* 0, 1, 2, 3 for Q4_K_R8, Q5_K_R8, Q6_K_R8, IQ4_XS_R8 (leaf table index). */
 static inline int kern_rk_index(int type) { return type - CF_Q4_K_R8; }
 
 /* One super-block of a group: blk (kern_rk_block_bytes(type)) <- the 8 native
@@ -92,14 +96,23 @@ void kern_rk_deq_rows(int isa, int type, const void *w, int n_in, int r0, int nr
 typedef void (*kern_rk_gemm_fn)(const void *wg, const kern_block_q8_k *a, size_t a_stride, int nb,
                                 int nt, float *y, size_t ldy);
 
+/* gemm2: the same for two adjacent row groups at once (wg and the next
+ * group, wg + nb super-blocks: 16 rows, y[t * ldy + r] for r in 0..15),
+ * each row's result the bits gemm gives it; NULL where an impl has none
+ * (the driver then calls gemm per group).  A NULL gemm runs the scalar
+ * leaf (an impl written before a type was added). */
+#define KERN_RK_NTYPES 4
 typedef struct {
-    kern_rk_gemm_fn gemm[3]; /* kern_rk_index order */
+    kern_rk_gemm_fn gemm[KERN_RK_NTYPES];  /* kern_rk_index order */
+    kern_rk_gemm_fn gemm2[KERN_RK_NTYPES]; /* or NULLs */
 } kern_rk_leaves;
 
 extern const kern_rk_leaves kern_rk_avx2_leaves;
 extern const kern_rk_leaves kern_rk_vnni_leaves;
 extern const kern_rk_leaves kern_rk_neon_leaves;    /* aarch64: kern_rk_neon.c */
 extern const kern_rk_leaves kern_rk_dotprod_leaves; /* aarch64 + dotprod: kern_rk_dotprod.c */
+/* The scalar reference leaves. */
+const kern_rk_leaves *kern_rk_scalar_leaves(void);
 /* The leaves of kern_r8 impl `impl` (scalar for any impl without RK leaves). */
 const kern_rk_leaves *kern_rk_leaves_for(int impl);
 

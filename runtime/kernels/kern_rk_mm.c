@@ -31,7 +31,8 @@
 #define RK_PAR_MIN_WORK 32768L
 
 static const char *rk_name(int type) {
-    return type == CF_Q4_K_R8 ? "q4_k_r8" : type == CF_Q5_K_R8 ? "q5_k_r8" : type == CF_Q6_K_R8 ? "q6_k_r8" : "?";
+    return type == CF_Q4_K_R8 ? "q4_k_r8" : type == CF_Q5_K_R8 ? "q5_k_r8" : type == CF_Q6_K_R8 ? "q6_k_r8"
+         : type == CF_IQ4_XS_R8 ? "iq4_xs_r8" : "?";
 }
 
 /* ==== repack ========================================================================== */
@@ -71,7 +72,7 @@ int kern_rk_repack(int dst_type, int src_type, const void *src, int n_rows, int 
 
 typedef struct {
     int isa; /* quantizer */
-    kern_rk_gemm_fn gemm;
+    kern_rk_gemm_fn gemm, gemm2; /* gemm2: two groups per call, or NULL */
     float *y;
     const float *x;
     const uint8_t *w;
@@ -94,6 +95,7 @@ static void rk_mm_range(const rk_job *j, long g0, long g1) {
     const size_t grp = (size_t)j->nb * j->bb, tok = (size_t)j->nb * sizeof(kern_block_q8_k);
     long gstep = (long)(RK_WBLOCK / grp);
     if (gstep < 1) gstep = 1;
+    if (j->gemm2) gstep = gstep < 2 ? 2 : gstep & ~1L;
     int tstep = (int)(RK_ABLOCK / tok);
     if (tstep < KERN_RK_NT) tstep = KERN_RK_NT;
     tstep -= tstep % KERN_RK_NT;
@@ -101,12 +103,16 @@ static void rk_mm_range(const rk_job *j, long g0, long g1) {
         const long ge = gb + gstep < g1 ? gb + gstep : g1;
         for (int tb = 0; tb < j->n_tok; tb += tstep) {
             const int te = tb + tstep < j->n_tok ? tb + tstep : j->n_tok;
-            for (long g = gb; g < ge; g++)
+            for (long g = gb; g < ge;) {
+                const int two = j->gemm2 && g + 1 < ge;
+                const kern_rk_gemm_fn fn = two ? j->gemm2 : j->gemm;
                 for (int t = tb; t < te; t += KERN_RK_NT) {
                     const int nt = te - t < KERN_RK_NT ? te - t : KERN_RK_NT;
-                    j->gemm(j->w + (size_t)g * grp, j->a + (size_t)t * j->nb, (size_t)j->nb, j->nb, nt,
-                            j->y + (size_t)t * j->n_out + 8 * g, (size_t)j->n_out);
+                    fn(j->w + (size_t)g * grp, j->a + (size_t)t * j->nb, (size_t)j->nb, j->nb, nt,
+                       j->y + (size_t)t * j->n_out + 8 * g, (size_t)j->n_out);
                 }
+                g += two ? 2 : 1;
+            }
         }
     }
 }
@@ -137,9 +143,11 @@ static void rk_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
                          int n_in, int n_tok) {
     const int nb = n_in / KERN_QK_K;
     const size_t tok = (size_t)nb * sizeof(kern_block_q8_k);
+    const kern_rk_leaves *lv = kern_rk_leaves_for(impl);
+    const int ti = kern_rk_index(type);
     rk_job j = {impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD,
-                kern_rk_leaves_for(impl)->gemm[kern_rk_index(type)], y, x, w, NULL, n_out, n_in, n_tok, nb,
-                kern_rk_block_bytes(type), 0, 1};
+                lv->gemm[ti] ? lv->gemm[ti] : kern_rk_scalar_leaves()->gemm[ti], lv->gemm[ti] ? lv->gemm2[ti] : NULL,
+                y, x, w, NULL, n_out, n_in, n_tok, nb, kern_rk_block_bytes(type), 0, 1};
     size_t have = 0;
     uint8_t *p = E->pool ? pool_scratch((pool *)E->pool, 0, &have) : NULL;
     const size_t off = align64(kern_scratch_bytes(E->n_ctx));
@@ -175,6 +183,7 @@ static void rk_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
             const int nth = pool_n_threads((pool *)E->pool);
             j.chunk = nth > 1 ? (n_out / 8) / (4L * nth) : n_out / 8;
             if (j.chunk < 1) j.chunk = 1;
+            if (j.gemm2 && nth > 1) j.chunk = (j.chunk + 1) & ~1L; /* even takes: gemm2's pairs stay pairs */
         }
         rk_run(E, (long)n_out * n_in * nt, rk_mm_worker, &j);
     }

@@ -46,6 +46,9 @@ int prec_weight_type(int precision, const char *name, int src_type, long n_rows,
         dst = src_type == CF_Q4_0 ? CF_Q4_0_R8 : src_type == CF_Q8_0 ? CF_Q8_0_R8 : src_type;
         dst = src_type == KERN_T_Q4_K ? CF_Q4_K_R8 : src_type == KERN_T_Q5_K ? CF_Q5_K_R8
             : src_type == KERN_T_Q6_K ? CF_Q6_K_R8 : dst;
+#if !defined(__aarch64__) /* IQ4_XS_R8 has no NEON leaves: aarch64 keeps IQ4_XS native */
+        if (src_type == KERN_T_IQ4_XS) dst = CF_IQ4_XS_R8;
+#endif
         break;
     case CINFER_PRECISION_F32: dst = CF_F32; break;
     case CINFER_PRECISION_INT8: case CINFER_PRECISION_INT8INT8: dst = CF_Q8_0_R8; break;

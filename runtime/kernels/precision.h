@@ -26,9 +26,10 @@ int prec_from_name(const char *name);
  * CF_Q8_0_R8 / CF_Q4_0_R8 for the int precisions (int4mix: attn_v.weight,
  * ffn_down.weight, output.weight and the experts' ffn_down_exps.weight /
  * ffn_down_shexp.weight Q8_0_R8); auto: the lossless repack
- * (Q4_0 -> Q4_0_R8, Q8_0 -> Q8_0_R8, Q4_K/Q5_K/Q6_K -> Q4_K_R8/Q5_K_R8/
- * Q6_K_R8 where the columns are a multiple of 256), every other type as it
- * is. */
+ * (Q4_0 -> Q4_0_R8, Q8_0 -> Q8_0_R8, Q4_K/Q5_K/Q6_K/IQ4_XS -> Q4_K_R8/
+ * Q5_K_R8/Q6_K_R8/IQ4_XS_R8 where the columns are a multiple of 256; IQ4_XS
+ * stays native in aarch64 builds, which have no NEON leaves for it), every
+ * other type as it is. */
 int prec_weight_type(int precision, const char *name, int src_type, long n_rows, long n_cols);
 
 /* cf_env.act_quant a precision runs with by default: 0 (f32 activations) for
