@@ -466,10 +466,13 @@ int eng_kv_types_check(const cf_model_desc *d, int kv_type_k, int kv_type_v, cha
 
 size_t eng_kv_bytes(const cf_model_desc *d, int n_ctx, int kv_type_k, int kv_type_v) {
     size_t total = 0;
-    for (int l = 0; l < d->n_layer; l++) {
-        if (d->kv_dim[l] > 0) total += (size_t)n_ctx * kern_kv_row_bytes(kv_type_k, d->kv_dim[l]);
-        if (d->kv_dim_v[l] > 0) total += (size_t)n_ctx * kern_kv_row_bytes(kv_type_v, d->kv_dim_v[l]);
-    }
+    for (int l = 0; l < d->n_layer; l++)
+        for (int w = 0; w < 2; w++) {
+            const int n = w ? d->kv_dim_v[l] : d->kv_dim[l];
+            const size_t rb = n > 0 ? kern_kv_row_bytes(w ? kv_type_v : kv_type_k, n) : 0;
+            if (n > 0 && !rb) return 0;
+            total += (size_t)n_ctx * rb;
+        }
     return total;
 }
 
