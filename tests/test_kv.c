@@ -163,8 +163,12 @@ static void check_model_types(const char *label, const char *model, const char *
         printf("    %-22s %-5s cosine %.9f  max abs %.3g  argmax %d/%d  greedy %d/%d\n", label,
                eng_kv_type_name(kv_types[ti]), st.cos, st.max_abs, st.argmax_ok, st.n_prompts, st.agree, st.steps);
         EXPECT_MSG(st.n_prompts >= 3, "%s: %d prompts", ref_path, st.n_prompts);
-        EXPECT_MSG(st.cos >= kv_min_cos[ti], "%s %s: cosine %.9f < %.9g", label, eng_kv_type_name(kv_types[ti]),
-                   st.cos, kv_min_cos[ti]);
+        /* with q8 activations an F16 cache's rounding moves activations across Q8
+         * steps: TinyStories then sits at 0.99987 (llama.cpp's own F16 cache is
+         * 0.99987 from its F32-cache reference there; docs/memory.md) */
+        const double min_cos = act_quant && kv_types[ti] == CF_F16 ? 0.9998 : kv_min_cos[ti];
+        EXPECT_MSG(st.cos >= min_cos, "%s %s: cosine %.9f < %.9g", label, eng_kv_type_name(kv_types[ti]), st.cos,
+                   min_cos);
         unload(&l);
     }
     cJSON_Delete(ref);
@@ -173,14 +177,17 @@ static void check_model_types(const char *label, const char *model, const char *
 TEST(kv, parity_shared_models) {
     static const struct { const char *label, *model, *ref; int act_quant; } m[] = {
         {"stories260K", "models/stories260K/stories260K.gguf", "reference/stories260K.json", 0},
-        {"tinystories Q8_0", "models/tinystories-656k/tinystories-656k-q8_0.gguf",
-         "reference/dequant-f32/tinystories-656k-q8_0.json", 0},
-        {"tinystories Q8_0 q8", "models/tinystories-656k/tinystories-656k-q8_0.gguf",
-         "reference/tinystories-656k-q8_0.json", 1},
+        {"TinyStories Q8_0", "models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf",
+         "reference/dequant-f32/TinyStories-656K-Q8_0.json", 0},
+        {"TinyStories Q8_0 (q8)", "models/tinystories-656k/gguf/TinyStories-656K-Q8_0.gguf",
+         "reference/TinyStories-656K-Q8_0.json", 1},
+        {"synth-d256 Q4_0 (q8)", "models/synthetic/synth-d256-Q4_0.gguf", "reference/synth-d256-Q4_0.json", 1},
     };
     int ran = 0;
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
         const char *model = shared_path(m[i].model), *ref = shared_path(m[i].ref);
+        EXPECT_MSG(!shared_path("models/stories260K/stories260K.gguf") || (model && ref), "%s or %s absent",
+                   m[i].model, m[i].ref);
         if (!model || !ref) continue;
         char mp[1024], rp[1024];
         snprintf(mp, sizeof mp, "%s", model);

@@ -93,6 +93,12 @@ static int kv_from_ggml(int type) {
     return CINFER_KV_DEFAULT;
 }
 
+/* CINFER_KV_DEFAULT on the CPU (docs/memory.md: F16 keeps cosine >= 0.9999
+ * against the F32-cache references with f32 activations, 0.99987 on
+ * TinyStories with q8 ones, as llama.cpp's own F16 cache) and on CUDA. */
+#define KV_DEFAULT_CPU CF_F16
+#define KV_DEFAULT_CUDA CF_F32
+
 /* The ggml type of a CINFER_KV_* request: def for DEFAULT, -1 out of range. */
 static int kv_resolve(int kv_type, int def) {
     if (kv_type == CINFER_KV_DEFAULT) return def;
@@ -497,7 +503,7 @@ int cinfer_plan_model(const char *path, const cinfer_plan_options *opts, cinfer_
     plan_ctx L = {.mc = &mc, .n_threads = o.n_threads, .stream = o.stream_weights != 0,
                   .stream_ahead = o.stream_ahead, .moe_cache = o.moe_cache_experts, .fixed = o.stream_weights != 0,
                   .co = {.mode = CC_JIT, .archspec_path = o.archspec_path},
-                  .kv_k = kv_resolve(o.cache_type_k, CF_F16), .kv_v = kv_resolve(o.cache_type_v, CF_F16)};
+                  .kv_k = kv_resolve(o.cache_type_k, KV_DEFAULT_CPU), .kv_v = kv_resolve(o.cache_type_v, KV_DEFAULT_CPU)};
     if (L.kv_k < 0 || L.kv_v < 0)
         return fail(err, err_len, CINFER_EARG, "plan: cache types %d/%d: expected CINFER_KV_* (0..%d)",
                     o.cache_type_k, o.cache_type_v, CINFER_KV_COUNT - 1);
@@ -641,8 +647,8 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
                   o.device);
         goto bad;
     }
-    m->kv_type_k = kv_resolve(o.cache_type_k, o.device == CINFER_DEVICE_CUDA ? CF_F32 : CF_F16);
-    m->kv_type_v = kv_resolve(o.cache_type_v, o.device == CINFER_DEVICE_CUDA ? CF_F32 : CF_F16);
+    m->kv_type_k = kv_resolve(o.cache_type_k, o.device == CINFER_DEVICE_CUDA ? KV_DEFAULT_CUDA : KV_DEFAULT_CPU);
+    m->kv_type_v = kv_resolve(o.cache_type_v, o.device == CINFER_DEVICE_CUDA ? KV_DEFAULT_CUDA : KV_DEFAULT_CPU);
     if (m->kv_type_k < 0 || m->kv_type_v < 0) {
         rc = fail(err, err_len, CINFER_EARG, "cache types %d/%d (K/V): expected CINFER_KV_* (0..%d)",
                   o.cache_type_k, o.cache_type_v, CINFER_KV_COUNT - 1);
