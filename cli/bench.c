@@ -51,6 +51,7 @@ typedef struct {
     int precision;   /* CINFER_PRECISION_* (--quant) */
     int device, device_index; /* --device */
     uint64_t mem_bytes; /* --mem (0: none) */
+    int cache_type_k, cache_type_v; /* --cache-type-k/-v (CINFER_KV_*; 0: default) */
     int json, verbose;
     unsigned long long seed;
     double bw_gbs; /* memory bandwidth for the decode bound; 0: not given */
@@ -83,6 +84,7 @@ static void bench_usage(FILE *f) {
             "  --activations f32|q8  matmul activations (default: the library's, q8)\n"
             "  --quant P               compute precision: " CLI_QUANT_HELP
             CLI_DEVICE_HELP
+            "  --cache-type-k T, --cache-type-v T   KV cache types: f16 (default), f32, q8_0, q4_0\n"
             "  --mem BYTES   memory budget (480M, 2G) for a context of max(-p, -n): the ladder's\n"
             "                steps on stderr (docs/memory.md)\n"
             "  --json        JSON array with llama-bench's field names instead of the table\n"
@@ -164,6 +166,12 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             i++;
         } else if (!strcmp(f, "--device")) {
             if (cli_parse_device("cinfer bench", v, &a->device, &a->device_index)) return -1;
+            i++;
+        } else if (!strcmp(f, "--cache-type-k") || !strcmp(f, "-ctk")) {
+            if (cli_parse_cache_type("cinfer bench", "--cache-type-k", v, &a->cache_type_k)) return -1;
+            i++;
+        } else if (!strcmp(f, "--cache-type-v") || !strcmp(f, "-ctv")) {
+            if (cli_parse_cache_type("cinfer bench", "--cache-type-v", v, &a->cache_type_v)) return -1;
             i++;
         } else if (!strcmp(f, "--mem")) {
             if (cli_parse_bytes("cinfer bench", v, &a->mem_bytes)) return -1;
@@ -387,7 +395,9 @@ int cli_bench(int argc, char **argv) {
     if (cinfer_model_open(a.model, &(cinfer_model_options){.compile = a.mode, .precision = a.precision,
                                                           .mem_bytes = a.mem_bytes, .n_ctx = n_ctx,
                                                           .n_threads = n_threads, .device = a.device,
-                                                          .device_index = a.device_index}, &m, err, sizeof err)) {
+                                                          .device_index = a.device_index,
+                                                          .cache_type_k = a.cache_type_k,
+                                                          .cache_type_v = a.cache_type_v}, &m, err, sizeof err)) {
         fprintf(stderr, "cinfer bench: %s\n", err);
         return 1;
     }

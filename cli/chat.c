@@ -272,7 +272,7 @@ static void usage(FILE *f) {
                "                   [--min-p P] [--repeat-penalty R] [--repeat-penalty-all] [--seed S]\n"
                "                   [-t THREADS] [-c N_CTX] [--aot] [--show-prompt]\n"
                "                   [--quant auto|native|f32|int8|int8int8|int4|int4mix] [--mem BYTES]\n"
-               "                   [--device cpu|cuda[:N]] [-v]\n"
+               "                   [--device cpu|cuda[:N]] [--cache-type-k T] [--cache-type-v T] [-v]\n"
                "  MODEL: a GGUF or .giw file, or REPO[:FILE] pulled with cinfer pull.\n"
                "  interactive on a terminal: line editing and a history kept in $XDG_CACHE_HOME/cinfer/\n"
                "  chat_history; /help lists the commands (/reset, /save FILE, /load FILE, /exit);\n"
@@ -282,7 +282,8 @@ static void usage(FILE *f) {
                "  --repeat-penalty R leaves end-of-turn and control tokens alone; --repeat-penalty-all\n"
                "  penalizes them too (llama.cpp's behaviour).\n"
                "  When the conversation outgrows -c, the oldest turns are dropped (the system prompt stays).\n"
-               "  --mem BYTES (480M, 2G): a memory budget; the ladder's steps go to stderr (docs/memory.md).\n");
+               "  --mem BYTES (480M, 2G): a memory budget; the ladder's steps go to stderr (docs/memory.md).\n"
+               "  --cache-type-k/-v T: KV cache types f16 (default), f32, q8_0, q4_0 (docs/memory.md).\n");
 }
 
 /* How chat_main gets its model: `cinfer chat MODEL` compiles one (and
@@ -344,6 +345,10 @@ static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn o
             if (cli_parse_device("cinfer chat", argv[++i], &mo.device, &mo.device_index)) return 2;
         } else if (v && !strcmp(f, "--mem") && !lk) {
             if (cli_parse_bytes("cinfer chat", argv[++i], &mo.mem_bytes)) return 2;
+        } else if (v && (!strcmp(f, "--cache-type-k") || !strcmp(f, "-ctk"))) {
+            if (cli_parse_cache_type("cinfer chat", "--cache-type-k", argv[++i], &so.cache_type_k)) return 2;
+        } else if (v && (!strcmp(f, "--cache-type-v") || !strcmp(f, "-ctv"))) {
+            if (cli_parse_cache_type("cinfer chat", "--cache-type-v", argv[++i], &so.cache_type_v)) return 2;
         } else if (f[0] == '-' && f[1]) {
             fprintf(stderr, "cinfer chat: unknown or incomplete option '%s'\n", f);
             return usage(stderr), 2;
@@ -380,12 +385,15 @@ static int chat_main(int argc, char **argv, const cli_linked *lk, chat_open_fn o
     err[0] = 0;
     mo.n_ctx = so.n_ctx;
     mo.n_threads = so.n_threads;
+    mo.cache_type_k = so.cache_type_k;
+    mo.cache_type_v = so.cache_type_v;
     int orc = open_model(model, &mo, lk, &m, err, sizeof err);
     cli_progress_end(&prog);
     if (!orc && cli_refuse_encoder("cinfer chat", m, model)) goto done;
     if (!orc && mo.mem_bytes) {
         cli_print_budget("cinfer chat", m, verbose);
         so.n_ctx = 0; /* the context the budget chose */
+        so.cache_type_k = so.cache_type_v = 0; /* and the cache types */
     }
     if (orc || cinfer_session_new(m, &so, &s, err, sizeof err)) {
         if (err[0]) fprintf(stderr, "cinfer chat: %s\n", err);

@@ -85,6 +85,14 @@ int cli_parse_device(const char *prog, const char *v, int *device, int *index);
 #define CLI_DEVICE_HELP \
     "  --device D              cpu (default) or cuda[:N]: the GPU through the NVIDIA driver and NVRTC\n" \
     "                          (loaded at run time; docs/cuda.md)\n"
+/* --cache-type-k T / --cache-type-v T (llama.cpp's names f32, f16, q8_0,
+ * q4_0) into *out (CINFER_KV_*); -1 after printing "PROG: FLAG 'v':
+ * expected f32, f16, q8_0 or q4_0". */
+int cli_parse_cache_type(const char *prog, const char *flag, const char *v, int *out);
+/* The --cache-type-k/-v lines of every usage text. */
+#define CLI_CACHE_HELP \
+    "  --cache-type-k T        KV cache type of the keys: f16 (default), f32, q8_0, q4_0\n" \
+    "  --cache-type-v T        of the values (docs/memory.md: error and speed of each)\n"
 /* The --quant line of every usage text. */
 #define CLI_QUANT_HELP                                                                             \
     "auto (default: Q4_0/Q8_0/Q4_K/Q5_K/Q6_K weights interleaved losslessly, other types native),\n" \

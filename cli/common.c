@@ -307,6 +307,16 @@ char *cli_read_all(const char *path, size_t *len) {
     return buf;
 }
 
+int cli_parse_cache_type(const char *prog, const char *flag, const char *v, int *out) {
+    const int t = cinfer_kv_type_from_name(v);
+    if (t <= CINFER_KV_DEFAULT) {
+        fprintf(stderr, "%s: %s '%s': expected f32, f16, q8_0 or q4_0\n", prog, flag, v ? v : "");
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
 int cli_parse_bytes(const char *prog, const char *v, uint64_t *out) {
     /* decimal digits with an optional fraction, then an optional K/M/G/T
      * (binary: 1K = 1024) with an optional "B" or "iB": 480M, 1.5G, 2GiB, 1GB.
@@ -346,8 +356,9 @@ void cli_print_budget(const char *prog, const cinfer_model *m, int verbose) {
     }
     char keep[64] = "";
     if (p.streamed_bytes) snprintf(keep, sizeof keep, ", streamed (first %d layers resident)", p.stream_keep);
-    fprintf(stderr, "%s: memory: %s, %d positions%s, planned peak %.1f MiB of %.1f MiB\n", prog,
-            cinfer_precision_name(p.precision), p.n_ctx, keep, p.peak_bytes / 1048576.0, p.mem_bytes / 1048576.0);
+    fprintf(stderr, "%s: memory: %s, %d positions%s, planned peak %.1f MiB of %.1f MiB (KV cache %s/%s)\n", prog,
+            cinfer_precision_name(p.precision), p.n_ctx, keep, p.peak_bytes / 1048576.0, p.mem_bytes / 1048576.0,
+            cinfer_kv_type_name(p.cache_type_k), cinfer_kv_type_name(p.cache_type_v));
     if (verbose) {
         char text[2048];
         cinfer_plan_format(&p, text, sizeof text);

@@ -14,14 +14,15 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: cinfer plan MODEL [--quant P] [-c N] [-t N] [--mem BYTES] [--stream-weights]\n"
-            "       [--moe-cache-experts N] [--json]\n"
+            "usage: cinfer plan MODEL [--quant P] [-c N] [-t N] [--cache-type-k T] [--cache-type-v T]\n"
+            "                   [--mem BYTES] [--stream-weights] [--moe-cache-experts N] [--json]\n"
             "  the memory `cinfer run MODEL` with these options will hold, by part, and its peak\n"
             "  --quant P     compute precision: " CLI_QUANT_HELP
             "  -c N          context positions (default: min(training context, 4096))\n"
             "  -t N          threads (default: physical cores)\n"
-            "  --mem BYTES   a budget (480M, 2G): walk the ladder (precision, then context) until\n"
-            "                the peak fits, printing each step; exit 1 when nothing fits\n"
+            "  --cache-type-k T, --cache-type-v T   KV cache types: f16 (default), f32, q8_0, q4_0\n"
+            "  --mem BYTES   a budget (480M, 2G): walk the ladder (precision, KV cache types, then\n"
+            "                context) until the peak fits, printing each step; exit 1 when nothing fits\n"
             "  --stream-weights  plan a streamed run (only a window of layers resident)\n"
             "  --moe-cache-experts N  streamed MoE: experts per layer kept mapped (default:\n"
             "                the budget's room with --mem, else the experts one token routes)\n"
@@ -32,6 +33,8 @@ static cJSON *plan_json(const cinfer_plan *p, const char *steps, int fits) {
     cJSON *o = cJSON_CreateObject(), *w = cJSON_CreateArray(), *st = cJSON_CreateArray();
     cJSON_AddStringToObject(o, "precision", cinfer_precision_name(p->precision));
     cJSON_AddNumberToObject(o, "n_ctx", p->n_ctx);
+    cJSON_AddStringToObject(o, "cache_type_k", cinfer_kv_type_name(p->cache_type_k));
+    cJSON_AddStringToObject(o, "cache_type_v", cinfer_kv_type_name(p->cache_type_v));
     cJSON_AddNumberToObject(o, "n_threads", p->n_threads);
     for (int k = 0; k < p->n_weight_kinds; k++) {
         cJSON *e = cJSON_CreateObject();
@@ -88,7 +91,8 @@ int cli_plan(int argc, char **argv) {
         else if (!strcmp(f, "--stream-weights")) po.stream_weights = 1;
         else if (!strcmp(f, "--quant") || !strcmp(f, "-c") || !strcmp(f, "--ctx-size") ||
                  !strcmp(f, "-t") || !strcmp(f, "--threads") || !strcmp(f, "--mem") ||
-                 !strcmp(f, "--moe-cache-experts")) {
+                 !strcmp(f, "--moe-cache-experts") || !strcmp(f, "--cache-type-k") ||
+                 !strcmp(f, "--cache-type-v")) {
             if (!v) {
                 fprintf(stderr, "cinfer plan: %s needs a value\n", f);
                 return 2;
@@ -99,6 +103,10 @@ int cli_plan(int argc, char **argv) {
                 if ((po.precision = cli_parse_precision("cinfer plan", v)) < 0) return 2;
             } else if (!strcmp(f, "--mem")) {
                 if (cli_parse_bytes("cinfer plan", v, &po.mem_bytes)) return 2;
+            } else if (!strcmp(f, "--cache-type-k")) {
+                if (cli_parse_cache_type("cinfer plan", f, v, &po.cache_type_k)) return 2;
+            } else if (!strcmp(f, "--cache-type-v")) {
+                if (cli_parse_cache_type("cinfer plan", f, v, &po.cache_type_v)) return 2;
             } else {
                 long n = strtol(v, &end, 10);
                 if (*end || n < 0 || n > (1 << 24)) {

@@ -55,6 +55,7 @@ typedef struct {
     int stream_weights;      /* --stream-weights */
     int stream_ahead;        /* --stream-ahead N */
     int moe_cache_experts;   /* --moe-cache-experts N */
+    int cache_type_k, cache_type_v; /* --cache-type-k/-v (CINFER_KV_*; 0: default) */
     int seed_random;         /* the seed was drawn at random (no --seed, or --seed -1) */
     const char *stop[RUN_MAX_STOP]; /* --stop STR (repeatable) */
     int n_stop;
@@ -120,6 +121,7 @@ static void run_usage(FILE *f, int prebuilt) {
             "  --activations f32|q8    matmul activations: f32 (exact dequantized weights) or\n"
             "                          q8 (quantized per 32/256 block like llama.cpp; faster; the default for\n"
             "                          native; other precisions default to their own)\n"
+            CLI_CACHE_HELP
             "  --dump-logits FILE      write {\"prompt_ids\":[...],\"logits\":[...]} at the last prompt position\n");
     if (!prebuilt)
         fprintf(f, "  --archspec FILE         use this architecture descriptor instead of the built-in one\n");
@@ -227,6 +229,14 @@ static int parse_args(int argc, char **argv, run_args *a, int prebuilt) {
         else if (!strcmp(f, "--device")) {
             NEED_VAL();
             if (cli_parse_device(run_name, v, &a->device, &a->device_index)) return -1;
+        }
+        else if (!strcmp(f, "--cache-type-k") || !strcmp(f, "-ctk")) {
+            NEED_VAL();
+            if (cli_parse_cache_type(run_name, "--cache-type-k", v, &a->cache_type_k)) return -1;
+        }
+        else if (!strcmp(f, "--cache-type-v") || !strcmp(f, "-ctv")) {
+            NEED_VAL();
+            if (cli_parse_cache_type(run_name, "--cache-type-v", v, &a->cache_type_v)) return -1;
         }
         else if (!strcmp(f, "--no-bos")) a->no_bos = 1;
         else if (!strcmp(f, "--no-parse-special")) a->no_parse_special = 1;
@@ -425,7 +435,9 @@ static int open_compiled(run_args *a, const cli_linked *lk, cinfer_model **m, ch
                                .precision = a->precision, .progress = on_progress, .progress_user = &prog,
                                .mem_bytes = a->mem_bytes, .n_ctx = a->n_ctx, .n_threads = a->n_threads,
                                .stream_weights = a->stream_weights, .stream_ahead = a->stream_ahead,
-                               .moe_cache_experts = a->moe_cache_experts, .device = a->device, .device_index = a->device_index};
+                               .moe_cache_experts = a->moe_cache_experts, .device = a->device,
+                               .device_index = a->device_index,
+                               .cache_type_k = a->cache_type_k, .cache_type_v = a->cache_type_v};
     char cc_name[256];
     int opened = cinfer_model_open(a->model, &mo, m, err, err_len);
     if (opened && a->mode == CC_AOT && a->device == CINFER_DEVICE_CPU && cc_compiler_missing(cc_name, sizeof cc_name)) {
@@ -509,7 +521,10 @@ static int run_main(int argc, char **argv, const cli_linked *lk, run_open_fn ope
     cli_warn_settings(run_name, m, a.n_ctx, a.n_threads);
     cinfer_session_options so = {.n_ctx = a.n_ctx, .n_threads = a.n_threads,
                                  .activations = a.activations, .progress = on_progress,
-                                 .progress_user = &prog};
+                                 .progress_user = &prog,
+                                 /* a budget's ladder may have chosen smaller types: the model's */
+                                 .cache_type_k = a.mem_bytes ? 0 : a.cache_type_k,
+                                 .cache_type_v = a.mem_bytes ? 0 : a.cache_type_v};
     if (cinfer_session_new(m, &so, &s, err, sizeof err)) goto fail;
     int n_ctx = cinfer_session_n_ctx(s), n_ctx_train = cinfer_model_n_ctx_train(m);
 

@@ -33,6 +33,8 @@ static void serve_usage(FILE *f) {
             "  --mem BYTES        memory budget of each model (480M, 2G): the ladder's steps on\n"
             "                     stderr (docs/memory.md)\n"
             "  -t, --threads N    threads per model (default: physical cores)\n"
+            "  --cache-type-k T   KV cache type of the keys: f16 (default), f32, q8_0, q4_0\n"
+            "  --cache-type-v T   of the values (docs/memory.md)\n"
             "  --queue N          requests that may wait behind the running one, per model (default 16)\n"
             "  --no-webui         no chat page at GET /\n"
             "  --quant P          compute precision of every model (auto, native, f32, int8, int8int8,\n"
@@ -191,6 +193,12 @@ static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_m
         else if (!strcmp(f, "-c") || !strcmp(f, "--ctx-size")) { if (parse_int(f, v, 0, 1 << 24, &x)) return 2; o.n_ctx = (int)x; }
         else if (!strcmp(f, "-t") || !strcmp(f, "--threads")) { if (parse_int(f, v, 0, 1024, &x)) return 2; o.n_threads = (int)x; }
         else if (!strcmp(f, "--mem") && !lk) { if (cli_parse_bytes("cinfer serve", v, &mem_bytes)) return 2; }
+        else if (!strcmp(f, "--cache-type-k") || !strcmp(f, "-ctk")) {
+            if (cli_parse_cache_type("cinfer serve", "--cache-type-k", v, &mo.cache_type_k)) return 2;
+        }
+        else if (!strcmp(f, "--cache-type-v") || !strcmp(f, "-ctv")) {
+            if (cli_parse_cache_type("cinfer serve", "--cache-type-v", v, &mo.cache_type_v)) return 2;
+        }
         else if (!strcmp(f, "--queue")) { if (parse_int(f, v, 1, 1 << 20, &x)) return 2; o.queue_max = (int)x; }
         else if (!strcmp(f, "--quant") && !lk) {
             if ((mo.precision = cli_parse_precision("cinfer serve", v)) < 0) return 2;

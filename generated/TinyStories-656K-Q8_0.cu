@@ -17,7 +17,7 @@
 #ifndef CINFER_PRELUDE_H
 #define CINFER_PRELUDE_H
 
-#define CF_ABI_VERSION 6
+#define CF_ABI_VERSION 7
 
 /* ggml type ids as used in calls (same values as enum ggml_type in gguf.h). */
 #define CF_F32 0
@@ -292,8 +292,10 @@ struct cf_env {
     const cf_kernels *K;
     const void *const *W; /* (n_weights) tensor data, by weight slot */
     float *arena;         /* activations; cf_model_desc.arena_floats floats */
-    float *const *kv_k;   /* (n_layer) each (n_ctx, kv_dim(layer)) */
-    float *const *kv_v;   /* (n_layer) each (n_ctx, kv_dim_v(layer)); NULL where that is 0 */
+    void *const *kv_k;    /* (n_layer) each n_ctx rows of kv_dim(layer) values of type
+                           * kv_type_k: ggml rows (kern_row_bytes(kv_type_k, kv_dim) bytes) */
+    void *const *kv_v;    /* (n_layer) each n_ctx rows of kv_dim_v(layer) values of type
+                           * kv_type_v; NULL where that is 0 */
     const int *tokens;    /* (n_tokens) input ids */
     const int *positions; /* (n_tokens) pos, pos+1, ... (learned position embeddings) */
     float *logits;        /* (n_logits, n_vocab): last token, or all when logits_all */
@@ -312,6 +314,10 @@ struct cf_env {
     float *state;         /* (cf_model_desc.state_floats) recurrent state of every
                            * layer that has one, as positions 0..pos-1 left it;
                            * NULL when the model has none */
+    int kv_type_k;        /* ggml type of the K cache rows: CF_F32 (0), CF_F16, CF_Q8_0, CF_Q4_0;
+                           * the quantized ones need kv_dim % 32 == 0 */
+    int kv_type_v;        /* of the V cache rows; layers whose values are their keys'
+                           * prefix (v == NULL, MLA) read them in kv_type_k */
 };
 
 /* What a generated module tells the runtime about itself. */

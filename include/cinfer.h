@@ -113,6 +113,30 @@ int cinfer_precision_from_name(const char *name);
  * missing library and where it was looked for. */
 typedef enum { CINFER_DEVICE_CPU = 0, CINFER_DEVICE_CUDA = 1 } cinfer_device;
 
+/* KV cache types (`--cache-type-k T`, `--cache-type-v T`; llama.cpp's names;
+ * docs/memory.md), K and V chosen separately.  Rows are ggml's: F16 values,
+ * or Q8_0 / Q4_0 blocks of 32 (34 / 18 bytes), quantized as a token is
+ * stored and dequantized as attention reads it.  The quantized types need
+ * every attention layer's row (n_head_kv x head_dim values) to be a multiple
+ * of 32: otherwise the open fails with CINFER_EARG naming the layer and the
+ * row.  Latent-attention layers (deepseek2: values are the keys' first
+ * head_dim_v values) keep one cache, in the K type.  CUDA keeps an F32 cache
+ * (the default there; anything else is CINFER_EARG).  Measured error against
+ * llama.cpp's F32-cache references: docs/memory.md. */
+typedef enum {
+    CINFER_KV_DEFAULT = 0, /* F16 on the CPU (cosine >= 0.9999 on every reference), F32 on CUDA */
+    CINFER_KV_F32 = 1,     /* 4 bytes per value: exact */
+    CINFER_KV_F16 = 2,     /* 2 bytes per value */
+    CINFER_KV_Q8_0 = 3,    /* 8.5 bits per value */
+    CINFER_KV_Q4_0 = 4,    /* 4.5 bits per value */
+    CINFER_KV_COUNT = 5,
+} cinfer_kv_type;
+
+/* "default", "f32", "f16", "q8_0", "q4_0"; NULL when out of range. */
+const char *cinfer_kv_type_name(int kv_type);
+/* The CINFER_KV_* of a name above (case-insensitive), or -1. */
+int cinfer_kv_type_from_name(const char *name);
+
 typedef struct {
     cinfer_compile_mode compile; /* JIT (libtcc, default) or AOT (cc -O3, cached) */
     const char *archspec_path;   /* NULL: the built-in archspecs/<arch>.lua */
@@ -151,6 +175,10 @@ typedef struct {
      * nothing: mem_bytes or stream_weights with it are CINFER_EARG. */
     int device;                  /* CINFER_DEVICE_*; 0 = CPU */
     int device_index;            /* CUDA: which GPU (0 = the first) */
+    /* KV cache types of the model's sessions (CINFER_KV_*; 0 = default F16),
+     * the first rung of the budget ladder's KV step */
+    int cache_type_k;
+    int cache_type_v;
 } cinfer_model_options;
 
 /* Map the GGUF file at path, load its tokenizer and compile its forward pass.
@@ -267,7 +295,7 @@ typedef struct {
                                * mapping, as the rows n_ctx tokens read (>= 1 page each) */
     uint64_t load_bytes;      /* transient at open: converted tensors' sources in flight,
                                * the largest one per thread */
-    uint64_t kv_cache_bytes;  /* K and V, every layer, n_ctx positions (F32) */
+    uint64_t kv_cache_bytes;  /* K and V, every layer, n_ctx positions, in cache_type_k/_v */
     uint64_t arena_bytes;     /* activations of the largest batch, min(n_batch, n_ctx) tokens */
     uint64_t scratch_bytes;   /* per-thread kernel scratch, all threads */
     uint64_t logits_bytes;    /* logits, batch positions, the session's token history */
@@ -288,6 +316,8 @@ typedef struct {
                                * because the budget has room for them (counted in weights) */
     int moe_cache_experts;    /* streamed MoE: experts per layer the LRU keeps mapped (0: none) */
     uint64_t moe_cache_bytes; /* streamed MoE: of weights, those experts in every MoE layer */
+    int cache_type_k;         /* CINFER_KV_* of kv_cache_bytes' K rows (never DEFAULT) */
+    int cache_type_v;         /* and of its V rows */
 } cinfer_plan;
 
 typedef struct {
@@ -296,14 +326,20 @@ typedef struct {
     int n_threads;   /* 0: physical cores */
     uint64_t mem_bytes; /* 0: plan the options as given.  Else walk the ladder: precision
                          * (the asked one, then int8, int4mix, int4, each only when its
-                         * weights are smaller than the last), then halve the context
-                         * (down to 128 positions), until the peak fits */
+                         * weights are smaller than the last), then the KV cache types
+                         * (F16, Q8_0, Q4_0), then halve the context (down to 128
+                         * positions), until the peak fits */
     const char *archspec_path; /* NULL: the built-in archspecs */
     int stream_weights;        /* plan a streamed run (cinfer_model_options.stream_weights):
                                 * weights resident = outside layers + (stream_ahead + 1)
                                 * layers; the ladder then only shortens the context */
     int stream_ahead;
     int moe_cache_experts;     /* as cinfer_model_options.moe_cache_experts */
+    int cache_type_k;          /* CINFER_KV_*; 0: default (F16).  The ladder's KV step,
+                                * after the precision rungs and before the context,
+                                * walks both to F16, Q8_0, Q4_0 (each rung only where
+                                * it is smaller and the model's rows allow it) */
+    int cache_type_v;
 } cinfer_plan_options;
 
 /* Plan a run of the model at path (anything cinfer_model_open reads).
@@ -377,10 +413,13 @@ typedef struct {
     void *progress_user;
     int n_state_snapshots; /* models with recurrent layers: saved states kept for prefix
                             * reuse (each the size of the model's state); 0: 4, at most 64 */
+    int cache_type_k;      /* CINFER_KV_*; 0: the model's (cinfer_model_options, or what its
+                            * budget chose; a budgeted model refuses larger types) */
+    int cache_type_v;
 } cinfer_session_options;
 
 /* A new session with an empty history.  Allocates the KV cache
- * (n_layer × n_ctx × kv_dim × 2 floats), the recurrent state of models that
+ * (n_layer × n_ctx × kv_dim × 2 values in the cache types), the recurrent state of models that
  * have one (state-space and linear-attention layers: a fixed size whatever
  * n_ctx, plus n_state_snapshots copies), activation arena and thread pool up
  * front; generation allocates nothing per token. */
@@ -390,6 +429,8 @@ void cinfer_session_free(cinfer_session *s);
 /* Forget the history (the next generate evaluates its prompt from scratch). */
 void cinfer_session_reset(cinfer_session *s);
 int cinfer_session_n_ctx(const cinfer_session *s);
+/* The session's KV cache types (CINFER_KV_*, never DEFAULT); either pointer may be NULL. */
+void cinfer_session_cache_types(const cinfer_session *s, int *cache_type_k, int *cache_type_v);
 /* Tokens in the history (prompt + generated) and the ids; valid until the
  * next call that changes the session. */
 int cinfer_session_n_past(const cinfer_session *s);
@@ -399,7 +440,9 @@ const int32_t *cinfer_session_tokens(const cinfer_session *s);
  * (written to path.tmp, then renamed) and restore it into a session of the
  * same model (checked by fingerprint; the session's n_ctx must hold the saved
  * tokens); the restored session continues bit for bit as the saved one would
- * have.  CINFER_EIO, CINFER_EFORMAT. */
+ * have.  The file records the KV cache types; loading it into a session of
+ * other types is CINFER_EARG, naming both (files from before cache types
+ * hold F32 rows).  CINFER_EIO, CINFER_EFORMAT. */
 int cinfer_session_save(const cinfer_session *s, const char *path, char *err, size_t err_len);
 int cinfer_session_load(cinfer_session *s, const char *path, char *err, size_t err_len);
 

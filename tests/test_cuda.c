@@ -1059,7 +1059,10 @@ static void exec_compare(const exec_case *c) {
     cinfer_model *cpu = NULL, *gpu = NULL;
     cinfer_session *sc = NULL, *sg = NULL;
     cinfer_model_options oc = {.precision = CINFER_PRECISION_NATIVE}, og = {.device = CINFER_DEVICE_CUDA};
-    cinfer_session_options so_c = {.n_ctx = 64, .activations = CINFER_ACT_F32, .n_threads = 1}, so_g = {.n_ctx = 64};
+    /* the CPU side with an F32 KV cache, as the GPU keeps its own */
+    cinfer_session_options so_c = {.n_ctx = 64, .activations = CINFER_ACT_F32, .n_threads = 1,
+                                   .cache_type_k = CINFER_KV_F32, .cache_type_v = CINFER_KV_F32},
+                           so_g = {.n_ctx = 64};
     if (cinfer_model_open(mpath, &oc, &cpu, err, sizeof err) || cinfer_session_new(cpu, &so_c, &sc, err, sizeof err) ||
         cinfer_model_open(mpath, &og, &gpu, err, sizeof err) || cinfer_session_new(gpu, &so_g, &sg, err, sizeof err)) {
         test_fail(__FILE__, __LINE__, "%s: %s", c->model, err);

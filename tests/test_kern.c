@@ -594,7 +594,7 @@ static void attention_case(int isa, pool *P, int hd) {
     const int kv_dim = NKV * hd;
     float *kc = calloc(CTX * kv_dim, 4), *vc = calloc(CTX * kv_dim, 4);
     float *dummy = calloc(CTX * kv_dim, 4);
-    float *kv_k[2] = {dummy, kc}, *kv_v[2] = {dummy, vc}; /* layer 1 */
+    void *kv_k[2] = {dummy, kc}, *kv_v[2] = {dummy, vc}; /* layer 1 */
     float q[MAXT * NH * 32], k[MAXT * NKV * 32], v[MAXT * NKV * 32], out[MAXT * NH * 32];
     double want[MAXT * NH * 32];
     cf_env E = {.K = kern_table(isa), .pool = P, .kv_k = kv_k, .kv_v = kv_v, .n_ctx = CTX};

@@ -54,7 +54,7 @@ TEST(kern_att, simd_vs_scalar) {
             }
             for (int pi = 0; pi < 2; pi++) {
                 for (int run = 0; run < 2; run++) { /* 0 scalar, 1 avx2 */
-                    float *kk[1] = {kc[run]}, *vv[1] = {vc[run]};
+                    void *kk[1] = {kc[run]}, *vv[1] = {vc[run]};
                     cf_env E = {.K = kern_table(run ? KERN_ISA_AVX2 : KERN_ISA_SCALAR), .pool = pi ? P : NULL,
                                 .n_ctx = CTX, .pos = POS, .kv_k = kk, .kv_v = vv};
                     E.K->attention(&E, o[run], q, k, v, NULL, 0, nh, nkv, hd, hd, 1.0f / sqrtf((float)hd),
@@ -98,7 +98,7 @@ TEST(kern_att, bidirectional_vs_naive) {
             for (int i = 0; i < nt * kvd; i++) k[i] = rnd_f(-2, 2), v[i] = rnd_f(-1, 1);
             const float scale = 1.0f / sqrtf((float)hd);
             for (int pi = 0; pi < 2; pi++) {
-                float *kk[1] = {kc}, *vv[1] = {vc};
+                void *kk[1] = {kc}, *vv[1] = {vc};
                 cf_env E = {.K = kern_table(isa), .pool = pi ? P : NULL, .n_ctx = CTX, .pos = pos, .kv_k = kk,
                             .kv_v = vv};
                 E.K->attention(&E, o, q, k, v, NULL, 0, nh, nkv, hd, hd, scale, CF_ATT_BIDIRECTIONAL, 0.0f, nt);

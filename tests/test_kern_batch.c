@@ -292,7 +292,7 @@ TEST(kern_batch, attention) {
                 out[m] = malloc(sizeof(float) * T * qd);
                 kc[m] = calloc((size_t)CTX * kvd, sizeof(float));
                 vc[m] = calloc((size_t)CTX * kvd, sizeof(float));
-                float *const kv_k[1] = {kc[m]}, *const kv_v[1] = {vc[m]};
+                void *const kv_k[1] = {kc[m]}, *const kv_v[1] = {vc[m]};
                 cf_env E = {.K = kern_table(isa), .pool = P, .n_ctx = CTX, .kv_k = kv_k, .kv_v = kv_v};
                 const int steps[3][T + 1] = {{T}, {5, 8}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}};
                 for (int s = 0, pos = 0; pos < T; pos += steps[m][s++]) {

@@ -406,7 +406,7 @@ static void attention_ext_case(int isa, pool *P, int nh, int nkv, int hd, int hd
     enum { CTX = 16, MAXT = 5 };
     const int ks = nkv * hd, vsz = nkv * hdv;
     float *kc = calloc(CTX * ks, 4), *vc = calloc(CTX * vsz, 4);
-    float *kv_k[1] = {kc}, *kv_v[1] = {shared ? NULL : vc};
+    void *kv_k[1] = {kc}, *kv_v[1] = {shared ? NULL : vc};
     float *q = malloc(4 * MAXT * nh * hd), *k = malloc(4 * MAXT * ks), *v = malloc(4 * MAXT * vsz);
     float *out = malloc(4 * MAXT * nh * hdv), sinks[16];
     double *want = malloc(8 * MAXT * nh * hdv);

@@ -134,7 +134,7 @@ TEST(kern_scratch, fallbacks_match_reserved_pool) {
                 float *kc = calloc((size_t)N_CTX * kvd, sizeof(float)), *vc = calloc((size_t)N_CTX * kvd, sizeof(float));
                 memcpy(kc, pk, sizeof(float) * POS * kvd);
                 memcpy(vc, pv, sizeof(float) * POS * kvd);
-                float *kk[1] = {kc}, *vv[1] = {vc};
+                void *kk[1] = {kc}, *vv[1] = {vc};
                 cf_env E = {.K = kern_table(kern_best_isa()), .pool = side ? variants[run].p : ok, .n_ctx = N_CTX,
                             .pos = POS, .kv_k = kk, .kv_v = vv};
                 long before = kern_test_scratch_fallbacks;

@@ -122,11 +122,15 @@ typedef struct {
     char steps[2048];
 } plan_json_t;
 
-static int plan_cli(const char *model, const char *quant, int n_ctx, uint64_t mem, plan_json_t *out) {
+/* extra: more options ("--cache-type-k q4_0 ..."), or "" */
+static int plan_cli_opts(const char *model, const char *quant, int n_ctx, uint64_t mem, const char *extra,
+                         plan_json_t *out) {
     char cmd[2048], *txt = NULL;
-    snprintf(cmd, sizeof cmd, "%s plan %s --quant %s -c %d -t 2 --json --mem %llu 2>/dev/null", cinfer_bin(),
-             model, quant, n_ctx, (unsigned long long)mem);
-    if (!mem) snprintf(cmd, sizeof cmd, "%s plan %s --quant %s -c %d -t 2 --json", cinfer_bin(), model, quant, n_ctx);
+    snprintf(cmd, sizeof cmd, "%s plan %s --quant %s -c %d -t 2 --json %s --mem %llu 2>/dev/null", cinfer_bin(),
+             model, quant, n_ctx, extra, (unsigned long long)mem);
+    if (!mem)
+        snprintf(cmd, sizeof cmd, "%s plan %s --quant %s -c %d -t 2 --json %s", cinfer_bin(), model, quant, n_ctx,
+                 extra);
     int rc = run_cmd(cmd, false, &txt);
     memset(out, 0, sizeof *out);
     cJSON *j = txt ? cJSON_Parse(txt) : NULL;
@@ -147,6 +151,10 @@ static int plan_cli(const char *model, const char *quant, int n_ctx, uint64_t me
     return rc;
 }
 
+static int plan_cli(const char *model, const char *quant, int n_ctx, uint64_t mem, plan_json_t *out) {
+    return plan_cli_opts(model, quant, n_ctx, mem, "", out);
+}
+
 /* The parts add up to the peak, and the weight kinds to the weights. */
 TEST(memplan, parts_add_up) {
     NEED_SHARED(model, SYNTH_Q4);
@@ -160,8 +168,8 @@ TEST(memplan, parts_add_up) {
     EXPECT(p.peak_bytes == p.runtime_bytes + p.code_bytes + p.tokenizer_bytes + p.compiler_bytes + p.weights_bytes +
                                (p.load_bytes > run ? p.load_bytes : run));
     EXPECT(p.state_bytes == 0); /* no recurrent layers */
-    /* 4 layers, 2 kv heads of 32: K and V of 64 floats per layer and position */
-    EXPECT(p.kv_cache_bytes == 2ull * 4 * 512 * 64 * 4);
+    /* 4 layers, 2 kv heads of 32: K and V of 64 values per layer and position, F16 (the default) */
+    EXPECT(p.kv_cache_bytes == 2ull * 4 * 512 * 64 * 2);
     EXPECT_EQ_I(p.n_ctx, 512);
     EXPECT(p.runtime_bytes > 0 && p.compiler_bytes > 0 && p.tokenizer_bytes > 0);
     /* auto: Q4_0 matmul weights repacked (Q4_0_R8), the embedding left mapped */
@@ -216,18 +224,24 @@ TEST(memplan, ladder_precision) {
     EXPECT(strstr(p.steps, "precision auto -> int8: peak") && strstr(p.steps, "precision int4mix -> int4"));
 }
 
-/* After the smallest precision the context halves; nothing fitting is
- * CINFER_ENOMEM with the smallest plan in *out and in the message. */
+/* After the smallest precision (and, with a Q4_0 cache asked for, no KV
+ * step left: test_kv.c checks that step) the context halves; nothing
+ * fitting is CINFER_ENOMEM with the smallest plan in *out and in the message. */
 TEST(memplan, ladder_context_and_refusal) {
     NEED_SHARED(model, SYNTH_F32);
     plan_json_t small, small2, p;
-    EXPECT_EQ_I(plan_cli(model, "int4", 512, 0, &small), 0);
-    EXPECT_EQ_I(plan_cli(model, "int4", 1024, 0, &small2), 0);
-    EXPECT_EQ_I(plan_cli(model, "auto", 4096, (small.peak + small2.peak) / 2, &p), 0);
+    static const char q4kv[] = "--cache-type-k q4_0 --cache-type-v q4_0";
+    EXPECT_EQ_I(plan_cli_opts(model, "int4", 512, 0, q4kv, &small), 0);
+    EXPECT_EQ_I(plan_cli_opts(model, "int4", 1024, 0, q4kv, &small2), 0);
+    EXPECT_EQ_I(plan_cli_opts(model, "auto", 4096, (small.peak + small2.peak) / 2, q4kv, &p), 0);
     EXPECT_STR_EQ(p.precision, "int4");
-    EXPECT_MSG(p.n_ctx == 512, "n_ctx %d; steps:\n%s", p.n_ctx, p.steps);
-    EXPECT(strstr(p.steps, "context 4096 -> 2048") && strstr(p.steps, "context 1024 -> 512"));
-    EXPECT_EQ_I(count_lines(p.steps), 3 + 3);
+    /* a Q4_0 cache makes the 512 and 1024 plans only ~0.15 MiB apart, within
+     * the measured parts' noise between processes: either is right, with
+     * every step it took over the budget */
+    EXPECT_MSG(p.n_ctx == 512 || p.n_ctx == 1024, "n_ctx %d; steps:\n%s", p.n_ctx, p.steps);
+    EXPECT(strstr(p.steps, "context 4096 -> 2048") && strstr(p.steps, "context 2048 -> 1024"));
+    EXPECT_EQ_I(count_lines(p.steps), 3 + (p.n_ctx == 512 ? 3 : 2));
+    EXPECT(p.peak <= (small.peak + small2.peak) / 2);
     EXPECT_EQ_I(plan_cli(model, "auto", 4096, 1 << 20, &p), 1);
     EXPECT_EQ_I(p.n_ctx, 128);
     EXPECT_STR_EQ(p.precision, "int4");

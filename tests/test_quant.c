@@ -169,7 +169,9 @@ TEST(quant, quantized_model_matches_reference) {
     EXPECT(j != NULL);
     cinfer_model *m = NULL;
     cinfer_session *s = NULL;
-    if (!j || cinfer_model_open(out, NULL, &m, err, sizeof err) ||
+    /* llama.cpp's reference holds an F32 KV cache */
+    const cinfer_model_options f32kv = {.cache_type_k = CINFER_KV_F32, .cache_type_v = CINFER_KV_F32};
+    if (!j || cinfer_model_open(out, &f32kv, &m, err, sizeof err) ||
         cinfer_session_new(m, &(cinfer_session_options){.n_ctx = 128, .n_threads = 1, .activations = CINFER_ACT_F32}, &s, err,
                            sizeof err)) {
         test_fail(__FILE__, __LINE__, "open %s: %s", out, err);

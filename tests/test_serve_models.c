@@ -673,7 +673,9 @@ static void check_embed_reference(const char *model_rel, const char *ref_path) {
     char err[256];
     cinfer_model *m = NULL;
     cinfer_session *s = NULL;
-    if (cinfer_model_open(mp, NULL, &m, err, sizeof err) ||
+    /* llama.cpp's references hold an F32 KV cache */
+    const cinfer_model_options f32kv = {.cache_type_k = CINFER_KV_F32, .cache_type_v = CINFER_KV_F32};
+    if (cinfer_model_open(mp, &f32kv, &m, err, sizeof err) ||
         cinfer_session_new(m, &(cinfer_session_options){.n_threads = 1}, &s, err, sizeof err)) {
         test_fail(__FILE__, __LINE__, "%s: %s", model_rel, err);
         cinfer_model_close(m);

@@ -166,7 +166,7 @@ int main(int argc, char **argv) {
         float *q = malloc(sizeof(float) * (size_t)n_tok * nh * hd), *o = malloc(sizeof(float) * (size_t)n_tok * nh * hd);
         for (long i = 0; i < (long)n_tok * nh * hd; i++) q[i] = rnd();
         for (long i = 0; i < (long)n_tok * nkv * hd; i++) kc[i] = rnd(), vc[i] = rnd();
-        float *kvk[1] = {kc}, *kvv[1] = {vc};
+        void *kvk[1] = {kc}, *kvv[1] = {vc};
         cf_env EA = {.K = K, .pool = P, .n_ctx = n_tok, .kv_k = kvk, .kv_v = kvv};
         if (pool_reserve(P, kern_scratch_bytes_act(n_tok, n_tok, 2816))) return 1;
         double t[64];

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +38,7 @@
 #include "formats/modelfile.h"
 #include "gpu/cuda.h"
 #include "grammar/gram_api.h"
+#include "kernels/kern.h"
 #include "kernels/precision.h"
 #include "text/chat.h"
 #include "text/tok.h"
@@ -65,7 +67,43 @@ struct cinfer_model {
     char budget_steps[1024]; /* its ladder steps, '\n'-separated */
     uint8_t *no_penalty;  /* (n_vocab) 1: end-of-generation or control token, which the
                            * repetition penalty leaves alone (samp_params.no_penalty) */
+    int kv_type_k, kv_type_v; /* ggml types of its sessions' KV cache rows by default */
 };
+
+/* ---- KV cache types: CINFER_KV_* <-> the ggml types of the cache rows ------- */
+
+static const int kv_ggml[CINFER_KV_COUNT] = {
+    [CINFER_KV_DEFAULT] = -1, [CINFER_KV_F32] = CF_F32, [CINFER_KV_F16] = CF_F16,
+    [CINFER_KV_Q8_0] = CF_Q8_0, [CINFER_KV_Q4_0] = CF_Q4_0};
+
+const char *cinfer_kv_type_name(int kv_type) {
+    if (kv_type == CINFER_KV_DEFAULT) return "default";
+    return kv_type > 0 && kv_type < CINFER_KV_COUNT ? eng_kv_type_name(kv_ggml[kv_type]) : NULL;
+}
+
+int cinfer_kv_type_from_name(const char *name) {
+    for (int t = 0; name && t < CINFER_KV_COUNT; t++)
+        if (!strcasecmp(name, cinfer_kv_type_name(t))) return t;
+    return -1;
+}
+
+static int kv_from_ggml(int type) {
+    for (int t = 1; t < CINFER_KV_COUNT; t++)
+        if (kv_ggml[t] == type) return t;
+    return CINFER_KV_DEFAULT;
+}
+
+/* CINFER_KV_DEFAULT on the CPU (docs/memory.md: F16 keeps cosine >= 0.9999
+ * against the F32-cache references with f32 activations, 0.99987 on
+ * TinyStories with q8 ones, as llama.cpp's own F16 cache) and on CUDA. */
+#define KV_DEFAULT_CPU CF_F16
+#define KV_DEFAULT_CUDA CF_F32
+
+/* The ggml type of a CINFER_KV_* request: def for DEFAULT, -1 out of range. */
+static int kv_resolve(int kv_type, int def) {
+    if (kv_type == CINFER_KV_DEFAULT) return def;
+    return kv_type > 0 && kv_type < CINFER_KV_COUNT ? kv_ggml[kv_type] : -1;
+}
 
 /* How model_open gets the forward pass: compiled (cinfer_model_open passes
  * cc_build) or linked into the program (describe/forward).  A function
@@ -183,6 +221,7 @@ typedef struct {
     int compiled;
     int stream, stream_ahead;  /* plan streamed weights */
     int moe_cache;             /* streamed MoE: experts per layer (0: n_expert_used) */
+    int kv_k, kv_v;            /* the asked KV cache types (ggml ids), the KV step's start */
 } plan_ctx;
 
 static uint64_t plan_peak(const cinfer_plan *p) {
@@ -208,12 +247,15 @@ static int expert_used_count(const gguf_file *g) {
 }
 
 /* Fill *p for the module desc at n_ctx. */
-static int plan_fill(plan_ctx *L, const cf_model_desc *d, int precision, int n_ctx, cinfer_plan *p,
-                     char *e, size_t el) {
+static int plan_fill(plan_ctx *L, const cf_model_desc *d, int precision, int n_ctx, int kv_k, int kv_v,
+                     cinfer_plan *p, char *e, size_t el) {
     memplan_parts parts;
-    if (memplan_parts_of(L->g, d, n_ctx, L->n_threads, default_act_quant(precision), &parts, e, el))
+    if (eng_kv_types_check(d, kv_k, kv_v, e, el)) return CINFER_EARG;
+    if (memplan_parts_of(L->g, d, n_ctx, L->n_threads, default_act_quant(precision), kv_k, kv_v, &parts, e, el))
         return CINFER_EFORMAT;
     memset(p, 0, sizeof *p);
+    p->cache_type_k = kv_from_ggml(kv_k);
+    p->cache_type_v = kv_from_ggml(kv_v);
     p->precision = precision;
     p->n_ctx = memplan_n_ctx(d, n_ctx);
     p->n_threads = L->n_threads > 0 ? L->n_threads : pool_default_threads();
@@ -332,7 +374,7 @@ static int plan_ladder(plan_ctx *L, int precision, int n_ctx, uint64_t mem, cinf
     if (steps && steps_cap) steps[0] = 0;
     cc_module *cur = NULL;
     int rc = plan_compile(L, precision, &cur, e, sizeof e);
-    if (!rc) rc = plan_fill(L, cur->desc, precision, n_ctx, out, e, sizeof e);
+    if (!rc) rc = plan_fill(L, cur->desc, precision, n_ctx, L->kv_k, L->kv_v, out, e, sizeof e);
     if (rc) {
         if (cur) L->mc->free(cur);
         return fail(err, err_len, rc, "%s", e);
@@ -343,7 +385,7 @@ static int plan_ladder(plan_ctx *L, int precision, int n_ctx, uint64_t mem, cinf
         cc_module *next = NULL;
         cinfer_plan p;
         if (plan_compile(L, rungs[r], &next, e, sizeof e) ||
-            plan_fill(L, next->desc, rungs[r], n_ctx, &p, e, sizeof e)) {
+            plan_fill(L, next->desc, rungs[r], n_ctx, L->kv_k, L->kv_v, &p, e, sizeof e)) {
             if (next) L->mc->free(next);
             continue; /* a precision this model cannot take is no step */
         }
@@ -359,10 +401,33 @@ static int plan_ladder(plan_ctx *L, int precision, int n_ctx, uint64_t mem, cinf
         cur = next;
         *out = p;
     }
+    /* the KV step: both caches to F16, then Q8_0, then Q4_0, each type only
+     * where it is smaller than the current one */
+    static const int kv_rungs[] = {CF_F16, CF_Q8_0, CF_Q4_0};
+    for (size_t r = 0; mem && out->peak_bytes > mem && r < sizeof kv_rungs / sizeof *kv_rungs; r++) {
+        const int ck = kv_ggml[out->cache_type_k], cv = kv_ggml[out->cache_type_v];
+        const int nk = kern_kv_row_bytes(kv_rungs[r], 32) < kern_kv_row_bytes(ck, 32) ? kv_rungs[r] : ck;
+        const int nv = kern_kv_row_bytes(kv_rungs[r], 32) < kern_kv_row_bytes(cv, 32) ? kv_rungs[r] : cv;
+        if (nk == ck && nv == cv) continue;
+        cinfer_plan p;
+        if (plan_fill(L, cur->desc, out->precision, out->n_ctx, nk, nv, &p, e, sizeof e)) {
+            step_line(steps, steps_cap, "KV cache %s/%s -> %s/%s: not for this model (%s)", eng_kv_type_name(ck),
+                      eng_kv_type_name(cv), eng_kv_type_name(nk), eng_kv_type_name(nv), e);
+            break; /* the smaller types need the same whole blocks */
+        }
+        p.mem_bytes = mem;
+        step_line(steps, steps_cap, "KV cache %s/%s -> %s/%s: peak %.1f MiB > budget %.1f MiB (KV cache %.1f -> "
+                  "%.1f MiB)", eng_kv_type_name(ck), eng_kv_type_name(cv), eng_kv_type_name(nk),
+                  eng_kv_type_name(nv), MIB(out->peak_bytes), MIB(mem), MIB(out->kv_cache_bytes),
+                  MIB(p.kv_cache_bytes));
+        *out = p;
+    }
     while (mem && out->peak_bytes > mem && out->n_ctx > PLAN_MIN_CTX) {
         int half = out->n_ctx / 2 > PLAN_MIN_CTX ? out->n_ctx / 2 : PLAN_MIN_CTX;
         cinfer_plan p;
-        if (plan_fill(L, cur->desc, out->precision, half, &p, e, sizeof e)) break;
+        if (plan_fill(L, cur->desc, out->precision, half, kv_ggml[out->cache_type_k], kv_ggml[out->cache_type_v],
+                      &p, e, sizeof e))
+            break;
         p.mem_bytes = mem;
         step_line(steps, steps_cap, "context %d -> %d: peak %.1f MiB > budget %.1f MiB (KV cache %.1f -> %.1f MiB)",
                   out->n_ctx, half, MIB(out->peak_bytes), MIB(mem), MIB(out->kv_cache_bytes),
@@ -381,8 +446,9 @@ static int plan_ladder(plan_ctx *L, int precision, int n_ctx, uint64_t mem, cinf
         *w = 0;
         memcpy(text, line, (size_t)(w - line) + 1);
         return fail(err, err_len, CINFER_ENOMEM,
-                    "budget %.1f MiB: nothing fits; the smallest plan (%s, %d positions) needs %.1f MiB: %s",
-                    MIB(mem), prec_name(out->precision), out->n_ctx, MIB(out->peak_bytes), text);
+                    "budget %.1f MiB: nothing fits; the smallest plan (%s, KV %s/%s, %d positions) needs %.1f MiB: %s",
+                    MIB(mem), prec_name(out->precision), cinfer_kv_type_name(out->cache_type_k),
+                    cinfer_kv_type_name(out->cache_type_v), out->n_ctx, MIB(out->peak_bytes), text);
     }
     if (mod) *mod = cur;
     else L->mc->free(cur);
@@ -409,7 +475,8 @@ void cinfer_plan_format(const cinfer_plan *p, char *buf, size_t cap) {
             MIB(p->moe_cache_bytes));
     PUT("weights    total %31.1f MiB\n", MIB(p->weights_bytes));
     if (p->load_bytes) PUT("load       sources in flight %19.1f MiB\n", MIB(p->load_bytes));
-    PUT("kv cache   F32, %6d positions %14.1f MiB\n", p->n_ctx, MIB(p->kv_cache_bytes));
+    PUT("kv cache   K %-4s V %-4s %6d positions %8.1f MiB\n", cinfer_kv_type_name(p->cache_type_k),
+        cinfer_kv_type_name(p->cache_type_v), p->n_ctx, MIB(p->kv_cache_bytes));
     if (p->state_bytes) PUT("state      recurrent, + snapshots %15.1f MiB\n", MIB(p->state_bytes));
     PUT("arena      activations %25.1f MiB\n", MIB(p->arena_bytes));
     PUT("scratch    %2d threads %26.1f MiB\n", p->n_threads, MIB(p->scratch_bytes));
@@ -435,7 +502,11 @@ int cinfer_plan_model(const char *path, const cinfer_plan_options *opts, cinfer_
                     o.precision, CINFER_PRECISION_COUNT - 1, o.n_ctx, o.n_threads);
     plan_ctx L = {.mc = &mc, .n_threads = o.n_threads, .stream = o.stream_weights != 0,
                   .stream_ahead = o.stream_ahead, .moe_cache = o.moe_cache_experts, .fixed = o.stream_weights != 0,
-                  .co = {.mode = CC_JIT, .archspec_path = o.archspec_path}};
+                  .co = {.mode = CC_JIT, .archspec_path = o.archspec_path},
+                  .kv_k = kv_resolve(o.cache_type_k, KV_DEFAULT_CPU), .kv_v = kv_resolve(o.cache_type_v, KV_DEFAULT_CPU)};
+    if (L.kv_k < 0 || L.kv_v < 0)
+        return fail(err, err_len, CINFER_EARG, "plan: cache types %d/%d: expected CINFER_KV_* (0..%d)",
+                    o.cache_type_k, o.cache_type_v, CINFER_KV_COUNT - 1);
     if (o.stream_weights && o.precision != CINFER_PRECISION_AUTO && o.precision != CINFER_PRECISION_NATIVE)
         return fail(err, err_len, CINFER_EARG, "streamed weights are computed from the file mapping: precision %s "
                     "cannot stream (only native, or a .giw)", prec_name(o.precision));
@@ -576,6 +647,19 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
                   o.device);
         goto bad;
     }
+    m->kv_type_k = kv_resolve(o.cache_type_k, o.device == CINFER_DEVICE_CUDA ? KV_DEFAULT_CUDA : KV_DEFAULT_CPU);
+    m->kv_type_v = kv_resolve(o.cache_type_v, o.device == CINFER_DEVICE_CUDA ? KV_DEFAULT_CUDA : KV_DEFAULT_CPU);
+    if (m->kv_type_k < 0 || m->kv_type_v < 0) {
+        rc = fail(err, err_len, CINFER_EARG, "cache types %d/%d (K/V): expected CINFER_KV_* (0..%d)",
+                  o.cache_type_k, o.cache_type_v, CINFER_KV_COUNT - 1);
+        goto bad;
+    }
+    if (o.device == CINFER_DEVICE_CUDA && (m->kv_type_k != CF_F32 || m->kv_type_v != CF_F32)) {
+        rc = fail(err, err_len, CINFER_EARG, "--device cuda keeps its KV cache in f32: cache type %s (K) / %s (V) "
+                  "runs on the CPU only; drop --cache-type-k/-v", eng_kv_type_name(m->kv_type_k),
+                  eng_kv_type_name(m->kv_type_v));
+        goto bad;
+    }
     if (o.device == CINFER_DEVICE_CUDA) {
         /* both are CPU-memory features: the plan measures this process, streaming maps the file */
         if (o.stream_weights) {
@@ -643,7 +727,8 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
         plan_ctx L = {.g = m->g, .mc = mc, .co = co, .fixed = giw_prec >= 0 || o.stream_weights,
                       .n_threads = o.n_threads, .stream = o.stream_weights != 0, .stream_ahead = o.stream_ahead,
                       .moe_cache = moe_cache, .runtime_bytes = rss_start,
-                      .tokenizer_bytes = (now > anon_start ? now - anon_start : 0) + gguf_data_offset(m->g)};
+                      .tokenizer_bytes = (now > anon_start ? now - anon_start : 0) + gguf_data_offset(m->g),
+                      .kv_k = m->kv_type_k, .kv_v = m->kv_type_v};
         rc = plan_ladder(&L, o.precision, o.n_ctx, o.mem_bytes, &m->budget, &m->mod, m->budget_steps,
                          sizeof m->budget_steps, err, err_len);
         if (rc) goto bad;
@@ -654,9 +739,15 @@ static int model_open(const char *path, model_reader reader, uint64_t offset, ui
         }
         m->has_budget = 1;
         m->precision = m->budget.precision;
+        m->kv_type_k = kv_ggml[m->budget.cache_type_k];
+        m->kv_type_v = kv_ggml[m->budget.cache_type_v];
     } else if (mc->build(m->g, &co, &m->mod, e, sizeof e)) {
         rc = fail(err, err_len, strstr(e, "not supported") || strstr(e, "no CPU kernel")
                                     ? CINFER_EUNSUPPORTED : CINFER_ECOMPILE, "%s", e);
+        goto bad;
+    }
+    if (!m->gpu && eng_kv_types_check(m->mod->desc, m->kv_type_k, m->kv_type_v, e, sizeof e)) {
+        rc = fail(err, err_len, CINFER_EARG, "%s: %s", path, e);
         goto bad;
     }
     /* ... and holds every weight in the type that precision computes with */
@@ -891,6 +982,18 @@ int cinfer_session_new(cinfer_model *m, const cinfer_session_options *opts,
                         o.n_ctx, MIB(m->budget.mem_bytes), m->budget.n_ctx);
         if (o.n_ctx == 0) o.n_ctx = m->budget.n_ctx;
     }
+    const int kv_k = kv_resolve(o.cache_type_k, m->kv_type_k), kv_v = kv_resolve(o.cache_type_v, m->kv_type_v);
+    if (kv_k < 0 || kv_v < 0)
+        return fail(err, err_len, CINFER_EARG, "cache types %d/%d (K/V): expected CINFER_KV_* (0..%d)",
+                    o.cache_type_k, o.cache_type_v, CINFER_KV_COUNT - 1);
+    if (m->gpu && (kv_k != CF_F32 || kv_v != CF_F32))
+        return fail(err, err_len, CINFER_EARG, "--device cuda keeps its KV cache in f32: cache type %s/%s (K/V) "
+                    "runs on the CPU only", eng_kv_type_name(kv_k), eng_kv_type_name(kv_v));
+    if (m->has_budget && (kern_kv_row_bytes(kv_k, 32) > kern_kv_row_bytes(m->kv_type_k, 32) ||
+                          kern_kv_row_bytes(kv_v, 32) > kern_kv_row_bytes(m->kv_type_v, 32)))
+        return fail(err, err_len, CINFER_EARG, "cache types %s/%s: the memory budget (%.1f MiB) planned %s/%s (K/V)",
+                    eng_kv_type_name(kv_k), eng_kv_type_name(kv_v), MIB(m->budget.mem_bytes),
+                    eng_kv_type_name(m->kv_type_k), eng_kv_type_name(m->kv_type_v));
     if (o.activations < CINFER_ACT_DEFAULT || o.activations > CINFER_ACT_Q8)
         return fail(err, err_len, CINFER_EARG, "activations %d: expected CINFER_ACT_F32 (1), "
                     "CINFER_ACT_Q8 (2) or 0 (default)", o.activations);
@@ -910,7 +1013,11 @@ int cinfer_session_new(cinfer_model *m, const cinfer_session_options *opts,
                     o.n_state_snapshots, ENG_MAX_SNAPSHOTS);
     }
     eng_ctx_opts eo = {.n_ctx = o.n_ctx, .n_threads = o.n_threads, .act_quant = act_quant,
-                       .n_snapshots = o.n_state_snapshots};
+                       .n_snapshots = o.n_state_snapshots, .kv_type_k = kv_k, .kv_type_v = kv_v};
+    if (eng_kv_types_check(m->mod->desc, kv_k, kv_v, e, sizeof e)) {
+        free(s);
+        return fail(err, err_len, CINFER_EARG, "%s", e);
+    }
     if (eng_ctx_open(&m->em, &eo, &s->ctx, e, sizeof e)) {
         free(s);
         return fail(err, err_len, CINFER_ENOMEM, "%s", e);
@@ -940,6 +1047,11 @@ void cinfer_session_reset(cinfer_session *s) {
 }
 
 int cinfer_session_n_ctx(const cinfer_session *s) { return s->ctx->n_ctx; }
+
+void cinfer_session_cache_types(const cinfer_session *s, int *cache_type_k, int *cache_type_v) {
+    if (cache_type_k) *cache_type_k = kv_from_ggml(s->ctx->kv_type_k);
+    if (cache_type_v) *cache_type_v = kv_from_ggml(s->ctx->kv_type_v);
+}
 int cinfer_session_n_past(const cinfer_session *s) { return s->ctx->n_past; }
 const int32_t *cinfer_session_tokens(const cinfer_session *s) { return s->tokens; }
 const float *cinfer_logits(const cinfer_session *s) {
@@ -1035,20 +1147,24 @@ int cinfer_eval(cinfer_session *s, const int32_t *ids, size_t n_ids, char *err, 
 
 /* ---- save / load ------------------------------------------------------------------ */
 
-/* Session files.  CINFSES2: header, the n_past history ids, per layer the
- * K (n_past x kv_dim) and V (n_past x kv_dim_v) rows, the recurrent state
- * (state_floats), then the last logits when has_logits.  CINFSES1 (before
- * recurrent models) is the same without state_floats and has_logits (the
- * logits follow whenever n_past > 0); it is still read, for models without
- * a recurrent state. */
+/* Session files.  CINFSES3: header, the n_past history ids, per layer the
+ * K (n_past rows of kv_dim values) and V (n_past rows of kv_dim_v) rows in
+ * the cache types the header names (ggml ids kv_type_k, kv_type_v: the
+ * rows' bytes as the cache holds them), the recurrent state (state_floats),
+ * then the last logits when has_logits.  CINFSES2 is the same without the
+ * two types (F32 rows); CINFSES1 (before recurrent models) also lacks
+ * state_floats and has_logits (the logits follow whenever n_past > 0).
+ * Both are still read. */
 #define SESSION_MAGIC_V1 "CINFSES1"
-#define SESSION_MAGIC "CINFSES2"
+#define SESSION_MAGIC_V2 "CINFSES2"
+#define SESSION_MAGIC "CINFSES3"
 
 typedef struct {
     char magic[8];
     uint64_t fingerprint;
     int32_t n_layer, n_past, n_vocab, has_logits;
     int64_t state_floats;
+    int32_t kv_type_k, kv_type_v;
 } session_header;
 
 int cinfer_session_save(const cinfer_session *s, const char *path, char *err, size_t err_len) {
@@ -1065,15 +1181,16 @@ int cinfer_session_save(const cinfer_session *s, const char *path, char *err, si
     session_header h = {.fingerprint = gguf_fingerprint(s->m->g), .n_layer = d->n_layer,
                         .n_past = c->n_past, .n_vocab = d->n_vocab,
                         .has_logits = s->evaluated && c->n_past > 0,
-                        .state_floats = c->state_floats};
+                        .state_floats = c->state_floats, .kv_type_k = c->kv_type_k,
+                        .kv_type_v = c->kv_type_v};
     memcpy(h.magic, SESSION_MAGIC, 8);
     int bad = fwrite(&h, sizeof h, 1, f) != 1;
     if (h.n_past) bad |= fwrite(s->tokens, sizeof(int32_t), (size_t)h.n_past, f) != (size_t)h.n_past;
     for (int l = 0; l < d->n_layer && !bad; l++) {
-        size_t n = (size_t)h.n_past * (size_t)d->kv_dim[l];
-        size_t nv = (size_t)h.n_past * (size_t)d->kv_dim_v[l];
-        if (n) bad |= fwrite(c->kv_k[l], sizeof(float), n, f) != n;
-        if (nv) bad |= fwrite(c->kv_v[l], sizeof(float), nv, f) != nv;
+        size_t n = d->kv_dim[l] > 0 ? (size_t)h.n_past * kern_kv_row_bytes(c->kv_type_k, d->kv_dim[l]) : 0;
+        size_t nv = d->kv_dim_v[l] > 0 ? (size_t)h.n_past * kern_kv_row_bytes(c->kv_type_v, d->kv_dim_v[l]) : 0;
+        if (n) bad |= fwrite(c->kv_k[l], 1, n, f) != n;
+        if (nv) bad |= fwrite(c->kv_v[l], 1, nv, f) != nv;
     }
     if (h.state_floats)
         bad |= fwrite(c->state, sizeof(float), (size_t)h.state_floats, f) != (size_t)h.state_floats;
@@ -1098,13 +1215,17 @@ int cinfer_session_load(cinfer_session *s, const char *path, char *err, size_t e
     session_header h = {0};
     const size_t v1_size = offsetof(session_header, state_floats); /* magic .. a reserved int32 */
     int rc = 0;
+    const size_t v3_extra = sizeof h - offsetof(session_header, kv_type_k);
+    h.kv_type_k = h.kv_type_v = CF_F32; /* v1, v2: F32 rows */
     if (fread(&h, v1_size, 1, f) != 1 ||
-        (memcmp(h.magic, SESSION_MAGIC, 8) && memcmp(h.magic, SESSION_MAGIC_V1, 8))) {
+        (memcmp(h.magic, SESSION_MAGIC, 8) && memcmp(h.magic, SESSION_MAGIC_V2, 8) &&
+         memcmp(h.magic, SESSION_MAGIC_V1, 8))) {
         rc = fail(err, err_len, CINFER_EFORMAT, "%s: not a cinfer session file", path);
     } else if (!memcmp(h.magic, SESSION_MAGIC_V1, 8)) {
         h.has_logits = h.n_past > 0; /* v1: that int32 was reserved */
         h.state_floats = 0;
-    } else if (fread(&h.state_floats, sizeof h.state_floats, 1, f) != 1) {
+    } else if (fread(&h.state_floats, sizeof h.state_floats, 1, f) != 1 ||
+               (!memcmp(h.magic, SESSION_MAGIC, 8) && fread(&h.kv_type_k, v3_extra, 1, f) != 1)) {
         rc = fail(err, err_len, CINFER_EFORMAT, "%s: truncated session header", path);
     }
     if (rc) {
@@ -1118,16 +1239,23 @@ int cinfer_session_load(cinfer_session *s, const char *path, char *err, size_t e
     } else if (h.n_past < 0 || h.n_past > c->n_ctx) {
         rc = fail(err, err_len, CINFER_ECTX, "%s: %d saved tokens do not fit n_ctx %d", path,
                   h.n_past, c->n_ctx);
+    } else if (h.kv_type_k != c->kv_type_k || h.kv_type_v != c->kv_type_v) {
+        const char *sk = eng_kv_type_name(h.kv_type_k), *sv = eng_kv_type_name(h.kv_type_v);
+        rc = fail(err, err_len, sk && sv ? CINFER_EARG : CINFER_EFORMAT,
+                  "%s: KV cache saved as %s/%s (K/V), this session's is %s/%s: open the session with "
+                  "--cache-type-k %s --cache-type-v %s (cinfer_session_options.cache_type_k/_v)", path,
+                  sk ? sk : "?", sv ? sv : "?", eng_kv_type_name(c->kv_type_k), eng_kv_type_name(c->kv_type_v),
+                  sk ? sk : "?", sv ? sv : "?");
     }
     cinfer_session_reset(s);
     int bad = rc != 0;
     if (!bad && h.n_past) bad = fread(s->tokens, sizeof(int32_t), (size_t)h.n_past, f) != (size_t)h.n_past;
     for (int i = 0; !bad && i < h.n_past; i++) bad = s->tokens[i] < 0 || s->tokens[i] >= d->n_vocab;
     for (int l = 0; l < d->n_layer && !bad; l++) {
-        size_t n = (size_t)h.n_past * (size_t)d->kv_dim[l];
-        size_t nv = (size_t)h.n_past * (size_t)d->kv_dim_v[l];
-        if (n) bad |= fread(c->kv_k[l], sizeof(float), n, f) != n;
-        if (nv) bad |= fread(c->kv_v[l], sizeof(float), nv, f) != nv;
+        size_t n = d->kv_dim[l] > 0 ? (size_t)h.n_past * kern_kv_row_bytes(c->kv_type_k, d->kv_dim[l]) : 0;
+        size_t nv = d->kv_dim_v[l] > 0 ? (size_t)h.n_past * kern_kv_row_bytes(c->kv_type_v, d->kv_dim_v[l]) : 0;
+        if (n) bad |= fread(c->kv_k[l], 1, n, f) != n;
+        if (nv) bad |= fread(c->kv_v[l], 1, nv, f) != nv;
     }
     if (!bad && h.state_floats)
         bad = fread(c->state, sizeof(float), (size_t)h.state_floats, f) != (size_t)h.state_floats;

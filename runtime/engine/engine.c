@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -352,6 +353,7 @@ int eng_ctx_open(const eng_model *m, const eng_ctx_opts *o, eng_ctx **out, char 
             return -1;
         }
         c->env.logits_all = logits_all;
+        c->kv_type_k = c->kv_type_v = CF_F32; /* eng_cuda.c: its own f32 cache */
         *out = c;
         return 0;
     }
@@ -361,6 +363,13 @@ int eng_ctx_open(const eng_model *m, const eng_ctx_opts *o, eng_ctx **out, char 
         free(c);
         return snprintf(err, err_len, "cannot start %d threads", n_threads), -1;
     }
+    if (eng_kv_types_check(d, o->kv_type_k, o->kv_type_v, err, err_len)) {
+        pool_free(c->pool);
+        free(c);
+        return -1;
+    }
+    c->kv_type_k = o->kv_type_k;
+    c->kv_type_v = o->kv_type_v;
     c->arena = calloc((size_t)d->arena_floats, sizeof(float));
     c->kv_k = calloc((size_t)d->n_layer, sizeof *c->kv_k);
     c->kv_v = calloc((size_t)d->n_layer, sizeof *c->kv_v);
@@ -370,10 +379,10 @@ int eng_ctx_open(const eng_model *m, const eng_ctx_opts *o, eng_ctx **out, char 
     int ok = c->arena && c->kv_k && c->kv_v && c->logits && c->positions;
     for (int l = 0; ok && l < d->n_layer; l++) {
         /* a recurrent layer (kv_dim 0) has no KV cache */
-        c->kv_k[l] = d->kv_dim[l] > 0 ? calloc((size_t)n_ctx * (size_t)d->kv_dim[l], sizeof(float))
+        c->kv_k[l] = d->kv_dim[l] > 0 ? calloc((size_t)n_ctx, kern_kv_row_bytes(c->kv_type_k, d->kv_dim[l]))
                                       : NULL;
         /* no V cache where the values are the keys' prefix (MLA) */
-        c->kv_v[l] = d->kv_dim_v[l] > 0 ? calloc((size_t)n_ctx * (size_t)d->kv_dim_v[l], sizeof(float))
+        c->kv_v[l] = d->kv_dim_v[l] > 0 ? calloc((size_t)n_ctx, kern_kv_row_bytes(c->kv_type_v, d->kv_dim_v[l]))
                                         : NULL;
         ok = (c->kv_k[l] || d->kv_dim[l] <= 0) && (c->kv_v[l] || d->kv_dim_v[l] <= 0);
     }
@@ -414,9 +423,57 @@ int eng_ctx_open(const eng_model *m, const eng_ctx_opts *o, eng_ctx **out, char 
         .logits_all = logits_all,
         .act_quant = act_quant ? 1 : 0,
         .state = c->state,
+        .kv_type_k = c->kv_type_k,
+        .kv_type_v = c->kv_type_v,
     };
     *out = c;
     return 0;
+}
+
+const char *eng_kv_type_name(int type) {
+    switch (type) {
+    case CF_F32: return "f32";
+    case CF_F16: return "f16";
+    case CF_Q8_0: return "q8_0";
+    case CF_Q4_0: return "q4_0";
+    default: return NULL;
+    }
+}
+
+int eng_kv_type_parse(const char *name) {
+    static const int types[] = {CF_F32, CF_F16, CF_Q8_0, CF_Q4_0};
+    for (size_t i = 0; name && i < sizeof types / sizeof types[0]; i++)
+        if (!strcasecmp(name, eng_kv_type_name(types[i]))) return types[i];
+    return -1;
+}
+
+int eng_kv_types_check(const cf_model_desc *d, int kv_type_k, int kv_type_v, char *err, size_t err_len) {
+    const int types[2] = {kv_type_k, kv_type_v};
+    for (int w = 0; w < 2; w++)
+        if (!kern_kv_type_supported(types[w]))
+            return snprintf(err, err_len, "KV cache type %d (%s): expected f32, f16, q8_0 or q4_0", types[w],
+                            w ? "V" : "K"), -1;
+    for (int l = 0; l < d->n_layer; l++)
+        for (int w = 0; w < 2; w++) {
+            const int n = w ? d->kv_dim_v[l] : d->kv_dim[l];
+            if (n > 0 && !kern_kv_row_bytes(types[w], n))
+                return snprintf(err, err_len, "cache type %s: layer %d's %s row is %d values (n_head_kv x "
+                                "head_dim%s), not a multiple of %d", eng_kv_type_name(types[w]), l, w ? "V" : "K",
+                                n, w ? "_v" : "", kern_type_block(types[w])), -1;
+        }
+    return 0;
+}
+
+size_t eng_kv_bytes(const cf_model_desc *d, int n_ctx, int kv_type_k, int kv_type_v) {
+    size_t total = 0;
+    for (int l = 0; l < d->n_layer; l++)
+        for (int w = 0; w < 2; w++) {
+            const int n = w ? d->kv_dim_v[l] : d->kv_dim[l];
+            const size_t rb = n > 0 ? kern_kv_row_bytes(w ? kv_type_v : kv_type_k, n) : 0;
+            if (n > 0 && !rb) return 0;
+            total += (size_t)n_ctx * rb;
+        }
+    return total;
 }
 
 /* ==== non-finite logits =======================================================

@@ -53,8 +53,11 @@ typedef struct {
     const eng_model *m;
     pool *pool;
     float *arena;   /* (desc->arena_floats) */
-    float **kv_k;   /* (n_layer) each (n_ctx, kv_dim[l]) */
-    float **kv_v;   /* (n_layer) each (n_ctx, kv_dim_v[l]), NULL where that is 0 */
+    void **kv_k;    /* (n_layer) each n_ctx rows of kv_dim[l] values of kv_type_k
+                     * (kern_kv_row_bytes each) */
+    void **kv_v;    /* (n_layer) each n_ctx rows of kv_dim_v[l] values of kv_type_v,
+                     * NULL where that is 0 */
+    int kv_type_k, kv_type_v; /* ggml types of the cache rows (cf_env.kv_type_k/v) */
     float *logits;  /* (n_logits_cap, n_vocab) */
     int *positions; /* (n_batch) positions of the current batch */
     int n_ctx;      /* positions the KV cache holds */
@@ -82,7 +85,23 @@ typedef struct {
     int logits_all;  /* keep logits of every token (up to one batch) instead of the last */
     int act_quant;   /* cf_env.act_quant */
     int n_snapshots; /* recurrent models: state snapshots kept (0: ENG_DEFAULT_SNAPSHOTS) */
+    int kv_type_k;   /* ggml type of the K cache rows: CF_F32 (0), CF_F16, CF_Q8_0, CF_Q4_0 */
+    int kv_type_v;   /* of the V cache rows (MLA layers keep their values in the K rows) */
 } eng_ctx_opts;
+
+/* llama.cpp's names of the KV cache types (--cache-type-k): "f32", "f16",
+ * "q8_0", "q4_0"; NULL for any other type.  parse: the type of a name
+ * (case-insensitive), or -1. */
+const char *eng_kv_type_name(int type);
+int eng_kv_type_parse(const char *name);
+/* Check that a cache of types kv_type_k / kv_type_v fits every layer of d:
+ * the quantized types need each layer's row (n_head_kv x head_dim values)
+ * to be whole blocks of 32.  Errors: -1, "cache type q8_0: layer 3's K row
+ * is 80 values (n_head_kv x head_dim), not a multiple of 32". */
+int eng_kv_types_check(const cf_model_desc *d, int kv_type_k, int kv_type_v, char *err, size_t err_len);
+/* Bytes of the K and V cache of d at n_ctx positions in those types (0 for
+ * a type eng_kv_types_check refuses). */
+size_t eng_kv_bytes(const cf_model_desc *d, int n_ctx, int kv_type_k, int kv_type_v);
 
 /* Bind every weight slot of desc to the tensor of the same name in g, checking
  * shape.  A weight whose compiled type (desc->weight_types, chosen by the

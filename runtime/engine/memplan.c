@@ -93,7 +93,7 @@ static void add_kind(memplan_parts *p, int type, int mapped, uint64_t bytes) {
 }
 
 int memplan_parts_of(const gguf_file *g, const cf_model_desc *d, int n_ctx, int n_threads,
-                     int act_quant, memplan_parts *out, char *err, size_t err_len) {
+                     int act_quant, int kv_type_k, int kv_type_v, memplan_parts *out, char *err, size_t err_len) {
     memset(out, 0, sizeof *out);
     n_ctx = memplan_n_ctx(d, n_ctx);
     if (n_threads <= 0) n_threads = pool_default_threads();
@@ -143,11 +143,12 @@ int memplan_parts_of(const gguf_file *g, const cf_model_desc *d, int n_ctx, int 
             }
     }
     for (int k = 0; k < n_flight; k++) out->load_bytes += in_flight[k];
-    /* eng_ctx_new: K and V per layer, F32 (V of kv_dim_v: MLA's latent cache has none) */
+    /* eng_ctx_new: K and V per layer, rows of their cache types (V of
+     * kv_dim_v: MLA's latent cache has none) */
     for (int l = 0; l < d->n_layer; l++)
-        out->kv_bytes += (uint64_t)n_ctx * sizeof(float) *
-                         ((uint64_t)(d->kv_dim[l] > 0 ? d->kv_dim[l] : 1) +
-                          (uint64_t)(d->kv_dim_v[l] > 0 ? d->kv_dim_v[l] : 0));
+        out->kv_bytes += (uint64_t)n_ctx *
+                         ((d->kv_dim[l] > 0 ? kern_kv_row_bytes(kv_type_k, d->kv_dim[l]) : sizeof(float)) +
+                          (d->kv_dim_v[l] > 0 ? kern_kv_row_bytes(kv_type_v, d->kv_dim_v[l]) : 0));
     /* the arena holds every value as (n_batch, width) rows; a batch of T
      * tokens writes the first T rows of each, and no batch exceeds n_ctx */
     uint64_t t_max = (uint64_t)(n_ctx < d->n_batch ? n_ctx : d->n_batch);

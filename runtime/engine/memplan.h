@@ -37,7 +37,7 @@ typedef struct {
     uint64_t load_bytes;     /* transient while converting: the largest source tensors
                               * in flight, one per thread (their pages are dropped as
                               * each conversion ends) */
-    uint64_t kv_bytes;       /* K and V of every layer, F32, at n_ctx positions */
+    uint64_t kv_bytes;       /* K and V of every layer, in their cache types, at n_ctx positions */
     uint64_t arena_bytes;    /* the activation arena rows a batch of min(n_batch, n_ctx)
                               * tokens writes */
     uint64_t scratch_bytes;  /* per-thread kernel scratch, all threads */
@@ -50,10 +50,12 @@ typedef struct {
 
 /* Fill *out for desc bound over g at n_ctx positions (<= 0: eng_ctx_new's
  * default) with n_threads threads (<= 0: physical cores) and activation mode
- * act_quant (cf_env.act_quant).  Errors: -1 and "tensor 'X': compiled code
+ * act_quant (cf_env.act_quant), K and V cache rows of kv_type_k / kv_type_v
+ * (CF_F32, CF_F16, CF_Q8_0, CF_Q4_0; eng_kv_types_check is the caller's).  Errors: -1 and "tensor 'X': compiled code
  * needs it, the file lacks it" (as eng_model_bind). */
 int memplan_parts_of(const gguf_file *g, const cf_model_desc *desc, int n_ctx, int n_threads,
-                     int act_quant, memplan_parts *out, char *err, size_t err_len);
+                     int act_quant, int kv_type_k, int kv_type_v, memplan_parts *out, char *err,
+                     size_t err_len);
 
 /* The n_ctx eng_ctx_new uses for a request of n_ctx (<= 0: the default). */
 int memplan_n_ctx(const cf_model_desc *desc, int n_ctx);

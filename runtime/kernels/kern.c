@@ -51,6 +51,7 @@
 
 #include "base/f16.h"
 #include "base/pool.h"
+#include "quant.h"
 
 
 static_assert(sizeof(kern_block_q4_0) == 18, "block_q4_0 is 18 bytes in ggml");
@@ -494,8 +495,12 @@ typedef struct {
     int isa;
     float *out;
     const float *q;
-    const float *kc, *vc; /* this layer's caches (n_ctx rows of ks / vs floats) */
-    size_t ks, vs;        /* cache row strides */
+    const float *kc, *vc; /* this layer's caches (n_ctx rows of ks / vs floats): F32 caches */
+    size_t ks, vs;        /* cache row strides, in values */
+    int tk, tv;           /* ggml types of the K and V rows (CF_F32: kc/vc are read directly) */
+    const char *kq, *vq;  /* the same caches as bytes, rows of kb / vb bytes (any type) */
+    size_t kb, vb;
+    kern_dequant_fn deq_k, deq_v; /* the ISA's dequant_row of tk / tv */
     int n_head, n_head_kv, head_dim, head_dim_v, n_tok, pos;
     int v_head;           /* offset of kv head h's values in a vc row: h * v_head */
     float scale;
@@ -517,7 +522,13 @@ static float att_softmax(const att_job *j, float *s, int n, float max, int h) {
 /* One query head of one token: scores, softmax like ggml_soft_max_ext (scale,
  * max-subtract, exp, sum in double, multiply by (float)(1/sum)), then the
  * probability-weighted sum of value rows. */
+static void att_tiled(const att_job *j, float *s, size_t ss, int t, int h0, int nh);
+
 static void att_head(const att_job *j, float *s, int t, int h) {
+    if (j->tk != CF_F32 || j->tv != CF_F32) {
+        att_tiled(j, s, 0, t, h, 1);
+        return;
+    }
     const int hd = j->head_dim, hdv = j->head_dim_v;
     const int kvh = h / (j->n_head / j->n_head_kv);
     /* keys p0..p_end-1: causal, and within the sliding window when set;
@@ -540,7 +551,7 @@ static void att_head(const att_job *j, float *s, int t, int h) {
             }
         }
         const float inv = att_softmax(j, s, n_kv, max, h);
-        kern_avx2_att_wsum(o, s, inv, vh, j->vs, n_kv, hdv);
+        kern_avx2_att_wsum(o, s, inv, vh, j->vs, n_kv, hdv, 0);
         return;
     }
 #endif
@@ -561,6 +572,10 @@ static void att_head(const att_job *j, float *s, int t, int h) {
  * Softmax per head as att_head; s holds 4 rows of ss floats. */
 #if defined(__x86_64__)
 static void att_head4(const att_job *j, float *s, size_t ss, int t, int h0) {
+    if (j->tk != CF_F32 || j->tv != CF_F32) {
+        att_tiled(j, s, ss, t, h0, 4);
+        return;
+    }
     const int hd = j->head_dim, hdv = j->head_dim_v;
     const int kvh = h0 / (j->n_head / j->n_head_kv);
     const int p_end = j->window < 0 ? j->pos + j->n_tok : j->pos + t + 1;
@@ -583,9 +598,116 @@ static void att_head4(const att_job *j, float *s, size_t ss, int t, int h0) {
         inv[h] = att_softmax(j, sh, n_kv, max[h], h0 + h);
     }
     kern_avx512_att_wsum4(j->out + ((size_t)t * j->n_head + h0) * hdv, (size_t)hdv, s, ss, inv, vh,
-                          j->vs, n_kv, hdv);
+                          j->vs, n_kv, hdv, 0);
 }
 #endif
+
+/* ---- attention over an F16 / Q8_0 / Q4_0 cache ------------------------------
+ * The K (V) rows of a tile of positions are dequantized with the ISA's
+ * dequant_row — only the blocks that cover this kv head's slice of the row,
+ * so any kv_dim % 32 == 0 works whatever head_dim is — into an L1 tile of
+ * KERN_ATT_TILE floats on the stack, and the f32 leaves above run on the
+ * tile: the scores of the tile's positions, then (after the softmax over
+ * all positions) the weighted sum continued tile after tile.  The score of
+ * a position and the FMA chain of an output (key order, accumulate = 1
+ * continues it) do not depend on where tiles start, so the result is the
+ * same bits as dequantizing the whole cache first, and batch invariance
+ * holds (a token reads the rows as stored, whatever batch stored them).
+ * nh heads h0..h0+nh-1 of token t share the kv head (nh 4: the AVX-512
+ * four-head leaves; s then holds 4 rows of ss floats). */
+#define KERN_ATT_TILE 8192
+
+/* Geometry of one kv head's slice of a row of `type`: the covering blocks
+ * start at element *e0 (a block boundary), the slice at *off within them,
+ * *span elements (whole blocks) dequantized per row. */
+static void att_span(int type, size_t first, int n, size_t *e0, int *off, int *span) {
+    const int blk = kern_type_block(type);
+    *e0 = first / (size_t)blk * (size_t)blk;
+    *off = (int)(first - *e0);
+    *span = (*off + n + blk - 1) / blk * blk;
+}
+
+static void att_tiled(const att_job *j, float *s, size_t ss, int t, int h0, int nh) {
+    const int hd = j->head_dim, hdv = j->head_dim_v;
+    const int kvh = h0 / (j->n_head / j->n_head_kv);
+    const int p_end = j->window < 0 ? j->pos + j->n_tok : j->pos + t + 1;
+    const int p0 = j->window > 0 && p_end > j->window ? p_end - j->window : 0;
+    const int n_kv = p_end - p0;
+    const float *qh = j->q + ((size_t)t * j->n_head + h0) * hd;
+    float *o = j->out + ((size_t)t * j->n_head + h0) * hdv;
+    size_t ke0, ve0;
+    int koff, kspan, voff, vspan;
+    att_span(j->tk, (size_t)kvh * hd, hd, &ke0, &koff, &kspan);
+    att_span(j->tv, (size_t)kvh * j->v_head, hdv, &ve0, &voff, &vspan);
+    const size_t kbyte0 = kern_row_bytes(j->tk, (int)ke0), vbyte0 = kern_row_bytes(j->tv, (int)ve0);
+    float tile[KERN_ATT_TILE];
+    /* rows per tile (>= 1: checked), a multiple of 8 when it can be: the SIMD
+     * score leaves take keys in blocks of 4 or 8 with a different tail sum,
+     * so such tiles give every key the block it has untiled */
+    int kr = KERN_ATT_TILE / kspan, vr = KERN_ATT_TILE / vspan;
+    if (kr >= 8) kr &= ~7;
+    if (vr >= 8) vr &= ~7;
+    float max[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, inv[4];
+    if (!ss) ss = (size_t)n_kv;
+#if defined(__x86_64__)
+    const int avx2 = j->isa == KERN_ISA_AVX2 && hd % 8 == 0 && hdv % 8 == 0;
+#else
+    const int avx2 = 0;
+#endif
+    for (int pt = 0; pt < n_kv; pt += kr) {
+        const int nr = n_kv - pt < kr ? n_kv - pt : kr;
+        for (int r = 0; r < nr; r++)
+            j->deq_k(j->kq + (size_t)(p0 + pt + r) * j->kb + kbyte0, tile + (size_t)r * kspan, kspan);
+        const float *kt = tile + koff;
+#if defined(__x86_64__)
+        if (nh == 4) {
+            float m4[4];
+            kern_avx512_att_scores4(qh, (size_t)hd, kt, (size_t)kspan, nr, hd, j->scale, s + pt, ss, m4);
+            for (int h = 0; h < 4; h++) max[h] = m4[h] > max[h] ? m4[h] : max[h];
+            continue;
+        }
+        if (avx2) {
+            const float m = kern_avx2_att_scores(qh, kt, (size_t)kspan, nr, hd, j->scale, s + pt);
+            max[0] = m > max[0] ? m : max[0];
+            continue;
+        }
+#endif
+        for (int r = 0; r < nr; r++) {
+            const float sc = j->ops->dot_f32(qh, kt + (size_t)r * kspan, hd) * j->scale;
+            s[pt + r] = sc;
+            if (sc > max[0]) max[0] = sc;
+        }
+    }
+    for (int h = 0; h < nh; h++) {
+        float *sh = s + (size_t)h * ss;
+        if (j->softcap > 0.0f) {
+            max[h] = -INFINITY;
+            for (int p = 0; p < n_kv; p++) {
+                sh[p] = tanhf(sh[p] * (1.0f / j->softcap)) * j->softcap;
+                if (sh[p] > max[h]) max[h] = sh[p];
+            }
+        }
+        inv[h] = att_softmax(j, sh, n_kv, max[h], h0 + h);
+    }
+    if (!avx2 && nh == 1) memset(o, 0, (size_t)hdv * sizeof *o);
+    for (int pt = 0; pt < n_kv; pt += vr) {
+        const int nr = n_kv - pt < vr ? n_kv - pt : vr;
+        for (int r = 0; r < nr; r++)
+            j->deq_v(j->vq + (size_t)(p0 + pt + r) * j->vb + vbyte0, tile + (size_t)r * vspan, vspan);
+        const float *vt = tile + voff;
+#if defined(__x86_64__)
+        if (nh == 4) {
+            kern_avx512_att_wsum4(o, (size_t)hdv, s + pt, ss, inv, vt, (size_t)vspan, nr, hdv, pt > 0);
+            continue;
+        }
+        if (avx2) {
+            kern_avx2_att_wsum(o, s + pt, inv[0], vt, (size_t)vspan, nr, hdv, pt > 0);
+            continue;
+        }
+#endif
+        for (int r = 0; r < nr; r++) j->ops->axpy(o, s[pt + r] * inv[0], vt + (size_t)r * vspan, hdv);
+    }
+}
 
 /* Unit u = (kv head, token, head of its group — or quad of heads with
  * att_head4) in that order: a thread's consecutive units read the same kv
@@ -626,14 +748,47 @@ static void att_worker(void *arg, int ith, int nth) {
     }
 }
 
+/* Store n_tok rows of n values from x (n_tok, n) at dst as rows of `type`
+ * (dst_row_bytes each): F32 copied, F16 rounded to nearest even, Q8_0 and
+ * Q4_0 with ggml's reference quantizers (quantize_row_*_ref, quant.c), as
+ * llama.cpp's ggml_cpy into its cache writes them. */
+static void kv_store(int isa, int type, char *dst, size_t dst_row_bytes, const float *x, int n, int n_tok) {
+    if (type == CF_F32) {
+        memcpy(dst, x, (size_t)n_tok * (size_t)n * sizeof(float));
+        return;
+    }
+    for (int t = 0; t < n_tok; t++) {
+        char *d = dst + (size_t)t * dst_row_bytes;
+        const float *r = x + (size_t)t * n;
+        if (type == CF_F16) isa_ops(isa)->f32_to_f16_row(r, (uint16_t *)(void *)d, n);
+        else quant_row(type, r, d, n);
+    }
+}
+
+int kern_kv_type_supported(int type) {
+    return type == CF_F32 || type == CF_F16 || type == CF_Q8_0 || type == CF_Q4_0;
+}
+
+size_t kern_kv_row_bytes(int type, int n) {
+    if (!kern_kv_type_supported(type) || n <= 0) return 0;
+    return kern_row_bytes(type, n);
+}
+
 void kern_drv_attention(int isa, cf_env *E, float *out, const float *q, const float *k,
                         const float *v, const float *sinks, int layer, int n_head, int n_head_kv,
                         int head_dim, int head_dim_v, float scale, int window, float softcap,
                         int n_tok) {
     const size_t kv_dim = (size_t)n_head_kv * head_dim, kv_dim_v = (size_t)n_head_kv * head_dim_v;
     const int v_from_k = k && !v;
-    float *kc = E->kv_k[layer], *vc = v_from_k ? kc : E->kv_v[layer];
-    if (n_head_kv <= 0 || n_head % n_head_kv || E->pos + n_tok > E->n_ctx || !vc ||
+    const int tk = E->kv_type_k, tv = v_from_k ? tk : E->kv_type_v;
+    char *kc = E->kv_k[layer], *vc = v_from_k ? kc : E->kv_v[layer];
+    const size_t kb = kern_kv_row_bytes(tk, (int)kv_dim);
+    const size_t vb = v_from_k ? kb : kern_kv_row_bytes(tv, (int)kv_dim_v);
+    const kern_type_ops *tko = kern_type_ops_get(tk), *tvo = kern_type_ops_get(tv);
+    /* a quantized cache needs the tile (att_tiled) to hold one covering span */
+    const int tile_ok = (size_t)head_dim + 62 <= KERN_ATT_TILE && (size_t)head_dim_v + 62 <= KERN_ATT_TILE;
+    if (n_head_kv <= 0 || n_head % n_head_kv || E->pos + n_tok > E->n_ctx || !vc || !kb || !vb ||
+        !tko || !tvo || ((tk != CF_F32 || tv != CF_F32) && !tile_ok) ||
         (v_from_k && head_dim_v > head_dim)) {
         fill_nan(out, (long)n_tok * n_head * head_dim_v);
         return;
@@ -642,10 +797,14 @@ void kern_drv_attention(int isa, cf_env *E, float *out, const float *q, const fl
      * an earlier layer of this forward call stored them (shared KV); k but
      * no v: the values are the keys' first head_dim_v floats (latent). */
     if (k) {
-        memcpy(kc + (size_t)E->pos * kv_dim, k, (size_t)n_tok * kv_dim * sizeof(float));
-        if (v) memcpy(vc + (size_t)E->pos * kv_dim_v, v, (size_t)n_tok * kv_dim_v * sizeof(float));
+        kv_store(isa, tk, kc + (size_t)E->pos * kb, kb, k, (int)kv_dim, n_tok);
+        if (v) kv_store(isa, tv, vc + (size_t)E->pos * vb, vb, v, (int)kv_dim_v, n_tok);
     }
-    att_job j = {E, isa_ops(isa), isa, out, q, kc, vc, kv_dim, v_from_k ? kv_dim : kv_dim_v,
+    const int ia = kern_isa_available(isa) ? isa : KERN_ISA_SCALAR;
+    att_job j = {E, isa_ops(isa), isa, out, q, (const float *)(void *)kc, (const float *)(void *)vc,
+                 kv_dim, v_from_k ? kv_dim : kv_dim_v, tk, tv, kc, vc, kb, vb,
+                 tko->dequant[ia] ? tko->dequant[ia] : tko->dequant[KERN_ISA_SCALAR],
+                 tvo->dequant[ia] ? tvo->dequant[ia] : tvo->dequant[KERN_ISA_SCALAR],
                  n_head, n_head_kv, head_dim, head_dim_v, n_tok, E->pos,
                  v_from_k ? head_dim : head_dim_v, scale, window, softcap, sinks};
     long work = (long)n_tok * n_head * (head_dim + head_dim_v) * (E->pos + n_tok);

@@ -122,6 +122,12 @@ int kern_type_block(int type);
  * the block size. */
 size_t kern_row_bytes(int type, int n);
 
+/* KV cache row types (cf_env.kv_type_k/v): CF_F32, CF_F16, CF_Q8_0, CF_Q4_0. */
+int kern_kv_type_supported(int type);
+/* Bytes of one cache row of n values of type; 0 when type is not a KV cache
+ * type or n is not a multiple of its block (32 for Q8_0/Q4_0). */
+size_t kern_kv_row_bytes(int type, int n);
+
 /* dst (n) = exact f32 value of the n elements at src (scalar reference). */
 void kern_dequant_row(int type, const void *src, float *dst, int n);
 /* The same through isa's implementation (bit-identical to the scalar one). */
@@ -433,20 +439,23 @@ void kern_neon_dequant_q8_0(const void *src, float *dst, int n);
 
 /* kern_att_avx2.c: one attention head, head_dim % 8 == 0 (kern.c att_head).
  * scores: s[p] = scale * Σ_d q[d] k[p*ks + d] for p < n; returns max s.
- * wsum: o[d] = Σ_p (s[p] * inv) v[p*vs + d], fma in key order. */
+ * wsum: o[d] = Σ_p (s[p] * inv) v[p*vs + d], fma in key order; accumulate:
+ * the chain starts from o's values instead of 0 (a later tile of keys). */
 float kern_avx2_att_scores(const float *q, const float *k, size_t ks, int n, int hd, float scale,
                            float *s);
-void kern_avx2_att_wsum(float *o, const float *s, float inv, const float *v, size_t vs, int n, int hd);
+void kern_avx2_att_wsum(float *o, const float *s, float inv, const float *v, size_t vs, int n, int hd,
+                        int accumulate);
 
 /* kern_att_avx512.c: 4 query heads sharing a kv head (rows q + h*qs, h < 4),
  * head_dim % 16 == 0; only when kern_r8_impl_available(KERN_R8_VNNI) (the
  * AVX-512 F/BW/VL/VNNI gate, kern_r8.h).  scores4: s[h*ss + p] = scale *
  * q_h·k_p, p < n, and max[h] = max_p of head h's scores.  wsum4: o[h*os + d]
- * = Σ_p (s[h*ss + p] * inv[h]) v[p*vs + d], fma in key order. */
+ * = Σ_p (s[h*ss + p] * inv[h]) v[p*vs + d], fma in key order (accumulate: from o's
+ * values, as kern_avx2_att_wsum). */
 void kern_avx512_att_scores4(const float *q, size_t qs, const float *k, size_t ks, int n, int hd,
                              float scale, float *s, size_t ss, float *max);
 void kern_avx512_att_wsum4(float *o, size_t os, const float *s, size_t ss, const float *inv,
-                           const float *v, size_t vs, int n, int hd);
+                           const float *v, size_t vs, int n, int hd, int accumulate);
 
 /* ggml block layouts (ggml-common.h); kern.c static_asserts their sizes. */
 #define KERN_QK 32

@@ -60,11 +60,14 @@ float kern_avx2_att_scores(const float *q, const float *k, size_t ks, int n, int
     return max;
 }
 
-void kern_avx2_att_wsum(float *o, const float *s, float inv, const float *v, size_t vs, int n, int hd) {
+void kern_avx2_att_wsum(float *o, const float *s, float inv, const float *v, size_t vs, int n, int hd,
+                        int accumulate) {
     for (int d0 = 0; d0 < hd; d0 += 64) {
         const int nv = (hd - d0 < 64 ? hd - d0 : 64) / 8;
         __m256 acc[8];
         _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+        if (accumulate)
+            for (int j = 0; j < nv; j++) acc[j] = _mm256_loadu_ps(o + d0 + 8 * j);
         if (nv == 8) {
             for (int p = 0; p < n; p++) {
                 const __m256 w = _mm256_set1_ps(s[p] * inv);

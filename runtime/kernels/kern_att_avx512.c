@@ -69,12 +69,15 @@ void kern_avx512_att_scores4(const float *q, size_t qs, const float *k, size_t k
 }
 
 void kern_avx512_att_wsum4(float *o, size_t os, const float *s, size_t ss, const float *inv,
-                           const float *v, size_t vs, int n, int hd) {
+                           const float *v, size_t vs, int n, int hd, int accumulate) {
     for (int d0 = 0; d0 < hd; d0 += 64) {
         const int nv = (hd - d0 < 64 ? hd - d0 : 64) / 16;
         __m512 acc[4][4];
         _Pragma("GCC unroll 4") for (int h = 0; h < 4; h++)
             _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[h][j] = _mm512_setzero_ps();
+        if (accumulate)
+            for (int h = 0; h < 4; h++)
+                for (int j = 0; j < nv; j++) acc[h][j] = _mm512_loadu_ps(o + (size_t)h * os + d0 + 16 * j);
         if (nv == 4) {
             for (int p = 0; p < n; p++) {
                 const float *vp = v + (size_t)p * vs + d0;
