@@ -135,7 +135,8 @@ static int serve_main(int argc, char **argv, const cli_linked *lk, const serve_m
         }
         static const char *const valued[] = {"--host", "--api-key", "--cors-origin", "--name", "--device",
                                              "--model", "--port", "-c", "--ctx-size", "-t", "--threads",
-                                             "--mem", "--queue", "--quant", NULL};
+                                             "--mem", "--queue", "--quant", "--cache-type-k", "-ctk",
+                                             "--cache-type-v", "-ctv", NULL};
         int known = 0;
         for (int k = 0; valued[k] && !known; k++) known = !strcmp(f, valued[k]);
         if (!known) {

@@ -522,6 +522,11 @@ TEST(cli, small_messages) {
     EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
     EXPECT_MSG(out && strstr(out, "int3"), "'%s'", out ? out : "");
     free(out);
+    snprintf(cmd, sizeof cmd, "%s serve %s --cache-type-k q9", cinfer_bin(), m);
+    EXPECT_EQ_I(run_cmd(cmd, true, &out), 2);
+    EXPECT_MSG(out && strstr(out, "--cache-type-k") && strstr(out, "q9") && !strstr(out, "unknown option"), "'%s'",
+               out ? out : "");
+    free(out);
 }
 
 /* serve on a non-loopback address without --api-key warns. */

@@ -606,22 +606,32 @@ TEST(memplan, moe_stream_lru) {
                 EXPECT_MSG(0, "pagemap of tensor %d unreadable", k);
                 continue;
             }
+            /* the kernel's fault-around (fault_around_bytes, 64 KiB) maps page-cache pages next to a
+             * fault, so a read of the tensor before or after this one, by the read-ahead thread and at
+             * any moment, can map a few pages at this tensor's ends: those are not checked */
+            const uintptr_t margin = 16 * page;
+            if (phi - plo <= 2 * margin) continue;
+            plo += margin;
+            phi -= margin;
+            for (size_t i = 0; i < (phi - plo) / page; i++) present[i] = present[i + margin / page];
             /* the experts held: those with a page present that only they cover */
             unsigned char held[16] = {0};
             int n_held = 0;
             for (int e = 0; e < 16; e++) {
                 uintptr_t a = (base + ex[k].off + e * ex[k].eb + page - 1) & ~(page - 1);
                 uintptr_t b = (base + ex[k].off + (e + 1) * ex[k].eb) & ~(page - 1);
-                int any = 0, all = 1;
+                int any = 0, all = 1, seen = 0;
                 for (uintptr_t p = a; p < b; p += page) {
                     if (p < plo || p >= phi) continue;
                     any |= present[(p - plo) / page];
                     all &= present[(p - plo) / page];
+                    seen = 1;
                 }
+                if (!seen) continue; /* wholly in a margin or within one shared page */
                 EXPECT_MSG(any == all, "tensor %d (layer %d) expert %d: part of its pages present", k, ex[k].layer, e);
                 if (any) held[e] = 1, n_held++;
             }
-            EXPECT_MSG(n_held >= 1 && n_held <= cache, "tensor %d (layer %d): %d experts present, cache %d", k,
+            EXPECT_MSG(n_held <= cache, /* a held expert may lie in a margin: none seen is fine */ "tensor %d (layer %d): %d experts present, cache %d", k,
                        ex[k].layer, n_held, cache);
             /* a page is present iff an expert it holds bytes of is held */
             for (uintptr_t p = plo; p < phi; p += page) {
