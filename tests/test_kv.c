@@ -26,38 +26,18 @@
 #include "formats/quantize.h"
 #include "kernels/kern.h"
 #include "test.h"
+#include "test_model.h"
 
 static const int kv_types[] = {CF_F32, CF_F16, CF_Q8_0, CF_Q4_0};
 #define N_KV_TYPES 4
 
 /* ==== whole models ================================================================ */
 
-typedef struct {
-    gguf_file *g;
-    cc_module *mod;
-    eng_model em;
-    eng_ctx *ctx;
-} loaded;
-
-static void unload(loaded *l) {
-    eng_ctx_free(l->ctx);
-    eng_model_release(&l->em);
-    cc_module_free(l->mod);
-    gguf_close(l->g);
-    memset(l, 0, sizeof *l);
-}
 
 static int load(const char *path, int act_quant, int tk, int tv, loaded *l, char *err, size_t el) {
-    memset(l, 0, sizeof *l);
-    cc_options o = {.mode = CC_JIT};
-    eng_ctx_opts eo = {.n_ctx = 512, .n_threads = 1, .act_quant = act_quant, .kv_type_k = tk, .kv_type_v = tv};
-    if (gguf_open(path, &l->g, err, el) || cc_build(l->g, &o, &l->mod, err, el) ||
-        eng_model_bind(&l->em, l->g, l->mod->desc, l->mod->forward, err, el) ||
-        eng_ctx_open(&l->em, &eo, &l->ctx, err, el)) {
-        unload(l);
-        return -1;
-    }
-    return 0;
+    const cc_options o = {.mode = CC_JIT};
+    const eng_ctx_opts eo = {.n_ctx = 512, .n_threads = 1, .act_quant = act_quant, .kv_type_k = tk, .kv_type_v = tv};
+    return loaded_open(path, &o, &eo, l, err, el);
 }
 
 typedef struct {

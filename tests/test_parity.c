@@ -22,32 +22,16 @@
 #include "engine/engine.h"
 #include "formats/gguf.h"
 #include "test.h"
+#include "test_model.h"
 #include "text/tok.h"
 
-typedef struct {
-    gguf_file *g;
-    cc_module *mod;
-    eng_model em;
-    eng_ctx *ctx;
-} loaded;
-
-static void unload(loaded *l) {
-    eng_ctx_free(l->ctx);
-    eng_model_release(&l->em);
-    cc_module_free(l->mod);
-    gguf_close(l->g);
-    memset(l, 0, sizeof *l);
-}
 
 static int load_act(const char *path, cc_mode mode, int n_threads, int act_quant, loaded *l) {
     char err[1024];
-    memset(l, 0, sizeof *l);
-    cc_options o = {.mode = mode};
-    if (gguf_open(path, &l->g, err, sizeof err) || cc_build(l->g, &o, &l->mod, err, sizeof err) ||
-        eng_model_bind(&l->em, l->g, l->mod->desc, l->mod->forward, err, sizeof err) ||
-        eng_ctx_new(&l->em, 512, n_threads, 0, act_quant, &l->ctx, err, sizeof err)) {
+    const cc_options o = {.mode = mode};
+    const eng_ctx_opts eo = {.n_ctx = 512, .n_threads = n_threads, .act_quant = act_quant};
+    if (loaded_open(path, &o, &eo, l, err, sizeof err)) {
         test_fail(__FILE__, __LINE__, "load %s: %s", path, err);
-        unload(l);
         return -1;
     }
     return 0;

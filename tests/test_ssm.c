@@ -32,6 +32,7 @@
 #include "formats/gguf.h"
 #include "gguf_edit.h"
 #include "test.h"
+#include "test_model.h"
 
 #define ARCH_DATA "tests/data/arch"
 #define VOCAB_REL "models/stories260K/stories260K.gguf"
@@ -75,32 +76,14 @@ static const char *model_path(const char *family, const char *variant) {
     return st == 0 ? path : NULL;
 }
 
-typedef struct {
-    gguf_file *g;
-    cc_module *mod;
-    eng_model em;
-    eng_ctx *ctx;
-} loaded;
-
-static void unload(loaded *l) {
-    eng_ctx_free(l->ctx);
-    eng_model_release(&l->em);
-    cc_module_free(l->mod);
-    gguf_close(l->g);
-    memset(l, 0, sizeof *l);
-}
 
 /* Compile path (mode, native weights) into l with a 512-position context. */
 static int load_threads(const char *path, cc_mode mode, int act_quant, int logits_all, int n_threads, loaded *l) {
     char err[1024];
-    memset(l, 0, sizeof *l);
-    cc_options o = {.mode = mode, .precision = CINFER_PRECISION_NATIVE};
-    eng_ctx_opts eo = {.n_ctx = 512, .n_threads = n_threads, .logits_all = logits_all, .act_quant = act_quant};
-    if (gguf_open(path, &l->g, err, sizeof err) || cc_build(l->g, &o, &l->mod, err, sizeof err) ||
-        eng_model_bind(&l->em, l->g, l->mod->desc, l->mod->forward, err, sizeof err) ||
-        eng_ctx_open(&l->em, &eo, &l->ctx, err, sizeof err)) {
+    const cc_options o = {.mode = mode, .precision = CINFER_PRECISION_NATIVE};
+    const eng_ctx_opts eo = {.n_ctx = 512, .n_threads = n_threads, .logits_all = logits_all, .act_quant = act_quant};
+    if (loaded_open(path, &o, &eo, l, err, sizeof err)) {
         test_fail(__FILE__, __LINE__, "load %s: %s", path, err);
-        unload(l);
         return -1;
     }
     return 0;

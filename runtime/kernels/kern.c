@@ -519,6 +519,25 @@ static float att_softmax(const att_job *j, float *s, int n, float max, int h) {
     return (float)(1.0 / sum);
 }
 
+/* Rows 0..nh-1 of s (ss floats apart; n_kv scores each, heads h0..): the
+ * softcap (tanh, recomputing max[h]) when the layer has one, then
+ * att_softmax; inv[h] gets each row's 1 / sum. */
+static void att_rows_softmax(const att_job *j, float *s, size_t ss, int nh, int n_kv, int h0, float *max,
+                             float *inv) {
+    for (int h = 0; h < nh; h++) {
+        float *sh = s + (size_t)h * ss;
+        if (j->softcap > 0.0f) {
+            max[h] = -INFINITY;
+            for (int p = 0; p < n_kv; p++) {
+                sh[p] = tanhf(sh[p] * (1.0f / j->softcap)) * j->softcap;
+                if (sh[p] > max[h]) max[h] = sh[p];
+            }
+        }
+        inv[h] = att_softmax(j, sh, n_kv, max[h], h0 + h);
+    }
+}
+
+
 /* One query head of one token: scores, softmax like ggml_soft_max_ext (scale,
  * max-subtract, exp, sum in double, multiply by (float)(1/sum)), then the
  * probability-weighted sum of value rows. */
@@ -542,15 +561,8 @@ static void att_head(const att_job *j, float *s, int t, int h) {
     float *o = j->out + ((size_t)t * j->n_head + h) * hdv;
 #if defined(__x86_64__)
     if (j->isa == KERN_ISA_AVX2 && hd % 8 == 0 && hdv % 8 == 0) { /* kern_att_avx2.c: register-blocked */
-        float max = kern_avx2_att_scores(qh, kh, j->ks, n_kv, hd, j->scale, s);
-        if (j->softcap > 0.0f) {
-            max = -INFINITY;
-            for (int p = 0; p < n_kv; p++) {
-                s[p] = tanhf(s[p] * (1.0f / j->softcap)) * j->softcap;
-                if (s[p] > max) max = s[p];
-            }
-        }
-        const float inv = att_softmax(j, s, n_kv, max, h);
+        float max = kern_avx2_att_scores(qh, kh, j->ks, n_kv, hd, j->scale, s), inv;
+        att_rows_softmax(j, s, 0, 1, n_kv, h, &max, &inv);
         kern_avx2_att_wsum(o, s, inv, vh, j->vs, n_kv, hdv, 0);
         return;
     }
@@ -586,17 +598,7 @@ static void att_head4(const att_job *j, float *s, size_t ss, int t, int h0) {
     const float *vh = j->vc + ((size_t)p0 * j->vs + (size_t)kvh * j->v_head);
     float max[4], inv[4];
     kern_avx512_att_scores4(qh, (size_t)hd, kh, j->ks, n_kv, hd, j->scale, s, ss, max);
-    for (int h = 0; h < 4; h++) {
-        float *sh = s + (size_t)h * ss;
-        if (j->softcap > 0.0f) {
-            max[h] = -INFINITY;
-            for (int p = 0; p < n_kv; p++) {
-                sh[p] = tanhf(sh[p] * (1.0f / j->softcap)) * j->softcap;
-                if (sh[p] > max[h]) max[h] = sh[p];
-            }
-        }
-        inv[h] = att_softmax(j, sh, n_kv, max[h], h0 + h);
-    }
+    att_rows_softmax(j, s, ss, 4, n_kv, h0, max, inv);
     kern_avx512_att_wsum4(j->out + ((size_t)t * j->n_head + h0) * hdv, (size_t)hdv, s, ss, inv, vh,
                           j->vs, n_kv, hdv, 0);
 }
@@ -678,17 +680,7 @@ static void att_tiled(const att_job *j, float *s, size_t ss, int t, int h0, int 
             if (sc > max[0]) max[0] = sc;
         }
     }
-    for (int h = 0; h < nh; h++) {
-        float *sh = s + (size_t)h * ss;
-        if (j->softcap > 0.0f) {
-            max[h] = -INFINITY;
-            for (int p = 0; p < n_kv; p++) {
-                sh[p] = tanhf(sh[p] * (1.0f / j->softcap)) * j->softcap;
-                if (sh[p] > max[h]) max[h] = sh[p];
-            }
-        }
-        inv[h] = att_softmax(j, sh, n_kv, max[h], h0 + h);
-    }
+    att_rows_softmax(j, s, ss, nh, n_kv, h0, max, inv);
     if (!avx2 && nh == 1) memset(o, 0, (size_t)hdv * sizeof *o);
     for (int pt = 0; pt < n_kv; pt += vr) {
         const int nr = n_kv - pt < vr ? n_kv - pt : vr;
