@@ -456,6 +456,12 @@ static int open_compiled(run_args *a, const cli_linked *lk, cinfer_model **m, ch
                 "cinfer compile %s --quant %s -o FILE.giw saves them repacked (a .giw opens in well under a second)\n",
                 run_name, cinfer_precision_name(cinfer_model_precision(*m)), repack_ms / 1000, a->model,
                 cinfer_precision_name(cinfer_model_precision(*m)));
+    if (opened == CINFER_ENOMEM && a->mem_bytes && !a->stream_weights) {
+        /* the error line (printed by the caller) has the smallest plan; streaming may still fit */
+        size_t n = strlen(err);
+        snprintf(err + n, err_len - n, "\n%s: --stream-weights keeps only a window of layers resident; "
+                 "cinfer plan %s --mem N --stream-weights says whether that fits", run_name, a->model);
+    }
     if (!opened && a->mem_bytes) {
         cli_print_budget(run_name, *m, a->verbose);
         a->n_ctx = 0; /* the context the budget chose */
