@@ -193,3 +193,72 @@ TEST(kern_kv, row_not_whole_blocks_refused) {
     EXPECT_EQ_I((long)eng_kv_bytes(&d, 10, CF_F16, CF_F32), 10L * (64 * 2 + 64 * 4 + 80 * 2 + 80 * 4));
 }
 
+
+/* A long prompt batch (37 tokens at depth 300: several blocks of tokens in
+ * att_block, a partial last block, several key tiles) equals token-by-token
+ * decode bit for bit, on every cache type, scalar and SIMD, with the default
+ * scratch and with one large enough for 8-token blocks of 4 heads, on 1 and
+ * 2 threads; soft-cap, sinks, and sliding windows that clip every block or
+ * only the later ones. */
+TEST(kern_kv, long_prompt_batch_equals_decode) {
+    static const att_cfg cfg[] = {
+        {8, 2, 64, 64, 0, 0, 0, 0},     {16, 4, 64, 64, 0, 0, 0, 0}, {8, 2, 80, 80, 0, 0, 0, 0},
+        {8, 2, 64, 64, 0, 30.0f, 1, 0}, {8, 1, 64, 64, 20, 0, 1, 0}, {16, 4, 64, 64, 325, 20.0f, 1, 0},
+        {4, 1, 96, 64, 0, 0, 0, 1},     /* 4-head groups above (AVX-512 quads), 1-3 below */
+        {4, 2, 64, 64, 0, 0, 0, 0},     {6, 2, 80, 80, 0, 30.0f, 1, 0}, {4, 4, 64, 64, 20, 0, 1, 0},
+        {4, 2, 64, 64, 325, 20.0f, 1, 0}};
+    enum { CTX = 400, POS = 300, NT = 37 };
+    const int n_isa = kern_isa_available(KERN_ISA_SIMD) ? 2 : 1;
+    if (n_isa == 1) test_not_run("the SIMD attention blocks: this CPU lacks the SIMD ISA");
+    pool *P[3];
+    EXPECT_EQ_I(pool_new(2, &P[0]), 0);
+    EXPECT_EQ_I(pool_reserve(P[0], kern_scratch_bytes(CTX)), 0);
+    EXPECT_EQ_I(pool_new(2, &P[1]), 0);
+    EXPECT_EQ_I(pool_reserve(P[1], (size_t)8 * 4 * (POS + NT) * sizeof(float)), 0);
+    EXPECT_EQ_I(pool_new(1, &P[2]), 0);
+    EXPECT_EQ_I(pool_reserve(P[2], (size_t)8 * 4 * (POS + NT) * sizeof(float)), 0);
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+        const att_cfg *C = &cfg[c];
+        const int kvd = C->nkv * C->hd, kvdv = C->nkv * C->hdv;
+        for (int ti = 0; ti < N_KV_TYPES; ti++) {
+            const int tk = kv_types[ti], tv = kv_types[(ti + (int)c) % N_KV_TYPES];
+            const size_t kb = kern_kv_row_bytes(tk, kvd), vb = kern_kv_row_bytes(tv, kvdv);
+            if (!kb || !vb) continue;
+            const size_t no = (size_t)NT * C->nh * C->hdv;
+            float *q = malloc(sizeof(float) * NT * C->nh * C->hd);
+            float *k = malloc(sizeof(float) * (POS + NT) * kvd), *v = malloc(sizeof(float) * (POS + NT) * kvdv);
+            float sinks[16];
+            for (int i = 0; i < NT * C->nh * C->hd; i++) q[i] = rnd_f(-0.5f, 0.5f);
+            for (int i = 0; i < (POS + NT) * kvd; i++) k[i] = rnd_f(-2, 2);
+            for (int i = 0; i < (POS + NT) * kvdv; i++) v[i] = rnd_f(-1, 1);
+            for (int h = 0; h < 16; h++) sinks[h] = rnd_f(-1, 2);
+            char *pre_k = malloc(kb * CTX), *pre_v = malloc(vb * CTX);
+            ref_rows(tk, k, kvd, POS, pre_k);
+            ref_rows(tv, v, kvdv, POS, pre_v);
+            float *want = malloc(sizeof(float) * no), *got = malloc(sizeof(float) * no);
+            char *kc = malloc(kb * CTX), *vc = malloc(vb * CTX);
+            for (int isa = 0; isa < n_isa; isa++)
+                for (int run = 0; run < 4; run++) { /* 0: decode; 1..3: one batch on P[run-1] */
+                    memcpy(kc, pre_k, kb * POS), memcpy(vc, pre_v, vb * POS);
+                    void *kk[1] = {kc}, *vv[1] = {C->latent ? NULL : vc};
+                    cf_env E = {.K = kern_table(isa), .pool = run ? P[run - 1] : NULL, .n_ctx = CTX,
+                                .kv_k = kk, .kv_v = vv, .kv_type_k = tk, .kv_type_v = tv};
+                    float *o = run ? got : want;
+                    for (int t0 = 0; t0 < NT; t0 += run ? NT : 1) {
+                        const int n = run ? NT : 1;
+                        E.pos = POS + t0;
+                        E.K->attention(&E, o + (size_t)t0 * C->nh * C->hdv, q + (size_t)t0 * C->nh * C->hd,
+                                       k + (size_t)(POS + t0) * kvd, C->latent ? NULL : v + (size_t)(POS + t0) * kvdv,
+                                       C->sinks ? sinks : NULL, 0, C->nh, C->nkv, C->hd, C->hdv,
+                                       1.0f / sqrtf((float)C->hd), C->window, C->softcap, n);
+                    }
+                    if (run)
+                        EXPECT_MSG(!memcmp(want, got, sizeof(float) * no),
+                                   "cfg %zu %s/%s %s pool %d: a batch of %d at %d differs from decode", c,
+                                   eng_kv_type_name(tk), eng_kv_type_name(tv), kern_isa_name(isa), run - 1, NT, POS);
+                }
+            free(q), free(k), free(v), free(pre_k), free(pre_v), free(want), free(got), free(kc), free(vc);
+        }
+    }
+    for (int i = 0; i < 3; i++) pool_free(P[i]);
+}

@@ -507,6 +507,7 @@ typedef struct {
     int window;    /* > 0: sliding window of this many positions; < 0: bidirectional */
     float softcap; /* > 0: scores capped softcap·tanh(s/softcap) */
     const float *sinks; /* (n_head) or NULL */
+    int nb; /* > 1: prompt units are blocks of nb tokens (att_block) */
 } att_job;
 
 /* 1 / the softmax denominator of n scores s (exponentiated in place),
@@ -701,6 +702,118 @@ static void att_tiled(const att_job *j, float *s, size_t ss, int t, int h0, int 
     }
 }
 
+/* ---- a block of query tokens (prompt batches) --------------------------------
+ * Tokens t0..t0+nb-1, heads h0..h0+nh-1 (one kv head), all with p0 = 0 (no
+ * sliding window clipping): each K (V) tile of positions is dequantized (or,
+ * F32, read from the cache) once and used by every token of the block.  Per
+ * token the leaf calls are exactly att_tiled's: the same tiles (pt, a
+ * multiple of kr / vr from position 0), the same nr (min(tile, n_kv - pt)),
+ * the same leaf and arguments, the same softmax — only the loop over tokens
+ * moved inside the loop over tiles — so every token's output is the bits of
+ * att_tiled / att_head alone (batch invariance, test_kern_kv).  Token b's
+ * scores live at s + b * nh * ss (nh rows of ss floats). */
+#define KERN_ATT_BLOCK 8
+#define KERN_ATT_F32_ROWS 64
+
+static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int h0, int nh) {
+    const int hd = j->head_dim, hdv = j->head_dim_v;
+    const int kvh = h0 / (j->n_head / j->n_head_kv);
+    int n_kv[KERN_ATT_BLOCK];
+    for (int b = 0; b < nb; b++) n_kv[b] = j->window < 0 ? j->pos + j->n_tok : j->pos + t0 + b + 1;
+    const int nmax = n_kv[nb - 1];
+    const int f32k = j->tk == CF_F32, f32v = j->tv == CF_F32;
+    size_t ke0, ve0;
+    int koff, kspan, voff, vspan;
+    att_span(j->tk, (size_t)kvh * hd, hd, &ke0, &koff, &kspan);
+    att_span(j->tv, (size_t)kvh * j->v_head, hdv, &ve0, &voff, &vspan);
+    const size_t kbyte0 = kern_row_bytes(j->tk, (int)ke0), vbyte0 = kern_row_bytes(j->tv, (int)ve0);
+    float tile[KERN_ATT_TILE];
+    int kr = f32k ? KERN_ATT_F32_ROWS : KERN_ATT_TILE / kspan, vr = f32v ? KERN_ATT_F32_ROWS : KERN_ATT_TILE / vspan;
+    if (kr >= 8) kr &= ~7;
+    if (vr >= 8) vr &= ~7;
+    float max[KERN_ATT_BLOCK][4], inv[KERN_ATT_BLOCK][4];
+    for (int b = 0; b < nb; b++)
+        for (int h = 0; h < 4; h++) max[b][h] = -INFINITY;
+#if defined(__x86_64__)
+    const int avx2 = j->isa == KERN_ISA_AVX2 && hd % 8 == 0 && hdv % 8 == 0;
+#else
+    const int avx2 = 0;
+#endif
+    for (int pt = 0; pt < nmax; pt += kr) {
+        const int nr = nmax - pt < kr ? nmax - pt : kr;
+        const float *kt;
+        size_t kst;
+        if (f32k) {
+            kt = j->kc + ((size_t)pt * j->ks + (size_t)kvh * hd);
+            kst = j->ks;
+        } else {
+            for (int r = 0; r < nr; r++)
+                j->deq_k(j->kq + (size_t)(pt + r) * j->kb + kbyte0, tile + (size_t)r * kspan, kspan);
+            kt = tile + koff;
+            kst = (size_t)kspan;
+        }
+        for (int b = 0; b < nb; b++) {
+            if (pt >= n_kv[b]) continue;
+            const int nrb = n_kv[b] - pt < nr ? n_kv[b] - pt : nr;
+            const float *qh = j->q + ((size_t)(t0 + b) * j->n_head + h0) * hd;
+            float *sb = s + (size_t)b * nh * ss;
+#if defined(__x86_64__)
+            if (nh == 4) {
+                float m4[4];
+                kern_avx512_att_scores4(qh, (size_t)hd, kt, kst, nrb, hd, j->scale, sb + pt, ss, m4);
+                for (int h = 0; h < 4; h++) max[b][h] = m4[h] > max[b][h] ? m4[h] : max[b][h];
+                continue;
+            }
+            if (avx2) {
+                const float m = kern_avx2_att_scores(qh, kt, kst, nrb, hd, j->scale, sb + pt);
+                max[b][0] = m > max[b][0] ? m : max[b][0];
+                continue;
+            }
+#endif
+            for (int r = 0; r < nrb; r++) {
+                const float sc = j->ops->dot_f32(qh, kt + (size_t)r * kst, hd) * j->scale;
+                sb[pt + r] = sc;
+                if (sc > max[b][0]) max[b][0] = sc;
+            }
+        }
+    }
+    for (int b = 0; b < nb; b++) {
+        att_rows_softmax(j, s + (size_t)b * nh * ss, ss, nh, n_kv[b], h0, max[b], inv[b]);
+        if (!avx2 && nh == 1) memset(j->out + ((size_t)(t0 + b) * j->n_head + h0) * hdv, 0, (size_t)hdv * sizeof(float));
+    }
+    for (int pt = 0; pt < nmax; pt += vr) {
+        const int nr = nmax - pt < vr ? nmax - pt : vr;
+        const float *vt;
+        size_t vst;
+        if (f32v) {
+            vt = j->vc + ((size_t)pt * j->vs + (size_t)kvh * j->v_head);
+            vst = j->vs;
+        } else {
+            for (int r = 0; r < nr; r++)
+                j->deq_v(j->vq + (size_t)(pt + r) * j->vb + vbyte0, tile + (size_t)r * vspan, vspan);
+            vt = tile + voff;
+            vst = (size_t)vspan;
+        }
+        for (int b = 0; b < nb; b++) {
+            if (pt >= n_kv[b]) continue;
+            const int nrb = n_kv[b] - pt < nr ? n_kv[b] - pt : nr;
+            const float *sb = s + (size_t)b * nh * ss;
+            float *o = j->out + ((size_t)(t0 + b) * j->n_head + h0) * hdv;
+#if defined(__x86_64__)
+            if (nh == 4) {
+                kern_avx512_att_wsum4(o, (size_t)hdv, sb + pt, ss, inv[b], vt, vst, nrb, hdv, pt > 0);
+                continue;
+            }
+            if (avx2) {
+                kern_avx2_att_wsum(o, sb + pt, inv[b][0], vt, vst, nrb, hdv, pt > 0);
+                continue;
+            }
+#endif
+            for (int r = 0; r < nrb; r++) j->ops->axpy(o, sb[pt + r] * inv[b][0], vt + (size_t)r * vst, hdv);
+        }
+    }
+}
+
 /* Unit u = (kv head, token, head of its group — or quad of heads with
  * att_head4) in that order: a thread's consecutive units read the same kv
  * head's K/V rows, so those stay in L2 instead of cycling through every kv
@@ -727,8 +840,42 @@ static void att_units(const att_job *j, float *s, size_t ss, long u0, long n, in
     }
 }
 
+/* Block units u = (kv head, block of nb tokens, head or quad of its group):
+ * a block whose tokens all start at position 0 runs att_block, one clipped
+ * by the sliding window runs its tokens one by one (att_head / att_head4). */
+static void att_block_units(const att_job *j, float *s, size_t ss, long u0, long n, int step) {
+    const int quads = att_quads(j), w = quads ? 4 : 1;
+    const int g = j->n_head / j->n_head_kv / w;
+    const long nblk = (j->n_tok + j->nb - 1) / j->nb;
+    for (long u = u0; u < n; u += step) {
+        const long kvh = u / (nblk * g), rem = u % (nblk * g);
+        const int t0 = (int)(rem / g) * j->nb, h = (int)(kvh * g + rem % g) * w;
+        const int nb = j->n_tok - t0 < j->nb ? j->n_tok - t0 : j->nb;
+        if (j->window <= 0 || j->pos + t0 + nb <= j->window) {
+            att_block(j, s, ss, t0, nb, h, w);
+            continue;
+        }
+        for (int t = t0; t < t0 + nb; t++) {
+#if defined(__x86_64__)
+            if (quads) att_head4(j, s, ss, t, h);
+            else
+#endif
+                att_head(j, s, t, h);
+        }
+    }
+}
+
 static void att_worker(void *arg, int ith, int nth) {
     const att_job *j = arg;
+    if (j->nb > 1) {
+        const int w = att_quads(j) ? 4 : 1;
+        const long n = (long)j->n_head_kv * ((j->n_tok + j->nb - 1) / j->nb) * (j->n_head / j->n_head_kv / w);
+        if (ith >= n) return;
+        size_t have = 0;
+        float *s = pool_scratch((pool *)j->E->pool, ith, &have);
+        att_block_units(j, s, (size_t)(j->pos + j->n_tok), ith, n, nth);
+        return;
+    }
     const long n = (long)j->n_tok * j->n_head / (att_quads(j) ? 4 : 1);
     if (ith >= n) return;
     float *s = scratch_get(j->E, ith, (size_t)j->E->n_ctx * 4 * sizeof(float));
@@ -798,7 +945,18 @@ void kern_drv_attention(int isa, cf_env *E, float *out, const float *q, const fl
                  tko->dequant[ia] ? tko->dequant[ia] : tko->dequant[KERN_ISA_SCALAR],
                  tvo->dequant[ia] ? tvo->dequant[ia] : tvo->dequant[KERN_ISA_SCALAR],
                  n_head, n_head_kv, head_dim, head_dim_v, n_tok, E->pos,
-                 v_from_k ? head_dim : head_dim_v, scale, window, softcap, sinks};
+                 v_from_k ? head_dim : head_dim_v, scale, window, softcap, sinks, 1};
+    /* prompt batches: blocks of tokens when the pool's scratch holds their
+     * score rows (nb tokens x 4 or 1 heads x pos + n_tok floats each) */
+    if (n_tok > 1 && E->pool && (tile_ok || (tk == CF_F32 && tv == CF_F32))) {
+        size_t have = 0;
+        pool_scratch((pool *)E->pool, 0, &have);
+        const size_t row = (size_t)(att_quads(&j) ? 4 : 1) * (size_t)(E->pos + n_tok) * sizeof(float);
+        size_t nb = have / row;
+        if (nb > KERN_ATT_BLOCK) nb = KERN_ATT_BLOCK;
+        if (nb > (size_t)n_tok) nb = (size_t)n_tok;
+        j.nb = nb > 1 ? (int)nb : 1;
+    }
     long work = (long)n_tok * n_head * (head_dim + head_dim_v) * (E->pos + n_tok);
     run(E, work, att_worker, &j);
 }
