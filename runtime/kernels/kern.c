@@ -191,9 +191,12 @@ static void *scratch_get(cf_env *E, int ith, size_t need) {
     return NULL;
 }
 
+#define KERN_ATT_BLOCK 8 /* prompt tokens per attention block (att_block) */
+
 size_t kern_scratch_bytes(int n_ctx) {
-    /* attention scores of up to 4 heads (att_head4) */
-    size_t att = (size_t)(n_ctx > 0 ? n_ctx : 0) * 4 * sizeof(float);
+    /* attention scores of up to 4 heads (att_head4) of a block of
+     * KERN_ATT_BLOCK prompt tokens (att_block) */
+    size_t att = (size_t)(n_ctx > 0 ? n_ctx : 0) * 4 * KERN_ATT_BLOCK * sizeof(float);
     return att > KERN_MM_TILE_BYTES ? att : KERN_MM_TILE_BYTES;
 }
 
@@ -712,7 +715,6 @@ static void att_tiled(const att_job *j, float *s, size_t ss, int t, int h0, int 
  * moved inside the loop over tiles — so every token's output is the bits of
  * att_tiled / att_head alone (batch invariance, test_kern_kv).  Token b's
  * scores live at s + b * nh * ss (nh rows of ss floats). */
-#define KERN_ATT_BLOCK 8
 #define KERN_ATT_F32_ROWS 64
 
 static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int h0, int nh) {
@@ -951,6 +953,7 @@ void kern_drv_attention(int isa, cf_env *E, float *out, const float *q, const fl
     if (n_tok > 1 && E->pool && (tile_ok || (tk == CF_F32 && tv == CF_F32))) {
         size_t have = 0;
         pool_scratch((pool *)E->pool, 0, &have);
+        if (have > kern_scratch_bytes(E->n_ctx)) have = kern_scratch_bytes(E->n_ctx); /* rk_mm's beyond */
         const size_t row = (size_t)(att_quads(&j) ? 4 : 1) * (size_t)(E->pos + n_tok) * sizeof(float);
         size_t nb = have / row;
         if (nb > KERN_ATT_BLOCK) nb = KERN_ATT_BLOCK;
