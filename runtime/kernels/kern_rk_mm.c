@@ -29,6 +29,10 @@
 #define RK_ABLOCK (192 * 1024)
 #define RK_STACK_BYTES (128 * 1024)
 #define RK_PAR_MIN_WORK 32768L
+/* gemm2 (two row groups per call) wins on prompt tiles but loses 35 % on a
+ * one-token decode (336M Q4_K_M tg, 1 thread: 46 vs 72 t/s): below this many
+ * tokens the 8-row leaf runs.  Both give the scalar reference's bits. */
+#define RK_GEMM2_MIN_TOK 4
 
 static const char *rk_name(int type) {
     return type == CF_Q4_K_R8 ? "q4_k_r8" : type == CF_Q5_K_R8 ? "q5_k_r8" : type == CF_Q6_K_R8 ? "q6_k_r8"
@@ -146,7 +150,7 @@ static void rk_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
     const kern_rk_leaves *lv = kern_rk_leaves_for(impl);
     const int ti = kern_rk_index(type);
     rk_job j = {impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD,
-                lv->gemm[ti] ? lv->gemm[ti] : kern_rk_scalar_leaves()->gemm[ti], lv->gemm[ti] ? lv->gemm2[ti] : NULL,
+                lv->gemm[ti] ? lv->gemm[ti] : kern_rk_scalar_leaves()->gemm[ti], lv->gemm[ti] && n_tok >= RK_GEMM2_MIN_TOK ? lv->gemm2[ti] : NULL,
                 y, x, w, NULL, n_out, n_in, n_tok, nb, kern_rk_block_bytes(type), 0, 1};
     size_t have = 0;
     uint8_t *p = E->pool ? pool_scratch((pool *)E->pool, 0, &have) : NULL;
