@@ -491,6 +491,8 @@ int cli_bench(int argc, char **argv) {
     size_t repacked_bytes = 0;
     double repack_ms = 0;
     cinfer_model_repack_stats(m, NULL, &repacked_bytes, &repack_ms);
+    char wtypes[256];
+    cinfer_model_weight_types(m, wtypes, sizeof wtypes);
 
     if (a.json) {
         char cpu[256], when[32];
@@ -510,6 +512,7 @@ int cli_bench(int argc, char **argv) {
             cJSON_AddStringToObject(o, "compile", mode);
             cJSON_AddStringToObject(o, "activations", act);
             cJSON_AddStringToObject(o, "precision", prec);
+            cJSON_AddStringToObject(o, "weight_types", wtypes);
             cJSON_AddStringToObject(o, "model_filename", a.model);
             cJSON_AddStringToObject(o, "model_type", mi.type);
             cJSON_AddNumberToObject(o, "model_size", (double)mi.size_bytes);
@@ -572,12 +575,12 @@ int cli_bench(int argc, char **argv) {
             printf("| %-30.30s | %-22.22s | %10s | %10s | %-*s | %7d | %*s | %20s |\n", base, mi.type,
                    sz, np, bw, backend, n_threads, tw, tests[k].name, ts);
         }
-        printf("\nload %.1f ms (%s compile %.1f ms%s), precision %s (repacked %.1f MiB in %.1f ms), "
+        printf("\nload %.1f ms (%s compile %.1f ms%s), precision %s: %s (repacked %.1f MiB in %.1f ms), "
                "%s activations, peak RSS %.1f MiB, "
                "%d repetitions; a decoded token reads %.1f MiB of weights (file types)",
                load_ms, a.device == CINFER_DEVICE_CUDA ? "NVRTC" : a.mode == CINFER_AOT ? "AOT" : "JIT", compile_ms,
                (a.mode == CINFER_AOT || a.device == CINFER_DEVICE_CUDA) && compile_ms == 0 ? ", cached" : "", prec,
-               repacked_bytes / 1048576.0, repack_ms, act, rss / 1048576.0,
+               wtypes, repacked_bytes / 1048576.0, repack_ms, act, rss / 1048576.0,
                a.reps, mi.decode_bytes / 1048576.0);
         if (bound_ts > 0) printf("; at %.1f GB/s decode is bounded by %.1f t/s", a.bw_gbs, bound_ts);
         if (a.device == CINFER_DEVICE_CUDA) printf("; device %s", cinfer_model_device(m));

@@ -250,6 +250,13 @@ int cinfer_model_precision(const cinfer_model *m);
  * weights are bound straight from the mapping), *ms milliseconds spent.  Any
  * pointer may be NULL. */
 void cinfer_model_repack_stats(const cinfer_model *m, int *n_tensors, size_t *n_bytes, double *ms);
+/* What a precision resolved to: the types the matmul weights compute in
+ * (after --quant and repacking), as "TYPE xN" items joined by ", ", most
+ * bytes first, e.g. "Q4_K_R8 x145, Q6_K_R8 x25" for a Q4_K_M file under
+ * auto (token_embd, read by row lookup, is not counted).  Writes at most
+ * buf_len bytes including the NUL; returns the length the whole string
+ * needs (snprintf's convention), 0 for a model without 2-D weights. */
+size_t cinfer_model_weight_types(const cinfer_model *m, char *buf, size_t buf_len);
 
 /* Save the model's weights in the types it computes with as a .giw file: a
  * GGUF v3 container with every metadata key of the source plus

@@ -46,6 +46,10 @@ static void check_json(const char *txt) {
         cJSON *th = cJSON_GetObjectItem(o, "n_threads"), *rss = cJSON_GetObjectItem(o, "peak_rss_bytes");
         EXPECT(th && th->valueint == 1);
         EXPECT(rss && rss->valuedouble > 0);
+        /* what auto resolved to: stories260K's 36 matmul weights stay F32 */
+        cJSON *wt = cJSON_GetObjectItem(o, "weight_types");
+        EXPECT_MSG(wt && cJSON_IsString(wt) && !strcmp(wt->valuestring, "F32 x36"), "weight_types %s",
+                   wt && cJSON_IsString(wt) ? wt->valuestring : "(absent)");
         cJSON *fn = cJSON_GetObjectItem(o, "model_filename");
         EXPECT(fn && cJSON_IsString(fn) && strstr(fn->valuestring, "stories260K.gguf"));
     }
@@ -84,6 +88,16 @@ TEST(bench, table_and_bound) {
     EXPECT_MSG(out && strstr(out, "| model file") && strstr(out, "pp8") && strstr(out, "tg2") &&
                    strstr(out, "cpu/") && strstr(out, "peak RSS") && strstr(out, "of the memory-bandwidth bound"),
                "output: %s", out ? out : "");
+    free(out);
+}
+
+/* --quant int8 repacks what it can: the types are named, most bytes first. */
+TEST(bench, weight_types_after_repack) {
+    NEED_SHARED(model, STORIES);
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s bench %s -p 8 -n 0 -r 1 -t 1 --quant int8", cinfer_bin(), model);
+    EXPECT_EQ_I(run_cmd(cmd, false, &out), 0);
+    EXPECT_MSG(out && strstr(out, "precision int8: ") && strstr(out, "Q8_0_R8 x21"), "output: %s", out ? out : "");
     free(out);
 }
 

@@ -871,6 +871,43 @@ void cinfer_model_repack_stats(const cinfer_model *m, int *n_tensors, size_t *n_
     if (ms) *ms = m->em.repack_ms;
 }
 
+size_t cinfer_model_weight_types(const cinfer_model *m, char *buf, size_t buf_len) {
+    const cf_model_desc *d = m->em.desc;
+    enum { MAX_KINDS = 16 };
+    typedef struct { int type, n; double bytes; } kind;
+    kind k[MAX_KINDS];
+    int nk = 0;
+    for (int i = 0; i < d->n_weights; i++) {
+        const long *ne = d->weight_shapes + 4L * i;
+        if (ne[1] <= 1 || !strcmp(d->weight_names[i], "token_embd.weight")) continue; /* norms, biases, lookups */
+        const int t = d->weight_types[i];
+        int j = 0;
+        while (j < nk && k[j].type != t) j++;
+        if (j == nk) {
+            if (nk == MAX_KINDS) continue;
+            k[nk++] = (kind){t, 0, 0};
+        }
+        k[j].n++;
+        k[j].bytes += (double)ggml_row_bytes((uint32_t)t, (uint64_t)ne[0]) * (double)ne[1] * (double)(ne[2] ? ne[2] : 1) *
+                      (double)(ne[3] ? ne[3] : 1);
+    }
+    for (int a = 1; a < nk; a++) /* most bytes first */
+        for (int b = a; b > 0 && k[b].bytes > k[b - 1].bytes; b--) {
+            kind tmp = k[b];
+            k[b] = k[b - 1];
+            k[b - 1] = tmp;
+        }
+    size_t len = 0;
+    if (buf && buf_len) buf[0] = 0;
+    for (int j = 0; j < nk; j++) {
+        const size_t room = buf && len < buf_len ? buf_len - len : 0;
+        const int w = snprintf(room ? buf + len : NULL, room, "%s%s x%d", j ? ", " : "",
+                               ggml_type_name((uint32_t)k[j].type), k[j].n);
+        if (w > 0) len += (size_t)w;
+    }
+    return len;
+}
+
 const char *cinfer_precision_name(int p) { return prec_name(p); }
 int cinfer_precision_from_name(const char *name) { return prec_from_name(name); }
 
