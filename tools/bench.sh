@@ -394,7 +394,7 @@ table_rows() {
               | ($p | map(select(.n_gen > 0) | .avg_ts)) as $ptg
               | ($bw * 1e9 / $c[0].decode_bytes_per_token) as $bound
               | if $mode == "table" then
-                  "| \($b) | \($c[0].precision) | \($c[0].model_size/1048576|round) | \($t) | \(f1(m($cpp))) | \(f1(m($ppp))) | \(ratio(m($cpp); m($ppp))) | \(f1(m($ctg))) | \(f1(m($ptg))) | **\(ratio(m($ctg); m($ptg)))** | \($bw) | \(f1($bound)) | \(pct(m($ctg)/$bound)) | \(if m($ptg) then pct(m($ptg)/$bound) else "-" end) |"
+                  "| \($b) | \($c[0].precision)\(if $c[0].weight_types then " (\($c[0].weight_types))" else "" end) | \($c[0].model_size/1048576|round) | \($t) | \(f1(m($cpp))) | \(f1(m($ppp))) | \(ratio(m($cpp); m($ppp))) | \(f1(m($ctg))) | \(f1(m($ptg))) | **\(ratio(m($ctg); m($ptg)))** | \($bw) | \(f1($bound)) | \(pct(m($ctg)/$bound)) | \(if m($ptg) then pct(m($ptg)/$bound) else "-" end) |"
                 else "- \($b) -t \($t): cinfer \(if ($cpp|length) > 0 then "pp [\(rounds($cpp))] " else "" end)tg [\(rounds($ctg))]; peer \(if ($ppp|length) > 0 then "pp [\(rounds($ppp))] " else "" end)tg [\(rounds($ptg))]" end'
         done
     done
