@@ -52,7 +52,7 @@ EMBED_SRC    := $(wildcard archspecs/*.lua) $(wildcard templates/*.h) $(wildcard
 # SIMD kernels get their ISA flags per file; the rest stays portable and the
 # runtime picks the kernel table from CPU features at start-up.
 AVX2_FLAGS := -mavx2 -mfma -mf16c
-# *_vnni.c / *_avx512.c: AVX-512 (kern_r8_vnni.c, kern_att_avx512.c, kern_half_avx512.c), CPUID-gated at run time;
+# *_vnni.c / *_avx512.c: AVX-512 (kern_r8_vnni.c, kern_att_avx512.c), CPUID-gated at run time;
 # *_avx512bf16.c also AVX512_BF16 (kern_half_avx512bf16.c).
 VNNI_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512vnni
 ISA_FLAGS   = $(if $(findstring _avx2,$<),$(AVX2_FLAGS))$(if $(findstring _vnni,$<),$(VNNI_FLAGS))$(if $(findstring _avx512,$<),$(VNNI_FLAGS))$(if $(findstring _avx512bf16,$<), -mavx512bf16)

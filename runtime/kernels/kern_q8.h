@@ -143,7 +143,8 @@ KERN_NEON_INT_DECL(dotprod)
 
 /* matmul with activations converted to ty's vec_dot_type (E->act_quant == 1
  * and ty->vec_dot_type != CF_F32).  Types with an integer dot run it; F16 and
- * BF16 round x to their format and run kern_matmul_f32act on the result. */
+ * BF16 round x to their format and run kern_matmul_f32act on the result
+ * (BF16 on AVX512_BF16: kern_half.h, the same bits). */
 void kern_q8_matmul(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
                     int n_out, int n_in, int n_tok);
 

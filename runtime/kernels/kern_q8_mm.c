@@ -25,6 +25,7 @@
  * f32 activations after the integer pass (kern_q8.h, Range).
  */
 #include "kern_q8.h"
+#include "kern_half.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -239,8 +240,14 @@ static void round_rows(int isa, const kern_type_ops *ty, const act_format *af, c
 static void q8_run_chunk(int isa, cf_env *E, const kern_type_ops *ty, const act_format *af,
                          float *y, const float *x, const void *w, int type, int n_out, int n_in,
                          int n_tok, uint8_t *buf) {
-    if (!ty->dot_q[isa]) { /* F16 / BF16: round x to the format, run the f32 kernels on it
-                            * (kern_half.h is not wired in: see its "Status") */
+    if (!ty->dot_q[isa]) { /* F16 / BF16: round x to the format */
+        if (n_in >= 16 && kern_half_available(isa, type)) { /* BF16 on AVX512_BF16: the f32 kernels' bits */
+            const size_t ab = kern_half_act_bytes(n_in); /* <= act_buf_row_bytes for n_in >= 16 */
+            for (int t = 0; t < n_tok; t++) kern_half_pack_act(x + (size_t)t * n_in, buf + (size_t)t * ab, n_in);
+            kern_half_matmul(isa, E, y, buf, w, type, n_out, n_in, n_tok);
+            return;
+        }
+        /* elsewhere: the f32 kernels on the rounded values */
         round_rows(isa, ty, af, x, (float *)buf, n_in, n_tok);
         kern_matmul_f32act(isa, E, y, (const float *)buf, w, type, n_out, n_in, n_tok);
         return;
