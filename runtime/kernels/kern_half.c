@@ -8,8 +8,9 @@
  * slice the rows go into the thread's scratch tile once, in vdpbf16ps's
  * pair order (kern_avx512bf16_pack), and the leaf multiplies it with every
  * token, 4 row pairs x 4 tokens per block.  Mat-vec (n_tok == 1):
- * contiguous row ranges per thread, 8 rows at a time straight from the
- * weights.  Both add the slices to y in order, so every output is
+ * contiguous row ranges per thread, 4 rows at a time a quarter of the range
+ * apart (one sequential stream each, every slice of a row before the next
+ * row: kern.c mm_vec_rows), straight from the weights.  Both add the slices to y in order, so every output is
  * kern_half_dot_ref's bits.
  */
 #include "kern_half.h"
@@ -134,15 +135,21 @@ static void mat_worker(void *arg, int ith, int nth) {
     }
 }
 
+/* Rows r, r + stride, r + 2 stride, ... (nr <= 4 of them), every slice. */
+static void vec_rows(const half_job *j, long r, long stride, int nr) {
+    for (int k0 = 0; k0 < j->n_in; k0 += KERN_MM_KC) {
+        const int kc = j->n_in - k0 < KERN_MM_KC ? j->n_in - k0 : KERN_MM_KC;
+        kern_avx512bf16_mv(j->w + (size_t)r * j->n_in + k0, (size_t)stride * j->n_in, nr, j->a + k0, kc,
+                           j->y + r, (size_t)stride, k0 > 0);
+    }
+}
+
 static void vec_worker(void *arg, int ith, int nth) {
     const half_job *j = arg;
     const long r0 = (long)j->n_out * ith / nth, r1 = (long)j->n_out * (ith + 1) / nth;
-    if (r0 == r1) return;
-    for (int k0 = 0; k0 < j->n_in; k0 += KERN_MM_KC) {
-        const int kc = j->n_in - k0 < KERN_MM_KC ? j->n_in - k0 : KERN_MM_KC;
-        kern_avx512bf16_mv(j->w + (size_t)r0 * j->n_in + k0, (size_t)j->n_in, (int)(r1 - r0), j->a + k0, kc,
-                           j->y + r0, 1, k0 > 0);
-    }
+    const long part = (r1 - r0) / 4; /* 4 streams a part apart (kern.c, mm_vec_rows) */
+    for (long r = r0; r < r0 + part; r++) vec_rows(j, r, part, 4);
+    for (long r = r0 + 4 * part; r < r1; r += 4) vec_rows(j, r, 1, r1 - r < 4 ? (int)(r1 - r) : 4);
 }
 #endif
 

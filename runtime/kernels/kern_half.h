@@ -40,9 +40,10 @@
  * (mat-vec) or into the thread's tile (mat-mat), two rows per zmm.
  *
  * kern_half_dot_ref is the definition in portable C; the AVX-512 mat-mat
- * (16-row tiles, 4 row pairs x 4 tokens of accumulators) and mat-vec (8 rows
- * at a time) both compute it bit for bit, whatever the token count, the
- * token's place in the batch and the thread count (tests/test_kern_half.c).
+ * (16-row tiles, 4 row pairs x 4 tokens of accumulators) and mat-vec (4
+ * rows a quarter of the range apart) both compute it bit for bit, whatever
+ * the token count, the token's place in the batch and the thread count
+ * (tests/test_kern_half.c).
  */
 #ifndef CINFER_KERN_HALF_H
 #define CINFER_KERN_HALF_H
@@ -87,7 +88,8 @@ void kern_avx512bf16_pack(const uint16_t *w, size_t ws, int nr, int kc, uint16_t
 /* Mat-mat: the tile of those rows against nt tokens (w for the tail only). */
 void kern_avx512bf16_mm(const uint16_t *tile, const uint16_t *w, size_t ws, int nr, const uint16_t *x,
                         size_t xs, int nt, int kc, float *y, size_t ys, int accumulate);
-/* Mat-vec: one token, the weights permuted in registers; y[r * yr]. */
+/* Mat-vec: one token, rows r < nr at w + r * ws (any stride), the weights
+ * permuted in registers; y[r * yr]. */
 void kern_avx512bf16_mv(const uint16_t *w, size_t ws, int nr, const uint16_t *x, int kc, float *y,
                         size_t yr, int accumulate);
 

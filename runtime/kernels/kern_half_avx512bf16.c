@@ -138,36 +138,32 @@ void kern_avx512bf16_mv(const uint16_t *w, size_t ws, int nr, const uint16_t *x,
                         size_t yr, int accumulate) {
     const int kc8 = kc & ~7;
     const __m512i i0 = perm_idx(0), i1 = perm_idx(1);
-    for (int r0 = 0; r0 < nr; r0 += 8) {
-        const uint16_t *ra[4], *rb[4];
-        for (int q = 0; q < 4; q++) {
+    for (int r0 = 0; r0 < nr; r0 += 4) { /* rows r0..r0+3 as two pairs */
+        const uint16_t *ra[2], *rb[2];
+        for (int q = 0; q < 2; q++) {
             const int a = r0 + 2 * q, b = a + 1;
             ra[q] = w + (size_t)(a < nr ? a : nr - 1) * ws;
             rb[q] = w + (size_t)(b < nr ? b : nr - 1) * ws;
         }
-        __m512 acc[4];
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; q++) acc[q] = _mm512_setzero_ps();
+        __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
         for (int k = 0; k < kc8; k += 32) {
             const __mmask32 m = mask32(kc8 - k);
             const __m512bh x0 = (__m512bh)_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x + k)));
+            __m512i A[2], B[2];
+#pragma GCC unroll 2
+            for (int q = 0; q < 2; q++)
+                A[q] = _mm512_maskz_loadu_epi16(m, ra[q] + k), B[q] = _mm512_maskz_loadu_epi16(m, rb[q] + k);
+#pragma GCC unroll 2
+            for (int q = 0; q < 2; q++)
+                acc[q] = _mm512_dpbf16_ps(acc[q], (__m512bh)_mm512_permutex2var_epi16(A[q], i0, B[q]), x0);
             if (k + 16 < kc8) {
                 const __m512bh x1 = (__m512bh)_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x + k + 16)));
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++) {
-                    const __m512i A = _mm512_maskz_loadu_epi16(m, ra[q] + k), B = _mm512_maskz_loadu_epi16(m, rb[q] + k);
-                    acc[q] = _mm512_dpbf16_ps(acc[q], (__m512bh)_mm512_permutex2var_epi16(A, i0, B), x0);
-                    acc[q] = _mm512_dpbf16_ps(acc[q], (__m512bh)_mm512_permutex2var_epi16(A, i1, B), x1);
-                }
-            } else {
-#pragma GCC unroll 4
-                for (int q = 0; q < 4; q++) {
-                    const __m512i A = _mm512_maskz_loadu_epi16(m, ra[q] + k), B = _mm512_maskz_loadu_epi16(m, rb[q] + k);
-                    acc[q] = _mm512_dpbf16_ps(acc[q], (__m512bh)_mm512_permutex2var_epi16(A, i0, B), x0);
-                }
+#pragma GCC unroll 2
+                for (int q = 0; q < 2; q++)
+                    acc[q] = _mm512_dpbf16_ps(acc[q], (__m512bh)_mm512_permutex2var_epi16(A[q], i1, B[q]), x1);
             }
         }
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < 2; q++) {
             float s[2];
             reduce2(acc[q], &s[0], &s[1]);
             for (int h = 0; h < 2; h++) {
