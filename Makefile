@@ -64,7 +64,7 @@ SAN_OBJ  := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(BUILD)/san/gen/embedded.o $(TEST_S
 .PHONY: san-cli bundle-deps deb-pkgs-arm64 aarch64 test-aarch64 bench-bundle
 .PHONY: all test check check-layout demo deps deb-pkgs node-check golden fuzz bench clean help install unicode bench-tok \
         bench-matmul fuzz-hf fuzz-tokjson bench-grammar test-grammar-full fuzz-schema arch-models arch-models-quant arch-refs \
-        tok-refs tok-vocabs bench-ssm bench-decode
+        tok-refs tok-vocabs bench-ssm bench-decode bench-att
 all: $(BUILD)/cinfer $(BUILD)/libcinfer.a
 
 # ---- dependency check -----------------------------------------------------
@@ -364,6 +364,14 @@ $(BUILD)/bench_decode: tools/bench_decode.c $(BUILD)/libcinfer.a
 bench-decode: $(BUILD)/bench_decode
 	@$(BUILD)/bench_decode $(BENCH_DEC_ARGS)
 
+# One attention call at a cache depth (tools/bench_att.c):
+# make bench-att BENCH_ATT_ARGS="-t 2 -p 512 -d 4096 -w 1024 -c q8_0".
+BENCH_ATT_ARGS ?= -t 2 -p 512 -d 4096
+$(BUILD)/bench_att: tools/bench_att.c $(BUILD)/libcinfer.a
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ tools/bench_att.c $(BUILD)/libcinfer.a $(LIBS)
+bench-att: $(BUILD)/bench_att
+	@$(BUILD)/bench_att $(BENCH_ATT_ARGS)
+
 # Tokenizer throughput (tests/bench_tok.c, -O2, not sanitized): 1 MiB of mixed text.
 $(BUILD)/bench_tok: tests/bench_tok.c $(BUILD)/libcinfer.a
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ tests/bench_tok.c $(BUILD)/libcinfer.a $(LIBS)
@@ -571,6 +579,7 @@ help:
 	@echo "make serve-deps npm ci the serve tests' packages into tests/serve/node_modules"
 	@echo "make loadtest   serve load test: 200 requests, 8 clients (LOAD_ARGS=...)"
 	@echo "make bench-decode  decode matmuls against the read bandwidth in one process (tools/bench_decode.c)"
+	@echo "make bench-att     one attention call at a cache depth, cache type, sliding window (tools/bench_att.c)"
 	@echo "make bench-ssm  recurrent-layer kernels: chunked vs token-by-token DeltaNet, Mamba scans (tools/bench_ssm.c)"
 	@echo "make bench-tok  tokenizer throughput on 1 MiB of mixed text"
 	@echo "make bench-grammar  JSON Schema suites, mask timing, constrained generation (structured output)"

@@ -633,6 +633,46 @@ static void att_span(int type, size_t first, int n, size_t *e0, int *off, int *s
     *span = (*off + n + blk - 1) / blk * blk;
 }
 
+/* Where the attention leaves read one kv head's K (or V) slice of the cache
+ * rows: an F32 cache in place (f32: row 0's slice, stride floats apart), any
+ * other type dequantized row by row into the caller's tile (att_span: the
+ * covering blocks at byte0 of each row_bytes row, span floats per tile row,
+ * the slice at off within them). */
+typedef struct {
+    const float *f32;
+    size_t stride;
+    const char *rows;
+    size_t row_bytes, byte0;
+    int off, span;
+    kern_dequant_fn deq;
+} kv_src;
+
+/* The K (v = 0) or V (v = 1) slice of kv head kvh. */
+static kv_src kv_src_of(const att_job *j, int v, int kvh) {
+    const int type = v ? j->tv : j->tk, n = v ? j->head_dim_v : j->head_dim;
+    const size_t first = (size_t)kvh * (size_t)(v ? j->v_head : j->head_dim);
+    kv_src c = {NULL, v ? j->vs : j->ks, v ? j->vq : j->kq, v ? j->vb : j->kb, 0, 0, 0, v ? j->deq_v : j->deq_k};
+    size_t e0;
+    att_span(type, first, n, &e0, &c.off, &c.span); /* F32: off 0, span n */
+    c.byte0 = kern_row_bytes(type, (int)e0);
+    if (type == CF_F32) c.f32 = (v ? j->vc : j->kc) + first;
+    return c;
+}
+
+/* Rows r0..r0+nr-1 of the slice (nr * span <= KERN_ATT_TILE when the rows
+ * are dequantized into tile): returns row r0's slice, *st gets the stride
+ * between rows in floats. */
+static const float *kv_tile(const kv_src *c, float *tile, int r0, int nr, size_t *st) {
+    if (c->f32) {
+        *st = c->stride;
+        return c->f32 + (size_t)r0 * c->stride;
+    }
+    for (int r = 0; r < nr; r++)
+        c->deq(c->rows + (size_t)(r0 + r) * c->row_bytes + c->byte0, tile + (size_t)r * c->span, c->span);
+    *st = (size_t)c->span;
+    return tile + c->off;
+}
+
 static void att_tiled(const att_job *j, float *s, size_t ss, int t, int h0, int nh) {
     const int hd = j->head_dim, hdv = j->head_dim_v;
     const int kvh = h0 / (j->n_head / j->n_head_kv);
@@ -641,16 +681,12 @@ static void att_tiled(const att_job *j, float *s, size_t ss, int t, int h0, int 
     const int n_kv = p_end - p0;
     const float *qh = j->q + ((size_t)t * j->n_head + h0) * hd;
     float *o = j->out + ((size_t)t * j->n_head + h0) * hdv;
-    size_t ke0, ve0;
-    int koff, kspan, voff, vspan;
-    att_span(j->tk, (size_t)kvh * hd, hd, &ke0, &koff, &kspan);
-    att_span(j->tv, (size_t)kvh * j->v_head, hdv, &ve0, &voff, &vspan);
-    const size_t kbyte0 = kern_row_bytes(j->tk, (int)ke0), vbyte0 = kern_row_bytes(j->tv, (int)ve0);
+    const kv_src K = kv_src_of(j, 0, kvh), V = kv_src_of(j, 1, kvh);
     float tile[KERN_ATT_TILE];
     /* rows per tile (>= 1: checked), a multiple of 8 when it can be: the SIMD
      * score leaves take keys in blocks of 4 or 8 with a different tail sum,
      * so such tiles give every key the block it has untiled */
-    int kr = KERN_ATT_TILE / kspan, vr = KERN_ATT_TILE / vspan;
+    int kr = KERN_ATT_TILE / K.span, vr = KERN_ATT_TILE / V.span;
     if (kr >= 8) kr &= ~7;
     if (vr >= 8) vr &= ~7;
     float max[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, inv[4];
@@ -662,24 +698,23 @@ static void att_tiled(const att_job *j, float *s, size_t ss, int t, int h0, int 
 #endif
     for (int pt = 0; pt < n_kv; pt += kr) {
         const int nr = n_kv - pt < kr ? n_kv - pt : kr;
-        for (int r = 0; r < nr; r++)
-            j->deq_k(j->kq + (size_t)(p0 + pt + r) * j->kb + kbyte0, tile + (size_t)r * kspan, kspan);
-        const float *kt = tile + koff;
+        size_t kst;
+        const float *kt = kv_tile(&K, tile, p0 + pt, nr, &kst);
 #if defined(__x86_64__)
         if (nh == 4) {
             float m4[4];
-            kern_avx512_att_scores4(qh, (size_t)hd, kt, (size_t)kspan, nr, hd, j->scale, s + pt, ss, m4);
+            kern_avx512_att_scores4(qh, (size_t)hd, kt, kst, nr, hd, j->scale, s + pt, ss, m4);
             for (int h = 0; h < 4; h++) max[h] = m4[h] > max[h] ? m4[h] : max[h];
             continue;
         }
         if (avx2) {
-            const float m = kern_avx2_att_scores(qh, kt, (size_t)kspan, nr, hd, j->scale, s + pt);
+            const float m = kern_avx2_att_scores(qh, kt, kst, nr, hd, j->scale, s + pt);
             max[0] = m > max[0] ? m : max[0];
             continue;
         }
 #endif
         for (int r = 0; r < nr; r++) {
-            const float sc = j->ops->dot_f32(qh, kt + (size_t)r * kspan, hd) * j->scale;
+            const float sc = j->ops->dot_f32(qh, kt + (size_t)r * kst, hd) * j->scale;
             s[pt + r] = sc;
             if (sc > max[0]) max[0] = sc;
         }
@@ -688,20 +723,19 @@ static void att_tiled(const att_job *j, float *s, size_t ss, int t, int h0, int 
     if (!avx2 && nh == 1) memset(o, 0, (size_t)hdv * sizeof *o);
     for (int pt = 0; pt < n_kv; pt += vr) {
         const int nr = n_kv - pt < vr ? n_kv - pt : vr;
-        for (int r = 0; r < nr; r++)
-            j->deq_v(j->vq + (size_t)(p0 + pt + r) * j->vb + vbyte0, tile + (size_t)r * vspan, vspan);
-        const float *vt = tile + voff;
+        size_t vst;
+        const float *vt = kv_tile(&V, tile, p0 + pt, nr, &vst);
 #if defined(__x86_64__)
         if (nh == 4) {
-            kern_avx512_att_wsum4(o, (size_t)hdv, s + pt, ss, inv, vt, (size_t)vspan, nr, hdv, pt > 0);
+            kern_avx512_att_wsum4(o, (size_t)hdv, s + pt, ss, inv, vt, vst, nr, hdv, pt > 0);
             continue;
         }
         if (avx2) {
-            kern_avx2_att_wsum(o, s + pt, inv[0], vt, (size_t)vspan, nr, hdv, pt > 0);
+            kern_avx2_att_wsum(o, s + pt, inv[0], vt, vst, nr, hdv, pt > 0);
             continue;
         }
 #endif
-        for (int r = 0; r < nr; r++) j->ops->axpy(o, s[pt + r] * inv[0], vt + (size_t)r * vspan, hdv);
+        for (int r = 0; r < nr; r++) j->ops->axpy(o, s[pt + r] * inv[0], vt + (size_t)r * vst, hdv);
     }
 }
 
@@ -723,14 +757,9 @@ static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int
     int n_kv[KERN_ATT_BLOCK];
     for (int b = 0; b < nb; b++) n_kv[b] = j->window < 0 ? j->pos + j->n_tok : j->pos + t0 + b + 1;
     const int nmax = n_kv[nb - 1];
-    const int f32k = j->tk == CF_F32, f32v = j->tv == CF_F32;
-    size_t ke0, ve0;
-    int koff, kspan, voff, vspan;
-    att_span(j->tk, (size_t)kvh * hd, hd, &ke0, &koff, &kspan);
-    att_span(j->tv, (size_t)kvh * j->v_head, hdv, &ve0, &voff, &vspan);
-    const size_t kbyte0 = kern_row_bytes(j->tk, (int)ke0), vbyte0 = kern_row_bytes(j->tv, (int)ve0);
+    const kv_src K = kv_src_of(j, 0, kvh), V = kv_src_of(j, 1, kvh);
     float tile[KERN_ATT_TILE];
-    int kr = f32k ? KERN_ATT_F32_ROWS : KERN_ATT_TILE / kspan, vr = f32v ? KERN_ATT_F32_ROWS : KERN_ATT_TILE / vspan;
+    int kr = K.f32 ? KERN_ATT_F32_ROWS : KERN_ATT_TILE / K.span, vr = V.f32 ? KERN_ATT_F32_ROWS : KERN_ATT_TILE / V.span;
     if (kr >= 8) kr &= ~7;
     if (vr >= 8) vr &= ~7;
     float max[KERN_ATT_BLOCK][4], inv[KERN_ATT_BLOCK][4];
@@ -743,17 +772,8 @@ static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int
 #endif
     for (int pt = 0; pt < nmax; pt += kr) {
         const int nr = nmax - pt < kr ? nmax - pt : kr;
-        const float *kt;
         size_t kst;
-        if (f32k) {
-            kt = j->kc + ((size_t)pt * j->ks + (size_t)kvh * hd);
-            kst = j->ks;
-        } else {
-            for (int r = 0; r < nr; r++)
-                j->deq_k(j->kq + (size_t)(pt + r) * j->kb + kbyte0, tile + (size_t)r * kspan, kspan);
-            kt = tile + koff;
-            kst = (size_t)kspan;
-        }
+        const float *kt = kv_tile(&K, tile, pt, nr, &kst);
         for (int b = 0; b < nb; b++) {
             if (pt >= n_kv[b]) continue;
             const int nrb = n_kv[b] - pt < nr ? n_kv[b] - pt : nr;
@@ -785,17 +805,8 @@ static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int
     }
     for (int pt = 0; pt < nmax; pt += vr) {
         const int nr = nmax - pt < vr ? nmax - pt : vr;
-        const float *vt;
         size_t vst;
-        if (f32v) {
-            vt = j->vc + ((size_t)pt * j->vs + (size_t)kvh * j->v_head);
-            vst = j->vs;
-        } else {
-            for (int r = 0; r < nr; r++)
-                j->deq_v(j->vq + (size_t)(pt + r) * j->vb + vbyte0, tile + (size_t)r * vspan, vspan);
-            vt = tile + voff;
-            vst = (size_t)vspan;
-        }
+        const float *vt = kv_tile(&V, tile, pt, nr, &vst);
         for (int b = 0; b < nb; b++) {
             if (pt >= n_kv[b]) continue;
             const int nrb = n_kv[b] - pt < nr ? n_kv[b] - pt : nr;
