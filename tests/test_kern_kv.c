@@ -7,7 +7,8 @@
  * quantizers byte for byte; every attention variant (GQA, sliding window,
  * soft-cap, sinks, latent values from the keys, bidirectional, head slices
  * that straddle quantization blocks, several tiles of keys); a batch of 7
- * tokens equals 7 single-token calls bit for bit.
+ * tokens equals 7 single-token calls bit for bit; long prompt batches and
+ * batches whose blocks a sliding window clips equal decode bit for bit.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -194,6 +195,52 @@ TEST(kern_kv, row_not_whole_blocks_refused) {
 }
 
 
+/* Config c's attention of nt tokens at depth pos on a tk/tv cache (ctx
+ * positions), decoded token by token and then as one batch on each pool of
+ * P, on the scalar and (n_isa 2) SIMD tables: every batch must give the
+ * decode's bits.  `what` names the case in the message. */
+static void batch_vs_decode(const char *what, size_t c, const att_cfg *C, int tk, int tv, int pos, int nt,
+                            int ctx, pool **P, int n_pool, int n_isa) {
+    const int kvd = C->nkv * C->hd, kvdv = C->nkv * C->hdv;
+    const size_t kb = kern_kv_row_bytes(tk, kvd), vb = kern_kv_row_bytes(tv, kvdv);
+    if (!kb || !vb) return;
+    const size_t no = (size_t)nt * C->nh * C->hdv;
+    float *q = malloc(sizeof(float) * nt * C->nh * C->hd);
+    float *k = malloc(sizeof(float) * (pos + nt) * kvd), *v = malloc(sizeof(float) * (pos + nt) * kvdv);
+    float sinks[16];
+    for (int i = 0; i < nt * C->nh * C->hd; i++) q[i] = rnd_f(-0.5f, 0.5f);
+    for (int i = 0; i < (pos + nt) * kvd; i++) k[i] = rnd_f(-2, 2);
+    for (int i = 0; i < (pos + nt) * kvdv; i++) v[i] = rnd_f(-1, 1);
+    for (int h = 0; h < 16; h++) sinks[h] = rnd_f(-1, 2);
+    char *pre_k = malloc(kb * ctx), *pre_v = malloc(vb * ctx);
+    ref_rows(tk, k, kvd, pos, pre_k);
+    ref_rows(tv, v, kvdv, pos, pre_v);
+    float *want = malloc(sizeof(float) * no), *got = malloc(sizeof(float) * no);
+    char *kc = malloc(kb * ctx), *vc = malloc(vb * ctx);
+    for (int isa = 0; isa < n_isa; isa++)
+        for (int run = 0; run <= n_pool; run++) { /* 0: decode; 1..n_pool: one batch on P[run-1] */
+            memcpy(kc, pre_k, kb * pos), memcpy(vc, pre_v, vb * pos);
+            void *kk[1] = {kc}, *vv[1] = {C->latent ? NULL : vc};
+            cf_env E = {.K = kern_table(isa), .pool = run ? P[run - 1] : NULL, .n_ctx = ctx,
+                        .kv_k = kk, .kv_v = vv, .kv_type_k = tk, .kv_type_v = tv};
+            float *o = run ? got : want;
+            for (int t0 = 0; t0 < nt; t0 += run ? nt : 1) {
+                const int n = run ? nt : 1;
+                E.pos = pos + t0;
+                E.K->attention(&E, o + (size_t)t0 * C->nh * C->hdv, q + (size_t)t0 * C->nh * C->hd,
+                               k + (size_t)(pos + t0) * kvd, C->latent ? NULL : v + (size_t)(pos + t0) * kvdv,
+                               C->sinks ? sinks : NULL, 0, C->nh, C->nkv, C->hd, C->hdv,
+                               1.0f / sqrtf((float)C->hd), C->window, C->softcap, n);
+            }
+            if (run)
+                EXPECT_MSG(!memcmp(want, got, sizeof(float) * no),
+                           "%s cfg %zu (nh %d nkv %d hd %d/%d window %d) %s/%s %s pool %d: a batch of %d at %d "
+                           "differs from decode", what, c, C->nh, C->nkv, C->hd, C->hdv, C->window,
+                           eng_kv_type_name(tk), eng_kv_type_name(tv), kern_isa_name(isa), run - 1, nt, pos);
+        }
+    free(q), free(k), free(v), free(pre_k), free(pre_v), free(want), free(got), free(kc), free(vc);
+}
+
 /* A long prompt batch (37 tokens at depth 300: several blocks of tokens in
  * att_block, a partial last block, several key tiles) equals token-by-token
  * decode bit for bit, on every cache type, scalar and SIMD, with the default
@@ -217,48 +264,46 @@ TEST(kern_kv, long_prompt_batch_equals_decode) {
     EXPECT_EQ_I(pool_reserve(P[1], (size_t)8 * 4 * (POS + NT) * sizeof(float)), 0);
     EXPECT_EQ_I(pool_new(1, &P[2]), 0);
     EXPECT_EQ_I(pool_reserve(P[2], (size_t)8 * 4 * (POS + NT) * sizeof(float)), 0);
-    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
-        const att_cfg *C = &cfg[c];
-        const int kvd = C->nkv * C->hd, kvdv = C->nkv * C->hdv;
-        for (int ti = 0; ti < N_KV_TYPES; ti++) {
-            const int tk = kv_types[ti], tv = kv_types[(ti + (int)c) % N_KV_TYPES];
-            const size_t kb = kern_kv_row_bytes(tk, kvd), vb = kern_kv_row_bytes(tv, kvdv);
-            if (!kb || !vb) continue;
-            const size_t no = (size_t)NT * C->nh * C->hdv;
-            float *q = malloc(sizeof(float) * NT * C->nh * C->hd);
-            float *k = malloc(sizeof(float) * (POS + NT) * kvd), *v = malloc(sizeof(float) * (POS + NT) * kvdv);
-            float sinks[16];
-            for (int i = 0; i < NT * C->nh * C->hd; i++) q[i] = rnd_f(-0.5f, 0.5f);
-            for (int i = 0; i < (POS + NT) * kvd; i++) k[i] = rnd_f(-2, 2);
-            for (int i = 0; i < (POS + NT) * kvdv; i++) v[i] = rnd_f(-1, 1);
-            for (int h = 0; h < 16; h++) sinks[h] = rnd_f(-1, 2);
-            char *pre_k = malloc(kb * CTX), *pre_v = malloc(vb * CTX);
-            ref_rows(tk, k, kvd, POS, pre_k);
-            ref_rows(tv, v, kvdv, POS, pre_v);
-            float *want = malloc(sizeof(float) * no), *got = malloc(sizeof(float) * no);
-            char *kc = malloc(kb * CTX), *vc = malloc(vb * CTX);
-            for (int isa = 0; isa < n_isa; isa++)
-                for (int run = 0; run < 4; run++) { /* 0: decode; 1..3: one batch on P[run-1] */
-                    memcpy(kc, pre_k, kb * POS), memcpy(vc, pre_v, vb * POS);
-                    void *kk[1] = {kc}, *vv[1] = {C->latent ? NULL : vc};
-                    cf_env E = {.K = kern_table(isa), .pool = run ? P[run - 1] : NULL, .n_ctx = CTX,
-                                .kv_k = kk, .kv_v = vv, .kv_type_k = tk, .kv_type_v = tv};
-                    float *o = run ? got : want;
-                    for (int t0 = 0; t0 < NT; t0 += run ? NT : 1) {
-                        const int n = run ? NT : 1;
-                        E.pos = POS + t0;
-                        E.K->attention(&E, o + (size_t)t0 * C->nh * C->hdv, q + (size_t)t0 * C->nh * C->hd,
-                                       k + (size_t)(POS + t0) * kvd, C->latent ? NULL : v + (size_t)(POS + t0) * kvdv,
-                                       C->sinks ? sinks : NULL, 0, C->nh, C->nkv, C->hd, C->hdv,
-                                       1.0f / sqrtf((float)C->hd), C->window, C->softcap, n);
-                    }
-                    if (run)
-                        EXPECT_MSG(!memcmp(want, got, sizeof(float) * no),
-                                   "cfg %zu %s/%s %s pool %d: a batch of %d at %d differs from decode", c,
-                                   eng_kv_type_name(tk), eng_kv_type_name(tv), kern_isa_name(isa), run - 1, NT, POS);
-                }
-            free(q), free(k), free(v), free(pre_k), free(pre_v), free(want), free(got), free(kc), free(vc);
-        }
-    }
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++)
+        for (int ti = 0; ti < N_KV_TYPES; ti++)
+            batch_vs_decode("long prompt", c, &cfg[c], kv_types[ti], kv_types[(ti + (int)c) % N_KV_TYPES], POS, NT,
+                            CTX, P, 3, n_isa);
     for (int i = 0; i < 3; i++) pool_free(P[i]);
+}
+
+/* Sliding windows that clip inside a block of 8 tokens (att_block with the
+ * tokens' first keys rising by 1..7 across the block) at several depths:
+ * inside the prompt itself (depth 0, window 3), the first 2 tokens of a
+ * block clipped (5, 11), every token clipped over several key tiles (120,
+ * 100), and the clip starting at the block's 6th token (250, 255); head
+ * groups of 4 (the AVX-512 four-head leaves), 3 with a head slice that
+ * straddles quantization blocks, key slices too wide for the tile to hold
+ * 8 + 7 rows (hd 1024: the block runs its tokens one by one) or with fewer
+ * than 8 rows per tile (hd 2048); every cache type, K and V mixed too; a
+ * batch equals decode bit for bit. */
+TEST(kern_kv, window_blocks_equal_decode) {
+    static const att_cfg heads[] = {{8, 2, 64, 64, 0, 0, 0, 0}, {6, 2, 80, 80, 0, 30.0f, 1, 0},
+                                    {2, 1, 1024, 64, 0, 0, 0, 0}, {2, 1, 2048, 64, 0, 0, 1, 0}};
+    static const int depth_window[][2] = {{0, 3}, {5, 11}, {120, 100}, {250, 255}};
+    static const int pairs[][2] = {{CF_F32, CF_F32}, {CF_F16, CF_F16}, {CF_Q8_0, CF_Q8_0}, {CF_Q4_0, CF_Q4_0},
+                                   {CF_F32, CF_Q8_0}, {CF_Q4_0, CF_F16}};
+    enum { CTX = 280, NT = 21 };
+    const int n_isa = kern_isa_available(KERN_ISA_SIMD) ? 2 : 1;
+    if (n_isa == 1) test_not_run("the SIMD attention blocks: this CPU lacks the SIMD ISA");
+    pool *P[2];
+    EXPECT_EQ_I(pool_new(2, &P[0]), 0);
+    EXPECT_EQ_I(pool_reserve(P[0], kern_scratch_bytes(CTX)), 0);
+    EXPECT_EQ_I(pool_new(1, &P[1]), 0);
+    EXPECT_EQ_I(pool_reserve(P[1], kern_scratch_bytes(CTX)), 0);
+    for (size_t c = 0; c < sizeof heads / sizeof heads[0]; c++)
+        for (size_t dw = 0; dw < sizeof depth_window / sizeof depth_window[0]; dw++) {
+            const int wide = heads[c].hd >= 1024; /* one depth, the pairs with a Q8_0 side (test time) */
+            att_cfg C = heads[c];
+            C.window = depth_window[dw][1];
+            for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++)
+                if (!wide || (dw == 2 && (pairs[pi][0] == CF_Q8_0 || pairs[pi][1] == CF_Q8_0)))
+                    batch_vs_decode("window", c, &C, pairs[pi][0], pairs[pi][1], depth_window[dw][0], NT, CTX, P,
+                                    2, n_isa);
+        }
+    for (int i = 0; i < 2; i++) pool_free(P[i]);
 }

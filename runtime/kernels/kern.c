@@ -542,23 +542,29 @@ static void att_rows_softmax(const att_job *j, float *s, size_t ss, int nh, int 
 }
 
 
+static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int h0, int nh);
+
+/* Keys *p0 .. *p0 + *n_kv - 1 of token t: causal, and within the sliding
+ * window when set; bidirectional (window < 0): the whole batch. */
+static void att_range(const att_job *j, int t, int *p0, int *n_kv) {
+    const int p_end = j->window < 0 ? j->pos + j->n_tok : j->pos + t + 1;
+    *p0 = j->window > 0 && p_end > j->window ? p_end - j->window : 0;
+    *n_kv = p_end - *p0;
+}
+
 /* One query head of one token: scores, softmax like ggml_soft_max_ext (scale,
  * max-subtract, exp, sum in double, multiply by (float)(1/sum)), then the
- * probability-weighted sum of value rows. */
-static void att_tiled(const att_job *j, float *s, size_t ss, int t, int h0, int nh);
-
+ * probability-weighted sum of value rows; an F32 cache in one leaf call
+ * each, other types through att_block's tiles. */
 static void att_head(const att_job *j, float *s, int t, int h) {
     if (j->tk != CF_F32 || j->tv != CF_F32) {
-        att_tiled(j, s, 0, t, h, 1);
+        att_block(j, s, 0, t, 1, h, 1);
         return;
     }
     const int hd = j->head_dim, hdv = j->head_dim_v;
     const int kvh = h / (j->n_head / j->n_head_kv);
-    /* keys p0..p_end-1: causal, and within the sliding window when set;
-     * bidirectional (window < 0): the whole batch */
-    const int p_end = j->window < 0 ? j->pos + j->n_tok : j->pos + t + 1;
-    const int p0 = j->window > 0 && p_end > j->window ? p_end - j->window : 0;
-    const int n_kv = p_end - p0;
+    int p0, n_kv;
+    att_range(j, t, &p0, &n_kv);
     const float *qh = j->q + ((size_t)t * j->n_head + h) * hd;
     const float *kh = j->kc + ((size_t)p0 * j->ks + (size_t)kvh * hd);
     const float *vh = j->vc + ((size_t)p0 * j->vs + (size_t)kvh * j->v_head);
@@ -589,14 +595,13 @@ static void att_head(const att_job *j, float *s, int t, int h) {
 #if defined(__x86_64__)
 static void att_head4(const att_job *j, float *s, size_t ss, int t, int h0) {
     if (j->tk != CF_F32 || j->tv != CF_F32) {
-        att_tiled(j, s, ss, t, h0, 4);
+        att_block(j, s, ss, t, 1, h0, 4);
         return;
     }
     const int hd = j->head_dim, hdv = j->head_dim_v;
     const int kvh = h0 / (j->n_head / j->n_head_kv);
-    const int p_end = j->window < 0 ? j->pos + j->n_tok : j->pos + t + 1;
-    const int p0 = j->window > 0 && p_end > j->window ? p_end - j->window : 0;
-    const int n_kv = p_end - p0;
+    int p0, n_kv;
+    att_range(j, t, &p0, &n_kv);
     const float *qh = j->q + ((size_t)t * j->n_head + h0) * hd;
     const float *kh = j->kc + ((size_t)p0 * j->ks + (size_t)kvh * hd);
     const float *vh = j->vc + ((size_t)p0 * j->vs + (size_t)kvh * j->v_head);
@@ -614,13 +619,12 @@ static void att_head4(const att_job *j, float *s, size_t ss, int t, int h0) {
  * so any kv_dim % 32 == 0 works whatever head_dim is — into an L1 tile of
  * KERN_ATT_TILE floats on the stack, and the f32 leaves above run on the
  * tile: the scores of the tile's positions, then (after the softmax over
- * all positions) the weighted sum continued tile after tile.  The score of
- * a position and the FMA chain of an output (key order, accumulate = 1
- * continues it) do not depend on where tiles start, so the result is the
- * same bits as dequantizing the whole cache first, and batch invariance
- * holds (a token reads the rows as stored, whatever batch stored them).
- * nh heads h0..h0+nh-1 of token t share the kv head (nh 4: the AVX-512
- * four-head leaves; s then holds 4 rows of ss floats). */
+ * all positions) the weighted sum continued tile after tile (att_block).
+ * The score of a position (score tiles start a multiple of 8 keys after the
+ * token's first key) and the FMA chain of an output (key order, accumulate
+ * = 1 continues it) do not depend on where tiles start, so the result is
+ * the same bits as dequantizing the whole cache first, and batch invariance
+ * holds (a token reads the rows as stored, whatever batch stored them). */
 #define KERN_ATT_TILE 8192
 
 /* Geometry of one kv head's slice of a row of `type`: the covering blocks
@@ -673,95 +677,48 @@ static const float *kv_tile(const kv_src *c, float *tile, int r0, int nr, size_t
     return tile + c->off;
 }
 
-static void att_tiled(const att_job *j, float *s, size_t ss, int t, int h0, int nh) {
-    const int hd = j->head_dim, hdv = j->head_dim_v;
-    const int kvh = h0 / (j->n_head / j->n_head_kv);
-    const int p_end = j->window < 0 ? j->pos + j->n_tok : j->pos + t + 1;
-    const int p0 = j->window > 0 && p_end > j->window ? p_end - j->window : 0;
-    const int n_kv = p_end - p0;
-    const float *qh = j->q + ((size_t)t * j->n_head + h0) * hd;
-    float *o = j->out + ((size_t)t * j->n_head + h0) * hdv;
-    const kv_src K = kv_src_of(j, 0, kvh), V = kv_src_of(j, 1, kvh);
-    float tile[KERN_ATT_TILE];
-    /* rows per tile (>= 1: checked), a multiple of 8 when it can be: the SIMD
-     * score leaves take keys in blocks of 4 or 8 with a different tail sum,
-     * so such tiles give every key the block it has untiled */
-    int kr = KERN_ATT_TILE / K.span, vr = KERN_ATT_TILE / V.span;
-    if (kr >= 8) kr &= ~7;
-    if (vr >= 8) vr &= ~7;
-    float max[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, inv[4];
-    if (!ss) ss = (size_t)n_kv;
-#if defined(__x86_64__)
-    const int avx2 = j->isa == KERN_ISA_AVX2 && hd % 8 == 0 && hdv % 8 == 0;
-#else
-    const int avx2 = 0;
-#endif
-    for (int pt = 0; pt < n_kv; pt += kr) {
-        const int nr = n_kv - pt < kr ? n_kv - pt : kr;
-        size_t kst;
-        const float *kt = kv_tile(&K, tile, p0 + pt, nr, &kst);
-#if defined(__x86_64__)
-        if (nh == 4) {
-            float m4[4];
-            kern_avx512_att_scores4(qh, (size_t)hd, kt, kst, nr, hd, j->scale, s + pt, ss, m4);
-            for (int h = 0; h < 4; h++) max[h] = m4[h] > max[h] ? m4[h] : max[h];
-            continue;
-        }
-        if (avx2) {
-            const float m = kern_avx2_att_scores(qh, kt, kst, nr, hd, j->scale, s + pt);
-            max[0] = m > max[0] ? m : max[0];
-            continue;
-        }
-#endif
-        for (int r = 0; r < nr; r++) {
-            const float sc = j->ops->dot_f32(qh, kt + (size_t)r * kst, hd) * j->scale;
-            s[pt + r] = sc;
-            if (sc > max[0]) max[0] = sc;
-        }
-    }
-    att_rows_softmax(j, s, ss, nh, n_kv, h0, max, inv);
-    if (!avx2 && nh == 1) memset(o, 0, (size_t)hdv * sizeof *o);
-    for (int pt = 0; pt < n_kv; pt += vr) {
-        const int nr = n_kv - pt < vr ? n_kv - pt : vr;
-        size_t vst;
-        const float *vt = kv_tile(&V, tile, p0 + pt, nr, &vst);
-#if defined(__x86_64__)
-        if (nh == 4) {
-            kern_avx512_att_wsum4(o, (size_t)hdv, s + pt, ss, inv, vt, vst, nr, hdv, pt > 0);
-            continue;
-        }
-        if (avx2) {
-            kern_avx2_att_wsum(o, s + pt, inv[0], vt, vst, nr, hdv, pt > 0);
-            continue;
-        }
-#endif
-        for (int r = 0; r < nr; r++) j->ops->axpy(o, s[pt + r] * inv[0], vt + (size_t)r * vst, hdv);
-    }
-}
-
-/* ---- a block of query tokens (prompt batches) --------------------------------
- * Tokens t0..t0+nb-1, heads h0..h0+nh-1 (one kv head), all with p0 = 0 (no
- * sliding window clipping): each K (V) tile of positions is dequantized (or,
- * F32, read from the cache) once and used by every token of the block.  Per
- * token the leaf calls are exactly att_tiled's: the same tiles (pt, a
- * multiple of kr / vr from position 0), the same nr (min(tile, n_kv - pt)),
- * the same leaf and arguments, the same softmax — only the loop over tokens
- * moved inside the loop over tiles — so every token's output is the bits of
- * att_tiled / att_head alone (batch invariance, test_kern_kv).  Token b's
- * scores live at s + b * nh * ss (nh rows of ss floats). */
+/* ---- a block of query tokens --------------------------------------------------
+ * Tokens t0..t0+nb-1 (nb 1: one token alone, the quantized-cache path of
+ * att_head / att_head4), heads h0..h0+nh-1 (one kv head).  Each K (V) tile
+ * of positions is fetched once (kv_tile: an F32 cache read in place, other
+ * types dequantized into the stack tile) and used by every token of the
+ * block.  Token b attends to keys p0[b]..p0[b]+n_kv[b]-1 (att_range); a
+ * sliding window shifts p0 by one per clipped token, so p0 rises by d <=
+ * nb - 1 across the block.
+ *
+ * Per token the leaf calls are the ones it makes alone: its score calls
+ * start at p0[b] + pt, pt a multiple of kr (a multiple of 8 whenever the
+ * tile holds 8 rows: the SIMD score leaves take keys in blocks of 4 or 8
+ * with a different tail sum, so any such grid gives every key the block it
+ * has untiled), nrb = min(kr, n_kv[b] - pt) keys each, all inside the K
+ * tile of kr + d rows from p0[0] + pt; its weighted sum runs over its keys
+ * in key order, split wherever the V tiles split them (accumulate = 1
+ * continues the FMA chain, so a split changes no bits); the softmax is the
+ * token's own.  Only the loop over tokens moved inside the loop over tiles,
+ * so every token's output has the bits of the token alone (batch
+ * invariance, test_kern_kv).  When the tile cannot hold 8 + d rows (head
+ * slices over 1000 floats) a clipped block runs its tokens one by one.
+ * Token b's scores live at s + b * nh * ss (nh rows of ss floats; ss 0: the
+ * token's n_kv). */
 #define KERN_ATT_F32_ROWS 64
 
 static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int h0, int nh) {
     const int hd = j->head_dim, hdv = j->head_dim_v;
     const int kvh = h0 / (j->n_head / j->n_head_kv);
-    int n_kv[KERN_ATT_BLOCK];
-    for (int b = 0; b < nb; b++) n_kv[b] = j->window < 0 ? j->pos + j->n_tok : j->pos + t0 + b + 1;
-    const int nmax = n_kv[nb - 1];
+    int p0[KERN_ATT_BLOCK], n_kv[KERN_ATT_BLOCK];
+    for (int b = 0; b < nb; b++) att_range(j, t0 + b, &p0[b], &n_kv[b]);
+    const int d = p0[nb - 1] - p0[0], p_end = p0[nb - 1] + n_kv[nb - 1]; /* both rise with b */
     const kv_src K = kv_src_of(j, 0, kvh), V = kv_src_of(j, 1, kvh);
-    float tile[KERN_ATT_TILE];
-    int kr = K.f32 ? KERN_ATT_F32_ROWS : KERN_ATT_TILE / K.span, vr = V.f32 ? KERN_ATT_F32_ROWS : KERN_ATT_TILE / V.span;
+    /* key rows per score call (>= 1: tile_ok), values per tile */
+    int kr = K.f32 ? KERN_ATT_F32_ROWS : KERN_ATT_TILE / K.span - d, vr = V.f32 ? KERN_ATT_F32_ROWS : KERN_ATT_TILE / V.span;
     if (kr >= 8) kr &= ~7;
+    else if (d > 0) {
+        for (int b = 0; b < nb; b++) att_block(j, s, ss, t0 + b, 1, h0, nh);
+        return;
+    }
     if (vr >= 8) vr &= ~7;
+    if (!ss) ss = (size_t)n_kv[nb - 1];
+    float tile[KERN_ATT_TILE];
     float max[KERN_ATT_BLOCK][4], inv[KERN_ATT_BLOCK][4];
     for (int b = 0; b < nb; b++)
         for (int h = 0; h < 4; h++) max[b][h] = -INFINITY;
@@ -770,30 +727,31 @@ static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int
 #else
     const int avx2 = 0;
 #endif
-    for (int pt = 0; pt < nmax; pt += kr) {
-        const int nr = nmax - pt < kr ? nmax - pt : kr;
+    for (int pt = 0; pt < n_kv[nb - 1]; pt += kr) {
+        const int r0 = p0[0] + pt, nr = p_end - r0 < kr + d ? p_end - r0 : kr + d;
         size_t kst;
-        const float *kt = kv_tile(&K, tile, pt, nr, &kst);
+        const float *kt = kv_tile(&K, tile, r0, nr, &kst);
         for (int b = 0; b < nb; b++) {
             if (pt >= n_kv[b]) continue;
-            const int nrb = n_kv[b] - pt < nr ? n_kv[b] - pt : nr;
+            const int nrb = n_kv[b] - pt < kr ? n_kv[b] - pt : kr;
+            const float *kb = kt + (size_t)(p0[b] - p0[0]) * kst;
             const float *qh = j->q + ((size_t)(t0 + b) * j->n_head + h0) * hd;
             float *sb = s + (size_t)b * nh * ss;
 #if defined(__x86_64__)
             if (nh == 4) {
                 float m4[4];
-                kern_avx512_att_scores4(qh, (size_t)hd, kt, kst, nrb, hd, j->scale, sb + pt, ss, m4);
+                kern_avx512_att_scores4(qh, (size_t)hd, kb, kst, nrb, hd, j->scale, sb + pt, ss, m4);
                 for (int h = 0; h < 4; h++) max[b][h] = m4[h] > max[b][h] ? m4[h] : max[b][h];
                 continue;
             }
             if (avx2) {
-                const float m = kern_avx2_att_scores(qh, kt, kst, nrb, hd, j->scale, sb + pt);
+                const float m = kern_avx2_att_scores(qh, kb, kst, nrb, hd, j->scale, sb + pt);
                 max[b][0] = m > max[b][0] ? m : max[b][0];
                 continue;
             }
 #endif
             for (int r = 0; r < nrb; r++) {
-                const float sc = j->ops->dot_f32(qh, kt + (size_t)r * kst, hd) * j->scale;
+                const float sc = j->ops->dot_f32(qh, kb + (size_t)r * kst, hd) * j->scale;
                 sb[pt + r] = sc;
                 if (sc > max[b][0]) max[b][0] = sc;
             }
@@ -803,26 +761,27 @@ static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int
         att_rows_softmax(j, s + (size_t)b * nh * ss, ss, nh, n_kv[b], h0, max[b], inv[b]);
         if (!avx2 && nh == 1) memset(j->out + ((size_t)(t0 + b) * j->n_head + h0) * hdv, 0, (size_t)hdv * sizeof(float));
     }
-    for (int pt = 0; pt < nmax; pt += vr) {
-        const int nr = nmax - pt < vr ? nmax - pt : vr;
+    for (int r0 = p0[0]; r0 < p_end; r0 += vr) {
+        const int nr = p_end - r0 < vr ? p_end - r0 : vr;
         size_t vst;
-        const float *vt = kv_tile(&V, tile, pt, nr, &vst);
+        const float *vt = kv_tile(&V, tile, r0, nr, &vst);
         for (int b = 0; b < nb; b++) {
-            if (pt >= n_kv[b]) continue;
-            const int nrb = n_kv[b] - pt < nr ? n_kv[b] - pt : nr;
-            const float *sb = s + (size_t)b * nh * ss;
+            /* token b's keys lo..hi-1 in this tile */
+            const int lo = r0 > p0[b] ? r0 : p0[b], hi = r0 + nr < p0[b] + n_kv[b] ? r0 + nr : p0[b] + n_kv[b];
+            if (lo >= hi) continue;
+            const float *sb = s + (size_t)b * nh * ss + (lo - p0[b]), *vb = vt + (size_t)(lo - r0) * vst;
             float *o = j->out + ((size_t)(t0 + b) * j->n_head + h0) * hdv;
 #if defined(__x86_64__)
             if (nh == 4) {
-                kern_avx512_att_wsum4(o, (size_t)hdv, sb + pt, ss, inv[b], vt, vst, nrb, hdv, pt > 0);
+                kern_avx512_att_wsum4(o, (size_t)hdv, sb, ss, inv[b], vb, vst, hi - lo, hdv, lo > p0[b]);
                 continue;
             }
             if (avx2) {
-                kern_avx2_att_wsum(o, sb + pt, inv[b][0], vt, vst, nrb, hdv, pt > 0);
+                kern_avx2_att_wsum(o, sb, inv[b][0], vb, vst, hi - lo, hdv, lo > p0[b]);
                 continue;
             }
 #endif
-            for (int r = 0; r < nrb; r++) j->ops->axpy(o, sb[pt + r] * inv[b][0], vt + (size_t)r * vst, hdv);
+            for (int r = 0; r < hi - lo; r++) j->ops->axpy(o, sb[r] * inv[b][0], vb + (size_t)r * vst, hdv);
         }
     }
 }
@@ -853,9 +812,8 @@ static void att_units(const att_job *j, float *s, size_t ss, long u0, long n, in
     }
 }
 
-/* Block units u = (kv head, block of nb tokens, head or quad of its group):
- * a block whose tokens all start at position 0 runs att_block, one clipped
- * by the sliding window runs its tokens one by one (att_head / att_head4). */
+/* Block units u = (kv head, block of nb tokens, head or quad of its group),
+ * each one att_block. */
 static void att_block_units(const att_job *j, float *s, size_t ss, long u0, long n, int step) {
     const int quads = att_quads(j), w = quads ? 4 : 1;
     const int g = j->n_head / j->n_head_kv / w;
@@ -863,18 +821,7 @@ static void att_block_units(const att_job *j, float *s, size_t ss, long u0, long
     for (long u = u0; u < n; u += step) {
         const long kvh = u / (nblk * g), rem = u % (nblk * g);
         const int t0 = (int)(rem / g) * j->nb, h = (int)(kvh * g + rem % g) * w;
-        const int nb = j->n_tok - t0 < j->nb ? j->n_tok - t0 : j->nb;
-        if (j->window <= 0 || j->pos + t0 + nb <= j->window) {
-            att_block(j, s, ss, t0, nb, h, w);
-            continue;
-        }
-        for (int t = t0; t < t0 + nb; t++) {
-#if defined(__x86_64__)
-            if (quads) att_head4(j, s, ss, t, h);
-            else
-#endif
-                att_head(j, s, t, h);
-        }
+        att_block(j, s, ss, t0, j->n_tok - t0 < j->nb ? j->n_tok - t0 : j->nb, h, w);
     }
 }
 
@@ -937,7 +884,7 @@ void kern_drv_attention(int isa, cf_env *E, float *out, const float *q, const fl
     const size_t kb = kern_kv_row_bytes(tk, (int)kv_dim);
     const size_t vb = v_from_k ? kb : kern_kv_row_bytes(tv, (int)kv_dim_v);
     const kern_type_ops *tko = kern_type_ops_get(tk), *tvo = kern_type_ops_get(tv);
-    /* a quantized cache needs the tile (att_tiled) to hold one covering span */
+    /* a quantized cache needs the tile (att_block) to hold one covering span */
     const int tile_ok = (size_t)head_dim + 62 <= KERN_ATT_TILE && (size_t)head_dim_v + 62 <= KERN_ATT_TILE;
     if (n_head_kv <= 0 || n_head % n_head_kv || E->pos + n_tok > E->n_ctx || !vc || !kb || !vb ||
         !tko || !tvo || ((tk != CF_F32 || tv != CF_F32) && !tile_ok) ||
