@@ -301,6 +301,66 @@ TEST(kern_rk, matmul) {
     matmul_case(40);
 }
 
+/* Every leaf of every impl this CPU runs against the scalar leaf on random
+ * bytes (any code, scale and min bit pattern, not only what a quantizer
+ * writes; finite f16 d/dmin) and random Q8_K activations in the quantizer's
+ * range -127..127 (kern_q8.c: never -128; the AVX2 IQ4_XS sign trick relies
+ * on it), extremes included, with consistent bsums: same bits, for nb 1 and 3 and
+ * every token count a call takes (the one-token leaves included). */
+TEST(kern_rk, leaves_random_bytes) {
+    enum { NB_MAX = 3, NG = 2 };
+    kern_block_q8_k *a = malloc(sizeof(kern_block_q8_k) * NB_MAX * KERN_RK_NT);
+    float ys[KERN_RK_NT * 16], y[KERN_RK_NT * 16];
+    for (int ti = 0; ti < NRK; ti++) {
+        const int rk = g_rk[ti], bb = kern_rk_block_bytes(rk);
+        for (int nb = 1; nb <= NB_MAX; nb += 2) {
+            uint8_t *w = malloc((size_t)NG * nb * bb);
+            for (int i = 0; i < NG * nb * bb; i++) w[i] = (uint8_t)(rnd_f(0, 256));
+            for (int g = 0; g < NG * nb; g++) /* d (and Q4_K/Q5_K/IQ4_XS: dmin / scales_h stay random) */
+                for (int r = 0; r < 8; r++) {
+                    const uint16_t h = (uint16_t)(0x2000 + (int)rnd_f(0, 0x1c00)); /* finite, about 2^-7..1 */
+                    memcpy(w + (size_t)g * bb + 2 * r, &h, 2);
+                    if (rk == CF_Q4_K_R8 || rk == CF_Q5_K_R8) memcpy(w + (size_t)g * bb + 16 + 2 * r, &h, 2);
+                }
+            for (int t = 0; t < nb * KERN_RK_NT; t++) {
+                kern_block_q8_k *ab = a + t;
+                ab->d = rnd_f(0.001f, 0.1f);
+                for (int k = 0; k < KERN_QK_K; k++) {
+                    const float u = rnd_f(0, 1);
+                    ab->qs[k] = (int8_t)(u < 0.1f ? -127 : u < 0.2f ? 127 : (int)rnd_f(-127, 128));
+                }
+                for (int s = 0; s < 16; s++) {
+                    int sum = 0;
+                    for (int k = 0; k < 16; k++) sum += ab->qs[16 * s + k];
+                    ab->bsums[s] = (int16_t)sum;
+                }
+            }
+            const kern_rk_gemm_fn ref = kern_rk_scalar_leaves()->gemm[ti];
+            for (int impl = 1; impl < KERN_R8_IMPL_COUNT; impl++) {
+                if (!kern_r8_impl_available(impl)) continue;
+                const kern_rk_leaves *lv = kern_rk_leaves_for(impl);
+                for (int two = 0; two < 2; two++) {
+                    const kern_rk_gemm_fn fn = two ? lv->gemm2[ti] : lv->gemm[ti];
+                    if (!fn) continue;
+                    for (int nt = 1; nt <= KERN_RK_NT; nt++) {
+                        /* token t's blocks at a + t * nb; y[t * 16 + r] */
+                        for (int g = 0; g <= two; g++)
+                            ref(w + (size_t)g * nb * bb, a, (size_t)nb, nb, nt, ys + 8 * g, 16);
+                        memset(y, 0xff, sizeof y);
+                        fn(w, a, (size_t)nb, nb, nt, y, 16);
+                        int same = 1;
+                        for (int t = 0; t < nt; t++) same &= !memcmp(y + 16 * t, ys + 16 * t, sizeof(float) * 8 * (1 + two));
+                        EXPECT_MSG(same, "%s %s %s nb %d n_tok %d: not the scalar leaf's bits on random bytes", g_name[ti],
+                                   kern_r8_impl_name(impl), two ? "gemm2" : "gemm", nb, nt);
+                    }
+                }
+            }
+            free(w);
+        }
+    }
+    free(a);
+}
+
 TEST(kern_rk, expert_matmul) {
     const int n_out = 16, n_in = 512, n_expert = 3, k = 2, nt = 5;
     pool *P = NULL;
