@@ -526,16 +526,18 @@ RK_ENTRY2(gemm2_iq4xs_entry, 3)
 #define SEL_LO4 0xE4 /* vpternlogd imm: C ? A : B */
 INLINE __m256i q6_code(__m256i lo, __m256i hb, __m256i m0f) { return _mm256_ternarylogic_epi32(lo, hb, m0f, SEL_LO4); }
 
-INLINE void gemv_q6(const uint8_t *wg, const kern_block_q8_k *a, int nb, float *y) {
+INLINE void gemv_q6(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int nb, float *y, size_t ldy,
+                    const int NT) {
     const __m256i m0f = _mm256_set1_epi8(0x0f), m33 = _mm256_set1_epi8(0x33), mcc = _mm256_set1_epi8((char)0xcc);
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[NT];
+    UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * KERN_Q6_K_R8_BLOCK;
-        const int8_t *q = a[b].qs;
-        __m256i S = _mm256_setzero_si256(), O = _mm256_setzero_si256();
+        __m256i S[NT], O[NT];
+        UNROLL for (int t = 0; t < NT; t++) S[t] = O[t] = _mm256_setzero_si256();
         UNROLL for (int h = 0; h < 2; h++) {
-            __m256i d[8]; /* sub-block 8h + i: j = 4h + i/2, chunks (i&1) ? 4..7 : 0..3 */
-            UNROLL for (int i = 0; i < 8; i++) d[i] = _mm256_setzero_si256();
+            __m256i d[NT][8]; /* sub-block 8h + i: j = 4h + i/2, chunks (i&1) ? 4..7 : 0..3 */
+            UNROLL for (int t = 0; t < NT; t++) UNROLL for (int i = 0; i < 8; i++) d[t][i] = _mm256_setzero_si256();
             UNROLL for (int c = 0; c < 8; c++) {
                 const __m256i H = loadu(blk + 1168 + 256 * h + 32 * c);
                 const __m256i L0 = loadu(blk + 144 + 256 * (2 * h) + 32 * c);
@@ -546,26 +548,31 @@ INLINE void gemv_q6(const uint8_t *wg, const kern_block_q8_k *a, int nb, float *
                 const __m256i u2 = q6_code(L1, Hm, m0f);
                 const __m256i u3 = q6_code(_mm256_srli_epi16(L1, 4), _mm256_srli_epi16(Hn, 2), m0f);
                 const int hi = c >= 4;
-                const int8_t *qc = q + 128 * h + 4 * c;
-                d[0 + hi] = _mm256_dpbusd_epi32(d[0 + hi], u0, bc32(qc));
-                d[2 + hi] = _mm256_dpbusd_epi32(d[2 + hi], u1, bc32(qc + 32));
-                d[4 + hi] = _mm256_dpbusd_epi32(d[4 + hi], u2, bc32(qc + 64));
-                d[6 + hi] = _mm256_dpbusd_epi32(d[6 + hi], u3, bc32(qc + 96));
+                UNROLL for (int t = 0; t < NT; t++) {
+                    const int8_t *qc = a[(size_t)t * as + b].qs + 128 * h + 4 * c;
+                    d[t][0 + hi] = _mm256_dpbusd_epi32(d[t][0 + hi], u0, bc32(qc));
+                    d[t][2 + hi] = _mm256_dpbusd_epi32(d[t][2 + hi], u1, bc32(qc + 32));
+                    d[t][4 + hi] = _mm256_dpbusd_epi32(d[t][4 + hi], u2, bc32(qc + 64));
+                    d[t][6 + hi] = _mm256_dpbusd_epi32(d[t][6 + hi], u3, bc32(qc + 96));
+                }
             }
-            __m256i S2 = _mm256_setzero_si256();
             UNROLL for (int k = 0; k < 4; k++) { /* scale pair k' = 4h + k: sub-blocks 2k', 2k'+1 */
                 const __m256i scp = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 16 + 16 * (4 * h + k))));
                 const __m256i sc0 = _mm256_srai_epi32(_mm256_slli_epi32(scp, 16), 16), sc1 = _mm256_srai_epi32(scp, 16);
-                if (k & 1) S2 = _mm256_add_epi32(S2, _mm256_add_epi32(_mm256_mullo_epi32(d[2 * k], sc0), _mm256_mullo_epi32(d[2 * k + 1], sc1)));
-                else S = _mm256_add_epi32(S, _mm256_add_epi32(_mm256_mullo_epi32(d[2 * k], sc0), _mm256_mullo_epi32(d[2 * k + 1], sc1)));
-                O = _mm256_dpwssd_epi32(O, scp, bc32(a[b].bsums + 2 * (4 * h + k)));
+                UNROLL for (int t = 0; t < NT; t++) {
+                    S[t] = _mm256_add_epi32(S[t], _mm256_add_epi32(_mm256_mullo_epi32(d[t][2 * k], sc0),
+                                                                   _mm256_mullo_epi32(d[t][2 * k + 1], sc1)));
+                    O[t] = _mm256_dpwssd_epi32(O[t], scp, bc32(a[(size_t)t * as + b].bsums + 2 * (4 * h + k)));
+                }
             }
-            S = _mm256_add_epi32(S, S2);
         }
-        const __m256i tot = _mm256_sub_epi32(S, _mm256_slli_epi32(O, 5));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(dw8(blk), _mm256_set1_ps(a[b].d)), acc);
+        const __m256 dw = dw8(blk);
+        UNROLL for (int t = 0; t < NT; t++) {
+            const __m256i tot = _mm256_sub_epi32(S[t], _mm256_slli_epi32(O[t], 5));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(dw, _mm256_set1_ps(a[(size_t)t * as + b].d)), acc[t]);
+        }
     }
-    _mm256_storeu_ps(y, acc);
+    UNROLL for (int t = 0; t < NT; t++) _mm256_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
 
 /* ---- VNNI, one token (decode): Q4_K_R8 ----------------------------------------------------------
@@ -579,19 +586,19 @@ INLINE void gemv_q6(const uint8_t *wg, const kern_block_q8_k *a, int nb, float *
  *     (m_2i, m_2i+1) per row for vpdpwssd against (B_2i, B_2i+1), B_j =
  *     bsum_2j + bsum_2j+1 (|B| <= 4096: int16).
  * Same S, same M, so the reference's two FMAs give its bits. */
-INLINE void gemv_q4(const uint8_t *wg, const kern_block_q8_k *a, int nb, float *y) {
+INLINE void gemv_q4(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int nb, float *y, size_t ldy,
+                    const int NT) {
     const __m256i m0f = _mm256_set1_epi8(0x0f), mf0 = _mm256_set1_epi8((char)0xf0);
     const __m256i m03 = _mm256_set1_epi8(0x03), m0c = _mm256_set1_epi8(0x0c);
     /* in-lane byte order (0, 8, 1, 9, ..., 7, 15): rows' (m_2i, m_2i+1) byte pairs */
     const __m256i ilv = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[NT];
+    UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * KERN_Q4_K_R8_BLOCK;
-        const kern_block_q8_k *ab = a + b;
-        const int8_t *q = ab->qs;
         /* scales and mins: byte 8j + r (A0: j 0..3, A1: j 4..7); high bits per j from the pair bytes */
         _Alignas(32) uint8_t scb[64], mb[64];
-        _Alignas(32) int32_t bp[4];
+        _Alignas(16) int32_t bp[NT][4];
         {
             const __m256i A0 = loadu(blk + 32), A1 = loadu(blk + 64), Hb = loadu(blk + 96);
             const __m256i Hl = _mm256_and_si256(Hb, m0f), Hh = _mm256_and_si256(_mm256_srli_epi16(Hb, 4), m0f);
@@ -605,40 +612,60 @@ INLINE void gemv_q4(const uint8_t *wg, const kern_block_q8_k *a, int nb, float *
             _mm256_store_si256((__m256i *)(scb + 32), s1);
             _mm256_store_si256((__m256i *)mb, _mm256_shuffle_epi8(n0, ilv));
             _mm256_store_si256((__m256i *)(mb + 32), _mm256_shuffle_epi8(n1, ilv));
-            const __m128i bs0 = _mm_loadu_si128((const __m128i *)ab->bsums), bs1 = _mm_loadu_si128((const __m128i *)(ab->bsums + 8));
-            _mm_store_si128((__m128i *)bp, _mm_hadd_epi16(bs0, bs1)); /* int16 B_0..B_7 */
+            UNROLL for (int t = 0; t < NT; t++) {
+                const int16_t *bs = a[(size_t)t * as + b].bsums;
+                const __m128i bs0 = _mm_loadu_si128((const __m128i *)bs), bs1 = _mm_loadu_si128((const __m128i *)(bs + 8));
+                _mm_store_si128((__m128i *)bp[t], _mm_hadd_epi16(bs0, bs1)); /* int16 B_0..B_7 */
+            }
         }
-        __m256i d[8];
-        UNROLL for (int j = 0; j < 8; j++) d[j] = _mm256_setzero_si256();
+        __m256i d[NT][8];
+        UNROLL for (int t = 0; t < NT; t++) UNROLL for (int j = 0; j < 8; j++) d[t][j] = _mm256_setzero_si256();
         UNROLL for (int c = 0; c < 8; c++)
             UNROLL for (int p = 0; p < 4; p++) {
                 const __m256i L = loadu(blk + 128 + 256 * p + 32 * c);
-                d[2 * p] = _mm256_dpbusd_epi32(d[2 * p], _mm256_and_si256(L, m0f), bc32(q + 64 * p + 4 * c));
-                d[2 * p + 1] = _mm256_dpbusd_epi32(d[2 * p + 1], _mm256_and_si256(L, mf0), bc32(q + 64 * p + 32 + 4 * c));
+                const __m256i lo = _mm256_and_si256(L, m0f), hi = _mm256_and_si256(L, mf0);
+                UNROLL for (int t = 0; t < NT; t++) {
+                    const int8_t *q = a[(size_t)t * as + b].qs + 64 * p + 4 * c;
+                    d[t][2 * p] = _mm256_dpbusd_epi32(d[t][2 * p], lo, bc32(q));
+                    d[t][2 * p + 1] = _mm256_dpbusd_epi32(d[t][2 * p + 1], hi, bc32(q + 32));
+                }
             }
-        __m256i S0 = _mm256_setzero_si256(), S1 = _mm256_setzero_si256(), M = _mm256_setzero_si256();
-        UNROLL for (int j = 0; j < 8; j += 2) {
-            S0 = _mm256_add_epi32(S0, _mm256_mullo_epi32(d[j], load8u(scb + 8 * j)));
-            S1 = _mm256_add_epi32(S1, _mm256_mullo_epi32(_mm256_srai_epi32(d[j + 1], 4), load8u(scb + 8 * j + 8)));
+        const __m256 dw = dw8(blk), dm = dw8(blk + 16);
+        UNROLL for (int t = 0; t < NT; t++) {
+            __m256i S0 = _mm256_setzero_si256(), S1 = _mm256_setzero_si256(), M = _mm256_setzero_si256();
+            UNROLL for (int j = 0; j < 8; j += 2) {
+                S0 = _mm256_add_epi32(S0, _mm256_mullo_epi32(d[t][j], load8u(scb + 8 * j)));
+                S1 = _mm256_add_epi32(S1, _mm256_mullo_epi32(_mm256_srai_epi32(d[t][j + 1], 4), load8u(scb + 8 * j + 8)));
+            }
+            UNROLL for (int i = 0; i < 4; i++)
+                M = _mm256_dpwssd_epi32(M, _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(mb + 16 * i))),
+                                        _mm256_set1_epi32(bp[t][i]));
+            const __m256 da = _mm256_set1_ps(a[(size_t)t * as + b].d);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(S0, S1)), _mm256_mul_ps(dw, da), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), M)), _mm256_mul_ps(dm, da), acc[t]);
         }
-        UNROLL for (int i = 0; i < 4; i++)
-            M = _mm256_dpwssd_epi32(M, _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)(mb + 16 * i))), _mm256_set1_epi32(bp[i]));
-        const __m256 da = _mm256_set1_ps(ab->d);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(S0, S1)), _mm256_mul_ps(dw8(blk), da), acc);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), M)), _mm256_mul_ps(dw8(blk + 16), da), acc);
     }
-    _mm256_storeu_ps(y, acc);
+    UNROLL for (int t = 0; t < NT; t++) _mm256_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
-/* the one-token leaf of type kind (kern_rk_index), 1; or 0 where there is none */
-INLINE int gemv1(int kind, const void *wg, const kern_block_q8_k *a, int nb, float *y) {
-    if (kind == 2) gemv_q6((const uint8_t *)wg, a, nb, y);
-    else if (kind == 0) gemv_q4((const uint8_t *)wg, a, nb, y);
-    else return 0;
+/* the few-token leaf (nt 1..3) of type kind (kern_rk_index): 1; or 0 where there is none */
+INLINE int gemv_few(int kind, const void *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,
+                    size_t ldy) {
+    if (nt > 3 || (kind != 0 && kind != 2)) return 0;
+    if (kind == 2) {
+        if (nt == 1) gemv_q6((const uint8_t *)wg, a, as, nb, y, ldy, 1);
+        else if (nt == 2) gemv_q6((const uint8_t *)wg, a, as, nb, y, ldy, 2);
+        else gemv_q6((const uint8_t *)wg, a, as, nb, y, ldy, 3);
+    } else {
+        if (nt == 1) gemv_q4((const uint8_t *)wg, a, as, nb, y, ldy, 1);
+        else if (nt == 2) gemv_q4((const uint8_t *)wg, a, as, nb, y, ldy, 2);
+        else gemv_q4((const uint8_t *)wg, a, as, nb, y, ldy, 3);
+    }
     return 1;
 }
 #else
-INLINE int gemv1(int kind, const void *wg, const kern_block_q8_k *a, int nb, float *y) {
-    (void)kind, (void)wg, (void)a, (void)nb, (void)y;
+INLINE int gemv_few(int kind, const void *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,
+                    size_t ldy) {
+    (void)kind, (void)wg, (void)a, (void)as, (void)nb, (void)nt, (void)y, (void)ldy;
     return 0;
 }
 #endif
@@ -655,8 +682,9 @@ INLINE void body(int kind, const void *wg, const kern_block_q8_k *a, size_t as, 
 #define RK_ENTRY(name, kind)                                                                          \
     static void name(const void *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,   \
                      size_t ldy) {                                                                    \
+        if (gemv_few(kind, wg, a, as, nb, nt, y, ldy)) return;                                      \
         if (nt == 1) {                                                                                \
-            if (!gemv1(kind, wg, a, nb, y)) body(kind, wg, a, as, nb, 1, y, ldy, 1);                  \
+            body(kind, wg, a, as, nb, 1, y, ldy, 1);                                                  \
             return;                                                                                   \
         }                                                                                             \
         for (int t0 = 0; t0 < nt; t0 += RK_WIDE) {                                                    \
