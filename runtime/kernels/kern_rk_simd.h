@@ -20,12 +20,14 @@
  * f32 FMAs in the scalar reference's order, so every impl and token count
  * gives the same bits.
  *
- * VNNI, 1..3 tokens (decode; gemv_q4 / gemv_q6, Q4_K_R8 and Q6_K_R8): the
+ * VNNI, 2..3 tokens (gemv_q4 / gemv_q6, Q4_K_R8 and Q6_K_R8; gemv_few says
+ * why not 1): the
  * generic leaf's sub-block loop is not unrolled by the compiler (a branch
  * per chunk on j's nibble and shift), so these leaves are written out with
  * every index a constant, every group byte loaded once, and the unpacking
  * cut to a few ops per code (comments there).  1 thread, leaf alone, cache-
- * resident 1024 x 1024: q4k 70 -> 110-160 GFLOP/s, q6k 30 -> 75-105.  The
+ * resident 1024 x 1024, nt 1 / 2: q4k 70 -> 110-160 / 59 -> 150-200 GFLOP/s,
+ * q6k 30 -> 75-105 / 47 -> 100-140.  The
  * loads walk each region of a super-block in address order (Q4_K: pair p
  * outer, chunk inner; Q6_K: ql pair outer, its qh chunk row re-read from L1
  * for the second pair): a chunk-outer order over 3-4 regions measured up to
@@ -654,17 +656,19 @@ INLINE void gemv_q4(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int 
     }
     UNROLL for (int t = 0; t < NT; t++) _mm256_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
-/* the few-token leaf (nt 1..3) of type kind (kern_rk_index): 1; or 0 where there is none */
+/* the few-token leaf (nt 2..3) of type kind (kern_rk_index): 1; or 0 where there is none.
+ * Not for one token (decode): there the NT 1 instance is 2-3x the generic leaf's
+ * GFLOP/s cache-resident, but end to end it lost (336M Q4_K_M tg128, 1 thread,
+ * A/B both orders, load 2.7-4.5: 45-60 vs 50-71 t/s for the generic leaf, with
+ * the Q6_K leaf alone too); why is open (docs: the session-4 kdec report). */
 INLINE int gemv_few(int kind, const void *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,
                     size_t ldy) {
-    if (nt > 3 || (kind != 0 && kind != 2)) return 0;
+    if (nt < 2 || nt > 3 || (kind != 0 && kind != 2)) return 0;
     if (kind == 2) {
-        if (nt == 1) gemv_q6((const uint8_t *)wg, a, as, nb, y, ldy, 1);
-        else if (nt == 2) gemv_q6((const uint8_t *)wg, a, as, nb, y, ldy, 2);
+        if (nt == 2) gemv_q6((const uint8_t *)wg, a, as, nb, y, ldy, 2);
         else gemv_q6((const uint8_t *)wg, a, as, nb, y, ldy, 3);
     } else {
-        if (nt == 1) gemv_q4((const uint8_t *)wg, a, as, nb, y, ldy, 1);
-        else if (nt == 2) gemv_q4((const uint8_t *)wg, a, as, nb, y, ldy, 2);
+        if (nt == 2) gemv_q4((const uint8_t *)wg, a, as, nb, y, ldy, 2);
         else gemv_q4((const uint8_t *)wg, a, as, nb, y, ldy, 3);
     }
     return 1;
