@@ -21,10 +21,10 @@
  * gives the same bits.
  *
  * VNNI, 2..3 tokens (gemv_q4 / gemv_q6, Q4_K_R8 and Q6_K_R8; gemv_few says
- * why not 1): the
- * generic leaf's sub-block loop is not unrolled by the compiler (a branch
+ * why not 1): the generic leaf's sub-block loop is not unrolled by the compiler (a branch
  * per chunk on j's nibble and shift), so these leaves are written out with
- * every index a constant, every group byte loaded once, and the unpacking
+ * every index a constant, each group byte loaded once (Q6_K's qh twice,
+ * the second time from L1), and the unpacking
  * cut to a few ops per code (comments there).  1 thread, leaf alone, cache-
  * resident 1024 x 1024, nt 1 / 2: q4k 70 -> 110-160 / 59 -> 150-200 GFLOP/s,
  * q6k 30 -> 75-105 / 47 -> 100-140.  The
@@ -660,7 +660,7 @@ INLINE void gemv_q4(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int 
  * Not for one token (decode): there the NT 1 instance is 2-3x the generic leaf's
  * GFLOP/s cache-resident, but end to end it lost (336M Q4_K_M tg128, 1 thread,
  * A/B both orders, load 2.7-4.5: 45-60 vs 50-71 t/s for the generic leaf, with
- * the Q6_K leaf alone too); why is open (docs: the session-4 kdec report). */
+ * the Q6_K leaf alone too); why is open (the leaves take NT 1 as they are). */
 INLINE int gemv_few(int kind, const void *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,
                     size_t ldy) {
     if (nt < 2 || nt > 3 || (kind != 0 && kind != 2)) return 0;
