@@ -9,6 +9,7 @@
 #include "kern_r8.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -57,7 +58,7 @@ static void sc_gemm(int type, const void *wg, const kern_block_q8x4 *a, size_t q
                 const uint8_t *blk = (const uint8_t *)wg + (size_t)b * bb;
                 int sumi = 0;
                 for (int k = 0; k < 32; k++) sumi += r8_q(type, blk, r, k) * aq[b].qs[tt][k];
-                sum += (float)sumi * (r8_d(blk, r) * aq[b].d[tt]);
+                sum = fmaf((float)sumi, r8_d(blk, r) * aq[b].d[tt], sum);
             }
             y[(size_t)t * ldy + r] = sum;
         }

@@ -17,7 +17,8 @@
  * one row group and up to KERN_R8_NT tokens and forms per block and row
  *   sumi = Σ_j u_j·a_j - o·Σ_j a_j       (u = code + o >= 0: Q4_0 o = 8; the
  *                                         VNNI Q8_0 leaf uses u = q + 128)
- *   y += (float)sumi · (d_w · d_a)
+ *   y = fma((float)sumi, d_w · d_a, y)   (fused: every impl, the scalar
+ *                                         reference included, so all give its bits)
  * which is ggml's vec_dot_q4_0_q8_0 / q8_0_q8_0 (the float sum order differs).
  */
 #ifndef CINFER_KERN_R8_H
