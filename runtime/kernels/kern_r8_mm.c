@@ -12,10 +12,13 @@
  * groups.  Within its range a thread walks blocks of row groups whose weights
  * fit R8_WBLOCK bytes and, for each, blocks of tokens whose activations fit
  * R8_ABLOCK bytes, so both stay in L2 while the leaf runs every group of the
- * block against every KERN_R8_NT-token slice.  The ranges are taken from a
- * shared counter, about 4 per thread (r8_mm_worker).  Every (row, token) result is
- * one leaf's sum over all blocks in order, so results depend neither on the
- * thread count nor on how tokens are blocked.
+ * block against every KERN_R8_NT-token slice: from R8_GEMM2_MIN_TOK tokens
+ * on, where the impl has one, the gemm2 leaf on pairs of groups (the blocks
+ * and takes are even), the one-group leaf for a last odd group.  The ranges
+ * are taken from a shared counter, about 4 per thread (kern_r8.h "takes").
+ * Every (row, token) result is one leaf's sum over all blocks in order, and
+ * every leaf gives the scalar reference's bits, so results depend neither
+ * on the thread count nor on how tokens and groups are blocked.
  */
 #include "kern_r8.h"
 
@@ -32,8 +35,10 @@
 #define R8_ABLOCK (192 * 1024) /* activation bytes per token block (L2) */
 #define R8_STACK_BYTES (128 * 1024)
 #define R8_PAR_MIN_WORK 32768L
-/* gemm2 (two row groups per call, VNNI) below this many tokens?  XXX measured below */
-#define R8_GEMM2_MIN_TOK 4
+/* gemm2 (two row groups per call, VNNI) from this many tokens: on one
+ * token it runs at 0.6x the 8-row leaf (L2-resident leaf timing, 32 blocks:
+ * 73 vs 126 GFLOP/s), from 2 tokens at 1.0-1.6x; the same bits either way. */
+#define R8_GEMM2_MIN_TOK 2
 
 /* ==== repack ========================================================================== */
 
