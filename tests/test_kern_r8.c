@@ -300,3 +300,66 @@ TEST(kern_r8, matmul_chunked_without_pool) {
     check_close(y, ref, tol, (long)n_tok * n_out, "chunked");
     free(x), free(y), free(ref), free(tol), free(w), free(p), free(wf);
 }
+
+/* act_quant: every impl gives the scalar reference leaf's bits, for every
+ * token count 1..17, 31, 40 and (n_out 40, 24: 5 and 3 row groups) an odd
+ * number of groups, so the VNNI two-group leaves (gemm2: pairs of groups,
+ * 4/8/16-token bodies) and the one-group leaf for the odd group and for
+ * decode both run; with 2 threads, 1 thread and no pool, and a token alone
+ * == the same token in the batch. */
+static void scalar_bits_case(int ti, int n_out) {
+    const int n_in = 320, max_tok = 40;
+    const int nat = ti ? CF_Q8_0 : CF_Q4_0, r8 = ti ? CF_Q8_0_R8 : CF_Q4_0_R8;
+    const char *name = ti ? "q8_0_r8" : "q4_0_r8";
+    pool *P2 = NULL, *P1 = NULL;
+    EXPECT_EQ_I(pool_new(2, &P2), 0);
+    EXPECT_EQ_I(pool_new(1, &P1), 0);
+    EXPECT_EQ_I(pool_reserve(P2, kern_scratch_bytes_act(16, max_tok, n_in)), 0);
+    EXPECT_EQ_I(pool_reserve(P1, kern_scratch_bytes_act(16, max_tok, n_in)), 0);
+    float *x = malloc(sizeof(float) * max_tok * n_in);
+    for (int i = 0; i < max_tok * n_in; i++) x[i] = rnd_f(-3, 3) * (i % 89 == 0 ? 10.0f : 1.0f);
+    const size_t ny = sizeof(float) * max_tok * n_out;
+    float *y = malloc(ny), *ys = malloc(ny), *y2 = malloc(ny);
+    uint8_t *w = make_weights(nat, n_out, n_in), *p = repack(r8, nat, w, n_out, n_in);
+    cf_env E = {.pool = P2, .n_ctx = 16, .act_quant = 1};
+    kern_r8_matmul_impl(KERN_R8_SCALAR, &E, ys, x, p, r8, n_out, n_in, max_tok);
+    for (int impl = 1; impl < KERN_R8_IMPL_COUNT; impl++) {
+        if (!kern_r8_impl_available(impl)) {
+            note_impl_not_run(impl);
+            continue;
+        }
+        for (int nt = 1; nt <= max_tok; nt = nt == 17 ? 31 : nt == 31 ? max_tok : nt + 1) {
+            E.pool = P2;
+            kern_r8_matmul_impl(impl, &E, y, x, p, r8, n_out, n_in, nt);
+            long bad = -1;
+            for (long i = 0; i < (long)nt * n_out && bad < 0; i++)
+                if (memcmp(y + i, ys + i, sizeof(float))) bad = i;
+            EXPECT_MSG(bad < 0, "%s %s n_out %d n_tok %d: not the scalar bits at token %ld row %ld (%.9g vs %.9g)",
+                       name, kern_r8_impl_name(impl), n_out, nt, bad / n_out, bad % n_out, bad >= 0 ? y[bad] : 0.0,
+                       bad >= 0 ? ys[bad] : 0.0);
+        }
+        int same = 1;
+        for (int t = 0; t < max_tok; t++) {
+            E.pool = t % 2 ? P1 : NULL;
+            kern_r8_matmul_impl(impl, &E, y2, x + (size_t)t * n_in, p, r8, n_out, n_in, 1);
+            same &= !memcmp(y2, ys + (size_t)t * n_out, sizeof(float) * n_out);
+        }
+        EXPECT_MSG(same, "%s %s n_out %d: a 1-token call is not the scalar bits", name, kern_r8_impl_name(impl), n_out);
+        E.pool = P1;
+        kern_r8_matmul_impl(impl, &E, y2, x, p, r8, n_out, n_in, max_tok);
+        EXPECT_MSG(!memcmp(y2, ys, ny), "%s %s n_out %d: 1 thread", name, kern_r8_impl_name(impl), n_out);
+        E.pool = NULL;
+        kern_r8_matmul_impl(impl, &E, y2, x, p, r8, n_out, n_in, max_tok);
+        EXPECT_MSG(!memcmp(y2, ys, ny), "%s %s n_out %d: no pool", name, kern_r8_impl_name(impl), n_out);
+    }
+    free(x), free(y), free(ys), free(y2), free(w), free(p);
+    pool_free(P1);
+    pool_free(P2);
+}
+
+TEST(kern_r8, scalar_bits) {
+    for (int ti = 0; ti < 2; ti++) {
+        scalar_bits_case(ti, 40);
+        scalar_bits_case(ti, 24);
+    }
+}

@@ -228,7 +228,7 @@ INLINE void d8(const uint8_t *blk, float32x4_t *lo, float32x4_t *hi) {
     *hi = vcvt_high_f32_f16(d);
 }
 
-/* y[t*ldy + r] = Σ_b float(sumi) * (d_w[r] * d_a[t]) in block order, like sc_gemm */
+/* y[t*ldy + r] = Σ_b fma(float(sumi), d_w[r] * d_a[t], ·) in block order, like sc_gemm */
 static void NEON_FN(r8_gemm_q8_)(const void *wg, const kern_block_q8x4 *a, size_t qstride, int nb, int nt,
                                  float *y, size_t ldy) {
     float32x4_t acc[KERN_R8_NT][2];
@@ -252,8 +252,8 @@ static void NEON_FN(r8_gemm_q8_)(const void *wg, const kern_block_q8x4 *a, size_
                 s1 = dot4(s1, wv[c][1], av);
             }
             const float32x4_t da = vdupq_n_f32(aq->d[tt]);
-            acc[t][0] = vaddq_f32(acc[t][0], vmulq_f32(vcvtq_f32_s32(s0), vmulq_f32(dlo, da)));
-            acc[t][1] = vaddq_f32(acc[t][1], vmulq_f32(vcvtq_f32_s32(s1), vmulq_f32(dhi, da)));
+            acc[t][0] = vfmaq_f32(acc[t][0], vcvtq_f32_s32(s0), vmulq_f32(dlo, da));
+            acc[t][1] = vfmaq_f32(acc[t][1], vcvtq_f32_s32(s1), vmulq_f32(dhi, da));
         }
     }
     for (int t = 0; t < nt; t++) {
@@ -290,8 +290,8 @@ static void NEON_FN(r8_gemm_q4_)(const void *wg, const kern_block_q8x4 *a, size_
                 s1 = dot4(dot4(s1, lo[c][1], al), hi[c][1], ah);
             }
             const float32x4_t da = vdupq_n_f32(aq->d[tt]);
-            acc[t][0] = vaddq_f32(acc[t][0], vmulq_f32(vcvtq_f32_s32(s0), vmulq_f32(dlo, da)));
-            acc[t][1] = vaddq_f32(acc[t][1], vmulq_f32(vcvtq_f32_s32(s1), vmulq_f32(dhi, da)));
+            acc[t][0] = vfmaq_f32(acc[t][0], vcvtq_f32_s32(s0), vmulq_f32(dlo, da));
+            acc[t][1] = vfmaq_f32(acc[t][1], vcvtq_f32_s32(s1), vmulq_f32(dhi, da));
         }
     }
     for (int t = 0; t < nt; t++) {

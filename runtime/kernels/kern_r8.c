@@ -9,6 +9,7 @@
 #include "kern_r8.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -57,7 +58,7 @@ static void sc_gemm(int type, const void *wg, const kern_block_q8x4 *a, size_t q
                 const uint8_t *blk = (const uint8_t *)wg + (size_t)b * bb;
                 int sumi = 0;
                 for (int k = 0; k < 32; k++) sumi += r8_q(type, blk, r, k) * aq[b].qs[tt][k];
-                sum += (float)sumi * (r8_d(blk, r) * aq[b].d[tt]);
+                sum = fmaf((float)sumi, r8_d(blk, r) * aq[b].d[tt], sum);
             }
             y[(size_t)t * ldy + r] = sum;
         }
@@ -107,13 +108,13 @@ static void sc_mv8_q8(const void *wg, int b0, int nbk, const float *x, float *y,
 }
 
 static const kern_r8_leaves g_sc_leaves = {
-    {sc_gemm_q4, sc_gemm_q8}, {sc_mv8_q4, sc_mv8_q8}, {sc_deq8_q4, sc_deq8_q8}};
+    {sc_gemm_q4, sc_gemm_q8}, {NULL, NULL}, {sc_mv8_q4, sc_mv8_q8}, {sc_deq8_q4, sc_deq8_q8}};
 #if defined(__aarch64__)
 /* no mv8 of their own: kern.c's mat-vec takes the NEON tile_mm on deq8's rows */
 static const kern_r8_leaves g_neon_leaves = {
-    {kern_r8_gemm_q4_neon, kern_r8_gemm_q8_neon}, {sc_mv8_q4, sc_mv8_q8}, {sc_deq8_q4, sc_deq8_q8}};
+    {kern_r8_gemm_q4_neon, kern_r8_gemm_q8_neon}, {NULL, NULL}, {sc_mv8_q4, sc_mv8_q8}, {sc_deq8_q4, sc_deq8_q8}};
 static const kern_r8_leaves g_dotprod_leaves = {
-    {kern_r8_gemm_q4_dotprod, kern_r8_gemm_q8_dotprod}, {sc_mv8_q4, sc_mv8_q8}, {sc_deq8_q4, sc_deq8_q8}};
+    {kern_r8_gemm_q4_dotprod, kern_r8_gemm_q8_dotprod}, {NULL, NULL}, {sc_mv8_q4, sc_mv8_q8}, {sc_deq8_q4, sc_deq8_q8}};
 #endif
 
 /* ==== impl selection ================================================================ */

@@ -12,15 +12,17 @@
  * groups.  Within its range a thread walks blocks of row groups whose weights
  * fit R8_WBLOCK bytes and, for each, blocks of tokens whose activations fit
  * R8_ABLOCK bytes, so both stay in L2 while the leaf runs every group of the
- * block against every KERN_R8_NT-token slice.  The ranges are taken from a
- * shared counter, about 4 per thread (r8_mm_worker).  Every (row, token) result is
- * one leaf's sum over all blocks in order, so results depend neither on the
- * thread count nor on how tokens are blocked.
+ * block against every KERN_R8_NT-token slice: from R8_GEMM2_MIN_TOK tokens
+ * on, where the impl has one, the gemm2 leaf on pairs of groups (the blocks
+ * and takes are even), the one-group leaf for a last odd group.  The ranges
+ * are taken from a shared counter, about 4 per thread (kern_r8.h "takes").
+ * Every (row, token) result is one leaf's sum over all blocks in order, and
+ * every leaf gives the scalar reference's bits, so results depend neither
+ * on the thread count nor on how tokens and groups are blocked.
  */
 #include "kern_r8.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,10 @@
 #define R8_ABLOCK (192 * 1024) /* activation bytes per token block (L2) */
 #define R8_STACK_BYTES (128 * 1024)
 #define R8_PAR_MIN_WORK 32768L
+/* gemm2 (two row groups per call, VNNI) from this many tokens: on one
+ * token it runs at 0.6x the 8-row leaf (L2-resident leaf timing, 32 blocks:
+ * 73 vs 126 GFLOP/s), from 2 tokens at 1.0-1.6x; the same bits either way. */
+#define R8_GEMM2_MIN_TOK 2
 
 /* ==== repack ========================================================================== */
 
@@ -107,14 +113,13 @@ int kern_repack(int dst_type, int src_type, const void *src, int n_rows, int n_c
 
 typedef struct {
     int isa;          /* quantizer */
-    kern_r8_gemm_fn gemm;
+    kern_r8_gemm_fn gemm, gemm2; /* gemm2: two groups per call, or NULL */
     float *y;
     const float *x;
     const uint8_t *w;
     kern_block_q8x4 *a; /* n_quads quads of nb blocks */
     int n_out, n_in, n_tok, nb, bb;
-    atomic_long next;   /* first row group no thread has taken yet */
-    long chunk;         /* row groups per take */
+    kern_r8_takes takes;
 } r8_job;
 
 
@@ -145,11 +150,13 @@ static void r8_quant_worker(void *arg, int ith, int nth) {
     r8_quant_quads(j, nq * ith / nth, nq * (ith + 1) / nth);
 }
 
-static void r8_mm_range(const r8_job *j, long g0, long g1) {
+static void r8_mm_range(const void *job, long g0, long g1) {
+    const r8_job *j = job;
     const size_t grp = (size_t)j->nb * j->bb;
     const size_t quad = (size_t)j->nb * sizeof(kern_block_q8x4);
     long gstep = (long)(R8_WBLOCK / grp);
     if (gstep < 1) gstep = 1;
+    if (j->gemm2) gstep = gstep < 2 ? 2 : gstep & ~1L;
     int tstep = (int)(R8_ABLOCK / quad) * 4; /* tokens per activation block */
     if (tstep < KERN_R8_NT) tstep = KERN_R8_NT;
     tstep -= tstep % KERN_R8_NT;
@@ -157,30 +164,25 @@ static void r8_mm_range(const r8_job *j, long g0, long g1) {
         const long ge = gb + gstep < g1 ? gb + gstep : g1;
         for (int tb = 0; tb < j->n_tok; tb += tstep) {
             const int te = tb + tstep < j->n_tok ? tb + tstep : j->n_tok;
-            for (long g = gb; g < ge; g++)
+            for (long g = gb; g < ge;) {
+                const int two = j->gemm2 && g + 1 < ge;
+                const kern_r8_gemm_fn fn = two ? j->gemm2 : j->gemm;
                 for (int t = tb; t < te; t += KERN_R8_NT) {
                     const int nt = te - t < KERN_R8_NT ? te - t : KERN_R8_NT;
-                    j->gemm(j->w + (size_t)g * grp, j->a + (size_t)(t / 4) * j->nb, (size_t)j->nb, j->nb,
-                            nt, j->y + (size_t)t * j->n_out + 8 * g, (size_t)j->n_out);
+                    fn(j->w + (size_t)g * grp, j->a + (size_t)(t / 4) * j->nb, (size_t)j->nb, j->nb, nt,
+                       j->y + (size_t)t * j->n_out + 8 * g, (size_t)j->n_out);
                 }
+                g += two ? 2 : 1;
+            }
         }
     }
 }
 
-/* Row groups go out in chunks of j->chunk from a shared counter rather than
- * as one fixed range per thread: a thread the OS deschedules mid-call then
- * holds up one chunk, not 1/nth of the matrix, and the threads that run take
- * the rest.  Which thread computes a group changes nothing in its result. */
 static void r8_mm_worker(void *arg, int ith, int nth) {
     r8_job *j = arg;
-    const long ng = j->n_out / 8;
     (void)ith;
     (void)nth;
-    for (;;) {
-        const long g0 = atomic_fetch_add_explicit(&j->next, j->chunk, memory_order_relaxed);
-        if (g0 >= ng) return;
-        r8_mm_range(j, g0, g0 + j->chunk < ng ? g0 + j->chunk : ng);
-    }
+    kern_r8_takes_run(&j->takes, r8_mm_range, j);
 }
 
 static void r8_run(cf_env *E, long work, void (*fn)(void *, int, int), void *arg) {
@@ -195,9 +197,13 @@ static void r8_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
     const int nb = n_in / 32;
     const size_t quad = (size_t)nb * sizeof(kern_block_q8x4);
     const int n_quads = (n_tok + 3) / 4;
-    r8_job j = {impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_AVX2,
-                kern_r8_leaves_for(impl)->gemm[type == CF_Q8_0_R8], y, x, w, NULL, n_out, n_in, n_tok, nb,
-                kern_r8_block_bytes(type), 0, 1};
+    const kern_r8_leaves *lv = kern_r8_leaves_for(impl);
+    const int ti = type == CF_Q8_0_R8;
+    r8_job j = {.isa = impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_AVX2,
+                .gemm = lv->gemm[ti],
+                .gemm2 = n_tok >= R8_GEMM2_MIN_TOK ? lv->gemm2[ti] : NULL,
+                .y = y, .x = x, .w = w, .n_out = n_out, .n_in = n_in, .n_tok = n_tok, .nb = nb,
+                .bb = kern_r8_block_bytes(type)};
     /* the converted activations: thread 0's scratch after the attention/tile area */
     size_t have = 0;
     uint8_t *p = pool_scratch((pool *)E->pool, 0, &have);
@@ -229,12 +235,7 @@ static void r8_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
         j.x = x + (size_t)t0 * n_in;
         j.n_tok = nt;
         j.a = (kern_block_q8x4 *)buf;
-        atomic_store_explicit(&j.next, 0, memory_order_relaxed);
-        { /* 4 takes per thread; one thread takes everything at once */
-            const int nth = pool_n_threads((pool *)E->pool);
-            j.chunk = nth > 1 ? (n_out / 8) / (4L * nth) : n_out / 8;
-            if (j.chunk < 1) j.chunk = 1;
-        }
+        kern_r8_takes_reset(&j.takes, n_out / 8, pool_n_threads((pool *)E->pool), j.gemm2 != NULL);
         r8_run(E, (long)nt * n_in * 8, r8_quant_worker, &j);
         r8_run(E, (long)n_out * n_in * nt, r8_mm_worker, &j);
         for (int t = 0; t < nt; t++) /* a token whose Q8_0 scales overflowed: f32 activations */

@@ -139,6 +139,86 @@ INLINE void gemm_q8(const uint8_t *wg, const kern_block_q8x4 *a, size_t qstride,
 GEMM_ENTRY(gemm_q4_entry, gemm_q4)
 GEMM_ENTRY(gemm_q8_entry, gemm_q8)
 
+#if R8_VNNI
+/* ---- VNNI, two row groups per call: 16 rows = the 16 int32 lanes of a zmm -----------------------
+ * Lanes 0..7 are group 0's rows, 8..15 the next group's (its block b sits
+ * one group, nb blocks, further on), so a token's 4 activation bytes are one
+ * 32-bit broadcast for all 16 lanes (vpdpbusd's {1to16} memory form) and
+ * the activations stay the kern_block_q8x4 quads.  Per row the integer sums
+ * and the f32 ops are the ymm leaf's (and the scalar reference's).  The
+ * quads of tokens >= nt are read from quad 0 (never stored). */
+
+INLINE __m512i ld2(const uint8_t *p0, const uint8_t *p1) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(loadu(p0)), loadu(p1), 1);
+}
+INLINE __m512 dw16(const uint8_t *p0, const uint8_t *p1) {
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p0)),
+                                                   _mm_loadu_si128((const __m128i *)p1), 1));
+}
+INLINE __m512i bcz(const int8_t *p) {
+    int v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* the quad of each 4 tokens, quad 0 for the unused ones */
+#define QUAD_PTRS(aq, a, qstride, nt, NTOK) \
+    const kern_block_q8x4 *aq[NTOK / 4];    \
+    UNROLL for (int k = 0; k < NTOK / 4; k++) aq[k] = (a) + (size_t)(4 * k < (nt) ? k : 0) * (qstride)
+
+/* Q4_0 (o = 8, cs = 4 chunks) and Q8_0 (o = 128, cs = 8 chunks: u = q ^ 0x80) */
+INLINE void gemm2_body(const uint8_t *wg, const kern_block_q8x4 *a, size_t qstride, int nb, int nt, float *y,
+                       size_t ldy, const int q8, const int NTOK) {
+    const int bb = q8 ? KERN_Q8_0_R8_BLOCK : KERN_Q4_0_R8_BLOCK;
+    const size_t gbytes = (size_t)nb * bb;
+    QUAD_PTRS(aq, a, qstride, nt, NTOK);
+    __m512 acc[NTOK];
+    UNROLL for (int t = 0; t < NTOK; t++) acc[t] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *b0 = wg + (size_t)b * bb, *b1 = b0 + gbytes;
+        const __m512 dw = dw16(b0, b1);
+        __m512i u[8]; /* u[c] columns 4c..4c+3 (Q4_0: c < 4 low nibbles, c >= 4 high nibbles of chunk c - 4) */
+        if (q8) {
+            UNROLL for (int c = 0; c < 8; c++) u[c] = _mm512_xor_si512(ld2(b0 + 16 + 32 * c, b1 + 16 + 32 * c),
+                                                                      _mm512_set1_epi8(-128));
+        } else {
+            const __m512i m4 = _mm512_set1_epi8(0x0f);
+            UNROLL for (int c = 0; c < 4; c++) {
+                const __m512i v = ld2(b0 + 16 + 32 * c, b1 + 16 + 32 * c);
+                u[c] = _mm512_and_si512(v, m4);
+                u[4 + c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+        }
+        UNROLL for (int t = 0; t < NTOK; t++) {
+            const kern_block_q8x4 *ab = aq[t / 4] + b;
+            const int8_t *q = ab->qs[t % 4];
+            __m512i s0 = _mm512_set1_epi32((q8 ? -128 : -8) * ab->sum[t % 4]), s1 = _mm512_setzero_si512();
+            UNROLL for (int c = 0; c < 4; c++) {
+                s0 = _mm512_dpbusd_epi32(s0, u[c], bcz(q + 4 * c));
+                s1 = _mm512_dpbusd_epi32(s1, u[4 + c], bcz(q + 16 + 4 * c));
+            }
+            const __m512 f = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+            acc[t] = _mm512_fmadd_ps(f, _mm512_mul_ps(dw, _mm512_set1_ps(ab->d[t % 4])), acc[t]);
+        }
+    }
+    UNROLL for (int t = 0; t < NTOK; t++)
+        if (t < nt) _mm512_storeu_ps(y + (size_t)t * ldy, acc[t]);
+}
+
+/* NTOK 4 or 8 (16 tokens measured slower: 16 accumulators + 8 code vectors crowd 32 registers) */
+#define GEMM2_ENTRY(name, q8)                                                                            \
+    static void name(const void *wg, const kern_block_q8x4 *a, size_t qs, int nb, int nt, float *y,      \
+                     size_t ldy) {                                                                       \
+        if (nt <= 4) gemm2_body((const uint8_t *)wg, a, qs, nb, nt, y, ldy, q8, 4);                      \
+        else gemm2_body((const uint8_t *)wg, a, qs, nb, nt, y, ldy, q8, 8);                              \
+    }
+GEMM2_ENTRY(gemm2_q4_entry, 0)
+GEMM2_ENTRY(gemm2_q8_entry, 1)
+#define R8_GEMM2 {gemm2_q4_entry, gemm2_q8_entry}
+#else
+#define R8_GEMM2 {NULL, NULL}
+#endif
+
 /* ---- f32 activations ------------------------------------------------------------- */
 
 /* Column 4c+i (Q8: chunk c) / low-high nibble columns of the 8 rows as f32. */
@@ -271,4 +351,4 @@ static void deq8_q8(const void *wg, int b0, int nbk, float *dst, size_t ld) {
 }
 
 const kern_r8_leaves R8_LEAVES = {
-    {gemm_q4_entry, gemm_q8_entry}, {mv8_q4, mv8_q8}, {deq8_q4, deq8_q8}};
+    {gemm_q4_entry, gemm_q8_entry}, R8_GEMM2, {mv8_q4, mv8_q8}, {deq8_q4, deq8_q8}};

@@ -16,7 +16,6 @@
 #include "kern_rk.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +81,7 @@ typedef struct {
     const uint8_t *w;
     kern_block_q8_k *a; /* n_tok rows of nb blocks */
     int n_out, n_in, n_tok, nb, bb;
-    atomic_long next;   /* first row group no thread has taken yet */
-    long chunk;         /* row groups per take */
+    kern_r8_takes takes;
 } rk_job;
 
 static void rk_quant_worker(void *arg, int ith, int nth) {
@@ -95,7 +93,8 @@ static void rk_quant_worker(void *arg, int ith, int nth) {
     for (long t = t0; t < t1; t++) quant(j->x + (size_t)t * j->n_in, j->a + (size_t)t * j->nb, j->n_in);
 }
 
-static void rk_mm_range(const rk_job *j, long g0, long g1) {
+static void rk_mm_range(const void *job, long g0, long g1) {
+    const rk_job *j = job;
     const size_t grp = (size_t)j->nb * j->bb, tok = (size_t)j->nb * sizeof(kern_block_q8_k);
     long gstep = (long)(RK_WBLOCK / grp);
     if (gstep < 1) gstep = 1;
@@ -121,19 +120,12 @@ static void rk_mm_range(const rk_job *j, long g0, long g1) {
     }
 }
 
-/* Row groups from a shared counter, j->chunk at a time (as kern_r8_mm.c): a
- * descheduled thread holds up one chunk, not 1/nth of the matrix; which
- * thread computes a group changes nothing in its result. */
+/* Row groups from a shared counter (kern_r8.h "takes"). */
 static void rk_mm_worker(void *arg, int ith, int nth) {
     rk_job *j = arg;
-    const long ng = j->n_out / 8;
     (void)ith;
     (void)nth;
-    for (;;) {
-        const long g0 = atomic_fetch_add_explicit(&j->next, j->chunk, memory_order_relaxed);
-        if (g0 >= ng) return;
-        rk_mm_range(j, g0, g0 + j->chunk < ng ? g0 + j->chunk : ng);
-    }
+    kern_r8_takes_run(&j->takes, rk_mm_range, j);
 }
 
 static void rk_run(cf_env *E, long work, void (*fn)(void *, int, int), void *arg) {
@@ -151,7 +143,7 @@ static void rk_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
     const int ti = kern_rk_index(type);
     rk_job j = {impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD,
                 lv->gemm[ti] ? lv->gemm[ti] : kern_rk_scalar_leaves()->gemm[ti], lv->gemm[ti] && n_tok >= RK_GEMM2_MIN_TOK ? lv->gemm2[ti] : NULL,
-                y, x, w, NULL, n_out, n_in, n_tok, nb, kern_rk_block_bytes(type), 0, 1};
+                y, x, w, NULL, n_out, n_in, n_tok, nb, kern_rk_block_bytes(type), {0}};
     size_t have = 0;
     uint8_t *p = E->pool ? pool_scratch((pool *)E->pool, 0, &have) : NULL;
     const size_t off = align64(kern_scratch_bytes(E->n_ctx));
@@ -182,13 +174,7 @@ static void rk_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
         j.n_tok = nt;
         j.a = (kern_block_q8_k *)buf;
         rk_run(E, (long)nt * n_in * 8, rk_quant_worker, &j);
-        atomic_store_explicit(&j.next, 0, memory_order_relaxed);
-        { /* 4 takes per thread; one thread takes everything at once */
-            const int nth = pool_n_threads((pool *)E->pool);
-            j.chunk = nth > 1 ? (n_out / 8) / (4L * nth) : n_out / 8;
-            if (j.chunk < 1) j.chunk = 1;
-            if (j.gemm2 && nth > 1) j.chunk = (j.chunk + 1) & ~1L; /* even takes: gemm2's pairs stay pairs */
-        }
+        kern_r8_takes_reset(&j.takes, n_out / 8, pool_n_threads((pool *)E->pool), j.gemm2 != NULL);
         rk_run(E, (long)n_out * n_in * nt, rk_mm_worker, &j);
     }
 }
