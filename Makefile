@@ -343,7 +343,7 @@ bench-bundle: $(BUILD)/cinfer
 # gated delta rule against the recurrence, the Mamba-2/Mamba-1 scans, the conv:
 # make bench-ssm BENCH_SSM_ARGS="-t 2 -n 512".
 BENCH_SSM_ARGS ?= -t 2 -n 512
-$(BUILD)/bench_ssm: tools/bench_ssm.c $(BUILD)/libcinfer.a
+$(BUILD)/bench_ssm: tools/bench_ssm.c tools/bench_util.h $(BUILD)/libcinfer.a
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ tools/bench_ssm.c $(BUILD)/libcinfer.a $(LIBS)
 bench-ssm: $(BUILD)/bench_ssm
 	@$(BUILD)/bench_ssm $(BENCH_SSM_ARGS)
@@ -351,7 +351,7 @@ bench-ssm: $(BUILD)/bench_ssm
 # One matmul per bench-model shape, native vs row-interleaved (tools/bench_matmul.c):
 # make bench-matmul BENCH_MM_ARGS="-t 2 -n 512" (-f: f32 activations, -i avx2|vnni|scalar).
 BENCH_MM_ARGS ?= -t 2 -n 512
-$(BUILD)/bench_matmul: tools/bench_matmul.c $(BUILD)/libcinfer.a
+$(BUILD)/bench_matmul: tools/bench_matmul.c tools/bench_util.h $(BUILD)/libcinfer.a
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ tools/bench_matmul.c $(BUILD)/libcinfer.a $(LIBS)
 bench-matmul: $(BUILD)/bench_matmul
 	@$(BUILD)/bench_matmul $(BENCH_MM_ARGS)
@@ -359,7 +359,7 @@ bench-matmul: $(BUILD)/bench_matmul
 # Decode matmuls against the read bandwidth, alternating in one process
 # (tools/bench_decode.c): make bench-decode BENCH_DEC_ARGS="-t 1 -q q4_k_m".
 BENCH_DEC_ARGS ?= -t 1 -q q4_0
-$(BUILD)/bench_decode: tools/bench_decode.c $(BUILD)/libcinfer.a
+$(BUILD)/bench_decode: tools/bench_decode.c tools/bench_util.h $(BUILD)/libcinfer.a
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ tools/bench_decode.c $(BUILD)/libcinfer.a $(LIBS)
 bench-decode: $(BUILD)/bench_decode
 	@$(BUILD)/bench_decode $(BENCH_DEC_ARGS)
@@ -367,7 +367,7 @@ bench-decode: $(BUILD)/bench_decode
 # One attention call at a cache depth (tools/bench_att.c):
 # make bench-att BENCH_ATT_ARGS="-t 2 -p 512 -d 4096 -w 1024 -c q8_0".
 BENCH_ATT_ARGS ?= -t 2 -p 512 -d 4096
-$(BUILD)/bench_att: tools/bench_att.c $(BUILD)/libcinfer.a
+$(BUILD)/bench_att: tools/bench_att.c tools/bench_util.h $(BUILD)/libcinfer.a
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ tools/bench_att.c $(BUILD)/libcinfer.a $(LIBS)
 bench-att: $(BUILD)/bench_att
 	@$(BUILD)/bench_att $(BENCH_ATT_ARGS)

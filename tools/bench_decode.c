@@ -36,12 +36,7 @@
 #include "kernels/kern_r8.h"
 #include "kernels/quant.h"
 
-static int g_cpu_clock;
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(g_cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "bench_util.h"
 
 static double proc_cpu(void) {
     struct timespec ts;
@@ -49,18 +44,6 @@ static double proc_cpu(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static uint64_t g_rng = 88172645463325252ULL;
-static float rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-}
 
 typedef struct {
     int n_out, n_in, native, type;

@@ -26,27 +26,8 @@
 #include "base/pool.h"
 #include "kernels/quant.h"
 
-/* -t 1 times the calling thread's CPU time (steadier on a shared machine);
- * otherwise wall time. */
-static int g_cpu_clock;
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(g_cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "bench_util.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static uint64_t g_rng = 88172645463325252ULL;
-static float rnd(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
-}
 
 static double time_mm(const cf_kernels *K, cf_env *E, float *y, const float *x, const void *w, int type,
                       int n_out, int n_in, int n_tok, int reps) {

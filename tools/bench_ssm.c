@@ -27,22 +27,9 @@
 #include "kernels/kern.h"
 #include "kernels/kern_ssm.h"
 
-/* -t 1 times the calling thread's CPU time (steadier on a shared machine);
- * otherwise wall time. */
-static int g_cpu_clock;
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(g_cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "bench_util.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static uint64_t g_rng = 88172645463325252ULL;
-static float *rnd(long n, float lo, float hi) {
+static float *rnd_array(long n, float lo, float hi) {
     float *x = malloc((size_t)n * sizeof *x);
     if (!x) {
         fprintf(stderr, "bench_ssm: out of memory\n");
@@ -89,10 +76,10 @@ static void dn_call(void *p, int n_tok) {
 
 static void bench_delta(cf_env *E, int isa, const char *name, int nk, int nv, int dk, int dv, int n_tok) {
     const int width = 2 * nk * dk + nv * dv;
-    dn_arg a = {isa, 0, nk, nv, dk, dv, E, rnd((long)n_tok * nv * dv, 0, 0), rnd((long)n_tok * width, -1, 1),
-                rnd((long)n_tok * 2 * nv, -2, 2), rnd(nv, -0.5f, -0.01f), rnd(nv, -1, 1),
-                rnd((long)nv * dv * dk, -0.1f, 0.1f), NULL};
-    a.scratch = rnd(kern_delta_net_scratch_floats(nv, dk, dv), 0, 0);
+    dn_arg a = {isa, 0, nk, nv, dk, dv, E, rnd_array((long)n_tok * nv * dv, 0, 0), rnd_array((long)n_tok * width, -1, 1),
+                rnd_array((long)n_tok * 2 * nv, -2, 2), rnd_array(nv, -0.5f, -0.01f), rnd_array(nv, -1, 1),
+                rnd_array((long)nv * dv * dk, -0.1f, 0.1f), NULL};
+    a.scratch = rnd_array(kern_delta_net_scratch_floats(nv, dk, dv), 0, 0);
     a.mode = KERN_DN_RECURRENT;
     double rec = timed(dn_call, &a, n_tok), dec = timed(dn_call, &a, 1);
     a.mode = KERN_DN_CHUNKED;
@@ -119,10 +106,10 @@ static void scan_call(void *p, int n_tok) {
 static void bench_scan(cf_env *E, int isa, const char *name, int n_head, int head_dim, int d_state, int a_per_state,
                        int n_tok) {
     const long n = (long)n_head * head_dim;
-    scan_arg a = {isa, n_head, head_dim, d_state, a_per_state, E, rnd(n_tok * n, 0, 0), rnd(n_tok * n, -1, 1),
-                  rnd((long)n_tok * (a_per_state ? n : n_head), -4, 0), rnd((long)n_tok * 2 * d_state, -1, 1),
-                  rnd(a_per_state ? n * d_state : n_head, -2, -0.5f), rnd(n_head, 0.5f, 1.5f),
-                  a_per_state ? NULL : rnd(n_head, -1, 0), rnd(n * d_state, -0.1f, 0.1f)};
+    scan_arg a = {isa, n_head, head_dim, d_state, a_per_state, E, rnd_array(n_tok * n, 0, 0), rnd_array(n_tok * n, -1, 1),
+                  rnd_array((long)n_tok * (a_per_state ? n : n_head), -4, 0), rnd_array((long)n_tok * 2 * d_state, -1, 1),
+                  rnd_array(a_per_state ? n * d_state : n_head, -2, -0.5f), rnd_array(n_head, 0.5f, 1.5f),
+                  a_per_state ? NULL : rnd_array(n_head, -1, 0), rnd_array(n * d_state, -0.1f, 0.1f)};
     double pp = timed(scan_call, &a, n_tok), tg = timed(scan_call, &a, 1);
     printf("| %s scan (%d heads x %d, d_state %d) | %.1f | | | %.3f |\n", name, n_head, head_dim, d_state, n_tok / pp,
            tg * 1e3);
@@ -141,8 +128,8 @@ static void conv_call(void *p, int n_tok) {
 }
 
 static void bench_conv(cf_env *E, int isa, int n, int d_conv, int n_tok) {
-    conv_arg a = {isa, n, d_conv, E, rnd((long)n_tok * n, 0, 0), rnd((long)n_tok * n, -1, 1),
-                  rnd((long)n * d_conv, -1, 1), rnd(n, -0.1f, 0.1f), rnd((long)(d_conv - 1) * n, -1, 1)};
+    conv_arg a = {isa, n, d_conv, E, rnd_array((long)n_tok * n, 0, 0), rnd_array((long)n_tok * n, -1, 1),
+                  rnd_array((long)n * d_conv, -1, 1), rnd_array(n, -0.1f, 0.1f), rnd_array((long)(d_conv - 1) * n, -1, 1)};
     double pp = timed(conv_call, &a, n_tok), tg = timed(conv_call, &a, 1);
     printf("| conv (%d channels, kernel %d) | %.1f | | | %.3f |\n", n, d_conv, n_tok / pp, tg * 1e3);
     free(a.y), free(a.x), free(a.w), free(a.b), free(a.state);
