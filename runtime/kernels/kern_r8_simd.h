@@ -19,21 +19,10 @@
  * Two independent integer chains per token (low/high halves of the block)
  * keep the dot latency below the throughput bound.
  */
-#include <immintrin.h>
-#include <string.h>
-
 #include "kern_r8.h"
+#include "kern_x86_simd.h"
 
-#define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 8")
-
-INLINE __m256i bc32(const int8_t *p) {
-    int v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-
-INLINE __m256i loadu(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 #if R8_VNNI
 INLINE __m256i dp(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
@@ -42,8 +31,6 @@ INLINE __m256i dp(__m256i acc, __m256i u, __m256i s) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 }
 #endif
-
-INLINE __m256 dw8(const uint8_t *blk) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk)); }
 
 /* ---- gemm: Q4_0_R8 ------------------------------------------------------------ */
 
@@ -147,19 +134,6 @@ GEMM_ENTRY(gemm_q8_entry, gemm_q8)
  * the activations stay the kern_block_q8x4 quads.  Per row the integer sums
  * and the f32 ops are the ymm leaf's (and the scalar reference's).  The
  * quads of tokens >= nt are read from quad 0 (never stored). */
-
-INLINE __m512i ld2(const uint8_t *p0, const uint8_t *p1) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(loadu(p0)), loadu(p1), 1);
-}
-INLINE __m512 dw16(const uint8_t *p0, const uint8_t *p1) {
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p0)),
-                                                   _mm_loadu_si128((const __m128i *)p1), 1));
-}
-INLINE __m512i bcz(const int8_t *p) {
-    int v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
 
 /* the quad of each 4 tokens, quad 0 for the unused ones */
 #define QUAD_PTRS(aq, a, qstride, nt, NTOK) \

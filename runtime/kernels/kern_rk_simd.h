@@ -33,22 +33,12 @@
  * for the second pair): a chunk-outer order over 3-4 regions measured up to
  * 2x slower from DRAM, and a software prefetch did not help.
  */
-#include <immintrin.h>
-#include <string.h>
-
 #include "kern_rk.h"
+#include "kern_x86_simd.h"
 
-#define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
-INLINE __m256i bc32(const void *p) {
-    int v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-INLINE __m256i loadu(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 INLINE __m256i load8u(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
-INLINE __m256 dw8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
 #if RK_VNNI
 #define RK_WIDE 16 /* 8 code vectors + 16 int32 sums + temporaries in 32 registers */
@@ -300,22 +290,10 @@ INLINE void gemm_iq4(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int
  * and the activations stay plain Q8_K rows.  Per row the integer sums and
  * the f32 FMAs are the ymm kernel's (and the scalar reference's). */
 
-INLINE __m512i ld2(const uint8_t *p0, const uint8_t *p1) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(loadu(p0)), loadu(p1), 1);
-}
 /* 8 bytes of each group, zero-extended to 16 int32 lanes */
 INLINE __m512i ld8x2u(const uint8_t *p0, const uint8_t *p1) {
     return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)p0),
                                                    _mm_loadl_epi64((const __m128i *)p1)));
-}
-INLINE __m512 dw16(const uint8_t *p0, const uint8_t *p1) {
-    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p0)),
-                                                   _mm_loadu_si128((const __m128i *)p1), 1));
-}
-INLINE __m512i bcz(const void *p) {
-    int v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
 }
 
 INLINE __m512i q45_u2(const uint8_t *b0, const uint8_t *b1, int five, int j, int c) {
@@ -520,7 +498,6 @@ RK_ENTRY2(gemm2_iq4xs_entry, 3)
 #else
 #define RK_GEMM2 {NULL}
 #endif
-
 
 #if RK_VNNI
 /* ---- VNNI, one token (decode): Q6_K_R8 ----------------------------------------------------------

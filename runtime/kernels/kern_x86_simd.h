@@ -1,0 +1,43 @@
+/*
+ * kern_x86_simd.h — the small x86 load/broadcast helpers the row-interleaved
+ * leaves (kern_r8_simd.h, kern_rk_simd.h) share.  Internal to the kernels;
+ * included only by those headers, so only in files built with AVX2 (and,
+ * for the zmm helpers, AVX-512: the VNNI builds).
+ */
+#ifndef CINFER_KERN_X86_SIMD_H
+#define CINFER_KERN_X86_SIMD_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* the 4 bytes at p in every 32-bit lane */
+INLINE __m256i bc32(const void *p) {
+    int v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+INLINE __m256i loadu(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+/* 8 f16 scales -> 8 floats */
+INLINE __m256 dw8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+#ifdef __AVX512F__
+/* two row groups in one zmm: 32 bytes of each */
+INLINE __m512i ld2(const uint8_t *p0, const uint8_t *p1) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(loadu(p0)), loadu(p1), 1);
+}
+/* 8 f16 scales of each group -> 16 floats */
+INLINE __m512 dw16(const uint8_t *p0, const uint8_t *p1) {
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p0)),
+                                                   _mm_loadu_si128((const __m128i *)p1), 1));
+}
+INLINE __m512i bcz(const void *p) {
+    int v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+#endif
+
+#endif
