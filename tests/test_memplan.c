@@ -235,12 +235,13 @@ TEST(memplan, ladder_context_and_refusal) {
     EXPECT_EQ_I(plan_cli_opts(model, "int4", 1024, 0, q4kv, &small2), 0);
     EXPECT_EQ_I(plan_cli_opts(model, "auto", 4096, (small.peak + small2.peak) / 2, q4kv, &p), 0);
     EXPECT_STR_EQ(p.precision, "int4");
-    /* a Q4_0 cache makes the 512 and 1024 plans only ~0.15 MiB apart, within
-     * the measured parts' noise between processes: either is right, with
-     * every step it took over the budget */
-    EXPECT_MSG(p.n_ctx == 512 || p.n_ctx == 1024, "n_ctx %d; steps:\n%s", p.n_ctx, p.steps);
+    /* a Q4_0 cache makes the 256, 512 and 1024 plans only ~0.1-0.15 MiB
+     * apart, within the measured parts' noise between processes (a CI run
+     * measured the 512 plan 0.1 MiB over this budget and went on to 256):
+     * any of them is right, with one step per halving, each over the budget */
+    EXPECT_MSG(p.n_ctx == 256 || p.n_ctx == 512 || p.n_ctx == 1024, "n_ctx %d; steps:\n%s", p.n_ctx, p.steps);
     EXPECT(strstr(p.steps, "context 4096 -> 2048") && strstr(p.steps, "context 2048 -> 1024"));
-    EXPECT_EQ_I(count_lines(p.steps), 3 + (p.n_ctx == 512 ? 3 : 2));
+    EXPECT_EQ_I(count_lines(p.steps), 3 + (p.n_ctx == 256 ? 4 : p.n_ctx == 512 ? 3 : 2));
     EXPECT(p.peak <= (small.peak + small2.peak) / 2);
     EXPECT_EQ_I(plan_cli(model, "auto", 4096, 1 << 20, &p), 1);
     EXPECT_EQ_I(p.n_ctx, 128);
