@@ -72,9 +72,12 @@ void cc_supported_archs(char *buf, size_t cap) {
 /* ---- compute precisions ------------------------------------------------------ */
 
 /* Choose the compiled type of every weight that only matmuls read
- * (IR_MATMUL, IR_LOGITS, the experts of IR_MOE_MATMUL); a weight also read
- * by get_rows (tied embeddings), a norm, a bias, a per-head matmul or any
- * other op keeps its file type, and so does a router (a matmul whose output
+ * (IR_MATMUL, IR_LOGITS, the experts of IR_MOE_MATMUL), or, under auto,
+ * matmuls and get_rows (IR_EMBED / IR_POS_EMBED: tied embeddings, whose
+ * output projection is the largest matmul of a small model; get_rows
+ * dequantizes a row of the interleaved types to the native type's values,
+ * so the embeddings do not change); a weight also read by a norm, a bias, a
+ * per-head matmul or any other op keeps its file type, and so does a router (a matmul whose output
  * feeds moe_route, through a bias): routing decisions are discrete, so a
  * rounded router can pick other experts — llama-quantize never quantizes
  * ffn_gate_inp either.  A tensor already in a repacked type (a .giw) must
@@ -84,12 +87,13 @@ static int apply_precision(ir_program *p, int precision, char *err, size_t err_l
     if (precision < 0 || precision >= CINFER_PRECISION_COUNT)
         return snprintf(err, err_len, "compute precision %d: expected 0..%d", precision,
                         CINFER_PRECISION_COUNT - 1), -1;
-    char *mm = calloc((size_t)p->n_weights + 1, 1); /* 1: matmul only, 2: other use */
+    char *mm = calloc((size_t)p->n_weights + 1, 1); /* bits: 1 matmul, 4 get_rows, 2 other use */
     if (!mm) return snprintf(err, err_len, "out of memory"), -1;
     for (int o = 0; o < p->n_ops; o++) {
         const ir_op *op = &p->ops[o];
         int is_mm = op->code == IR_MATMUL || op->code == IR_LOGITS || op->code == IR_MOE_MATMUL;
-        if (op->w >= 0) mm[op->w] |= is_mm ? 1 : 2;
+        const int is_rows = op->code == IR_EMBED || op->code == IR_POS_EMBED;
+        if (op->w >= 0) mm[op->w] |= is_mm ? 1 : is_rows ? 4 : 2;
         for (int k = 0; k < IR_MAX_I; k++)
             if ((ir_info(op->code)->wi >> k & 1) && op->i[k] >= 0) mm[op->i[k]] |= 2;
         if (op->code == IR_MOE_ROUTE) {
@@ -101,9 +105,20 @@ static int apply_precision(ir_program *p, int precision, char *err, size_t err_l
     int rc = 0;
     for (int w = 0; w < p->n_weights && !rc; w++) {
         const gguf_tensor *t = p->weights[w].t;
-        int dst = mm[w] == 1 ? prec_weight_type(precision, t->name, (int)t->type, (long)t->ne[1],
-                                                (long)t->ne[0])
-                             : (int)t->type;
+        int dst = mm[w] == 1 || mm[w] == 5 ? prec_weight_type(precision, t->name, (int)t->type, (long)t->ne[1],
+                                                              (long)t->ne[0])
+                                           : (int)t->type;
+        /* a tied embedding only under auto, whose interleave is lossless (the
+         * lossy precisions would round the embeddings too; int4mix keeps an
+         * untied output.weight in 8 bits for the logits' sake already), and
+         * only into Q4_0_R8 / Q8_0_R8: measured on a Llama-3.2-1B-shape file
+         * (128256 x 2048 tied, quiet, tg128), Q4_0 -> Q4_0_R8 decodes 1.1x at
+         * 2 threads, but Q6_K -> Q6_K_R8 (Q4_K_M's tied table) 0.85x at both
+         * thread counts: the Q6_K_R8 one-token leaf from DRAM is slower than
+         * the native one, so a Q6_K table stays native */
+        if (mm[w] == 5 && (precision != CINFER_PRECISION_AUTO || !kern_type_is_r8(dst) ||
+                           !kern_get_rows_supported(dst)))
+            dst = (int)t->type;
         if ((int)t->type >= GGUF_CINFER_TYPE_FIRST && dst != (int)t->type) {
             snprintf(err, err_len, "tensor '%s' is already repacked as %s: compile %s from the "
                      "source GGUF, not from a .giw", t->name, ggml_type_name(t->type),

@@ -253,7 +253,8 @@ void cinfer_model_repack_stats(const cinfer_model *m, int *n_tensors, size_t *n_
 /* What a precision resolved to: the types the matmul weights compute in
  * (after --quant and repacking), as "TYPE xN" items joined by ", ", most
  * bytes first, e.g. "Q4_K_R8 x145, Q6_K_R8 x25" for a Q4_K_M file under
- * auto (token_embd, read by row lookup, is not counted).  Writes at most
+ * auto (an untied token_embd, only read by row lookup, is not counted; a
+ * tied one, also the output projection, is).  Writes at most
  * buf_len bytes including the NUL; returns the length the whole string
  * needs (snprintf's convention), 0 for a model without 2-D weights. */
 size_t cinfer_model_weight_types(const cinfer_model *m, char *buf, size_t buf_len);

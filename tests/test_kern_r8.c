@@ -185,6 +185,31 @@ TEST(kern_r8, refused) {
     }
 }
 
+/* get_rows of a repacked (tied) embedding table: row r out of group r/8,
+ * the native dequantizer's values bit for bit, on every ISA */
+TEST(kern_r8, get_rows_equal_native) {
+    const int n_rows = 24, n_cols = 96, ids[] = {0, 7, 8, 23, 3, 3, 16, 15};
+    const int n_ids = (int)(sizeof ids / sizeof ids[0]);
+    static const int types[2][2] = {{CF_Q4_0, CF_Q4_0_R8}, {CF_Q8_0, CF_Q8_0_R8}};
+    float y[8 * 96];
+    for (int i = 0; i < 2; i++) {
+        uint8_t *w = make_weights(types[i][0], n_rows, n_cols);
+        uint8_t *p = repack(types[i][1], types[i][0], w, n_rows, n_cols);
+        float *ref = dequant_native(types[i][0], w, n_rows, n_cols);
+        for (int isa = 0; isa < KERN_ISA_COUNT; isa++) {
+            if (!kern_isa_available(isa)) continue;
+            kern_table(isa)->get_rows(NULL, y, p, types[i][1], n_cols, ids, n_ids);
+            for (int t = 0; t < n_ids; t++)
+                EXPECT_MSG(!memcmp(y + (size_t)t * n_cols, ref + (size_t)ids[t] * n_cols, sizeof(float) * n_cols),
+                           "type %d isa %d: row %d differs from the native dequantizer's", types[i][1], isa, ids[t]);
+        }
+        /* a row length that is not whole blocks: NaN, never a read past the rows */
+        kern_table(KERN_ISA_SCALAR)->get_rows(NULL, y, p, types[i][1], 40, ids, 1);
+        EXPECT(isnan(y[0]) && isnan(y[39]));
+        free(w), free(p), free(ref);
+    }
+}
+
 /* ---- matmul ------------------------------------------------------------------------ */
 
 /* y_ref (n_tok, n_out) in double and the bound 2e-6·Σ|terms| + 1e-30 per element */

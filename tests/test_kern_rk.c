@@ -189,6 +189,28 @@ TEST(kern_rk, refused) {
     }
 }
 
+/* get_rows of a repacked (tied) embedding table: row r out of group r/8,
+ * the native dequantizer's values bit for bit, on every ISA; ids in any order */
+TEST(kern_rk, get_rows_equal_native) {
+    const int n_rows = 24, n_cols = 512, ids[] = {0, 7, 8, 23, 3, 3, 16, 15};
+    const int n_ids = (int)(sizeof ids / sizeof ids[0]);
+    float *y = malloc(sizeof(float) * (size_t)n_ids * n_cols);
+    for (int i = 0; i < NRK; i++) {
+        const int nat = kern_rk_native(g_rk[i]);
+        uint8_t *w = make_weights(nat, n_rows, n_cols), *p = repack(g_rk[i], nat, w, n_rows, n_cols);
+        float *ref = dequant_native(nat, w, n_rows, n_cols);
+        for (int isa = 0; isa < KERN_ISA_COUNT; isa++) {
+            if (!kern_isa_available(isa)) continue;
+            kern_table(isa)->get_rows(NULL, y, p, g_rk[i], n_cols, ids, n_ids);
+            for (int t = 0; t < n_ids; t++)
+                EXPECT_MSG(!memcmp(y + (size_t)t * n_cols, ref + (size_t)ids[t] * n_cols, sizeof(float) * n_cols),
+                           "%s isa %d: row %d differs from the native dequantizer's", g_name[i], isa, ids[t]);
+        }
+        free(w), free(p), free(ref);
+    }
+    free(y);
+}
+
 /* ---- matmul -------------------------------------------------------------------------- */
 
 /* double reference over the Q8_K activations, bound 2e-6·Σ|terms| */

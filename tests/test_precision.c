@@ -253,8 +253,11 @@ TEST(precision, generated_code_names_precision) {
         /* auto on a Q8_0 file: the lossless Q8_0 -> Q8_0_R8 interleave only */
         EXPECT(strstr(src[AUTO], "Compute precision: auto"));
         EXPECT(strstr(src[AUTO], "101, /* Q8_0_R8 */") && !strstr(src[AUTO], "100, /* Q4_0_R8 */"));
-        /* the tied token_embd (get_rows + logits) keeps Q8_0 */
+        /* the tied token_embd (get_rows + logits) keeps Q8_0 under the lossy
+         * precisions (its embeddings would be rounded too), and is interleaved
+         * under auto: every weight of this Q8_0 file is then Q8_0_R8 */
         EXPECT(strstr(src[I4], "8, /* Q8_0 */"));
+        EXPECT(!strstr(src[AUTO], "8, /* Q8_0 */"));
     }
     for (int p = 0; p < CINFER_PRECISION_COUNT; p++) free(src[p]);
     gguf_close(g);

@@ -876,10 +876,13 @@ size_t cinfer_model_weight_types(const cinfer_model *m, char *buf, size_t buf_le
     enum { MAX_KINDS = 16 };
     typedef struct { int type, n; double bytes; } kind;
     kind k[MAX_KINDS];
-    int nk = 0;
+    int nk = 0, tied = 1;
+    for (int i = 0; i < d->n_weights; i++)
+        if (!strcmp(d->weight_names[i], "output.weight")) tied = 0;
     for (int i = 0; i < d->n_weights; i++) {
         const long *ne = d->weight_shapes + 4L * i;
-        if (ne[1] <= 1 || !strcmp(d->weight_names[i], "token_embd.weight")) continue; /* norms, biases, lookups */
+        /* norms and biases; an untied token_embd is only a lookup */
+        if (ne[1] <= 1 || (!tied && !strcmp(d->weight_names[i], "token_embd.weight"))) continue;
         const int t = d->weight_types[i];
         int j = 0;
         while (j < nk && k[j].type != t) j++;

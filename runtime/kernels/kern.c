@@ -388,10 +388,26 @@ void kern_matmul_f32act(int isa, cf_env *E, float *y, const float *x, const void
 
 /* ---- get_rows ---------------------------------------------------------------- */
 
+int kern_get_rows_supported(int type) {
+    const kern_type_ops *ty = kern_type_ops_get(type);
+    return kern_type_is_r8(type) || kern_type_is_rk(type) || (ty && ty->dequant[KERN_ISA_SCALAR]);
+}
+
 void kern_drv_get_rows(int isa, cf_env *E, float *y, const void *w, int type, int n,
                          const int *ids, int n_tok) {
+    if (kern_type_is_r8(type) || kern_type_is_rk(type)) { /* one row out of its interleaved group */
+        if (n % (kern_type_is_r8(type) ? 32 : KERN_QK_K)) {
+            fill_nan(y, (long)n * n_tok);
+            return;
+        }
+        for (int t = 0; t < n_tok; t++) {
+            if (kern_type_is_r8(type)) kern_r8_deq_row(type, w, n, ids[t], y + (size_t)t * n);
+            else kern_rk_deq_rows(isa, type, w, n, ids[t], 1, 0, n, y + (size_t)t * n, (size_t)n);
+        }
+        return;
+    }
     const kern_type_ops *ty = kern_type_ops_get(type);
-    if (!ty || !ty->dequant[isa] || n % ty->blck) { /* R8 types: rows not addressable */
+    if (!ty || !ty->dequant[isa] || n % ty->blck) {
         fill_nan(y, (long)n * n_tok);
         return;
     }

@@ -227,8 +227,8 @@ long kern_moe_scratch_floats(int n_tok, int n_in, int n_out, int k);
  * Size semantics: kern_row_bytes(type, n) is the bytes per row *averaged over
  * a group* (n/32 * 18 or 34, the ggml sizes), so n_rows * kern_row_bytes is
  * the matrix size, but a single row is not addressable on its own: the
- * per-row helpers (kern_dequant_row*, kern_dot_row, get_rows) refuse these
- * types (NaN).  matmul needs n_out % 8 == 0 (else NaN output, never a crash)
+ * per-row helpers (kern_dequant_row*, kern_dot_row) refuse these types
+ * (NaN); get_rows dequantizes row r out of group r/8 (tied embeddings).  matmul needs n_out % 8 == 0 (else NaN output, never a crash)
  * and runs both act_quant modes: 1 = activations to Q8_0 and integer dots
  * (W4A8/W8A8, llama.cpp's numerics), 0 = f32 activations times the exactly
  * dequantized weights. */
@@ -375,6 +375,10 @@ void kern_matmul_f32act(int isa, cf_env *E, float *y, const float *x, const void
 /* The f32 drivers of kern.c (threading, tiling, KV-cache writes) behind the
  * cf_kernels entries of the same names (templates/prelude.h documents the
  * shapes); kern_table.c binds them per ISA. */
+/* 1 when get_rows reads weights of this type: the ggml types with a
+ * dequantizer, and the row-interleaved CF_*_R8 types (a row out of its group,
+ * the native type's values). */
+int kern_get_rows_supported(int type);
 void kern_drv_get_rows(int isa, cf_env *E, float *y, const void *w, int type, int n, const int *ids,
                        int n_tok);
 void kern_drv_rms_norm(int isa, cf_env *E, float *y, const float *x, const float *w, int n, float eps,

@@ -44,6 +44,16 @@ static inline int r8_q(int type, const uint8_t *blk, int r, int k) {
     return (int8_t)blk[16 + 32 * (k >> 2) + 4 * r + (k & 3)];
 }
 
+void kern_r8_deq_row(int type, const void *w, int n_in, int row, float *dst) {
+    const int nb = n_in / 32, bb = kern_r8_block_bytes(type), r = row % 8;
+    const uint8_t *grp = (const uint8_t *)w + (size_t)(row / 8) * nb * bb;
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = grp + (size_t)b * bb;
+        const float d = r8_d(blk, r);
+        for (int k = 0; k < 32; k++) dst[32 * b + k] = (float)r8_q(type, blk, r, k) * d;
+    }
+}
+
 /* ==== scalar leaves ============================================================= */
 
 static void sc_gemm(int type, const void *wg, const kern_block_q8x4 *a, size_t qstride, int nb,

@@ -69,6 +69,10 @@ void kern_r8_matmul_impl(int impl, cf_env *E, float *y, const float *x, const vo
  * dst[r * ld + k] (the mat-mat tile). */
 void kern_r8_deq_rows(int isa, int type, const void *w, int n_in, int r0, int nr, int k0, int kc,
                       float *dst, size_t ld);
+/* Row `row` of the R8 matrix w (rows of n_in, n_in % 32 == 0) as f32 into
+ * dst[0..n_in): d * (code - 8) / d * q, the native Q4_0 / Q8_0 values
+ * (get_rows of tied embeddings). */
+void kern_r8_deq_row(int type, const void *w, int n_in, int row, float *dst);
 /* The mat-vec slice of the row group holding rows r0..r0+7: y[r] (=, or +=
  * when accumulate) Σ_k w[r0 + r][k0 + k] x[k], k < kc, computed exactly as
  * isa's tile_mm computes it on the dequantized rows (the SIMD slot on
