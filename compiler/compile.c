@@ -76,11 +76,11 @@ void cc_supported_archs(char *buf, size_t cap) {
  * matmuls and get_rows (IR_EMBED / IR_POS_EMBED: tied embeddings, whose
  * output projection is the largest matmul of a small model; get_rows
  * dequantizes a row of the interleaved types to the native type's values,
- * so the embeddings do not change); a weight also read by a norm, a bias, a
- * per-head matmul or any other op keeps its file type, and so does a router (a matmul whose output
- * feeds moe_route, through a bias): routing decisions are discrete, so a
- * rounded router can pick other experts — llama-quantize never quantizes
- * ffn_gate_inp either.  A tensor already in a repacked type (a .giw) must
+ * so the embeddings do not change); a weight also read by a norm, a bias,
+ * a per-head matmul or any other op keeps its file type, and so does a
+ * router (a matmul whose output feeds moe_route, through a bias): routing
+ * decisions are discrete, so a rounded router can pick other experts —
+ * llama-quantize never quantizes ffn_gate_inp either.  A tensor already in a repacked type (a .giw) must
  * keep it: it cannot be converted again. */
 static int apply_precision(ir_program *p, int precision, char *err, size_t err_len) {
     if (precision == CINFER_PRECISION_NATIVE) return 0;
@@ -105,9 +105,9 @@ static int apply_precision(ir_program *p, int precision, char *err, size_t err_l
     int rc = 0;
     for (int w = 0; w < p->n_weights && !rc; w++) {
         const gguf_tensor *t = p->weights[w].t;
-        int dst = mm[w] == 1 || mm[w] == 5 ? prec_weight_type(precision, t->name, (int)t->type, (long)t->ne[1],
-                                                              (long)t->ne[0])
-                                           : (int)t->type;
+        const int mm_only = mm[w] == 1, tied = mm[w] == 5; /* tied: matmul + get_rows */
+        int dst = mm_only || tied ? prec_weight_type(precision, t->name, (int)t->type, (long)t->ne[1], (long)t->ne[0])
+                                  : (int)t->type;
         /* a tied embedding only under auto, whose interleave is lossless (the
          * lossy precisions would round the embeddings too; int4mix keeps an
          * untied output.weight in 8 bits for the logits' sake already), and
@@ -116,9 +116,7 @@ static int apply_precision(ir_program *p, int precision, char *err, size_t err_l
          * 2 threads, but Q6_K -> Q6_K_R8 (Q4_K_M's tied table) 0.85x at both
          * thread counts: the Q6_K_R8 one-token leaf from DRAM is slower than
          * the native one, so a Q6_K table stays native */
-        if (mm[w] == 5 && (precision != CINFER_PRECISION_AUTO || !kern_type_is_r8(dst) ||
-                           !kern_get_rows_supported(dst)))
-            dst = (int)t->type;
+        if (tied && (precision != CINFER_PRECISION_AUTO || !kern_type_is_r8(dst))) dst = (int)t->type;
         if ((int)t->type >= GGUF_CINFER_TYPE_FIRST && dst != (int)t->type) {
             snprintf(err, err_len, "tensor '%s' is already repacked as %s: compile %s from the "
                      "source GGUF, not from a .giw", t->name, ggml_type_name(t->type),

@@ -412,7 +412,7 @@ static const char *const cf_weight_names[CF_N_WEIGHTS] = {
 };
 
 static const int cf_weight_types[CF_N_WEIGHTS] = {
-    8, /* Q8_0 */
+    101, /* Q8_0_R8 */
     0, /* F32 */
     0, /* F32 */
     101, /* Q8_0_R8 */
@@ -479,7 +479,7 @@ void cf_forward(cf_env *E) {
     float *const A = E->arena;
     const int T = E->n_tokens;
 #line 39 "archspecs/llama.lua"
-    K->get_rows(E, A + 0, W[0], 8, 128, E->tokens, T); /* token_embd.weight */
+    K->get_rows(E, A + 0, W[0], 101, 128, E->tokens, T); /* token_embd.weight */
 #line 43 "archspecs/llama.lua"
     K->rms_norm(E, A + 65536, A + 0, (const float *)W[2], 128, 9.99999997e-07f, T * 1); /* blk.0.attn_norm.weight */
 #line 44 "archspecs/llama.lua"
@@ -543,6 +543,6 @@ void cf_forward(cf_env *E) {
 #line 74 "archspecs/llama.lua"
     K->rms_norm(E, A + 65536, A + 0, (const float *)W[1], 128, 9.99999997e-07f, T * 1); /* output_norm.weight */
 #line 75 "archspecs/llama.lua"
-    if (E->hidden) K->copy_cols(E, E->hidden, A + 65536, 128, 0, 128, T); if (E->logits_all) { K->matmul(E, E->logits, A + 65536, W[0], 8, 2048, 128, T); } else { K->last_row(E, A + 0, A + 65536, 128, T); K->matmul(E, E->logits, A + 0, W[0], 8, 2048, 128, 1); } K->logits_post(E, E->logits, (const float *)(const void *)0, 2048, E->logits_all ? T : 1, 1.0f, 0.0f); /* token_embd.weight */
+    if (E->hidden) K->copy_cols(E, E->hidden, A + 65536, 128, 0, 128, T); if (E->logits_all) { K->matmul(E, E->logits, A + 65536, W[0], 101, 2048, 128, T); } else { K->last_row(E, A + 0, A + 65536, 128, T); K->matmul(E, E->logits, A + 0, W[0], 101, 2048, 128, 1); } K->logits_post(E, E->logits, (const float *)(const void *)0, 2048, E->logits_all ? T : 1, 1.0f, 0.0f); /* token_embd.weight */
 #line 92 "templates/forward.c.in"
 }

@@ -388,11 +388,6 @@ void kern_matmul_f32act(int isa, cf_env *E, float *y, const float *x, const void
 
 /* ---- get_rows ---------------------------------------------------------------- */
 
-int kern_get_rows_supported(int type) {
-    const kern_type_ops *ty = kern_type_ops_get(type);
-    return kern_type_is_r8(type) || kern_type_is_rk(type) || (ty && ty->dequant[KERN_ISA_SCALAR]);
-}
-
 void kern_drv_get_rows(int isa, cf_env *E, float *y, const void *w, int type, int n,
                          const int *ids, int n_tok) {
     if (kern_type_is_r8(type) || kern_type_is_rk(type)) { /* one row out of its interleaved group */

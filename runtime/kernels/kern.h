@@ -375,10 +375,6 @@ void kern_matmul_f32act(int isa, cf_env *E, float *y, const float *x, const void
 /* The f32 drivers of kern.c (threading, tiling, KV-cache writes) behind the
  * cf_kernels entries of the same names (templates/prelude.h documents the
  * shapes); kern_table.c binds them per ISA. */
-/* 1 when get_rows reads weights of this type: the ggml types with a
- * dequantizer, and the row-interleaved CF_*_R8 types (a row out of its group,
- * the native type's values). */
-int kern_get_rows_supported(int type);
 void kern_drv_get_rows(int isa, cf_env *E, float *y, const void *w, int type, int n, const int *ids,
                        int n_tok);
 void kern_drv_rms_norm(int isa, cf_env *E, float *y, const float *x, const float *w, int n, float eps,
