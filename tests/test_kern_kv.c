@@ -307,3 +307,70 @@ TEST(kern_kv, window_blocks_equal_decode) {
         }
     for (int i = 0; i < 2; i++) pool_free(P[i]);
 }
+
+/* An F16 cache, which the SIMD leaves read in place (kv_src h16), gives the
+ * bits of an F32 cache holding the same values: decode and a prompt batch
+ * (blocks of 8 with a pool scratch that holds them), scalar and SIMD
+ * tables, 4-head groups (AVX-512), 1-3-head groups (AVX2 leaves), a head
+ * size no SIMD leaf takes (36: the dequantized tile), latent values,
+ * soft-cap and sinks, windows that clip inside blocks, K or V alone F16. */
+TEST(kern_kv, f16_in_place_equals_f32) {
+    static const att_cfg cfg[] = {
+        {16, 4, 64, 64, 0, 0, 0, 0}, {8, 2, 128, 128, 0, 0, 0, 0}, {6, 2, 80, 80, 0, 30.0f, 1, 0},
+        {12, 4, 40, 40, 0, 0, 0, 0}, {4, 1, 96, 64, 0, 0, 0, 1},   {8, 1, 64, 64, 20, 0, 1, 0},
+        {16, 4, 64, 64, 301, 0, 0, 0}, {3, 1, 36, 36, 0, 0, 0, 0}};
+    static const int pairs[][2] = {{CF_F16, CF_F16}, {CF_F16, CF_F32}, {CF_F32, CF_F16}};
+    enum { CTX = 400, POS = 300, NT = 37 };
+    const int n_isa = kern_isa_available(KERN_ISA_SIMD) ? 2 : 1;
+    if (n_isa == 1) test_not_run("the SIMD leaves on an F16 cache: this CPU lacks the SIMD ISA");
+    pool *P;
+    EXPECT_EQ_I(pool_new(2, &P), 0);
+    EXPECT_EQ_I(pool_reserve(P, (size_t)8 * 4 * (POS + NT) * sizeof(float)), 0);
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++)
+        for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++) {
+            const att_cfg *C = &cfg[c];
+            if (C->latent && pi) continue; /* the values are the keys' rows: one type */
+            const int tk = pairs[pi][0], tv = C->latent ? tk : pairs[pi][1];
+            const int kvd = C->nkv * C->hd, kvdv = C->nkv * C->hdv, n_all = POS + NT;
+            const size_t no = (size_t)NT * C->nh * C->hdv;
+            float *q = malloc(sizeof(float) * NT * C->nh * C->hd);
+            float *k = malloc(sizeof(float) * n_all * kvd), *v = malloc(sizeof(float) * n_all * kvdv);
+            float sinks[16];
+            for (int i = 0; i < NT * C->nh * C->hd; i++) q[i] = rnd_f(-0.5f, 0.5f);
+            /* values an F16 row holds exactly, so both caches store the same numbers */
+            for (int i = 0; i < n_all * kvd; i++) k[i] = f16_to_f32(f32_to_f16(rnd_f(-2, 2)));
+            for (int i = 0; i < n_all * kvdv; i++) v[i] = f16_to_f32(f32_to_f16(rnd_f(-1, 1)));
+            for (int h = 0; h < 16; h++) sinks[h] = rnd_f(-1, 2);
+            float *o[2] = {malloc(sizeof(float) * no), malloc(sizeof(float) * no)};
+            for (int isa = 0; isa < n_isa; isa++)
+                for (int batch = 0; batch < 2; batch++) {
+                    for (int f32 = 0; f32 < 2; f32++) { /* 0: the tk/tv cache, 1: all F32 */
+                        const int ck = f32 ? CF_F32 : tk, cv = f32 ? CF_F32 : tv;
+                        const size_t kb = kern_kv_row_bytes(ck, kvd), vb = kern_kv_row_bytes(cv, kvdv);
+                        char *kc = calloc(CTX, kb), *vc = calloc(CTX, vb);
+                        ref_rows(ck, k, kvd, POS, kc);
+                        ref_rows(cv, v, kvdv, POS, vc);
+                        void *kk[1] = {kc}, *vv[1] = {C->latent ? NULL : vc};
+                        cf_env E = {.K = kern_table(isa), .pool = P, .n_ctx = CTX, .kv_k = kk, .kv_v = vv,
+                                    .kv_type_k = ck, .kv_type_v = cv};
+                        for (int t0 = 0; t0 < NT; t0 += batch ? NT : 1) {
+                            const int n = batch ? NT : 1;
+                            E.pos = POS + t0;
+                            E.K->attention(&E, o[f32] + (size_t)t0 * C->nh * C->hdv, q + (size_t)t0 * C->nh * C->hd,
+                                           k + (size_t)(POS + t0) * kvd,
+                                           C->latent ? NULL : v + (size_t)(POS + t0) * kvdv, C->sinks ? sinks : NULL,
+                                           0, C->nh, C->nkv, C->hd, C->hdv, 1.0f / sqrtf((float)C->hd), C->window,
+                                           C->softcap, n);
+                        }
+                        free(kc), free(vc);
+                    }
+                    EXPECT_MSG(!memcmp(o[0], o[1], sizeof(float) * no),
+                               "cfg %zu (nh %d nkv %d hd %d/%d window %d) %s/%s %s %s: differs from an F32 cache "
+                               "of the same values", c, C->nh, C->nkv, C->hd, C->hdv, C->window,
+                               eng_kv_type_name(tk), eng_kv_type_name(tv), kern_isa_name(isa),
+                               batch ? "batch of 37" : "decode");
+                }
+            free(o[0]), free(o[1]), free(q), free(k), free(v);
+        }
+    pool_free(P);
+}

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "base/pool.h"
@@ -95,7 +96,11 @@ int main(int argc, char **argv) {
                 kern_scratch_bytes(n_ctx));
         return 1;
     }
-    char *kc = malloc(kb * (size_t)n_ctx), *vc = malloc(vb * (size_t)n_ctx);
+    /* the cache as the engine maps it (eng_ctx_open): anonymous, huge pages */
+    char *kc = mmap(NULL, kb * (size_t)n_ctx, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *vc = mmap(NULL, vb * (size_t)n_ctx, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (kc == MAP_FAILED || vc == MAP_FAILED) kc = vc = NULL;
+    else (void)madvise(kc, kb * (size_t)n_ctx, MADV_HUGEPAGE), (void)madvise(vc, vb * (size_t)n_ctx, MADV_HUGEPAGE);
     float *q = malloc(sizeof(float) * (size_t)n_tok * nh * hd), *o = malloc(sizeof(float) * (size_t)n_tok * nh * hd);
     float *k = malloc(sizeof(float) * (size_t)n_tok * kvd), *v = malloc(sizeof(float) * (size_t)n_tok * kvd);
     if (!kc || !vc || !q || !o || !k || !v) {
@@ -125,7 +130,8 @@ int main(int argc, char **argv) {
     printf("isa %s, %d threads, %d/%d heads x %d, cache %s/%s, %d tokens at depth %d, window %d: "
            "%.3f ms/layer = %.0f tok/s per layer (median of %d), out %016llx\n", kern_isa_name(isa), n_thr, nh, nkv, hd,
            ggml_type_name((uint32_t)tk), ggml_type_name((uint32_t)tv), n_tok, depth, window, tm * 1e3, n_tok / tm, reps, (unsigned long long)hash);
-    free(kc), free(vc), free(q), free(o), free(k), free(v);
+    munmap(kc, kb * (size_t)n_ctx), munmap(vc, vb * (size_t)n_ctx);
+    free(q), free(o), free(k), free(v);
     pool_free(P);
     return 0;
 }

@@ -3,10 +3,11 @@
  * measured without a model file and without the scheduler's noise.  Not a
  * test; `make bench-decode` runs it.
  *
- * It lays out every matmul weight of the 336M llama-shape bench model
- * (DESIGN.md §7: dim 1024, 24 layers, kv 256, ffn 2816, vocab 32000) in the
+ * It lays out every matmul weight of a llama-shape bench model (-s: the
+ * 336M one of DESIGN.md §7, dim 1024, 24 layers, kv 256, ffn 2816, vocab
+ * 32000; or make bench's 1B or 7B shapes) in the
  * compiled type of `--quant auto` (Q4_0_R8, Q8_0_R8, or Q4_K_M's mix of
- * Q4_K_R8 and Q6_K_R8), in one anonymous region with transparent huge pages
+ * Q4_K_R8 and Q6_K_R8; with -N the native ggml types instead), in one anonymous region with transparent huge pages
  * (as runtime/engine/engine.c binds repacked weights), and runs one decode
  * step's matmuls (q, k, v, o, gate, up, down per layer, then the output
  * projection) through cf_kernels.matmul with the thread pool.  Alternating
@@ -14,7 +15,11 @@
  * both see the same machine.  Reported: GB/s of each and their ratio, the
  * "matmul fraction of the bound".
  *
- *   bench_decode [-t THREADS] [-q q4_0|q8_0|q4_k_m] [-r ROUNDS] [-n STEPS] [-4k]
+ *   bench_decode [-t THREADS] [-q q4_0|q8_0|q4_k_m] [-s 336m|1b|7b] [-N] [-r ROUNDS] [-n STEPS] [-4k]
+ *     -s: the model shape (default 336m; 1b: dim 2048, 16 layers, kv 512,
+ *         ffn 8192, vocab 128256; 7b: dim 4096, 32 layers, kv 4096, ffn
+ *         11008, vocab 32000)
+ *     -N: the native ggml types (Q4_0, Q8_0, Q4_K/Q6_K), not repacked
  *     -4k: weights and the sum buffer on 4 KiB pages (no MADV_HUGEPAGE)
  *
  * Times: with -t 1, the thread's CPU time (a descheduled thread costs
@@ -50,6 +55,11 @@ typedef struct {
     const void *w;
 } mm_op;
 
+static size_t op_bytes(const mm_op *o) {
+    return o->type == o->native ? kern_row_bytes(o->native, o->n_in) * (size_t)o->n_out
+                                : kern_repack_bytes(o->type, o->n_out, o->n_in);
+}
+
 /* ---- the read-bandwidth loop (membw's), split over the pool ---- */
 typedef struct {
     const uint64_t *p;
@@ -80,16 +90,19 @@ static void *region(size_t bytes, int huge) {
 }
 
 int main(int argc, char **argv) {
-    int n_thr = 1, rounds = 5, steps = 8, huge = 1;
-    const char *quant = "q4_0";
+    int n_thr = 1, rounds = 5, steps = 8, huge = 1, use_native = 0;
+    const char *quant = "q4_0", *shape = "336m";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) n_thr = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-q") && i + 1 < argc) quant = argv[++i];
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-s") && i + 1 < argc) shape = argv[++i];
+        else if (!strcmp(argv[i], "-N")) use_native = 1;
         else if (!strcmp(argv[i], "-4k")) huge = 0;
         else {
-            fprintf(stderr, "usage: bench_decode [-t THREADS] [-q q4_0|q8_0|q4_k_m] [-r ROUNDS] [-n STEPS] [-4k]\n");
+            fprintf(stderr, "usage: bench_decode [-t THREADS] [-q q4_0|q8_0|q4_k_m] [-s 336m|1b|7b] [-N] [-r ROUNDS] "
+                            "[-n STEPS] [-4k]\n");
             return 1;
         }
     }
@@ -98,13 +111,21 @@ int main(int argc, char **argv) {
         return 1;
     }
     g_cpu_clock = n_thr == 1;
+    /* the shape: dim, kv (n_head_kv x head_dim), ffn, layers, vocab */
+    int dim, kv, ffn, NL, vocab;
+    if (!strcmp(shape, "336m")) dim = 1024, kv = 256, ffn = 2816, NL = 24, vocab = 32000;
+    else if (!strcmp(shape, "1b")) dim = 2048, kv = 512, ffn = 8192, NL = 16, vocab = 128256;
+    else if (!strcmp(shape, "7b")) dim = 4096, kv = 4096, ffn = 11008, NL = 32, vocab = 32000;
+    else {
+        fprintf(stderr, "bench_decode: -s 336m, 1b or 7b\n");
+        return 1;
+    }
     /* per layer: q, k, v, o, gate, up, down; Q4_K_M has attn_v and ffn_down
      * in Q6_K on llama-quantize's use_more_bits layers (the first and last
-     * eighth, every third between: 12 of 24 here), output.weight in Q6_K */
-    enum { NL = 24 };
-    static const int shp[7][2] = {{1024, 1024}, {256, 1024}, {256, 1024}, {1024, 1024},
-                                  {2816, 1024}, {2816, 1024}, {1024, 2816}};
-    mm_op ops[NL * 7 + 1];
+     * eighth, every third between), output.weight in Q6_K */
+    const int shp[7][2] = {{dim, dim}, {kv, dim}, {kv, dim}, {dim, dim}, {ffn, dim}, {ffn, dim}, {dim, ffn}};
+    mm_op *ops = malloc(sizeof *ops * (size_t)(NL * 7 + 1));
+    if (!ops) return 1;
     int n_ops = 0;
     for (int l = 0; l < NL; l++)
         for (int k = 0; k < 7; k++) {
@@ -119,11 +140,13 @@ int main(int argc, char **argv) {
         }
     {
         const int q = !strcmp(quant, "q8_0") ? 0 : !strcmp(quant, "q4_k_m") ? 2 : 1;
-        ops[n_ops++] = (mm_op){32000, 1024, q == 0 ? CF_Q8_0 : q == 2 ? 14 : CF_Q4_0,
+        ops[n_ops++] = (mm_op){vocab, dim, q == 0 ? CF_Q8_0 : q == 2 ? 14 : CF_Q4_0,
                                q == 0 ? CF_Q8_0_R8 : q == 2 ? CF_Q6_K_R8 : CF_Q4_0_R8, NULL};
     }
+    if (use_native)
+        for (int i = 0; i < n_ops; i++) ops[i].type = ops[i].native;
     size_t total = 0;
-    for (int i = 0; i < n_ops; i++) total += (kern_repack_bytes(ops[i].type, ops[i].n_out, ops[i].n_in) + 63) & ~(size_t)63;
+    for (int i = 0; i < n_ops; i++) total += (op_bytes(&ops[i]) + 63) & ~(size_t)63;
     uint8_t *wr = region(total, huge);
     uint64_t *buf = region(total, huge);
     if (!wr || !buf) {
@@ -131,44 +154,47 @@ int main(int argc, char **argv) {
         return 1;
     }
     /* one source matrix per distinct (type, shape), repacked into every slot */
-    float *wf = malloc((size_t)32000 * 1024 * sizeof(float));
-    uint8_t *wn = malloc(kern_row_bytes(CF_Q8_0, 1024) * (size_t)32000);
+    /* every matrix has at most max(vocab, ffn) x dim elements */
+    const size_t rows_max = (size_t)(vocab > ffn ? vocab : ffn), big = rows_max * (size_t)dim;
+    float *wf = malloc(big * sizeof(float));
+    uint8_t *wn = malloc(kern_row_bytes(CF_Q8_0, dim) * rows_max);
     if (!wf || !wn) return 1;
-    for (long i = 0; i < 32000L * 1024; i++) wf[i] = rnd() * 0.05f;
+    for (size_t i = 0; i < big; i++) wf[i] = rnd() * 0.05f;
     size_t off = 0;
     char err[256];
     for (int i = 0; i < n_ops; i++) {
         mm_op *o = &ops[i];
         const size_t rb = kern_row_bytes(o->native, o->n_in);
         for (int r = 0; r < o->n_out; r++) quant_row(o->native, wf + (size_t)r * o->n_in, wn + (size_t)r * rb, o->n_in);
-        if (kern_repack(o->type, o->native, wn, o->n_out, o->n_in, wr + off, err, sizeof err)) {
+        if (o->type == o->native) memcpy(wr + off, wn, op_bytes(o));
+        else if (kern_repack(o->type, o->native, wn, o->n_out, o->n_in, wr + off, err, sizeof err)) {
             fprintf(stderr, "bench_decode: %s\n", err);
             return 1;
         }
         o->w = wr + off;
-        off += (kern_repack_bytes(o->type, o->n_out, o->n_in) + 63) & ~(size_t)63;
+        off += (op_bytes(o) + 63) & ~(size_t)63;
     }
     free(wf);
     free(wn);
     for (size_t i = 0; i < total / 8; i++) buf[i] = i;
 
     pool *P = NULL;
-    if (pool_new(n_thr, &P) || pool_reserve(P, kern_scratch_bytes_act(0, 1, 32000))) {
+    if (pool_new(n_thr, &P) || pool_reserve(P, kern_scratch_bytes_act(0, 1, ffn > dim ? ffn : dim))) {
         fprintf(stderr, "bench_decode: pool\n");
         return 1;
     }
     const int isa = kern_best_isa();
     const cf_kernels *K = kern_table(isa);
     cf_env E = {.K = K, .pool = P, .n_ctx = 0, .act_quant = 1};
-    float *x = malloc(32000 * sizeof(float)), *y = malloc(32000 * sizeof(float));
+    float *x = malloc(rows_max * sizeof(float)), *y = malloc(rows_max * sizeof(float));
     if (!x || !y) return 1;
-    for (int i = 0; i < 32000; i++) x[i] = rnd();
+    for (size_t i = 0; i < rows_max; i++) x[i] = rnd();
     sum_job *sj = calloc(1, sizeof *sj);
     sj->p = buf;
     sj->n = total / 8;
 
-    printf("bench_decode: %s, isa %s, %d thread(s), %s pages, %.1f MiB of matmul weights per step, "
-           "%d rounds x %d steps, %s\n", quant, kern_isa_name(isa), n_thr, huge ? "huge" : "4 KiB",
+    printf("bench_decode: %s%s, shape %s, isa %s, %d thread(s), %s pages, %.1f MiB of matmul weights per step, "
+           "%d rounds x %d steps, %s\n", quant, use_native ? " native" : "", shape, kern_isa_name(isa), n_thr, huge ? "huge" : "4 KiB",
            total / 1048576.0, rounds, steps, g_cpu_clock ? "thread CPU time" : "wall time");
     double t_mm[64], t_sum[64];
     for (int r = 0; r < rounds; r++) {
@@ -196,5 +222,6 @@ int main(int argc, char **argv) {
            total / t_sum[rounds / 2] * 1e-9, ratio[rounds / 2]);
     (void)sj->sum;
     pool_free(P);
+    free(ops);
     return 0;
 }

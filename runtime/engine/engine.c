@@ -274,11 +274,7 @@ void eng_ctx_free(eng_ctx *c) {
     }
     free(c->snaps);
     free(c->state);
-    if (c->kv_k)
-        for (int l = 0; l < c->m->desc->n_layer; l++) {
-            free(c->kv_k[l]);
-            free(c->kv_v[l]);
-        }
+    if (c->kv_region) munmap(c->kv_region, c->kv_region_bytes);
     free(c->kv_k);
     free(c->kv_v);
     free(c->arena);
@@ -320,6 +316,24 @@ static int max_n_in(const cf_model_desc *d) {
     for (int i = 0; i < d->n_weights; i++)
         if (d->weight_shapes[i * 4] > w) w = d->weight_shapes[i * 4];
     return (int)w;
+}
+
+/* The KV cache's place in one region: layer after layer, K then V, each
+ * 64-byte aligned; a layer without keys (recurrent) or values (MLA) gets
+ * none.  Returns the region's bytes; with base, points c->kv_k / kv_v into it. */
+static size_t kv_layout(eng_ctx *c, const cf_model_desc *d, int n_ctx, char *base) {
+    size_t off = 0;
+    for (int l = 0; l < d->n_layer; l++) {
+        if (d->kv_dim[l] > 0) {
+            if (base) c->kv_k[l] = base + off;
+            off += ((size_t)n_ctx * kern_kv_row_bytes(c->kv_type_k, d->kv_dim[l]) + 63) & ~(size_t)63;
+        }
+        if (d->kv_dim_v[l] > 0) {
+            if (base) c->kv_v[l] = base + off;
+            off += ((size_t)n_ctx * kern_kv_row_bytes(c->kv_type_v, d->kv_dim_v[l]) + 63) & ~(size_t)63;
+        }
+    }
+    return off;
 }
 
 int eng_ctx_new(const eng_model *m, int n_ctx, int n_threads, int logits_all, int act_quant,
@@ -377,14 +391,22 @@ int eng_ctx_open(const eng_model *m, const eng_ctx_opts *o, eng_ctx **out, char 
     c->logits = calloc(n_logit_rows * (size_t)d->n_vocab, sizeof(float));
     c->positions = calloc((size_t)d->n_batch, sizeof(int));
     int ok = c->arena && c->kv_k && c->kv_v && c->logits && c->positions;
-    for (int l = 0; ok && l < d->n_layer; l++) {
-        /* a recurrent layer (kv_dim 0) has no KV cache */
-        c->kv_k[l] = d->kv_dim[l] > 0 ? calloc((size_t)n_ctx, kern_kv_row_bytes(c->kv_type_k, d->kv_dim[l]))
-                                      : NULL;
-        /* no V cache where the values are the keys' prefix (MLA) */
-        c->kv_v[l] = d->kv_dim_v[l] > 0 ? calloc((size_t)n_ctx, kern_kv_row_bytes(c->kv_type_v, d->kv_dim_v[l]))
-                                        : NULL;
-        ok = (c->kv_k[l] || d->kv_dim[l] <= 0) && (c->kv_v[l] || d->kv_dim_v[l] <= 0);
+    /* The KV cache (kv_layout): one anonymous region of zero pages, with
+     * transparent huge pages where the kernel offers them.  Attention reads
+     * a kv head's slice of each row, short runs a whole row apart: huge
+     * pages spare the TLB misses (bench_att, 1 token at depth 16384, 16/4
+     * heads of 64, F16, 1 thread: 9.5 -> 5.4 ms a layer with one kv head per
+     * att_block call, 3.7 -> 3.0 with the kv-head ranges). */
+    const size_t kv_total = ok ? kv_layout(c, d, n_ctx, NULL) : 0;
+    if (kv_total) {
+        void *r = mmap(NULL, kv_total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ok = r != MAP_FAILED;
+        if (ok) {
+            (void)madvise(r, kv_total, MADV_HUGEPAGE); /* advice: failure costs only speed */
+            c->kv_region = r;
+            c->kv_region_bytes = kv_total;
+            kv_layout(c, d, n_ctx, r);
+        }
     }
     /* recurrent state: the live one and the snapshots prefix reuse restores */
     if (ok && d->state_floats > 0) {

@@ -57,6 +57,8 @@ typedef struct {
                      * (kern_kv_row_bytes each) */
     void **kv_v;    /* (n_layer) each n_ctx rows of kv_dim_v[l] values of kv_type_v,
                      * NULL where that is 0 */
+    void *kv_region; /* one anonymous mapping holding every kv_k[l] and kv_v[l] */
+    size_t kv_region_bytes;
     int kv_type_k, kv_type_v; /* ggml types of the cache rows (cf_env.kv_type_k/v) */
     float *logits;  /* (n_logits_cap, n_vocab) */
     int *positions; /* (n_batch) positions of the current batch */

@@ -194,7 +194,7 @@ static void *scratch_get(cf_env *E, int ith, size_t need) {
 #define KERN_ATT_BLOCK 8 /* prompt tokens per attention block (att_block) */
 
 size_t kern_scratch_bytes(int n_ctx) {
-    /* attention scores of up to 4 heads (att_head4) of a block of
+    /* attention scores of up to 4 heads (a quad of att_block) of a block of
      * KERN_ATT_BLOCK prompt tokens (att_block) */
     size_t att = (size_t)(n_ctx > 0 ? n_ctx : 0) * 4 * KERN_ATT_BLOCK * sizeof(float);
     return att > KERN_MM_TILE_BYTES ? att : KERN_MM_TILE_BYTES;
@@ -553,8 +553,6 @@ static void att_rows_softmax(const att_job *j, float *s, size_t ss, int nh, int 
 }
 
 
-static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int h0, int nh);
-
 /* Keys *p0 .. *p0 + *n_kv - 1 of token t: causal, and within the sliding
  * window when set; bidirectional (window < 0): the whole batch. */
 static void att_range(const att_job *j, int t, int *p0, int *n_kv) {
@@ -562,67 +560,6 @@ static void att_range(const att_job *j, int t, int *p0, int *n_kv) {
     *p0 = j->window > 0 && p_end > j->window ? p_end - j->window : 0;
     *n_kv = p_end - *p0;
 }
-
-/* One query head of one token: scores, softmax like ggml_soft_max_ext (scale,
- * max-subtract, exp, sum in double, multiply by (float)(1/sum)), then the
- * probability-weighted sum of value rows; an F32 cache in one leaf call
- * each, other types through att_block's tiles. */
-static void att_head(const att_job *j, float *s, int t, int h) {
-    if (j->tk != CF_F32 || j->tv != CF_F32) {
-        att_block(j, s, 0, t, 1, h, 1);
-        return;
-    }
-    const int hd = j->head_dim, hdv = j->head_dim_v;
-    const int kvh = h / (j->n_head / j->n_head_kv);
-    int p0, n_kv;
-    att_range(j, t, &p0, &n_kv);
-    const float *qh = j->q + ((size_t)t * j->n_head + h) * hd;
-    const float *kh = j->kc + ((size_t)p0 * j->ks + (size_t)kvh * hd);
-    const float *vh = j->vc + ((size_t)p0 * j->vs + (size_t)kvh * j->v_head);
-    float *o = j->out + ((size_t)t * j->n_head + h) * hdv;
-#if defined(__x86_64__)
-    if (j->isa == KERN_ISA_AVX2 && hd % 8 == 0 && hdv % 8 == 0) { /* kern_att_avx2.c: register-blocked */
-        float max = kern_avx2_att_scores(qh, kh, j->ks, n_kv, hd, j->scale, s), inv;
-        att_rows_softmax(j, s, 0, 1, n_kv, h, &max, &inv);
-        kern_avx2_att_wsum(o, s, inv, vh, j->vs, n_kv, hdv, 0);
-        return;
-    }
-#endif
-    float max = -INFINITY;
-    for (int p = 0; p < n_kv; p++) {
-        float sc = j->ops->dot_f32(qh, kh + (size_t)p * j->ks, hd) * j->scale;
-        if (j->softcap > 0.0f) sc = tanhf(sc * (1.0f / j->softcap)) * j->softcap;
-        s[p] = sc;
-        if (sc > max) max = sc;
-    }
-    const float inv = att_softmax(j, s, n_kv, max, h);
-    memset(o, 0, (size_t)hdv * sizeof *o);
-    for (int p = 0; p < n_kv; p++) j->ops->axpy(o, s[p] * inv, vh + (size_t)p * j->vs, hdv);
-}
-
-/* Heads h0..h0+3 of token t, which share one kv head, through the AVX-512
- * leaves (kern_att_avx512.c): each K/V row is read once for the 4 heads.
- * Softmax per head as att_head; s holds 4 rows of ss floats. */
-#if defined(__x86_64__)
-static void att_head4(const att_job *j, float *s, size_t ss, int t, int h0) {
-    if (j->tk != CF_F32 || j->tv != CF_F32) {
-        att_block(j, s, ss, t, 1, h0, 4);
-        return;
-    }
-    const int hd = j->head_dim, hdv = j->head_dim_v;
-    const int kvh = h0 / (j->n_head / j->n_head_kv);
-    int p0, n_kv;
-    att_range(j, t, &p0, &n_kv);
-    const float *qh = j->q + ((size_t)t * j->n_head + h0) * hd;
-    const float *kh = j->kc + ((size_t)p0 * j->ks + (size_t)kvh * hd);
-    const float *vh = j->vc + ((size_t)p0 * j->vs + (size_t)kvh * j->v_head);
-    float max[4], inv[4];
-    kern_avx512_att_scores4(qh, (size_t)hd, kh, j->ks, n_kv, hd, j->scale, s, ss, max);
-    att_rows_softmax(j, s, ss, 4, n_kv, h0, max, inv);
-    kern_avx512_att_wsum4(j->out + ((size_t)t * j->n_head + h0) * hdv, (size_t)hdv, s, ss, inv, vh,
-                          j->vs, n_kv, hdv, 0);
-}
-#endif
 
 /* ---- attention over an F16 / Q8_0 / Q4_0 cache ------------------------------
  * The K (V) rows of a tile of positions are dequantized with the ISA's
@@ -649,12 +586,14 @@ static void att_span(int type, size_t first, int n, size_t *e0, int *off, int *s
 }
 
 /* Where the attention leaves read one kv head's K (or V) slice of the cache
- * rows: an F32 cache in place (f32: row 0's slice, stride floats apart), any
- * other type dequantized row by row into the caller's tile (att_span: the
- * covering blocks at byte0 of each row_bytes row, span floats per tile row,
- * the slice at off within them). */
+ * rows: an F32 cache in place (f32: row 0's slice, stride floats apart), an
+ * F16 one in place for the SIMD leaves (h16: row 0's slice, stride halves
+ * apart), any other type dequantized row by row into the caller's tile
+ * (att_span: the covering blocks at byte0 of each row_bytes row, span
+ * floats per tile row, the slice at off within them). */
 typedef struct {
     const float *f32;
+    const uint16_t *h16;
     size_t stride;
     const char *rows;
     size_t row_bytes, byte0;
@@ -662,25 +601,30 @@ typedef struct {
     kern_dequant_fn deq;
 } kv_src;
 
-/* The K (v = 0) or V (v = 1) slice of kv head kvh. */
-static kv_src kv_src_of(const att_job *j, int v, int kvh) {
+/* The K (v = 0) or V (v = 1) slice of kv head kvh; halves: the leaves read
+ * F16 rows in place (kern_avx2_att_*, kern_avx512_att_*: f16 = 1). */
+static kv_src kv_src_of(const att_job *j, int v, int kvh, int halves) {
     const int type = v ? j->tv : j->tk, n = v ? j->head_dim_v : j->head_dim;
     const size_t first = (size_t)kvh * (size_t)(v ? j->v_head : j->head_dim);
-    kv_src c = {NULL, v ? j->vs : j->ks, v ? j->vq : j->kq, v ? j->vb : j->kb, 0, 0, 0, v ? j->deq_v : j->deq_k};
+    kv_src c = {NULL, NULL, v ? j->vs : j->ks, v ? j->vq : j->kq, v ? j->vb : j->kb, 0, 0, 0, v ? j->deq_v : j->deq_k};
     size_t e0;
-    att_span(type, first, n, &e0, &c.off, &c.span); /* F32: off 0, span n */
+    att_span(type, first, n, &e0, &c.off, &c.span); /* F32, F16: off 0, span n */
     c.byte0 = kern_row_bytes(type, (int)e0);
     if (type == CF_F32) c.f32 = (v ? j->vc : j->kc) + first;
+    if (type == CF_F16 && halves) {
+        c.h16 = (const uint16_t *)(const void *)(c.rows + c.byte0);
+        c.stride = c.row_bytes / sizeof(uint16_t);
+    }
     return c;
 }
 
 /* Rows r0..r0+nr-1 of the slice (nr * span <= KERN_ATT_TILE when the rows
- * are dequantized into tile): returns row r0's slice, *st gets the stride
- * between rows in floats. */
-static const float *kv_tile(const kv_src *c, float *tile, int r0, int nr, size_t *st) {
-    if (c->f32) {
+ * are dequantized into tile): returns row r0's slice (halves when c->h16),
+ * *st gets the stride between rows in values. */
+static const void *kv_tile(const kv_src *c, float *tile, int r0, int nr, size_t *st) {
+    if (c->f32 || c->h16) {
         *st = c->stride;
-        return c->f32 + (size_t)r0 * c->stride;
+        return c->f32 ? (const void *)(c->f32 + (size_t)r0 * c->stride) : (const void *)(c->h16 + (size_t)r0 * c->stride);
     }
     for (int r = 0; r < nr; r++)
         c->deq(c->rows + (size_t)(r0 + r) * c->row_bytes + c->byte0, tile + (size_t)r * c->span, c->span);
@@ -688,158 +632,198 @@ static const float *kv_tile(const kv_src *c, float *tile, int r0, int nr, size_t
     return tile + c->off;
 }
 
-/* ---- a block of query tokens --------------------------------------------------
- * Tokens t0..t0+nb-1 (nb 1: one token alone, the quantized-cache path of
- * att_head / att_head4), heads h0..h0+nh-1 (one kv head).  Each K (V) tile
- * of positions is fetched once (kv_tile: an F32 cache read in place, other
- * types dequantized into the stack tile) and used by every token of the
- * block.  Token b attends to keys p0[b]..p0[b]+n_kv[b]-1 (att_range); a
+/* ---- a block of query tokens and heads ----------------------------------------
+ * Tokens t0..t0+nb-1 (nb 1: one token alone), heads h0..h0+nh-1 in units of
+ * w (4: the AVX-512 four-head leaves on heads that share a kv head; 1: one
+ * head at a time); the heads may span several kv heads (decode gives a
+ * thread a range of them).  Each K (V) tile of positions is fetched once per
+ * kv head (kv_tile: an F32 or, for the SIMD leaves, F16 cache read in place,
+ * other types dequantized into the stack tile) and used by every token and
+ * head of the block; the kv heads' slices of a cache row lie side by side,
+ * so a range of kv heads reads one run of each row (a kv head alone reads a
+ * short run at a stride of the whole row, which costs a DRAM latency per key
+ * at depth).  Token b attends to keys p0[b]..p0[b]+n_kv[b]-1 (att_range); a
  * sliding window shifts p0 by one per clipped token, so p0 rises by d <=
  * nb - 1 across the block.
  *
- * Per token the leaf calls are the ones it makes alone: its score calls
- * start at p0[b] + pt, pt a multiple of kr (a multiple of 8 whenever the
- * tile holds 8 rows: the SIMD score leaves take keys in blocks of 4 or 8
+ * Per token and head the leaf calls are the ones it makes alone: its score
+ * calls start at p0[b] + pt, pt a multiple of kr (a multiple of 8 whenever
+ * the tile holds 8 rows: the SIMD score leaves take keys in blocks of 4 or 8
  * with a different tail sum, so any such grid gives every key the block it
  * has untiled), nrb = min(kr, n_kv[b] - pt) keys each, all inside the K
  * tile of kr + d rows from p0[0] + pt; its weighted sum runs over its keys
  * in key order, split wherever the V tiles split them (accumulate = 1
- * continues the FMA chain, so a split changes no bits); the softmax is the
- * token's own.  Only the loop over tokens moved inside the loop over tiles,
- * so every token's output has the bits of the token alone (batch
+ * continues the FMA chain, so a split changes no bits); the softmax is its
+ * own.  Only the loops over tokens and heads moved inside the loop over
+ * tiles, so every output has the bits of the token and head alone (batch
  * invariance, test_kern_kv).  When the tile cannot hold 8 + d rows (head
- * slices over 1000 floats) a clipped block runs its tokens one by one.
+ * slices over 1000 floats) a clipped block runs its tokens one by one, and
+ * a range of kv heads runs them one by one (their tiles may differ).
  * Token b's scores live at s + b * nh * ss (nh rows of ss floats; ss 0: the
- * token's n_kv). */
+ * token's n_kv); nb * nh <= KERN_ATT_ROWS. */
 #define KERN_ATT_F32_ROWS 64
+#define KERN_ATT_ROWS (4 * KERN_ATT_BLOCK)
 
-static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int h0, int nh) {
-    const int hd = j->head_dim, hdv = j->head_dim_v;
-    const int kvh = h0 / (j->n_head / j->n_head_kv);
+static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int h0, int nh, int w) {
+    const int hd = j->head_dim, hdv = j->head_dim_v, g = j->n_head / j->n_head_kv;
+    const int kv0 = h0 / g, nkv = (h0 + nh - 1) / g + 1 - kv0; /* kv heads kv0.. */
     int p0[KERN_ATT_BLOCK], n_kv[KERN_ATT_BLOCK];
     for (int b = 0; b < nb; b++) att_range(j, t0 + b, &p0[b], &n_kv[b]);
     const int d = p0[nb - 1] - p0[0], p_end = p0[nb - 1] + n_kv[nb - 1]; /* both rise with b */
-    const kv_src K = kv_src_of(j, 0, kvh), V = kv_src_of(j, 1, kvh);
-    /* key rows per score call (>= 1: tile_ok), values per tile */
-    int kr = K.f32 ? KERN_ATT_F32_ROWS : KERN_ATT_TILE / K.span - d, vr = V.f32 ? KERN_ATT_F32_ROWS : KERN_ATT_TILE / V.span;
-    if (kr >= 8) kr &= ~7;
-    else if (d > 0) {
-        for (int b = 0; b < nb; b++) att_block(j, s, ss, t0 + b, 1, h0, nh);
-        return;
-    }
-    if (vr >= 8) vr &= ~7;
-    if (!ss) ss = (size_t)n_kv[nb - 1];
-    float tile[KERN_ATT_TILE];
-    float max[KERN_ATT_BLOCK][4], inv[KERN_ATT_BLOCK][4];
-    for (int b = 0; b < nb; b++)
-        for (int h = 0; h < 4; h++) max[b][h] = -INFINITY;
 #if defined(__x86_64__)
     const int avx2 = j->isa == KERN_ISA_AVX2 && hd % 8 == 0 && hdv % 8 == 0;
 #else
     const int avx2 = 0;
 #endif
+    /* the SIMD leaves (4 heads: AVX-512, or AVX2) read an F16 cache in place */
+    const int simd = w == 4 || avx2;
+    kv_src K[KERN_ATT_ROWS], V[KERN_ATT_ROWS];
+    /* key rows per score call (>= 1: tile_ok), values per tile: the least of the kv heads' */
+    int kr = 0, vr = 0, kr_min8 = 1;
+    for (int i = 0; i < nkv; i++) {
+        K[i] = kv_src_of(j, 0, kv0 + i, simd), V[i] = kv_src_of(j, 1, kv0 + i, simd);
+        const int kri = K[i].f32 || K[i].h16 ? KERN_ATT_F32_ROWS : KERN_ATT_TILE / K[i].span - d;
+        const int vri = V[i].f32 || V[i].h16 ? KERN_ATT_F32_ROWS : KERN_ATT_TILE / V[i].span;
+        kr_min8 &= kri >= 8 && vri >= 8;
+        if (!i || kri < kr) kr = kri;
+        if (!i || vri < vr) vr = vri;
+    }
+    if (nkv > 1 && !kr_min8) { /* no common grid of 8: each kv head's own tiles */
+        for (int i = 0; i < nkv; i++) {
+            const int ha = i ? (kv0 + i) * g : h0, hb = (kv0 + i + 1) * g < h0 + nh ? (kv0 + i + 1) * g : h0 + nh;
+            att_block(j, s, ss, t0, nb, ha, hb - ha, w);
+        }
+        return;
+    }
+    if (kr >= 8) kr &= ~7;
+    else if (d > 0) {
+        for (int b = 0; b < nb; b++) att_block(j, s, ss, t0 + b, 1, h0, nh, w);
+        return;
+    }
+    if (vr >= 8) vr &= ~7;
+    if (!ss) ss = (size_t)n_kv[nb - 1];
+    float tile[KERN_ATT_TILE];
+    float max[KERN_ATT_ROWS], inv[KERN_ATT_ROWS];
+    for (int i = 0; i < nb * nh; i++) max[i] = -INFINITY;
     for (int pt = 0; pt < n_kv[nb - 1]; pt += kr) {
         const int r0 = p0[0] + pt, nr = p_end - r0 < kr + d ? p_end - r0 : kr + d;
-        size_t kst;
-        const float *kt = kv_tile(&K, tile, r0, nr, &kst);
-        for (int b = 0; b < nb; b++) {
-            if (pt >= n_kv[b]) continue;
-            const int nrb = n_kv[b] - pt < kr ? n_kv[b] - pt : kr;
-            const float *kb = kt + (size_t)(p0[b] - p0[0]) * kst;
-            const float *qh = j->q + ((size_t)(t0 + b) * j->n_head + h0) * hd;
-            float *sb = s + (size_t)b * nh * ss;
+        for (int i = 0; i < nkv; i++) {
+            size_t kst;
+            const void *kt = kv_tile(&K[i], tile, r0, nr, &kst);
+            const int kh16 = K[i].h16 != NULL;
+            const int ha = i ? (kv0 + i) * g : h0, hb = (kv0 + i + 1) * g < h0 + nh ? (kv0 + i + 1) * g : h0 + nh;
+            for (int b = 0; b < nb; b++) {
+                if (pt >= n_kv[b]) continue;
+                const int nrb = n_kv[b] - pt < kr ? n_kv[b] - pt : kr;
+                const size_t kofs = (size_t)(p0[b] - p0[0]) * kst; /* token b's first key in the tile, in values */
+                for (int h = ha; h < hb; h += w) {
+                    const float *qh = j->q + ((size_t)(t0 + b) * j->n_head + h) * hd;
+                    float *sb = s + (size_t)(b * nh + h - h0) * ss, *mx = max + b * nh + h - h0;
 #if defined(__x86_64__)
-            if (nh == 4) {
-                float m4[4];
-                kern_avx512_att_scores4(qh, (size_t)hd, kb, kst, nrb, hd, j->scale, sb + pt, ss, m4);
-                for (int h = 0; h < 4; h++) max[b][h] = m4[h] > max[b][h] ? m4[h] : max[b][h];
-                continue;
-            }
-            if (avx2) {
-                const float m = kern_avx2_att_scores(qh, kb, kst, nrb, hd, j->scale, sb + pt);
-                max[b][0] = m > max[b][0] ? m : max[b][0];
-                continue;
-            }
+                    const void *kb = kh16 ? (const void *)((const uint16_t *)kt + kofs) : (const void *)((const float *)kt + kofs);
+                    if (w == 4) {
+                        float m4[4];
+                        kern_avx512_att_scores4(qh, (size_t)hd, kb, kst, nrb, hd, j->scale, sb + pt, ss, m4, kh16);
+                        for (int u = 0; u < 4; u++) mx[u] = m4[u] > mx[u] ? m4[u] : mx[u];
+                        continue;
+                    }
+                    if (avx2) {
+                        const float m = kern_avx2_att_scores(qh, kb, kst, nrb, hd, j->scale, sb + pt, kh16);
+                        mx[0] = m > mx[0] ? m : mx[0];
+                        continue;
+                    }
 #endif
-            for (int r = 0; r < nrb; r++) {
-                const float sc = j->ops->dot_f32(qh, kb + (size_t)r * kst, hd) * j->scale;
-                sb[pt + r] = sc;
-                if (sc > max[b][0]) max[b][0] = sc;
+                    const float *kf = (const float *)kt + kofs; /* not simd: f32 in place or the tile */
+                    for (int r = 0; r < nrb; r++) {
+                        const float sc = j->ops->dot_f32(qh, kf + (size_t)r * kst, hd) * j->scale;
+                        sb[pt + r] = sc;
+                        if (sc > mx[0]) mx[0] = sc;
+                    }
+                }
             }
         }
     }
     for (int b = 0; b < nb; b++) {
-        att_rows_softmax(j, s + (size_t)b * nh * ss, ss, nh, n_kv[b], h0, max[b], inv[b]);
-        if (!avx2 && nh == 1) memset(j->out + ((size_t)(t0 + b) * j->n_head + h0) * hdv, 0, (size_t)hdv * sizeof(float));
+        att_rows_softmax(j, s + (size_t)b * nh * ss, ss, nh, n_kv[b], h0, max + b * nh, inv + b * nh);
+        if (!avx2 && w == 1) memset(j->out + ((size_t)(t0 + b) * j->n_head + h0) * hdv, 0, (size_t)nh * hdv * sizeof(float));
     }
     for (int r0 = p0[0]; r0 < p_end; r0 += vr) {
         const int nr = p_end - r0 < vr ? p_end - r0 : vr;
-        size_t vst;
-        const float *vt = kv_tile(&V, tile, r0, nr, &vst);
-        for (int b = 0; b < nb; b++) {
-            /* token b's keys lo..hi-1 in this tile */
-            const int lo = r0 > p0[b] ? r0 : p0[b], hi = r0 + nr < p0[b] + n_kv[b] ? r0 + nr : p0[b] + n_kv[b];
-            if (lo >= hi) continue;
-            const float *sb = s + (size_t)b * nh * ss + (lo - p0[b]), *vb = vt + (size_t)(lo - r0) * vst;
-            float *o = j->out + ((size_t)(t0 + b) * j->n_head + h0) * hdv;
+        for (int i = 0; i < nkv; i++) {
+            size_t vst;
+            const void *vt = kv_tile(&V[i], tile, r0, nr, &vst);
+            const int vh16 = V[i].h16 != NULL;
+            const int ha = i ? (kv0 + i) * g : h0, hb = (kv0 + i + 1) * g < h0 + nh ? (kv0 + i + 1) * g : h0 + nh;
+            for (int b = 0; b < nb; b++) {
+                /* token b's keys lo..hi-1 in this tile */
+                const int lo = r0 > p0[b] ? r0 : p0[b], hi = r0 + nr < p0[b] + n_kv[b] ? r0 + nr : p0[b] + n_kv[b];
+                if (lo >= hi) continue;
+                const size_t vofs = (size_t)(lo - r0) * vst;
+                for (int h = ha; h < hb; h += w) {
+                    const float *sb = s + (size_t)(b * nh + h - h0) * ss + (lo - p0[b]), *iv = inv + b * nh + h - h0;
+                    float *o = j->out + ((size_t)(t0 + b) * j->n_head + h) * hdv;
 #if defined(__x86_64__)
-            if (nh == 4) {
-                kern_avx512_att_wsum4(o, (size_t)hdv, sb, ss, inv[b], vb, vst, hi - lo, hdv, lo > p0[b]);
-                continue;
-            }
-            if (avx2) {
-                kern_avx2_att_wsum(o, sb, inv[b][0], vb, vst, hi - lo, hdv, lo > p0[b]);
-                continue;
-            }
+                    const void *vb = vh16 ? (const void *)((const uint16_t *)vt + vofs) : (const void *)((const float *)vt + vofs);
+                    if (w == 4) {
+                        kern_avx512_att_wsum4(o, (size_t)hdv, sb, ss, iv, vb, vst, hi - lo, hdv, lo > p0[b], vh16);
+                        continue;
+                    }
+                    if (avx2) {
+                        kern_avx2_att_wsum(o, sb, iv[0], vb, vst, hi - lo, hdv, lo > p0[b], vh16);
+                        continue;
+                    }
 #endif
-            for (int r = 0; r < hi - lo; r++) j->ops->axpy(o, sb[r] * inv[b][0], vb + (size_t)r * vst, hdv);
+                    const float *vf = (const float *)vt + vofs;
+                    for (int r = 0; r < hi - lo; r++) j->ops->axpy(o, sb[r] * iv[0], vf + (size_t)r * vst, hdv);
+                }
+            }
         }
     }
 }
 
-/* Unit u = (kv head, token, head of its group — or quad of heads with
- * att_head4) in that order: a thread's consecutive units read the same kv
- * head's K/V rows, so those stay in L2 instead of cycling through every kv
- * head's rows per token.  Threads take units round-robin (ith, ith + nth,
- * ...): causal work grows with the token, so contiguous ranges would leave
- * the first thread idle.  Each unit's arithmetic is independent of the
- * partition. */
+/* The four-head leaves (kern_att_avx512.c) run when every kv head's group
+ * holds whole quads and the CPU has AVX-512. */
 static int att_quads(const att_job *j) {
     return j->isa == KERN_ISA_AVX2 && (j->n_head / j->n_head_kv) % 4 == 0 && j->head_dim % 16 == 0 &&
            j->head_dim_v % 16 == 0 && kern_cpu_avx512vnni();
 }
 
-static void att_units(const att_job *j, float *s, size_t ss, long u0, long n, int step) {
-    const int quads = att_quads(j), w = quads ? 4 : 1;
-    const int g = j->n_head / j->n_head_kv / w; /* units per token and kv head */
-    for (long u = u0; u < n; u += step) {
-        const long kvh = u / ((long)j->n_tok * g), rem = u % ((long)j->n_tok * g);
-        const int t = (int)(rem / g), h = (int)(kvh * g + rem % g) * w;
-#if defined(__x86_64__)
-        if (quads) att_head4(j, s, ss, t, h);
-        else
-#endif
-            att_head(j, s, t, h);
-    }
-}
-
-/* Block units u = (kv head, block of nb tokens, head or quad of its group),
- * each one att_block. */
+/* Prompt blocks: units u = (kv head, block of nb tokens, head or quad of its
+ * group) in that order, so a thread's consecutive units read the same kv
+ * head's K/V rows (they stay in L2), taken round-robin (ith, ith + nth,
+ * ...): causal work grows with the token, so contiguous ranges would leave
+ * the first thread idle.  Each unit is one att_block. */
 static void att_block_units(const att_job *j, float *s, size_t ss, long u0, long n, int step) {
-    const int quads = att_quads(j), w = quads ? 4 : 1;
+    const int w = att_quads(j) ? 4 : 1;
     const int g = j->n_head / j->n_head_kv / w;
     const long nblk = (j->n_tok + j->nb - 1) / j->nb;
     for (long u = u0; u < n; u += step) {
         const long kvh = u / (nblk * g), rem = u % (nblk * g);
         const int t0 = (int)(rem / g) * j->nb, h = (int)(kvh * g + rem % g) * w;
-        att_block(j, s, ss, t0, j->n_tok - t0 < j->nb ? j->n_tok - t0 : j->nb, h, w);
+        att_block(j, s, ss, t0, j->n_tok - t0 < j->nb ? j->n_tok - t0 : j->nb, h, w, w);
     }
+}
+
+/* Tokens one at a time (decode, or a batch without block scratch): per
+ * token each thread takes a contiguous range of its heads (in units of w),
+ * in att_block calls of as many heads as rows of `rows` scores fit, so it
+ * reads its kv heads' slices of each cache row as one run.  Each head's
+ * arithmetic is independent of the partition. */
+static void att_token_heads(const att_job *j, float *s, size_t ss, int rows, int ith, int nth) {
+    const int w = att_quads(j) ? 4 : 1, units = j->n_head / w;
+    const int u0 = (int)((long)units * ith / nth), u1 = (int)((long)units * (ith + 1) / nth);
+    int step = rows / w;
+    if (step > KERN_ATT_ROWS / w) step = KERN_ATT_ROWS / w;
+    if (step < 1) step = 1;
+    for (int t = 0; t < j->n_tok; t++)
+        for (int u = u0; u < u1; u += step)
+            att_block(j, s, ss, t, 1, u * w, (u1 - u < step ? u1 - u : step) * w, w);
 }
 
 static void att_worker(void *arg, int ith, int nth) {
     const att_job *j = arg;
+    const int w = att_quads(j) ? 4 : 1;
     if (j->nb > 1) {
-        const int w = att_quads(j) ? 4 : 1;
         const long n = (long)j->n_head_kv * ((j->n_tok + j->nb - 1) / j->nb) * (j->n_head / j->n_head_kv / w);
         if (ith >= n) return;
         size_t have = 0;
@@ -847,14 +831,17 @@ static void att_worker(void *arg, int ith, int nth) {
         att_block_units(j, s, (size_t)(j->pos + j->n_tok), ith, n, nth);
         return;
     }
-    const long n = (long)j->n_tok * j->n_head / (att_quads(j) ? 4 : 1);
-    if (ith >= n) return;
-    float *s = scratch_get(j->E, ith, (size_t)j->E->n_ctx * 4 * sizeof(float));
+    const int units = j->n_head / w;
+    if ((long)units * (ith + 1) / nth == (long)units * ith / nth) return; /* no heads for this thread */
+    const size_t ss = (size_t)j->E->n_ctx;
+    size_t have = 0;
+    float *s = scratch_get(j->E, ith, ss * (size_t)w * sizeof(float));
     if (s) {
-        att_units(j, s, (size_t)j->E->n_ctx, ith, n, nth);
+        pool_scratch((pool *)j->E->pool, ith, &have);
+        att_token_heads(j, s, ss, (int)(have / (ss * sizeof(float))), ith, nth);
     } else {
-        float stack_s[(att_quads(j) ? 4 : 1) * (j->pos + j->n_tok)]; /* 4 heads' scores, or 1 */
-        att_units(j, stack_s, (size_t)(j->pos + j->n_tok), ith, n, nth);
+        float stack_s[w * (j->pos + j->n_tok)]; /* 4 heads' scores, or 1 */
+        att_token_heads(j, stack_s, (size_t)(j->pos + j->n_tok), w, ith, nth);
     }
 }
 

@@ -440,22 +440,25 @@ void kern_neon_dequant_q8_0(const void *src, float *dst, int n);
 /* kern_att_avx2.c: one attention head, head_dim % 8 == 0 (kern.c att_head).
  * scores: s[p] = scale * Σ_d q[d] k[p*ks + d] for p < n; returns max s.
  * wsum: o[d] = Σ_p (s[p] * inv) v[p*vs + d], fma in key order; accumulate:
- * the chain starts from o's values instead of 0 (a later tile of keys). */
-float kern_avx2_att_scores(const float *q, const float *k, size_t ks, int n, int hd, float scale,
-                           float *s);
-void kern_avx2_att_wsum(float *o, const float *s, float inv, const float *v, size_t vs, int n, int hd,
-                        int accumulate);
+ * the chain starts from o's values instead of 0 (a later tile of keys).
+ * k and v rows hold f32 values, or with f16 != 0 IEEE halves (an F16 cache
+ * in place; strides ks, vs in values either way): the same bits as the
+ * rows converted to f32 first. */
+float kern_avx2_att_scores(const float *q, const void *k, size_t ks, int n, int hd, float scale, float *s,
+                           int f16);
+void kern_avx2_att_wsum(float *o, const float *s, float inv, const void *v, size_t vs, int n, int hd, int accumulate,
+                        int f16);
 
 /* kern_att_avx512.c: 4 query heads sharing a kv head (rows q + h*qs, h < 4),
  * head_dim % 16 == 0; only when kern_r8_impl_available(KERN_R8_VNNI) (the
  * AVX-512 F/BW/VL/VNNI gate, kern_r8.h).  scores4: s[h*ss + p] = scale *
  * q_h·k_p, p < n, and max[h] = max_p of head h's scores.  wsum4: o[h*os + d]
  * = Σ_p (s[h*ss + p] * inv[h]) v[p*vs + d], fma in key order (accumulate: from o's
- * values, as kern_avx2_att_wsum). */
-void kern_avx512_att_scores4(const float *q, size_t qs, const float *k, size_t ks, int n, int hd,
-                             float scale, float *s, size_t ss, float *max);
-void kern_avx512_att_wsum4(float *o, size_t os, const float *s, size_t ss, const float *inv,
-                           const float *v, size_t vs, int n, int hd, int accumulate);
+ * values, as kern_avx2_att_wsum); k, v: f32 or (f16) halves as there. */
+void kern_avx512_att_scores4(const float *q, size_t qs, const void *k, size_t ks, int n, int hd,
+                             float scale, float *s, size_t ss, float *max, int f16);
+void kern_avx512_att_wsum4(float *o, size_t os, const float *s, size_t ss, const float *inv, const void *v,
+                           size_t vs, int n, int hd, int accumulate, int f16);
 
 /* ggml block layouts (ggml-common.h); kern.c static_asserts their sizes. */
 #define KERN_QK 32
