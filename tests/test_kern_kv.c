@@ -374,3 +374,57 @@ TEST(kern_kv, f16_in_place_equals_f32) {
         }
     pool_free(P);
 }
+
+/* Decode on pools of 1, 2 and 3 threads equals decode without a pool bit
+ * for bit: thread ranges of heads that start inside a kv head's group and
+ * span several kv heads (10/5, 12/3 on 3 threads), 4-head groups (8/2),
+ * and a head slice too wide for a common tile grid (hd 2048 on a Q8_0
+ * cache: the range runs its kv heads one by one). */
+TEST(kern_kv, decode_partitions_equal) {
+    static const att_cfg cfg[] = {{10, 5, 64, 64, 0, 0, 0, 0}, {12, 3, 64, 64, 0, 0, 1, 0},
+                                  {8, 2, 64, 64, 0, 0, 0, 0}, {4, 2, 2048, 64, 0, 0, 0, 0}};
+    static const int types[] = {CF_F16, CF_Q8_0, CF_F32};
+    enum { CTX = 200, POS = 150, NT = 3 };
+    pool *P[3];
+    for (int i = 0; i < 3; i++) {
+        EXPECT_EQ_I(pool_new(i + 1, &P[i]), 0);
+        EXPECT_EQ_I(pool_reserve(P[i], kern_scratch_bytes(CTX)), 0);
+    }
+    const int isa = kern_isa_available(KERN_ISA_SIMD) ? KERN_ISA_SIMD : KERN_ISA_SCALAR;
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++)
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            const att_cfg *C = &cfg[c];
+            const int tk = types[ti], kvd = C->nkv * C->hd, kvdv = C->nkv * C->hdv, n_all = POS + NT;
+            const size_t kb = kern_kv_row_bytes(tk, kvd), vb = kern_kv_row_bytes(tk, kvdv), no = (size_t)NT * C->nh * C->hdv;
+            float *q = malloc(sizeof(float) * NT * C->nh * C->hd);
+            float *k = malloc(sizeof(float) * n_all * kvd), *v = malloc(sizeof(float) * n_all * kvdv);
+            float sinks[16];
+            for (int i = 0; i < NT * C->nh * C->hd; i++) q[i] = rnd_f(-0.5f, 0.5f);
+            for (int i = 0; i < n_all * kvd; i++) k[i] = rnd_f(-2, 2);
+            for (int i = 0; i < n_all * kvdv; i++) v[i] = rnd_f(-1, 1);
+            for (int h = 0; h < 16; h++) sinks[h] = rnd_f(-1, 2);
+            float *want = malloc(sizeof(float) * no), *got = malloc(sizeof(float) * no);
+            for (int run = 0; run <= 3; run++) { /* 0: no pool; then pools of 1, 2, 3 threads */
+                char *kc = calloc(CTX, kb), *vc = calloc(CTX, vb);
+                ref_rows(tk, k, kvd, POS, kc);
+                ref_rows(tk, v, kvdv, POS, vc);
+                void *kk[1] = {kc}, *vv[1] = {vc};
+                cf_env E = {.K = kern_table(isa), .pool = run ? P[run - 1] : NULL, .n_ctx = CTX, .kv_k = kk,
+                            .kv_v = vv, .kv_type_k = tk, .kv_type_v = tk};
+                float *o = run ? got : want;
+                for (int t = 0; t < NT; t++) {
+                    E.pos = POS + t;
+                    E.K->attention(&E, o + (size_t)t * C->nh * C->hdv, q + (size_t)t * C->nh * C->hd,
+                                   k + (size_t)(POS + t) * kvd, v + (size_t)(POS + t) * kvdv, C->sinks ? sinks : NULL,
+                                   0, C->nh, C->nkv, C->hd, C->hdv, 1.0f / sqrtf((float)C->hd), 0, 0.0f, 1);
+                }
+                if (run)
+                    EXPECT_MSG(!memcmp(want, got, sizeof(float) * no), "cfg %zu (nh %d nkv %d hd %d) %s %s: decode on "
+                               "%d threads differs from no pool", c, C->nh, C->nkv, C->hd, eng_kv_type_name(tk),
+                               kern_isa_name(isa), run);
+                free(kc), free(vc);
+            }
+            free(want), free(got), free(q), free(k), free(v);
+        }
+    for (int i = 0; i < 3; i++) pool_free(P[i]);
+}

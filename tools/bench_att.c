@@ -99,8 +99,12 @@ int main(int argc, char **argv) {
     /* the cache as the engine maps it (eng_ctx_open): anonymous, huge pages */
     char *kc = mmap(NULL, kb * (size_t)n_ctx, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     char *vc = mmap(NULL, vb * (size_t)n_ctx, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (kc == MAP_FAILED || vc == MAP_FAILED) kc = vc = NULL;
-    else (void)madvise(kc, kb * (size_t)n_ctx, MADV_HUGEPAGE), (void)madvise(vc, vb * (size_t)n_ctx, MADV_HUGEPAGE);
+    if (kc == MAP_FAILED || vc == MAP_FAILED) {
+        fprintf(stderr, "bench_att: out of memory for a %d-position cache\n", n_ctx);
+        return 1;
+    }
+    (void)madvise(kc, kb * (size_t)n_ctx, MADV_HUGEPAGE);
+    (void)madvise(vc, vb * (size_t)n_ctx, MADV_HUGEPAGE);
     float *q = malloc(sizeof(float) * (size_t)n_tok * nh * hd), *o = malloc(sizeof(float) * (size_t)n_tok * nh * hd);
     float *k = malloc(sizeof(float) * (size_t)n_tok * kvd), *v = malloc(sizeof(float) * (size_t)n_tok * kvd);
     if (!kc || !vc || !q || !o || !k || !v) {

@@ -164,6 +164,16 @@ int main(int argc, char **argv) {
     char err[256];
     for (int i = 0; i < n_ops; i++) {
         mm_op *o = &ops[i];
+        int same = -1;
+        for (int k = 0; k < i && same < 0; k++)
+            if (ops[k].type == o->type && ops[k].native == o->native && ops[k].n_out == o->n_out && ops[k].n_in == o->n_in)
+                same = k;
+        if (same >= 0) { /* the bytes of an earlier slot of this type and shape */
+            memcpy(wr + off, ops[same].w, op_bytes(o));
+            o->w = wr + off;
+            off += (op_bytes(o) + 63) & ~(size_t)63;
+            continue;
+        }
         const size_t rb = kern_row_bytes(o->native, o->n_in);
         for (int r = 0; r < o->n_out; r++) quant_row(o->native, wf + (size_t)r * o->n_in, wn + (size_t)r * rb, o->n_in);
         if (o->type == o->native) memcpy(wr + off, wn, op_bytes(o));

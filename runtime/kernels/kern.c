@@ -710,7 +710,6 @@ static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int
         for (int i = 0; i < nkv; i++) {
             size_t kst;
             const void *kt = kv_tile(&K[i], tile, r0, nr, &kst);
-            const int kh16 = K[i].h16 != NULL;
             const int ha = i ? (kv0 + i) * g : h0, hb = (kv0 + i + 1) * g < h0 + nh ? (kv0 + i + 1) * g : h0 + nh;
             for (int b = 0; b < nb; b++) {
                 if (pt >= n_kv[b]) continue;
@@ -720,6 +719,7 @@ static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int
                     const float *qh = j->q + ((size_t)(t0 + b) * j->n_head + h) * hd;
                     float *sb = s + (size_t)(b * nh + h - h0) * ss, *mx = max + b * nh + h - h0;
 #if defined(__x86_64__)
+                    const int kh16 = K[i].h16 != NULL;
                     const void *kb = kh16 ? (const void *)((const uint16_t *)kt + kofs) : (const void *)((const float *)kt + kofs);
                     if (w == 4) {
                         float m4[4];
@@ -752,7 +752,6 @@ static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int
         for (int i = 0; i < nkv; i++) {
             size_t vst;
             const void *vt = kv_tile(&V[i], tile, r0, nr, &vst);
-            const int vh16 = V[i].h16 != NULL;
             const int ha = i ? (kv0 + i) * g : h0, hb = (kv0 + i + 1) * g < h0 + nh ? (kv0 + i + 1) * g : h0 + nh;
             for (int b = 0; b < nb; b++) {
                 /* token b's keys lo..hi-1 in this tile */
@@ -763,6 +762,7 @@ static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int
                     const float *sb = s + (size_t)(b * nh + h - h0) * ss + (lo - p0[b]), *iv = inv + b * nh + h - h0;
                     float *o = j->out + ((size_t)(t0 + b) * j->n_head + h) * hdv;
 #if defined(__x86_64__)
+                    const int vh16 = V[i].h16 != NULL;
                     const void *vb = vh16 ? (const void *)((const uint16_t *)vt + vofs) : (const void *)((const float *)vt + vofs);
                     if (w == 4) {
                         kern_avx512_att_wsum4(o, (size_t)hdv, sb, ss, iv, vb, vst, hi - lo, hdv, lo > p0[b], vh16);
@@ -838,7 +838,8 @@ static void att_worker(void *arg, int ith, int nth) {
     float *s = scratch_get(j->E, ith, ss * (size_t)w * sizeof(float));
     if (s) {
         pool_scratch((pool *)j->E->pool, ith, &have);
-        att_token_heads(j, s, ss, (int)(have / (ss * sizeof(float))), ith, nth);
+        const size_t rows = have / (ss * sizeof(float));
+        att_token_heads(j, s, ss, rows < KERN_ATT_ROWS ? (int)rows : KERN_ATT_ROWS, ith, nth);
     } else {
         float stack_s[w * (j->pos + j->n_tok)]; /* 4 heads' scores, or 1 */
         att_token_heads(j, stack_s, (size_t)(j->pos + j->n_tok), w, ith, nth);

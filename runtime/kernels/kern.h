@@ -437,7 +437,7 @@ void kern_neon_dequant_f16(const void *src, float *dst, int n);
 void kern_neon_dequant_q4_0(const void *src, float *dst, int n);
 void kern_neon_dequant_q8_0(const void *src, float *dst, int n);
 
-/* kern_att_avx2.c: one attention head, head_dim % 8 == 0 (kern.c att_head).
+/* kern_att_avx2.c: one attention head, head_dim % 8 == 0 (kern.c att_block).
  * scores: s[p] = scale * Σ_d q[d] k[p*ks + d] for p < n; returns max s.
  * wsum: o[d] = Σ_p (s[p] * inv) v[p*vs + d], fma in key order; accumulate:
  * the chain starts from o's values instead of 0 (a later tile of keys).

@@ -1,6 +1,6 @@
 /*
  * kern_att_avx2.c — AVX2 + FMA leaves of one attention head (kern.c
- * att_head) for head_dim % 8 == 0; built with the _avx2 flags and called
+ * att_block) for head_dim % 8 == 0; built with the _avx2 flags and called
  * only when the kernel ISA is KERN_ISA_AVX2.
  *
  * scores: 8 keys at a time, each key's dot accumulated in its own register
@@ -14,6 +14,7 @@
  */
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "kern.h"
 
@@ -44,8 +45,8 @@ static inline __attribute__((always_inline)) __m256 ld8(const void *p, size_t i,
 
 /* prefetch the slice of n values at element i of row data (f32 or halves) */
 static inline __attribute__((always_inline)) void pf_row(const void *p, size_t i, int n, int f16) {
-    const char *c = (const char *)p + i * (f16 ? 2 : 4);
-    for (int b = 0; b < n * (f16 ? 2 : 4); b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+    const uintptr_t c = (uintptr_t)p + i * (f16 ? 2 : 4), end = c + (uintptr_t)n * (f16 ? 2 : 4);
+    for (uintptr_t a = c & ~(uintptr_t)63; a < end; a += 64) _mm_prefetch((const char *)a, _MM_HINT_T0);
 }
 
 static inline __attribute__((always_inline)) float scores(const float *q, const void *k, size_t ks, int n, int hd,

@@ -2,7 +2,7 @@
  * kern_att_avx512.c — AVX-512F leaves of attention for 4 query heads that
  * share one kv head (GQA), head_dim % 16 == 0; built with -mavx512f (+ the
  * AVX2 flags; Makefile rule for *_vnni/_avx512 files) and called from kern.c
- * att_head4 only when att_quads() allows it: CPUID reports AVX-512
+ * att_block only when att_quads() allows it: CPUID reports AVX-512
  * F/BW/VL/VNNI with ZMM state enabled (kern_r8_impl_available(KERN_R8_VNNI)).
  *
  * Each K and V row is loaded once for the 4 heads instead of once per head:
@@ -17,6 +17,7 @@
  */
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "kern.h"
 
@@ -46,8 +47,8 @@ static inline __attribute__((always_inline)) __m512 ld16(const void *p, size_t i
 
 /* prefetch the slice of n values at element i of row data (f32 or halves) */
 static inline __attribute__((always_inline)) void pf_row(const void *p, size_t i, int n, int f16) {
-    const char *c = (const char *)p + i * (f16 ? 2 : 4);
-    for (int b = 0; b < n * (f16 ? 2 : 4); b += 64) _mm_prefetch(c + b, _MM_HINT_T0);
+    const uintptr_t c = (uintptr_t)p + i * (f16 ? 2 : 4), end = c + (uintptr_t)n * (f16 ? 2 : 4);
+    for (uintptr_t a = c & ~(uintptr_t)63; a < end; a += 64) _mm_prefetch((const char *)a, _MM_HINT_T0);
 }
 
 static inline __attribute__((always_inline)) void scores4(const float *q, size_t qs, const void *k, size_t ks,

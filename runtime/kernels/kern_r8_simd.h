@@ -34,6 +34,12 @@ INLINE __m256i dp(__m256i acc, __m256i u, __m256i s) {
 
 /* ---- gemm: Q4_0_R8 ------------------------------------------------------------ */
 
+/* decode (one token): the weights stream through once; the rows this many
+ * bytes further on are prefetched (kern_rk_simd.h RK_PF_BLOCKS; bench_decode
+ * -s 1b -q q4_0 -t 2, matmul fraction of the read loop's bandwidth, noisy
+ * VM: 0.61-0.78 without, 0.69-0.84 with) */
+#define R8_PF_BYTES 4096
+
 INLINE void gemm_q4(const uint8_t *wg, const kern_block_q8x4 *a, size_t qstride, int nb, int nt,
                     float *y, size_t ldy, const int NTOK) {
     __m256 acc[NTOK];
@@ -41,6 +47,8 @@ INLINE void gemm_q4(const uint8_t *wg, const kern_block_q8x4 *a, size_t qstride,
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * KERN_Q4_0_R8_BLOCK;
+        if (NTOK == 1) /* may be past the matrix: a prefetch never faults */
+            UNROLL for (int o = 0; o < KERN_Q4_0_R8_BLOCK; o += 64) _mm_prefetch((const char *)((uintptr_t)blk + R8_PF_BYTES + (uintptr_t)o), _MM_HINT_T0);
         const __m256 dw = dw8(blk);
         __m256i lo[4], hi[4];
         UNROLL for (int c = 0; c < 4; c++) {

@@ -20,8 +20,8 @@
  * f32 FMAs in the scalar reference's order, so every impl and token count
  * gives the same bits.
  *
- * VNNI, 2..3 tokens (gemv_q4 / gemv_q6, Q4_K_R8 and Q6_K_R8; gemv_few says
- * why not 1): the generic leaf's sub-block loop is not unrolled by the compiler (a branch
+ * VNNI, 1..3 tokens (gemv_q4 / gemv_q6, Q4_K_R8 and Q6_K_R8, with a
+ * software prefetch RK_PF_BLOCKS super-blocks ahead): the generic leaf's sub-block loop is not unrolled by the compiler (a branch
  * per chunk on j's nibble and shift), so these leaves are written out with
  * every index a constant, each group byte loaded once (Q6_K's qh twice,
  * the second time from L1), and the unpacking
@@ -31,7 +31,7 @@
  * loads walk each region of a super-block in address order (Q4_K: pair p
  * outer, chunk inner; Q6_K: ql pair outer, its qh chunk row re-read from L1
  * for the second pair): a chunk-outer order over 3-4 regions measured up to
- * 2x slower from DRAM, and a software prefetch did not help.
+ * 2x slower from DRAM.
  */
 #include "kern_rk.h"
 #include "kern_x86_simd.h"
@@ -514,6 +514,19 @@ RK_ENTRY2(gemm2_iq4xs_entry, 3)
  * Per sub-block of 16 columns a vpdpbusd sum, then S += sc · sum (vpmulld);
  * the f32 FMA per super-block is the reference's. */
 #define SEL_LO4 0xE4 /* vpternlogd imm: C ? A : B */
+
+/* The one-token leaves below are 2-3x the generic leaf's GFLOP/s cache-
+ * resident, but from DRAM they ran no faster (the weights stream through
+ * once per token) until each super-block prefetched the one RK_PF_BLOCKS
+ * further on (the next group's, past a group's end: a take's groups are
+ * adjacent); bench_decode -s 7b -q q4_k_m -t 2, matmul fraction of the
+ * read loop's bandwidth in the same rounds, noisy VM: generic 0.49-0.67,
+ * these 0.66-0.72 (8 ahead: 0.53-0.62; Q4_K leaf alone 0.55-0.57). */
+#define RK_PF_BLOCKS 4
+INLINE void prefetch_ahead(const uint8_t *blk, int bb) {
+    const uintptr_t p = (uintptr_t)blk + (uintptr_t)RK_PF_BLOCKS * (uintptr_t)bb; /* may be past the matrix: never faults */
+    for (int o = 0; o < bb; o += 64) _mm_prefetch((const char *)(p + (uintptr_t)o), _MM_HINT_T0);
+}
 INLINE __m256i q6_code(__m256i lo, __m256i hb, __m256i m0f) { return _mm256_ternarylogic_epi32(lo, hb, m0f, SEL_LO4); }
 
 INLINE void gemv_q6(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int nb, float *y, size_t ldy,
@@ -523,6 +536,7 @@ INLINE void gemv_q6(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int 
     UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * KERN_Q6_K_R8_BLOCK;
+        prefetch_ahead(blk, KERN_Q6_K_R8_BLOCK);
         __m256i S[NT], O[NT];
         UNROLL for (int t = 0; t < NT; t++) S[t] = O[t] = _mm256_setzero_si256();
         UNROLL for (int p = 0; p < 4; p++) { /* ql pair p: sub-blocks 4p..4p+3; qh chunk row h = p / 2 */
@@ -582,6 +596,7 @@ INLINE void gemv_q4(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int 
     UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * KERN_Q4_K_R8_BLOCK;
+        prefetch_ahead(blk, KERN_Q4_K_R8_BLOCK);
         /* scales and mins: byte 8j + r (A0: j 0..3, A1: j 4..7); high bits per j from the pair bytes */
         _Alignas(32) uint8_t scb[64], mb[64];
         _Alignas(16) int32_t bp[NT][4];
@@ -633,19 +648,17 @@ INLINE void gemv_q4(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int 
     }
     UNROLL for (int t = 0; t < NT; t++) _mm256_storeu_ps(y + (size_t)t * ldy, acc[t]);
 }
-/* the few-token leaf (nt 2..3) of type kind (kern_rk_index): 1; or 0 where there is none.
- * Not for one token (decode): there the NT 1 instance is 2-3x the generic leaf's
- * GFLOP/s cache-resident, but end to end it lost (336M Q4_K_M tg128, 1 thread,
- * A/B both orders, load 2.7-4.5: 45-60 vs 50-71 t/s for the generic leaf, with
- * the Q6_K leaf alone too); why is open (the leaves take NT 1 as they are). */
+/* the few-token leaf (nt 1..3) of type kind (kern_rk_index): 1; or 0 where there is none. */
 INLINE int gemv_few(int kind, const void *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,
                     size_t ldy) {
-    if (nt < 2 || nt > 3 || (kind != 0 && kind != 2)) return 0;
+    if (nt < 1 || nt > 3 || (kind != 0 && kind != 2)) return 0;
     if (kind == 2) {
-        if (nt == 2) gemv_q6((const uint8_t *)wg, a, as, nb, y, ldy, 2);
+        if (nt == 1) gemv_q6((const uint8_t *)wg, a, as, nb, y, ldy, 1);
+        else if (nt == 2) gemv_q6((const uint8_t *)wg, a, as, nb, y, ldy, 2);
         else gemv_q6((const uint8_t *)wg, a, as, nb, y, ldy, 3);
     } else {
-        if (nt == 2) gemv_q4((const uint8_t *)wg, a, as, nb, y, ldy, 2);
+        if (nt == 1) gemv_q4((const uint8_t *)wg, a, as, nb, y, ldy, 1);
+        else if (nt == 2) gemv_q4((const uint8_t *)wg, a, as, nb, y, ldy, 2);
         else gemv_q4((const uint8_t *)wg, a, as, nb, y, ldy, 3);
     }
     return 1;
