@@ -320,7 +320,7 @@ TEST(kern_kv, f16_in_place_equals_f32) {
         {12, 4, 40, 40, 0, 0, 0, 0}, {4, 1, 96, 64, 0, 0, 0, 1},   {8, 1, 64, 64, 20, 0, 1, 0},
         {16, 4, 64, 64, 301, 0, 0, 0}, {3, 1, 36, 36, 0, 0, 0, 0}};
     static const int pairs[][2] = {{CF_F16, CF_F16}, {CF_F16, CF_F32}, {CF_F32, CF_F16}};
-    enum { CTX = 400, POS = 300, NT = 37 };
+    enum { CTX = 400, POS = 300, NT = 21 }; /* blocks of 8, 8 and 5 */
     const int n_isa = kern_isa_available(KERN_ISA_SIMD) ? 2 : 1;
     if (n_isa == 1) test_not_run("the SIMD leaves on an F16 cache: this CPU lacks the SIMD ISA");
     pool *P;
@@ -368,7 +368,7 @@ TEST(kern_kv, f16_in_place_equals_f32) {
                                "cfg %zu (nh %d nkv %d hd %d/%d window %d) %s/%s %s %s: differs from an F32 cache "
                                "of the same values", c, C->nh, C->nkv, C->hd, C->hdv, C->window,
                                eng_kv_type_name(tk), eng_kv_type_name(tv), kern_isa_name(isa),
-                               batch ? "batch of 37" : "decode");
+                               batch ? "batch of 21" : "decode");
                 }
             free(o[0]), free(o[1]), free(q), free(k), free(v);
         }
