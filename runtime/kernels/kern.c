@@ -618,13 +618,18 @@ static kv_src kv_src_of(const att_job *j, int v, int kvh, int halves) {
     return c;
 }
 
+/* Row data (a kv_tile) advanced by ofs values: halves or floats */
+static const void *kv_at(const void *p, size_t ofs, int h16) {
+    return h16 ? (const void *)((const uint16_t *)p + ofs) : (const void *)((const float *)p + ofs);
+}
+
 /* Rows r0..r0+nr-1 of the slice (nr * span <= KERN_ATT_TILE when the rows
  * are dequantized into tile): returns row r0's slice (halves when c->h16),
  * *st gets the stride between rows in values. */
 static const void *kv_tile(const kv_src *c, float *tile, int r0, int nr, size_t *st) {
     if (c->f32 || c->h16) {
         *st = c->stride;
-        return c->f32 ? (const void *)(c->f32 + (size_t)r0 * c->stride) : (const void *)(c->h16 + (size_t)r0 * c->stride);
+        return kv_at(c->f32 ? (const void *)c->f32 : (const void *)c->h16, (size_t)r0 * c->stride, c->h16 != NULL);
     }
     for (int r = 0; r < nr; r++)
         c->deq(c->rows + (size_t)(r0 + r) * c->row_bytes + c->byte0, tile + (size_t)r * c->span, c->span);
@@ -664,6 +669,12 @@ static const void *kv_tile(const kv_src *c, float *tile, int r0, int nr, size_t 
 #define KERN_ATT_F32_ROWS 64
 #define KERN_ATT_ROWS (4 * KERN_ATT_BLOCK)
 
+/* The heads [*ha, *hb) of the range h0..h0+nh-1 that share kv head kvh (g heads a group) */
+static void att_group_heads(int h0, int nh, int g, int kvh, int *ha, int *hb) {
+    *ha = kvh * g > h0 ? kvh * g : h0;
+    *hb = (kvh + 1) * g < h0 + nh ? (kvh + 1) * g : h0 + nh;
+}
+
 static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int h0, int nh, int w) {
     const int hd = j->head_dim, hdv = j->head_dim_v, g = j->n_head / j->n_head_kv;
     const int kv0 = h0 / g, nkv = (h0 + nh - 1) / g + 1 - kv0; /* kv heads kv0.. */
@@ -690,7 +701,8 @@ static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int
     }
     if (nkv > 1 && !kr_min8) { /* no common grid of 8: each kv head's own tiles */
         for (int i = 0; i < nkv; i++) {
-            const int ha = i ? (kv0 + i) * g : h0, hb = (kv0 + i + 1) * g < h0 + nh ? (kv0 + i + 1) * g : h0 + nh;
+            int ha, hb;
+            att_group_heads(h0, nh, g, kv0 + i, &ha, &hb);
             att_block(j, s, ss, t0, nb, ha, hb - ha, w);
         }
         return;
@@ -710,7 +722,8 @@ static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int
         for (int i = 0; i < nkv; i++) {
             size_t kst;
             const void *kt = kv_tile(&K[i], tile, r0, nr, &kst);
-            const int ha = i ? (kv0 + i) * g : h0, hb = (kv0 + i + 1) * g < h0 + nh ? (kv0 + i + 1) * g : h0 + nh;
+            int ha, hb;
+            att_group_heads(h0, nh, g, kv0 + i, &ha, &hb);
             for (int b = 0; b < nb; b++) {
                 if (pt >= n_kv[b]) continue;
                 const int nrb = n_kv[b] - pt < kr ? n_kv[b] - pt : kr;
@@ -720,7 +733,7 @@ static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int
                     float *sb = s + (size_t)(b * nh + h - h0) * ss, *mx = max + b * nh + h - h0;
 #if defined(__x86_64__)
                     const int kh16 = K[i].h16 != NULL;
-                    const void *kb = kh16 ? (const void *)((const uint16_t *)kt + kofs) : (const void *)((const float *)kt + kofs);
+                    const void *kb = kv_at(kt, kofs, kh16);
                     if (w == 4) {
                         float m4[4];
                         kern_avx512_att_scores4(qh, (size_t)hd, kb, kst, nrb, hd, j->scale, sb + pt, ss, m4, kh16);
@@ -752,7 +765,8 @@ static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int
         for (int i = 0; i < nkv; i++) {
             size_t vst;
             const void *vt = kv_tile(&V[i], tile, r0, nr, &vst);
-            const int ha = i ? (kv0 + i) * g : h0, hb = (kv0 + i + 1) * g < h0 + nh ? (kv0 + i + 1) * g : h0 + nh;
+            int ha, hb;
+            att_group_heads(h0, nh, g, kv0 + i, &ha, &hb);
             for (int b = 0; b < nb; b++) {
                 /* token b's keys lo..hi-1 in this tile */
                 const int lo = r0 > p0[b] ? r0 : p0[b], hi = r0 + nr < p0[b] + n_kv[b] ? r0 + nr : p0[b] + n_kv[b];
@@ -763,7 +777,7 @@ static void att_block(const att_job *j, float *s, size_t ss, int t0, int nb, int
                     float *o = j->out + ((size_t)(t0 + b) * j->n_head + h) * hdv;
 #if defined(__x86_64__)
                     const int vh16 = V[i].h16 != NULL;
-                    const void *vb = vh16 ? (const void *)((const uint16_t *)vt + vofs) : (const void *)((const float *)vt + vofs);
+                    const void *vb = kv_at(vt, vofs, vh16);
                     if (w == 4) {
                         kern_avx512_att_wsum4(o, (size_t)hdv, sb, ss, iv, vb, vst, hi - lo, hdv, lo > p0[b], vh16);
                         continue;

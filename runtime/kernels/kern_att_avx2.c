@@ -14,9 +14,9 @@
  */
 #include <immintrin.h>
 #include <math.h>
-#include <stdint.h>
 
 #include "kern.h"
+#include "kern_x86_simd.h"
 
 static inline __m256 reduce8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5,
                              __m256 a6, __m256 a7) {
@@ -45,8 +45,7 @@ static inline __attribute__((always_inline)) __m256 ld8(const void *p, size_t i,
 
 /* prefetch the slice of n values at element i of row data (f32 or halves) */
 static inline __attribute__((always_inline)) void pf_row(const void *p, size_t i, int n, int f16) {
-    const uintptr_t c = (uintptr_t)p + i * (f16 ? 2 : 4), end = c + (uintptr_t)n * (f16 ? 2 : 4);
-    for (uintptr_t a = c & ~(uintptr_t)63; a < end; a += 64) _mm_prefetch((const char *)a, _MM_HINT_T0);
+    prefetch_lines((const char *)p + i * (f16 ? 2 : 4), (size_t)n * (f16 ? 2 : 4));
 }
 
 static inline __attribute__((always_inline)) float scores(const float *q, const void *k, size_t ks, int n, int hd,

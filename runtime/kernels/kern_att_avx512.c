@@ -17,9 +17,9 @@
  */
 #include <immintrin.h>
 #include <math.h>
-#include <stdint.h>
 
 #include "kern.h"
+#include "kern_x86_simd.h"
 
 static inline __m256 half_sum(__m512 v) {
     return _mm256_add_ps(_mm512_castps512_ps256(v),
@@ -47,8 +47,7 @@ static inline __attribute__((always_inline)) __m512 ld16(const void *p, size_t i
 
 /* prefetch the slice of n values at element i of row data (f32 or halves) */
 static inline __attribute__((always_inline)) void pf_row(const void *p, size_t i, int n, int f16) {
-    const uintptr_t c = (uintptr_t)p + i * (f16 ? 2 : 4), end = c + (uintptr_t)n * (f16 ? 2 : 4);
-    for (uintptr_t a = c & ~(uintptr_t)63; a < end; a += 64) _mm_prefetch((const char *)a, _MM_HINT_T0);
+    prefetch_lines((const char *)p + i * (f16 ? 2 : 4), (size_t)n * (f16 ? 2 : 4));
 }
 
 static inline __attribute__((always_inline)) void scores4(const float *q, size_t qs, const void *k, size_t ks,

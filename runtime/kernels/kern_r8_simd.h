@@ -47,8 +47,7 @@ INLINE void gemm_q4(const uint8_t *wg, const kern_block_q8x4 *a, size_t qstride,
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * KERN_Q4_0_R8_BLOCK;
-        if (NTOK == 1) /* may be past the matrix: a prefetch never faults */
-            UNROLL for (int o = 0; o < KERN_Q4_0_R8_BLOCK; o += 64) _mm_prefetch((const char *)((uintptr_t)blk + R8_PF_BYTES + (uintptr_t)o), _MM_HINT_T0);
+        if (NTOK == 1) prefetch_lines((const void *)((uintptr_t)blk + R8_PF_BYTES), KERN_Q4_0_R8_BLOCK);
         const __m256 dw = dw8(blk);
         __m256i lo[4], hi[4];
         UNROLL for (int c = 0; c < 4; c++) {

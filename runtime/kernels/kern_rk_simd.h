@@ -524,8 +524,7 @@ RK_ENTRY2(gemm2_iq4xs_entry, 3)
  * these 0.66-0.72 (8 ahead: 0.53-0.62; Q4_K leaf alone 0.55-0.57). */
 #define RK_PF_BLOCKS 4
 INLINE void prefetch_ahead(const uint8_t *blk, int bb) {
-    const uintptr_t p = (uintptr_t)blk + (uintptr_t)RK_PF_BLOCKS * (uintptr_t)bb; /* may be past the matrix: never faults */
-    for (int o = 0; o < bb; o += 64) _mm_prefetch((const char *)(p + (uintptr_t)o), _MM_HINT_T0);
+    prefetch_lines((const void *)((uintptr_t)blk + (uintptr_t)RK_PF_BLOCKS * (uintptr_t)bb), (size_t)bb);
 }
 INLINE __m256i q6_code(__m256i lo, __m256i hb, __m256i m0f) { return _mm256_ternarylogic_epi32(lo, hb, m0f, SEL_LO4); }
 

@@ -1,7 +1,8 @@
 /*
- * kern_x86_simd.h — the small x86 load/broadcast helpers the row-interleaved
- * leaves (kern_r8_simd.h, kern_rk_simd.h) share.  Internal to the kernels;
- * included only by those headers, so only in files built with AVX2 (and,
+ * kern_x86_simd.h — the small x86 load/broadcast/prefetch helpers the
+ * row-interleaved leaves (kern_r8_simd.h, kern_rk_simd.h) and the attention
+ * leaves (kern_att_avx2.c, kern_att_avx512.c) share.  Internal to the
+ * kernels; included only by those, so only in files built with AVX2 (and,
  * for the zmm helpers, AVX-512: the VNNI builds).
  */
 #ifndef CINFER_KERN_X86_SIMD_H
@@ -20,6 +21,13 @@ INLINE __m256i bc32(const void *p) {
     return _mm256_set1_epi32(v);
 }
 INLINE __m256i loadu(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+/* Ask for every cache line [p, p + bytes) touches (into L1).  p may lie
+ * past the data (the next rows' of a stream that ends): a prefetch never
+ * faults, and the address is formed as an integer. */
+INLINE void prefetch_lines(const void *p, size_t bytes) {
+    const uintptr_t end = (uintptr_t)p + bytes;
+    for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)63; a < end; a += 64) _mm_prefetch((const char *)a, _MM_HINT_T0);
+}
 /* 8 f16 scales -> 8 floats */
 INLINE __m256 dw8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
