@@ -21,7 +21,7 @@
  * gives the same bits.
  *
  * VNNI, 1..3 tokens (gemv_q4 / gemv_q6, Q4_K_R8 and Q6_K_R8, with a
- * software prefetch RK_PF_BLOCKS super-blocks ahead): the generic leaf's sub-block loop is not unrolled by the compiler (a branch
+ * software prefetch KERN_DECODE_PF_BYTES ahead): the generic leaf's sub-block loop is not unrolled by the compiler (a branch
  * per chunk on j's nibble and shift), so these leaves are written out with
  * every index a constant, each group byte loaded once (Q6_K's qh twice,
  * the second time from L1), and the unpacking
@@ -517,14 +517,10 @@ RK_ENTRY2(gemm2_iq4xs_entry, 3)
 
 /* The one-token leaves below are 2-3x the generic leaf's GFLOP/s cache-
  * resident, but from DRAM they ran no faster (the weights stream through
- * once per token) until each super-block prefetched the one RK_PF_BLOCKS
- * further on (the next group's, past a group's end: a take's groups are
- * adjacent); bench_decode -s 7b -q q4_k_m -t 2, matmul fraction of the
- * read loop's bandwidth in the same rounds, noisy VM: generic 0.49-0.67,
- * these 0.66-0.72 (8 ahead: 0.53-0.62; Q4_K leaf alone 0.55-0.57). */
-#define RK_PF_BLOCKS 4
+ * once per token) until each super-block asked for the bytes
+ * KERN_DECODE_PF_BYTES further on (kern_x86_simd.h: the measurements). */
 INLINE void prefetch_ahead(const uint8_t *blk, int bb) {
-    prefetch_lines((const void *)((uintptr_t)blk + (uintptr_t)RK_PF_BLOCKS * (uintptr_t)bb), (size_t)bb);
+    prefetch_lines_l2((const void *)((uintptr_t)blk + KERN_DECODE_PF_BYTES), (size_t)bb);
 }
 INLINE __m256i q6_code(__m256i lo, __m256i hb, __m256i m0f) { return _mm256_ternarylogic_epi32(lo, hb, m0f, SEL_LO4); }
 
