@@ -20,7 +20,8 @@
  *         ffn 8192, vocab 128256; 7b: dim 4096, 32 layers, kv 4096, ffn
  *         11008, vocab 32000)
  *     -N: the native ggml types (Q4_0, Q8_0, Q4_K/Q6_K), not repacked
- *     -i: pin the R8/RK impl (scalar|avx2|vnni; default the best one)
+ *     -i: pin the R8/RK impl (scalar|avx2|vnni; default the best one; not
+ *         with -N)
  *     -4k: weights and the sum buffer on 4 KiB pages (no MADV_HUGEPAGE)
  *
  * Times: with -t 1, the thread's CPU time (a descheduled thread costs
@@ -101,15 +102,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-s") && i + 1 < argc) shape = argv[++i];
         else if (!strcmp(argv[i], "-N")) use_native = 1;
         else if (!strcmp(argv[i], "-i") && i + 1 < argc) {
-            const char *v = argv[++i];
-            const int impl = !strcmp(v, "scalar") ? KERN_R8_SCALAR : !strcmp(v, "avx2") ? KERN_R8_AVX2
-                           : !strcmp(v, "vnni") ? KERN_R8_VNNI : -2;
-            if (impl == -2 || kern_r8_force_impl(impl)) {
-                fprintf(stderr, "bench_decode: impl %s unknown or not available here\n", v);
-                return 1;
-            }
-        }
-        else if (!strcmp(argv[i], "-4k")) huge = 0;
+            if (pin_impl("bench_decode", argv[++i])) return 1;
+        } else if (!strcmp(argv[i], "-4k")) huge = 0;
         else {
             fprintf(stderr, "usage: bench_decode [-t THREADS] [-q q4_0|q8_0|q4_k_m] [-s 336m|1b|7b] [-N] "
                             "[-i scalar|avx2|vnni] [-r ROUNDS] [-n STEPS] [-4k]\n");
@@ -213,9 +207,9 @@ int main(int argc, char **argv) {
     sj->p = buf;
     sj->n = total / 8;
 
-    printf("bench_decode: %s%s, shape %s, isa %s (%s), %d thread(s), %s pages, %.1f MiB of matmul weights per step, "
+    printf("bench_decode: %s%s, shape %s, isa %s%s%s%s, %d thread(s), %s pages, %.1f MiB of matmul weights per step, "
            "%d rounds x %d steps, %s\n", quant, use_native ? " native" : "", shape, kern_isa_name(isa),
-           kern_r8_impl_name(kern_r8_impl_for_isa(isa)), n_thr, huge ? "huge" : "4 KiB",
+           use_native ? "" : " (", use_native ? "" : kern_r8_impl_name(kern_r8_impl_for_isa(isa)), use_native ? "" : ")", n_thr, huge ? "huge" : "4 KiB",
            total / 1048576.0, rounds, steps, g_cpu_clock ? "thread CPU time" : "wall time");
     double t_mm[64], t_sum[64];
     for (int r = 0; r < rounds; r++) {

@@ -52,13 +52,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-f")) f32act = 1;
         else if (!strcmp(argv[i], "-A")) att_only = 1;
         else if (!strcmp(argv[i], "-i") && i + 1 < argc) {
-            const char *v = argv[++i];
-            int impl = !strcmp(v, "scalar") ? KERN_R8_SCALAR : !strcmp(v, "avx2") ? KERN_R8_AVX2
-                       : !strcmp(v, "vnni") ? KERN_R8_VNNI : -2;
-            if (impl == -2 || kern_r8_force_impl(impl)) {
-                fprintf(stderr, "bench_matmul: impl %s unknown or not available here\n", v);
-                return 1;
-            }
+            if (pin_impl("bench_matmul", argv[++i])) return 1;
         } else {
             fprintf(stderr, "usage: bench_matmul [-t THREADS] [-n TOKENS] [-r REPS] [-f] [-A] [-i scalar|avx2|vnni]\n");
             return 1;

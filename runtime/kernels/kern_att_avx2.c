@@ -45,7 +45,7 @@ static inline __attribute__((always_inline)) __m256 ld8(const void *p, size_t i,
 
 /* prefetch the slice of n values at element i of row data (f32 or halves) */
 static inline __attribute__((always_inline)) void pf_row(const void *p, size_t i, int n, int f16) {
-    prefetch_lines((const char *)p + i * (f16 ? 2 : 4), (size_t)n * (f16 ? 2 : 4));
+    prefetch_lines((const char *)p + i * (f16 ? 2 : 4), (size_t)n * (f16 ? 2 : 4), 0);
 }
 
 static inline __attribute__((always_inline)) float scores(const float *q, const void *k, size_t ks, int n, int hd,

@@ -47,7 +47,7 @@ static inline __attribute__((always_inline)) __m512 ld16(const void *p, size_t i
 
 /* prefetch the slice of n values at element i of row data (f32 or halves) */
 static inline __attribute__((always_inline)) void pf_row(const void *p, size_t i, int n, int f16) {
-    prefetch_lines((const char *)p + i * (f16 ? 2 : 4), (size_t)n * (f16 ? 2 : 4));
+    prefetch_lines((const char *)p + i * (f16 ? 2 : 4), (size_t)n * (f16 ? 2 : 4), 0);
 }
 
 static inline __attribute__((always_inline)) void scores4(const float *q, size_t qs, const void *k, size_t ks,

@@ -34,8 +34,8 @@ INLINE __m256i dp(__m256i acc, __m256i u, __m256i s) {
 
 /* ---- gemm: Q4_0_R8 ------------------------------------------------------------ */
 
-/* decode (one token): the weights stream through once; each block asks for
- * the bytes KERN_DECODE_PF_BYTES further on (kern_x86_simd.h) */
+/* decode (one token): each block asks for the bytes KERN_DECODE_PF_BYTES
+ * further on (kern_x86_simd.h prefetch_decode) */
 INLINE void gemm_q4(const uint8_t *wg, const kern_block_q8x4 *a, size_t qstride, int nb, int nt,
                     float *y, size_t ldy, const int NTOK) {
     __m256 acc[NTOK];
@@ -43,7 +43,7 @@ INLINE void gemm_q4(const uint8_t *wg, const kern_block_q8x4 *a, size_t qstride,
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * KERN_Q4_0_R8_BLOCK;
-        if (NTOK == 1) prefetch_lines_l2((const void *)((uintptr_t)blk + KERN_DECODE_PF_BYTES), KERN_Q4_0_R8_BLOCK);
+        if (NTOK == 1) prefetch_decode(blk, KERN_Q4_0_R8_BLOCK);
         const __m256 dw = dw8(blk);
         __m256i lo[4], hi[4];
         UNROLL for (int c = 0; c < 4; c++) {
@@ -75,7 +75,7 @@ INLINE void gemm_q8(const uint8_t *wg, const kern_block_q8x4 *a, size_t qstride,
     UNROLL for (int t = 0; t < NTOK; t++) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * KERN_Q8_0_R8_BLOCK;
-        if (NTOK == 1) prefetch_lines_l2((const void *)((uintptr_t)blk + KERN_DECODE_PF_BYTES), KERN_Q8_0_R8_BLOCK);
+        if (NTOK == 1) prefetch_decode(blk, KERN_Q8_0_R8_BLOCK);
         const __m256 dw = dw8(blk);
         __m256i u[8];
 #if R8_VNNI

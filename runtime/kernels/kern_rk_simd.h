@@ -51,13 +51,6 @@ INLINE __m256i load8u(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_
     const kern_block_q8_k *at[NTOK];    \
     UNROLL for (int t = 0; t < NTOK; t++) at[t] = (a) + (size_t)(t < (nt) ? t : 0) * (as)
 
-/* Decode: the weights stream through once per token, so a one-token call
- * asks for the bytes KERN_DECODE_PF_BYTES past each super-block it reads
- * (kern_x86_simd.h: the measurements). */
-INLINE void prefetch_ahead(const uint8_t *blk, int bb) {
-    prefetch_lines_l2((const void *)((uintptr_t)blk + KERN_DECODE_PF_BYTES), (size_t)bb);
-}
-
 /* ---- Q4_K_R8 / Q5_K_R8 --------------------------------------------------------------- */
 
 /* the unsigned codes of sub-block j (= pair j/2, nibble j&1), chunk c */
@@ -83,7 +76,7 @@ INLINE void gemm_q45(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int
     const __m256i m15 = _mm256_set1_epi32(15), m3 = _mm256_set1_epi32(3);
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * bb;
-        if (NTOK == 1) prefetch_ahead(blk, bb);
+        if (NTOK == 1) prefetch_decode(blk, (size_t)bb);
         /* scales (VNNI: int32 per lane; AVX2: in both 16-bit halves) and mins (both halves) */
         __m256i sc[8], mp[8];
         UNROLL for (int j = 0; j < 8; j++) {
@@ -159,7 +152,7 @@ INLINE void gemm_q6(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int 
     UNROLL for (int t = 0; t < NTOK; t++) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * KERN_Q6_K_R8_BLOCK;
-        if (NTOK == 1) prefetch_ahead(blk, KERN_Q6_K_R8_BLOCK);
+        if (NTOK == 1) prefetch_decode(blk, KERN_Q6_K_R8_BLOCK);
         /* scp[k]: lane r = (sc_2k, sc_2k+1) of row r as int16; sc[s] per sub-block */
         __m256i scp[8], sc[16];
         UNROLL for (int k = 0; k < 8; k++) {
@@ -242,7 +235,7 @@ INLINE void gemm_iq4(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int
     const __m256i m15 = _mm256_set1_epi32(15), m3 = _mm256_set1_epi32(3), k32 = _mm256_set1_epi32(32);
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * KERN_IQ4_XS_R8_BLOCK;
-        if (NTOK == 1) prefetch_ahead(blk, KERN_IQ4_XS_R8_BLOCK);
+        if (NTOK == 1) prefetch_decode(blk, KERN_IQ4_XS_R8_BLOCK);
         const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(blk + 16)));
         __m256i sc[8], scp[8]; /* lane r: ls_j - 32 as int32; as an int16 pair */
         UNROLL for (int j = 0; j < 8; j++) {
@@ -534,7 +527,7 @@ INLINE void gemv_q6(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int 
     UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * KERN_Q6_K_R8_BLOCK;
-        prefetch_ahead(blk, KERN_Q6_K_R8_BLOCK);
+        prefetch_decode(blk, KERN_Q6_K_R8_BLOCK);
         __m256i S[NT], O[NT];
         UNROLL for (int t = 0; t < NT; t++) S[t] = O[t] = _mm256_setzero_si256();
         UNROLL for (int p = 0; p < 4; p++) { /* ql pair p: sub-blocks 4p..4p+3; qh chunk row h = p / 2 */
@@ -594,7 +587,7 @@ INLINE void gemv_q4(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int 
     UNROLL for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = wg + (size_t)b * KERN_Q4_K_R8_BLOCK;
-        prefetch_ahead(blk, KERN_Q4_K_R8_BLOCK);
+        prefetch_decode(blk, KERN_Q4_K_R8_BLOCK);
         /* scales and mins: byte 8j + r (A0: j 0..3, A1: j 4..7); high bits per j from the pair bytes */
         _Alignas(32) uint8_t scb[64], mb[64];
         _Alignas(16) int32_t bp[NT][4];
