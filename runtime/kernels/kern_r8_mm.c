@@ -236,7 +236,9 @@ static void r8_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
         j.n_tok = nt;
         j.a = (kern_block_q8x4 *)buf;
         kern_r8_takes_reset(&j.takes, n_out / 8, pool_n_threads((pool *)E->pool), j.gemm2 != NULL);
-        r8_run(E, (long)nt * n_in * 8, r8_quant_worker, &j);
+        /* the quantize splits by quads of 4 tokens: up to 4 tokens (decode) it
+         * is one thread's work, so no fork-join for it */
+        r8_run(E, nt > 4 ? (long)nt * n_in * 8 : 0, r8_quant_worker, &j);
         r8_run(E, (long)n_out * n_in * nt, r8_mm_worker, &j);
         for (int t = 0; t < nt; t++) /* a token whose Q8_0 scales overflowed: f32 activations */
             if (kern_q8x4_overflows(j.a + (size_t)(t / 4) * nb, nb, t % 4))

@@ -173,7 +173,9 @@ static void rk_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
         j.x = x + (size_t)t0 * n_in;
         j.n_tok = nt;
         j.a = (kern_block_q8_k *)buf;
-        rk_run(E, (long)nt * n_in * 8, rk_quant_worker, &j);
+        /* the quantize splits by tokens: one token (decode) is one thread's
+         * work, so no fork-join for it */
+        rk_run(E, nt > 1 ? (long)nt * n_in * 8 : 0, rk_quant_worker, &j);
         kern_r8_takes_reset(&j.takes, n_out / 8, pool_n_threads((pool *)E->pool), j.gemm2 != NULL);
         rk_run(E, (long)n_out * n_in * nt, rk_mm_worker, &j);
     }
