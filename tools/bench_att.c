@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
     (void)madvise(vc, vb * (size_t)n_ctx, MADV_HUGEPAGE);
     float *q = malloc(sizeof(float) * (size_t)n_tok * nh * hd), *o = malloc(sizeof(float) * (size_t)n_tok * nh * hd);
     float *k = malloc(sizeof(float) * (size_t)n_tok * kvd), *v = malloc(sizeof(float) * (size_t)n_tok * kvd);
-    if (!kc || !vc || !q || !o || !k || !v) {
+    if (!q || !o || !k || !v) {
         fprintf(stderr, "bench_att: out of memory for a %d-position cache\n", n_ctx);
         return 1;
     }

@@ -207,9 +207,9 @@ int main(int argc, char **argv) {
     sj->p = buf;
     sj->n = total / 8;
 
-    printf("bench_decode: %s%s, shape %s, isa %s%s%s%s, %d thread(s), %s pages, %.1f MiB of matmul weights per step, "
+    printf("bench_decode: %s%s, shape %s, isa %s (%s), %d thread(s), %s pages, %.1f MiB of matmul weights per step, "
            "%d rounds x %d steps, %s\n", quant, use_native ? " native" : "", shape, kern_isa_name(isa),
-           use_native ? "" : " (", use_native ? "" : kern_r8_impl_name(kern_r8_impl_for_isa(isa)), use_native ? "" : ")", n_thr, huge ? "huge" : "4 KiB",
+           use_native ? "native kernels" : kern_r8_impl_name(kern_r8_impl_for_isa(isa)), n_thr, huge ? "huge" : "4 KiB",
            total / 1048576.0, rounds, steps, g_cpu_clock ? "thread CPU time" : "wall time");
     double t_mm[64], t_sum[64];
     for (int r = 0; r < rounds; r++) {
