@@ -15,7 +15,8 @@
  * block against every KERN_R8_NT-token slice: from R8_GEMM2_MIN_TOK tokens
  * on, where the impl has one, the gemm2 leaf on pairs of groups (the blocks
  * and takes are even), the one-group leaf for a last odd group.  The ranges
- * are taken from a shared counter, about 4 per thread (kern_r8.h "takes").
+ * are takes from the front of the thread's own segment, then from the back
+ * of the others' (kern_r8.h "takes").
  * Every (row, token) result is one leaf's sum over all blocks in order, and
  * every leaf gives the scalar reference's bits, so results depend neither
  * on the thread count nor on how tokens and groups are blocked.
@@ -180,9 +181,8 @@ static void r8_mm_range(const void *job, long g0, long g1) {
 
 static void r8_mm_worker(void *arg, int ith, int nth) {
     r8_job *j = arg;
-    (void)ith;
     (void)nth;
-    kern_r8_takes_run(&j->takes, r8_mm_range, j);
+    kern_r8_takes_run(&j->takes, ith, r8_mm_range, j);
 }
 
 static void r8_run(cf_env *E, long work, void (*fn)(void *, int, int), void *arg) {

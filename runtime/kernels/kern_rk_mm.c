@@ -120,12 +120,11 @@ static void rk_mm_range(const void *job, long g0, long g1) {
     }
 }
 
-/* Row groups from a shared counter (kern_r8.h "takes"). */
+/* Row groups in takes from the thread's own segment, then the others' (kern_r8.h "takes"). */
 static void rk_mm_worker(void *arg, int ith, int nth) {
     rk_job *j = arg;
-    (void)ith;
     (void)nth;
-    kern_r8_takes_run(&j->takes, rk_mm_range, j);
+    kern_r8_takes_run(&j->takes, ith, rk_mm_range, j);
 }
 
 static void rk_run(cf_env *E, long work, void (*fn)(void *, int, int), void *arg) {
@@ -141,9 +140,11 @@ static void rk_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
     const size_t tok = (size_t)nb * sizeof(kern_block_q8_k);
     const kern_rk_leaves *lv = kern_rk_leaves_for(impl);
     const int ti = kern_rk_index(type);
-    rk_job j = {impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD,
-                lv->gemm[ti] ? lv->gemm[ti] : kern_rk_scalar_leaves()->gemm[ti], lv->gemm[ti] && n_tok >= RK_GEMM2_MIN_TOK ? lv->gemm2[ti] : NULL,
-                y, x, w, NULL, n_out, n_in, n_tok, nb, kern_rk_block_bytes(type), {0}};
+    rk_job j = {.isa = impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD,
+                .gemm = lv->gemm[ti] ? lv->gemm[ti] : kern_rk_scalar_leaves()->gemm[ti],
+                .gemm2 = lv->gemm[ti] && n_tok >= RK_GEMM2_MIN_TOK ? lv->gemm2[ti] : NULL,
+                .y = y, .x = x, .w = w, .n_out = n_out, .n_in = n_in, .n_tok = n_tok, .nb = nb,
+                .bb = kern_rk_block_bytes(type)};
     size_t have = 0;
     uint8_t *p = E->pool ? pool_scratch((pool *)E->pool, 0, &have) : NULL;
     const size_t off = align64(kern_scratch_bytes(E->n_ctx));
