@@ -15,6 +15,8 @@
  */
 #include "emit.h"
 
+#include "prelude.h" /* CF_MATMUL_N_MAX */
+
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -187,10 +189,23 @@ static void put_buf(sbuf *b, const long *val_off, int v) {
 /* Append the text for placeholder k (kl chars) of op (index op_index); -1
  * when it is unknown or names something the op does not have.  "opt_" + a
  * placeholder: a null pointer when that input or weight is absent.  sig:
- * what $sig expands to (NULL: $sig is not available here). */
+ * what $sig expands to (NULL: $sig is not available here).  A group line
+ * (matmul_n: the n_group ops group[], the first is op) also has $n_group
+ * and "each_" + a placeholder: that placeholder of every op of the group,
+ * separated by ", ". */
 static int put_placeholder(sbuf *b, const ir_program *p, const ir_op *op, int op_index, const long *val_off,
-                           long scratch_off, const char *sig, const char *k, size_t kl) {
+                           long scratch_off, const char *sig, const int *group, int n_group, const char *k,
+                           size_t kl) {
 #define IS(lit) (kl == sizeof(lit) - 1 && memcmp(k, lit, kl) == 0)
+    if (n_group > 0 && kl > 5 && !memcmp(k, "each_", 5)) {
+        for (int g = 0; g < n_group; g++) {
+            if (g) sb_puts(b, ", ");
+            if (put_placeholder(b, p, &p->ops[group[g]], group[g], val_off, scratch_off, sig, NULL, 0, k + 5, kl - 5))
+                return -1;
+        }
+        return 0;
+    }
+    if (n_group > 0 && IS("n_group")) return sb_printf(b, "%d", n_group), 0;
     if (kl > 4 && !memcmp(k, "opt_", 4)) {
         const char *r = k + 4;
         size_t rl = kl - 4;
@@ -198,7 +213,7 @@ static int put_placeholder(sbuf *b, const ir_program *p, const ir_op *op, int op
                       op->in[r[2] - '0'] < 0) ||
                      (rl == 1 && r[0] == 'w' && op->w < 0);
         if (absent) return sb_puts(b, "(float *)0"), 0;
-        return put_placeholder(b, p, op, op_index, val_off, scratch_off, sig, r, rl);
+        return put_placeholder(b, p, op, op_index, val_off, scratch_off, sig, group, n_group, r, rl);
     }
     if (IS("out") && op->out >= 0) put_buf(b, val_off, op->out);
     else if (kl == 3 && !memcmp(k, "in", 2) && k[2] >= '0' && k[2] < '0' + IR_MAX_IN && op->in[k[2] - '0'] >= 0)
@@ -236,7 +251,7 @@ static int put_placeholder(sbuf *b, const ir_program *p, const ir_op *op, int op
 
 static int expand_op(sbuf *b, const ir_program *p, const ir_op *op, int op_index, const long *val_off,
                      long scratch_off, const char *tpl, size_t tpl_len, const char *tpl_name, const char *sig,
-                     char *err, size_t err_len) {
+                     const int *group, int n_group, char *err, size_t err_len) {
     const char *s = tpl, *end = tpl + tpl_len;
     while (s < end) {
         const char *d = memchr(s, '$', (size_t)(end - s));
@@ -249,7 +264,7 @@ static int expand_op(sbuf *b, const ir_program *p, const ir_op *op, int op_index
         while (q < end && ((*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '_')) q++;
         size_t kl = (size_t)(q - d - 1);
         const char *k = d + 1;
-        if (put_placeholder(b, p, op, op_index, val_off, scratch_off, sig, k, kl)) {
+        if (put_placeholder(b, p, op, op_index, val_off, scratch_off, sig, group, n_group, k, kl)) {
             snprintf(err, err_len, "emit: %s: op '%s' uses unknown or unbound $%.*s", tpl_name,
                      ir_info(op->code)->name, (int)kl, k);
             return -1;
@@ -269,7 +284,7 @@ static int op_sig(const ir_program *p, const ir_op *op, int op_index, const long
     if (op_template(ops, "kernel", ir_info(op->code)->name, &t) || t.oom)
         snprintf(err, err_len, t.oom ? "emit: out of memory" : "emit: %s has no 'kernel' line for op '%s'", tpl_name,
                  ir_info(op->code)->name);
-    else if (!expand_op(&x, p, op, op_index, val_off, scratch_off, t.s, t.len, tpl_name, "", err, err_len)) {
+    else if (!expand_op(&x, p, op, op_index, val_off, scratch_off, t.s, t.len, tpl_name, "", NULL, 0, err, err_len)) {
         uint64_t h = 0xcbf29ce484222325ull;
         for (size_t i = 0; i < x.len; i++) h = (h ^ (unsigned char)x.s[i]) * 0x100000001b3ull;
         snprintf(sig, 17, "%016llx", (unsigned long long)h);
@@ -279,6 +294,67 @@ static int op_sig(const ir_program *p, const ir_op *op, int op_index, const long
     free(t.s);
     free(x.s);
     return rc;
+}
+
+/* The ops from op i on that run as one matmul_n line: consecutive matmuls
+ * of the same input value and width (q, k and v; gate and up), at most
+ * CF_MATMUL_N_MAX, each optionally followed by the in-place add_row of its
+ * bias (emitted after the matmul_n line: it touches only its own matmul's
+ * output).  The outputs' buffers must overlap neither the input's nor each
+ * other's.  Fills mm[] with the matmuls' op indices and returns how many
+ * ops the run spans; *n_mm < 2: op i goes alone. */
+static int matmul_group(const ir_program *p, int i, const long *val_off, long n_batch, int *mm, int *n_mm) {
+    const ir_op *a = &p->ops[i];
+    int j = i;
+    *n_mm = 0;
+    if (a->code != IR_MATMUL) return 1;
+    while (*n_mm < CF_MATMUL_N_MAX && j < p->n_ops && p->ops[j].code == IR_MATMUL && p->ops[j].in[0] == a->in[0] &&
+           p->ops[j].i[1] == a->i[1] && p->ops[j].out >= 0) {
+        mm[(*n_mm)++] = j++;
+        const ir_op *b = &p->ops[j - 1];
+        if (j < p->n_ops && p->ops[j].code == IR_ADD_ROW && p->ops[j].in[0] == b->out && p->ops[j].out >= 0 &&
+            val_off[p->ops[j].out] == val_off[b->out])
+            j++;
+    }
+    /* buffers: [off, off + n * n_batch) floats */
+    for (int g = 0; g < *n_mm; g++) {
+        const int v = p->ops[mm[g]].out;
+        const long lo = val_off[v], hi = lo + (long)p->values[v].n * n_batch;
+        for (int h = -1; h < g; h++) {
+            const int u = h < 0 ? a->in[0] : p->ops[mm[h]].out;
+            const long ulo = val_off[u], uhi = ulo + (long)p->values[u].n * n_batch;
+            if (lo < uhi && ulo < hi) *n_mm = 0;
+        }
+    }
+    if (*n_mm < 2) {
+        *n_mm = 0;
+        return 1;
+    }
+    return j - i;
+}
+
+/* One line of the body: op i's template line (or, with n_group, the
+ * matmul_n line of the ops group[]) under op i's #line, the weights named
+ * in a comment.  t: a buffer for the template text.  0 or -1 (err). */
+static int emit_line(sbuf *b, sbuf *t, const ir_program *p, int i, const char *kind, const int *group, int n_group,
+                     const char *ops, const char *tpl_name, const long *val_off, long scratch_off, const char *sig,
+                     char *err, size_t err_len) {
+    const ir_op *op = &p->ops[i];
+    const char *tname = n_group ? "matmul_n" : ir_info(op->code)->name;
+    t->len = 0;
+    if (op_template(ops, kind, tname, t) || t->oom)
+        return snprintf(err, err_len, t->oom ? "emit: out of memory" : "emit: %s has no '%s' line for op '%s'",
+                        tpl_name, kind, tname), -1;
+    sb_printf(b, "#line %d \"%s\"\n%s", op->line, p->files[op->file], *kind == 'k' ? "" : "    ");
+    if (expand_op(b, p, op, i, val_off, scratch_off, t->s, t->len, tpl_name, sig, group, n_group, err, err_len))
+        return -1;
+    if (op->w >= 0 && *kind != 'k') {
+        for (int g = 0; g < (n_group ? n_group : 1); g++)
+            sb_printf(b, g ? ", %s" : " /* %s", p->weights[n_group ? p->ops[group[g]].w : op->w].name);
+        sb_puts(b, " */");
+    }
+    sb_puts(b, "\n");
+    return 0;
 }
 
 static void emit_region(sbuf *b, const char *name, const ir_program *p, const emit_options *o,
@@ -351,21 +427,23 @@ static void emit_region(sbuf *b, const char *name, const ir_program *p, const em
                 if (dup) continue;
                 seen[n_seen++] = h;
             }
-            t.len = 0;
-            if (op_template(ops, kind, ir_info(op->code)->name, &t) || t.oom) {
-                snprintf(err, err_len, t.oom ? "emit: out of memory" : "emit: %s has no '%s' line for op '%s'",
-                         tpl_name, kind, ir_info(op->code)->name);
-                *rc = -1;
-                break;
+            /* a run of matmuls of one input: one matmul_n line where the template
+             * has one, then the run's bias adds */
+            int group[CF_MATMUL_N_MAX], n_group = 0;
+            const int span = *kind == 'o' ? matmul_group(p, i, val_off, o->n_batch, group, &n_group) : 1;
+            if (n_group && op_template(ops, kind, "matmul_n", &t)) n_group = 0;
+            if (!n_group) {
+                *rc = emit_line(b, &t, p, i, kind, NULL, 0, ops, tpl_name, val_off, scratch_off[i],
+                                have_sig ? sig : NULL, err, err_len);
+                continue;
             }
-            sb_printf(b, "#line %d \"%s\"\n%s", op->line, p->files[op->file], *kind == 'k' ? "" : "    ");
-            if (expand_op(b, p, op, i, val_off, scratch_off[i], t.s, t.len, tpl_name, have_sig ? sig : NULL, err,
-                          err_len)) {
-                *rc = -1;
-                break;
-            }
-            if (op->w >= 0 && *kind != 'k') sb_printf(b, " /* %s */", p->weights[op->w].name);
-            sb_puts(b, "\n");
+            *rc = emit_line(b, &t, p, i, kind, group, n_group, ops, tpl_name, val_off, scratch_off[i], NULL, err,
+                            err_len);
+            for (int k = i + 1; k < i + span && !*rc; k++)
+                if (p->ops[k].code != IR_MATMUL)
+                    *rc = emit_line(b, &t, p, k, kind, NULL, 0, ops, tpl_name, val_off, scratch_off[k], NULL, err,
+                                    err_len);
+            i += span - 1;
         }
         free(t.s);
         free(seen);

@@ -18,7 +18,7 @@
 #ifndef CINFER_PRELUDE_H
 #define CINFER_PRELUDE_H
 
-#define CF_ABI_VERSION 7
+#define CF_ABI_VERSION 8
 
 /* ggml type ids as used in calls (same values as enum ggml_type in gguf.h). */
 #define CF_F32 0
@@ -286,7 +286,17 @@ typedef struct cf_kernels {
      * w (n_group * group) (Mamba-2's grouped ssm_norm). */
     void (*rms_norm_groups)(cf_env *E, float *y, const float *x, const float *w, int group,
                             int n_group, float eps, int n_tokens);
+    /* n_w matmuls of one input (q, k and v of a layer; gate and up): for
+     * each i, y[i] (n_tokens, n_out[i]) = x (n_tokens, n_in) · w[i]ᵀ, w[i]
+     * of ggml type type[i] — the same numbers as n_w matmul calls, run as
+     * one job (the activations converted once, one thread-pool run).  The
+     * y[i] overlap neither x nor each other; 1 <= n_w <= CF_MATMUL_N_MAX. */
+    void (*matmul_n)(cf_env *E, int n_w, float *const *y, const float *x, const void *const *w,
+                     const int *type, const int *n_out, int n_in, int n_tokens);
 } cf_kernels;
+
+/* Most weights one cf_kernels.matmul_n call takes. */
+#define CF_MATMUL_N_MAX 8
 
 /* Everything one forward call sees.  Filled by the runtime. */
 struct cf_env {
@@ -483,11 +493,7 @@ void cf_forward(cf_env *E) {
 #line 43 "archspecs/llama.lua"
     K->rms_norm(E, A + 65536, A + 0, (const float *)W[2], 128, 9.99999997e-07f, T * 1); /* blk.0.attn_norm.weight */
 #line 44 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 65536, W[3], 101, 128, 128, T); /* blk.0.attn_q.weight */
-#line 45 "archspecs/llama.lua"
-    K->matmul(E, A + 196608, A + 65536, W[4], 101, 64, 128, T); /* blk.0.attn_k.weight */
-#line 46 "archspecs/llama.lua"
-    K->matmul(E, A + 229376, A + 65536, W[5], 101, 64, 128, T); /* blk.0.attn_v.weight */
+    K->matmul_n(E, 3, (float *const[]){A + 131072, A + 196608, A + 229376}, A + 65536, (const void *const[]){W[3], W[4], W[5]}, (const int[]){101, 101, 101}, (const int[]){128, 64, 64}, 128, T); /* blk.0.attn_q.weight, blk.0.attn_k.weight, blk.0.attn_v.weight */
 #line 47 "archspecs/llama.lua"
     K->rope(E, A + 131072, 8, 16, 16, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
 #line 49 "archspecs/llama.lua"
@@ -501,9 +507,7 @@ void cf_forward(cf_env *E) {
 #line 54 "archspecs/llama.lua"
     K->rms_norm(E, A + 65536, A + 0, (const float *)W[7], 128, 9.99999997e-07f, T * 1); /* blk.0.ffn_norm.weight */
 #line 57 "archspecs/llama.lua"
-    K->matmul(E, A + 262144, A + 65536, W[8], 101, 384, 128, T); /* blk.0.ffn_gate.weight */
-#line 58 "archspecs/llama.lua"
-    K->matmul(E, A + 458752, A + 65536, W[9], 101, 384, 128, T); /* blk.0.ffn_up.weight */
+    K->matmul_n(E, 2, (float *const[]){A + 262144, A + 458752}, A + 65536, (const void *const[]){W[8], W[9]}, (const int[]){101, 101}, (const int[]){384, 384}, 128, T); /* blk.0.ffn_gate.weight, blk.0.ffn_up.weight */
 #line 59 "archspecs/llama.lua"
     K->swiglu(E, A + 655360, A + 262144, A + 458752, 384, T);
 #line 59 "archspecs/llama.lua"
@@ -513,11 +517,7 @@ void cf_forward(cf_env *E) {
 #line 43 "archspecs/llama.lua"
     K->rms_norm(E, A + 65536, A + 0, (const float *)W[11], 128, 9.99999997e-07f, T * 1); /* blk.1.attn_norm.weight */
 #line 44 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 65536, W[12], 101, 128, 128, T); /* blk.1.attn_q.weight */
-#line 45 "archspecs/llama.lua"
-    K->matmul(E, A + 196608, A + 65536, W[13], 101, 64, 128, T); /* blk.1.attn_k.weight */
-#line 46 "archspecs/llama.lua"
-    K->matmul(E, A + 229376, A + 65536, W[14], 101, 64, 128, T); /* blk.1.attn_v.weight */
+    K->matmul_n(E, 3, (float *const[]){A + 131072, A + 196608, A + 229376}, A + 65536, (const void *const[]){W[12], W[13], W[14]}, (const int[]){101, 101, 101}, (const int[]){128, 64, 64}, 128, T); /* blk.1.attn_q.weight, blk.1.attn_k.weight, blk.1.attn_v.weight */
 #line 47 "archspecs/llama.lua"
     K->rope(E, A + 131072, 8, 16, 16, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
 #line 49 "archspecs/llama.lua"
@@ -531,9 +531,7 @@ void cf_forward(cf_env *E) {
 #line 54 "archspecs/llama.lua"
     K->rms_norm(E, A + 65536, A + 0, (const float *)W[16], 128, 9.99999997e-07f, T * 1); /* blk.1.ffn_norm.weight */
 #line 57 "archspecs/llama.lua"
-    K->matmul(E, A + 262144, A + 65536, W[17], 101, 384, 128, T); /* blk.1.ffn_gate.weight */
-#line 58 "archspecs/llama.lua"
-    K->matmul(E, A + 458752, A + 65536, W[18], 101, 384, 128, T); /* blk.1.ffn_up.weight */
+    K->matmul_n(E, 2, (float *const[]){A + 262144, A + 458752}, A + 65536, (const void *const[]){W[17], W[18]}, (const int[]){101, 101}, (const int[]){384, 384}, 128, T); /* blk.1.ffn_gate.weight, blk.1.ffn_up.weight */
 #line 59 "archspecs/llama.lua"
     K->swiglu(E, A + 655360, A + 262144, A + 458752, 384, T);
 #line 59 "archspecs/llama.lua"

@@ -18,7 +18,7 @@
 #ifndef CINFER_PRELUDE_H
 #define CINFER_PRELUDE_H
 
-#define CF_ABI_VERSION 7
+#define CF_ABI_VERSION 8
 
 /* ggml type ids as used in calls (same values as enum ggml_type in gguf.h). */
 #define CF_F32 0
@@ -286,7 +286,17 @@ typedef struct cf_kernels {
      * w (n_group * group) (Mamba-2's grouped ssm_norm). */
     void (*rms_norm_groups)(cf_env *E, float *y, const float *x, const float *w, int group,
                             int n_group, float eps, int n_tokens);
+    /* n_w matmuls of one input (q, k and v of a layer; gate and up): for
+     * each i, y[i] (n_tokens, n_out[i]) = x (n_tokens, n_in) · w[i]ᵀ, w[i]
+     * of ggml type type[i] — the same numbers as n_w matmul calls, run as
+     * one job (the activations converted once, one thread-pool run).  The
+     * y[i] overlap neither x nor each other; 1 <= n_w <= CF_MATMUL_N_MAX. */
+    void (*matmul_n)(cf_env *E, int n_w, float *const *y, const float *x, const void *const *w,
+                     const int *type, const int *n_out, int n_in, int n_tokens);
 } cf_kernels;
+
+/* Most weights one cf_kernels.matmul_n call takes. */
+#define CF_MATMUL_N_MAX 8
 
 /* Everything one forward call sees.  Filled by the runtime. */
 struct cf_env {
@@ -576,11 +586,7 @@ void cf_forward(cf_env *E) {
 #line 43 "archspecs/llama.lua"
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[3], 64, 9.99999975e-06f, T * 1); /* blk.0.attn_norm.weight */
 #line 44 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 32768, W[4], 0, 64, 64, T); /* blk.0.attn_q.weight */
-#line 45 "archspecs/llama.lua"
-    K->matmul(E, A + 98304, A + 32768, W[5], 0, 32, 64, T); /* blk.0.attn_k.weight */
-#line 46 "archspecs/llama.lua"
-    K->matmul(E, A + 114688, A + 32768, W[6], 0, 32, 64, T); /* blk.0.attn_v.weight */
+    K->matmul_n(E, 3, (float *const[]){A + 65536, A + 98304, A + 114688}, A + 32768, (const void *const[]){W[4], W[5], W[6]}, (const int[]){0, 0, 0}, (const int[]){64, 32, 32}, 64, T); /* blk.0.attn_q.weight, blk.0.attn_k.weight, blk.0.attn_v.weight */
 #line 47 "archspecs/llama.lua"
     K->rope(E, A + 65536, 8, 8, 8, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
 #line 49 "archspecs/llama.lua"
@@ -594,9 +600,7 @@ void cf_forward(cf_env *E) {
 #line 54 "archspecs/llama.lua"
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[8], 64, 9.99999975e-06f, T * 1); /* blk.0.ffn_norm.weight */
 #line 57 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 32768, W[9], 0, 172, 64, T); /* blk.0.ffn_gate.weight */
-#line 58 "archspecs/llama.lua"
-    K->matmul(E, A + 219136, A + 32768, W[10], 0, 172, 64, T); /* blk.0.ffn_up.weight */
+    K->matmul_n(E, 2, (float *const[]){A + 131072, A + 219136}, A + 32768, (const void *const[]){W[9], W[10]}, (const int[]){0, 0}, (const int[]){172, 172}, 64, T); /* blk.0.ffn_gate.weight, blk.0.ffn_up.weight */
 #line 59 "archspecs/llama.lua"
     K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
 #line 59 "archspecs/llama.lua"
@@ -606,11 +610,7 @@ void cf_forward(cf_env *E) {
 #line 43 "archspecs/llama.lua"
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[12], 64, 9.99999975e-06f, T * 1); /* blk.1.attn_norm.weight */
 #line 44 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 32768, W[13], 0, 64, 64, T); /* blk.1.attn_q.weight */
-#line 45 "archspecs/llama.lua"
-    K->matmul(E, A + 98304, A + 32768, W[14], 0, 32, 64, T); /* blk.1.attn_k.weight */
-#line 46 "archspecs/llama.lua"
-    K->matmul(E, A + 114688, A + 32768, W[15], 0, 32, 64, T); /* blk.1.attn_v.weight */
+    K->matmul_n(E, 3, (float *const[]){A + 65536, A + 98304, A + 114688}, A + 32768, (const void *const[]){W[13], W[14], W[15]}, (const int[]){0, 0, 0}, (const int[]){64, 32, 32}, 64, T); /* blk.1.attn_q.weight, blk.1.attn_k.weight, blk.1.attn_v.weight */
 #line 47 "archspecs/llama.lua"
     K->rope(E, A + 65536, 8, 8, 8, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
 #line 49 "archspecs/llama.lua"
@@ -624,9 +624,7 @@ void cf_forward(cf_env *E) {
 #line 54 "archspecs/llama.lua"
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[17], 64, 9.99999975e-06f, T * 1); /* blk.1.ffn_norm.weight */
 #line 57 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 32768, W[18], 0, 172, 64, T); /* blk.1.ffn_gate.weight */
-#line 58 "archspecs/llama.lua"
-    K->matmul(E, A + 219136, A + 32768, W[19], 0, 172, 64, T); /* blk.1.ffn_up.weight */
+    K->matmul_n(E, 2, (float *const[]){A + 131072, A + 219136}, A + 32768, (const void *const[]){W[18], W[19]}, (const int[]){0, 0}, (const int[]){172, 172}, 64, T); /* blk.1.ffn_gate.weight, blk.1.ffn_up.weight */
 #line 59 "archspecs/llama.lua"
     K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
 #line 59 "archspecs/llama.lua"
@@ -636,11 +634,7 @@ void cf_forward(cf_env *E) {
 #line 43 "archspecs/llama.lua"
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[21], 64, 9.99999975e-06f, T * 1); /* blk.2.attn_norm.weight */
 #line 44 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 32768, W[22], 0, 64, 64, T); /* blk.2.attn_q.weight */
-#line 45 "archspecs/llama.lua"
-    K->matmul(E, A + 98304, A + 32768, W[23], 0, 32, 64, T); /* blk.2.attn_k.weight */
-#line 46 "archspecs/llama.lua"
-    K->matmul(E, A + 114688, A + 32768, W[24], 0, 32, 64, T); /* blk.2.attn_v.weight */
+    K->matmul_n(E, 3, (float *const[]){A + 65536, A + 98304, A + 114688}, A + 32768, (const void *const[]){W[22], W[23], W[24]}, (const int[]){0, 0, 0}, (const int[]){64, 32, 32}, 64, T); /* blk.2.attn_q.weight, blk.2.attn_k.weight, blk.2.attn_v.weight */
 #line 47 "archspecs/llama.lua"
     K->rope(E, A + 65536, 8, 8, 8, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
 #line 49 "archspecs/llama.lua"
@@ -654,9 +648,7 @@ void cf_forward(cf_env *E) {
 #line 54 "archspecs/llama.lua"
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[26], 64, 9.99999975e-06f, T * 1); /* blk.2.ffn_norm.weight */
 #line 57 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 32768, W[27], 0, 172, 64, T); /* blk.2.ffn_gate.weight */
-#line 58 "archspecs/llama.lua"
-    K->matmul(E, A + 219136, A + 32768, W[28], 0, 172, 64, T); /* blk.2.ffn_up.weight */
+    K->matmul_n(E, 2, (float *const[]){A + 131072, A + 219136}, A + 32768, (const void *const[]){W[27], W[28]}, (const int[]){0, 0}, (const int[]){172, 172}, 64, T); /* blk.2.ffn_gate.weight, blk.2.ffn_up.weight */
 #line 59 "archspecs/llama.lua"
     K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
 #line 59 "archspecs/llama.lua"
@@ -666,11 +658,7 @@ void cf_forward(cf_env *E) {
 #line 43 "archspecs/llama.lua"
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[30], 64, 9.99999975e-06f, T * 1); /* blk.3.attn_norm.weight */
 #line 44 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 32768, W[31], 0, 64, 64, T); /* blk.3.attn_q.weight */
-#line 45 "archspecs/llama.lua"
-    K->matmul(E, A + 98304, A + 32768, W[32], 0, 32, 64, T); /* blk.3.attn_k.weight */
-#line 46 "archspecs/llama.lua"
-    K->matmul(E, A + 114688, A + 32768, W[33], 0, 32, 64, T); /* blk.3.attn_v.weight */
+    K->matmul_n(E, 3, (float *const[]){A + 65536, A + 98304, A + 114688}, A + 32768, (const void *const[]){W[31], W[32], W[33]}, (const int[]){0, 0, 0}, (const int[]){64, 32, 32}, 64, T); /* blk.3.attn_q.weight, blk.3.attn_k.weight, blk.3.attn_v.weight */
 #line 47 "archspecs/llama.lua"
     K->rope(E, A + 65536, 8, 8, 8, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
 #line 49 "archspecs/llama.lua"
@@ -684,9 +672,7 @@ void cf_forward(cf_env *E) {
 #line 54 "archspecs/llama.lua"
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[35], 64, 9.99999975e-06f, T * 1); /* blk.3.ffn_norm.weight */
 #line 57 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 32768, W[36], 0, 172, 64, T); /* blk.3.ffn_gate.weight */
-#line 58 "archspecs/llama.lua"
-    K->matmul(E, A + 219136, A + 32768, W[37], 0, 172, 64, T); /* blk.3.ffn_up.weight */
+    K->matmul_n(E, 2, (float *const[]){A + 131072, A + 219136}, A + 32768, (const void *const[]){W[36], W[37]}, (const int[]){0, 0}, (const int[]){172, 172}, 64, T); /* blk.3.ffn_gate.weight, blk.3.ffn_up.weight */
 #line 59 "archspecs/llama.lua"
     K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
 #line 59 "archspecs/llama.lua"
@@ -696,11 +682,7 @@ void cf_forward(cf_env *E) {
 #line 43 "archspecs/llama.lua"
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[39], 64, 9.99999975e-06f, T * 1); /* blk.4.attn_norm.weight */
 #line 44 "archspecs/llama.lua"
-    K->matmul(E, A + 65536, A + 32768, W[40], 0, 64, 64, T); /* blk.4.attn_q.weight */
-#line 45 "archspecs/llama.lua"
-    K->matmul(E, A + 98304, A + 32768, W[41], 0, 32, 64, T); /* blk.4.attn_k.weight */
-#line 46 "archspecs/llama.lua"
-    K->matmul(E, A + 114688, A + 32768, W[42], 0, 32, 64, T); /* blk.4.attn_v.weight */
+    K->matmul_n(E, 3, (float *const[]){A + 65536, A + 98304, A + 114688}, A + 32768, (const void *const[]){W[40], W[41], W[42]}, (const int[]){0, 0, 0}, (const int[]){64, 32, 32}, 64, T); /* blk.4.attn_q.weight, blk.4.attn_k.weight, blk.4.attn_v.weight */
 #line 47 "archspecs/llama.lua"
     K->rope(E, A + 65536, 8, 8, 8, 10000.0f, 0, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 0, (const float *)(float *)0, T);
 #line 49 "archspecs/llama.lua"
@@ -714,9 +696,7 @@ void cf_forward(cf_env *E) {
 #line 54 "archspecs/llama.lua"
     K->rms_norm(E, A + 32768, A + 0, (const float *)W[44], 64, 9.99999975e-06f, T * 1); /* blk.4.ffn_norm.weight */
 #line 57 "archspecs/llama.lua"
-    K->matmul(E, A + 131072, A + 32768, W[45], 0, 172, 64, T); /* blk.4.ffn_gate.weight */
-#line 58 "archspecs/llama.lua"
-    K->matmul(E, A + 219136, A + 32768, W[46], 0, 172, 64, T); /* blk.4.ffn_up.weight */
+    K->matmul_n(E, 2, (float *const[]){A + 131072, A + 219136}, A + 32768, (const void *const[]){W[45], W[46]}, (const int[]){0, 0}, (const int[]){172, 172}, 64, T); /* blk.4.ffn_gate.weight, blk.4.ffn_up.weight */
 #line 59 "archspecs/llama.lua"
     K->swiglu(E, A + 307200, A + 131072, A + 219136, 172, T);
 #line 59 "archspecs/llama.lua"

@@ -14,7 +14,7 @@
 #ifndef CINFER_PRELUDE_H
 #define CINFER_PRELUDE_H
 
-#define CF_ABI_VERSION 7
+#define CF_ABI_VERSION 8
 
 /* ggml type ids as used in calls (same values as enum ggml_type in gguf.h). */
 #define CF_F32 0
@@ -282,7 +282,17 @@ typedef struct cf_kernels {
      * w (n_group * group) (Mamba-2's grouped ssm_norm). */
     void (*rms_norm_groups)(cf_env *E, float *y, const float *x, const float *w, int group,
                             int n_group, float eps, int n_tokens);
+    /* n_w matmuls of one input (q, k and v of a layer; gate and up): for
+     * each i, y[i] (n_tokens, n_out[i]) = x (n_tokens, n_in) · w[i]ᵀ, w[i]
+     * of ggml type type[i] — the same numbers as n_w matmul calls, run as
+     * one job (the activations converted once, one thread-pool run).  The
+     * y[i] overlap neither x nor each other; 1 <= n_w <= CF_MATMUL_N_MAX. */
+    void (*matmul_n)(cf_env *E, int n_w, float *const *y, const float *x, const void *const *w,
+                     const int *type, const int *n_out, int n_in, int n_tokens);
 } cf_kernels;
+
+/* Most weights one cf_kernels.matmul_n call takes. */
+#define CF_MATMUL_N_MAX 8
 
 /* Everything one forward call sees.  Filled by the runtime. */
 struct cf_env {

@@ -25,6 +25,7 @@
 #include "base/pool.h"
 #include "kernels/kern.h"
 #include "kernels/kern_r8.h"
+#include "kernels/kern_rk.h"
 #include "kernels/quant.h"
 #include "test.h"
 
@@ -260,6 +261,90 @@ TEST(kern_batch, matmul_huge_activations) {
         free(w);
     }
     pool_free(P);
+}
+
+/* ---- matmul_n ------------------------------------------------------------------------ */
+
+/* cf_kernels.matmul_n (one job for several weights of one input) gives every
+ * output the bits of its own matmul call: R8 groups (Q4_0_R8 and Q8_0_R8
+ * mixed), RK groups (every RK type), a group the drivers cannot fuse (F16 +
+ * Q4_0: matmul by matmul), decode and batch token counts, both activation
+ * modes, every ISA and R8 impl, with the pool, without, and with a pool of 3
+ * threads (segments whose bounds fall inside a weight). */
+static void check_matmul_n(const cf_kernels *K, pool *P, const int *types, const int *src, int n, int n_in,
+                           const char *label) {
+    static const int n_outs[] = {40, 16, 24, 8};
+    enum { NT = 11 };
+    uint8_t *w[4];
+    float *y[4], *y1[4];
+    int n_out[4];
+    for (int i = 0; i < n; i++) {
+        n_out[i] = n_outs[i];
+        const btype T = {src[i], "src", src[i]};
+        w[i] = make_weights(&T, n_out[i], n_in);
+        if (types[i] != src[i]) {
+            uint8_t *r = malloc(kern_repack_bytes(types[i], n_out[i], n_in));
+            char err[200];
+            EXPECT_EQ_I(kern_repack(types[i], src[i], w[i], n_out[i], n_in, r, err, sizeof err), 0);
+            free(w[i]);
+            w[i] = r;
+        }
+        y[i] = malloc(sizeof(float) * (size_t)n_out[i] * NT);
+        y1[i] = malloc(sizeof(float) * (size_t)n_out[i] * NT);
+    }
+    float *x = malloc(sizeof(float) * (size_t)n_in * NT);
+    rnd_fill(x, (long)n_in * NT, -2, 2);
+    static const int toks[] = {1, 2, 4, 5, 11};
+    for (int aq = 0; aq < 2; aq++)
+        for (int k = 0; k < (int)(sizeof toks / sizeof toks[0]); k++) {
+            const int nt = toks[k];
+            cf_env E = {.K = K, .pool = P, .n_ctx = 16, .act_quant = aq};
+            K->matmul_n(&E, n, y, x, (const void *const *)w, types, n_out, n_in, nt);
+            for (int i = 0; i < n; i++) {
+                K->matmul(&E, y1[i], x, w[i], types[i], n_out[i], n_in, nt);
+                const long at = first_diff(y[i], y1[i], (long)n_out[i] * nt);
+                EXPECT_MSG(at < 0, "%s: matmul_n weight %d (type %d) of %d, %d tokens, act_quant %d: element %ld "
+                                   "%.9g, alone %.9g", label, i, types[i], n, nt, aq, at, at < 0 ? 0 : y[i][at],
+                           at < 0 ? 0 : y1[i][at]);
+                EXPECT_MSG(isfinite(y[i][0]), "%s: matmul_n weight %d: %g", label, i, y[i][0]);
+            }
+        }
+    for (int i = 0; i < n; i++) free(w[i]), free(y[i]), free(y1[i]);
+    free(x);
+}
+
+TEST(kern_batch, matmul_n_equals_each) {
+    static const struct {
+        int n, n_in, type[4], src[4];
+    } groups[] = {
+        {3, 2112, {CF_Q4_0_R8, CF_Q4_0_R8, CF_Q8_0_R8}, {CF_Q4_0, CF_Q4_0, CF_Q8_0}},
+        {4, 2304, {CF_Q4_K_R8, CF_Q5_K_R8, CF_Q6_K_R8, CF_IQ4_XS_R8}, {12, 13, 14, 23}},
+        {2, 2304, {CF_Q4_K_R8, CF_Q4_K_R8}, {12, 12}},
+        {2, 2112, {CF_F16, CF_Q4_0}, {CF_F16, CF_Q4_0}},
+        {2, 2304, {CF_Q4_0_R8, CF_Q6_K_R8}, {CF_Q4_0, 14}},
+    };
+    pool *P2 = NULL, *P3 = NULL;
+    EXPECT_EQ_I(pool_new(2, &P2), 0);
+    EXPECT_EQ_I(pool_new(3, &P3), 0);
+    EXPECT_EQ_I(pool_reserve(P2, kern_scratch_bytes_act(16, 11, 2304)), 0);
+    EXPECT_EQ_I(pool_reserve(P3, kern_scratch_bytes_act(16, 11, 2304)), 0);
+    pool *pools[] = {P2, NULL, P3};
+    for (int g = 0; g < (int)(sizeof groups / sizeof groups[0]); g++)
+        for (int isa = 0; isa < n_isas(); isa++)
+            for (int impl = -1; impl < KERN_R8_IMPL_COUNT; impl++) { /* -1: the default */
+                if (impl >= 0 && (isa == KERN_ISA_SCALAR || !kern_r8_impl_available(impl))) continue;
+                EXPECT_EQ_I(kern_r8_force_impl(impl), 0);
+                for (int pi = 0; pi < 3; pi++) {
+                    char label[64];
+                    snprintf(label, sizeof label, "%s/%s, group %d, pool %d", kern_isa_name(isa),
+                             impl < 0 ? "default" : kern_r8_impl_name(impl), g, pools[pi] ? pool_n_threads(pools[pi]) : 0);
+                    check_matmul_n(kern_table(isa), pools[pi], groups[g].type, groups[g].src, groups[g].n,
+                                   groups[g].n_in, label);
+                }
+            }
+    kern_r8_force_impl(-1);
+    pool_free(P2);
+    pool_free(P3);
 }
 
 /* ---- attention --------------------------------------------------------------------- */

@@ -17,6 +17,7 @@
 
 #include "eng_cuda.h"
 #include "kernels/kern.h"
+#include "kernels/kern_mm.h"
 
 static double now_ms(void) {
     struct timespec ts;
@@ -431,6 +432,7 @@ int eng_ctx_open(const eng_model *m, const eng_ctx_opts *o, eng_ctx **out, char 
     c->kern_base = kern_table(kern_best_isa());
     c->kern_stream = *c->kern_base;
     c->kern_stream.matmul = stream_matmul;
+    c->kern_stream.matmul_n = kern_matmul_n_each; /* each weight through stream_matmul */
     c->kern_stream.moe_matmul = stream_moe_matmul;
     c->env = (cf_env){
         .K = m->stream ? &c->kern_stream : c->kern_base,
@@ -710,6 +712,7 @@ static void diagnose_nonfinite(eng_ctx *c, char *what, size_t what_len) {
     C->last_layer = -1;
     C->table = *C->real; /* ops added later run unchecked rather than not at all */
     C->table.matmul = chk_matmul;
+    C->table.matmul_n = kern_matmul_n_each; /* each weight through chk_matmul */
     C->table.get_rows = chk_get_rows;
     C->table.rms_norm = chk_rms_norm;
     C->table.rope = chk_rope;

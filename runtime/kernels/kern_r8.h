@@ -62,6 +62,14 @@ void kern_r8_matmul(int isa, cf_env *E, float *y, const float *x, const void *w,
 /* The same with an explicit impl (tests; impl must be available). */
 void kern_r8_matmul_impl(int impl, cf_env *E, float *y, const float *x, const void *w, int type,
                          int n_out, int n_in, int n_tok);
+/* cf_kernels.matmul_n for R8 weights (every type[i] an R8 type, n_out[i] %
+ * 8 == 0; otherwise every y[i] = NaN): the activations converted once, one
+ * pool run over all the weights' row groups; each y[i] has the bits
+ * kern_r8_matmul gives it alone.  _impl: an explicit impl (tests). */
+void kern_r8_matmul_n(int isa, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
+                      const int *type, const int *n_out, int n_in, int n_tok);
+void kern_r8_matmul_n_impl(int impl, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
+                           const int *type, const int *n_out, int n_in, int n_tok);
 
 /* f32-activation helpers for kern.c's kern_matmul_f32act (isa's impl):
  * deq_rows: rows r0..r0+nr-1 (r0, nr multiples of 8), columns k0..k0+kc-1

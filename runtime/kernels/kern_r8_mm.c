@@ -112,14 +112,21 @@ int kern_repack(int dst_type, int src_type, const void *src, int n_rows, int n_c
 
 /* ==== the integer (act_quant) driver ==================================================== */
 
+/* One weight of a call (kern_r8_matmul_n: up to CF_MATMUL_N_MAX, one input). */
 typedef struct {
-    int isa;          /* quantizer */
     kern_r8_gemm_fn gemm, gemm2; /* gemm2: two groups per call, or NULL */
     float *y;
-    const float *x;
     const uint8_t *w;
+    int n_out, bb;
+    long g0; /* its first row group in the call's numbering (the weights' groups in order) */
+} r8_part;
+
+typedef struct {
+    int isa;          /* quantizer */
+    const float *x;
     kern_block_q8x4 *a; /* n_quads quads of nb blocks */
-    int n_out, n_in, n_tok, nb, bb;
+    int n_in, n_tok, nb, n_part;
+    r8_part part[CF_MATMUL_N_MAX];
     kern_r8_takes takes;
 } r8_job;
 
@@ -151,13 +158,13 @@ static void r8_quant_worker(void *arg, int ith, int nth) {
     r8_quant_quads(j, nq * ith / nth, nq * (ith + 1) / nth);
 }
 
-static void r8_mm_range(const void *job, long g0, long g1) {
-    const r8_job *j = job;
-    const size_t grp = (size_t)j->nb * j->bb;
+/* Row groups [g0, g1) of one weight, every token. */
+static void r8_part_range(const r8_job *j, const r8_part *pt, long g0, long g1) {
+    const size_t grp = (size_t)j->nb * pt->bb;
     const size_t quad = (size_t)j->nb * sizeof(kern_block_q8x4);
     long gstep = (long)(R8_WBLOCK / grp);
     if (gstep < 1) gstep = 1;
-    if (j->gemm2) gstep = gstep < 2 ? 2 : gstep & ~1L;
+    if (pt->gemm2) gstep = gstep < 2 ? 2 : gstep & ~1L;
     int tstep = (int)(R8_ABLOCK / quad) * 4; /* tokens per activation block */
     if (tstep < KERN_R8_NT) tstep = KERN_R8_NT;
     tstep -= tstep % KERN_R8_NT;
@@ -166,16 +173,26 @@ static void r8_mm_range(const void *job, long g0, long g1) {
         for (int tb = 0; tb < j->n_tok; tb += tstep) {
             const int te = tb + tstep < j->n_tok ? tb + tstep : j->n_tok;
             for (long g = gb; g < ge;) {
-                const int two = j->gemm2 && g + 1 < ge;
-                const kern_r8_gemm_fn fn = two ? j->gemm2 : j->gemm;
+                const int two = pt->gemm2 && g + 1 < ge;
+                const kern_r8_gemm_fn fn = two ? pt->gemm2 : pt->gemm;
                 for (int t = tb; t < te; t += KERN_R8_NT) {
                     const int nt = te - t < KERN_R8_NT ? te - t : KERN_R8_NT;
-                    fn(j->w + (size_t)g * grp, j->a + (size_t)(t / 4) * j->nb, (size_t)j->nb, j->nb, nt,
-                       j->y + (size_t)t * j->n_out + 8 * g, (size_t)j->n_out);
+                    fn(pt->w + (size_t)g * grp, j->a + (size_t)(t / 4) * j->nb, (size_t)j->nb, j->nb, nt,
+                       pt->y + (size_t)t * pt->n_out + 8 * g, (size_t)pt->n_out);
                 }
                 g += two ? 2 : 1;
             }
         }
+    }
+}
+
+/* Groups [g0, g1) of the call: the parts of the weights they cover. */
+static void r8_mm_range(const void *job, long g0, long g1) {
+    const r8_job *j = job;
+    for (int i = 0; i < j->n_part; i++) {
+        const r8_part *pt = &j->part[i];
+        const long lo = g0 > pt->g0 ? g0 : pt->g0, e = pt->g0 + pt->n_out / 8, hi = g1 < e ? g1 : e;
+        if (lo < hi) r8_part_range(j, pt, lo - pt->g0, hi - pt->g0);
     }
 }
 
@@ -192,18 +209,32 @@ static void r8_run(cf_env *E, long work, void (*fn)(void *, int, int), void *arg
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-static void r8_q8_matmul(int impl, cf_env *E, float *y, const float *x, const void *w, int type,
-                         int n_out, int n_in, int n_tok) {
+/* The f32-activation path for weights [0, n) (tokens [t0, t0 + nt)). */
+static void r8_f32act_parts(int isa, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
+                            const int *type, const int *n_out, int n_in, int t0, int nt) {
+    for (int i = 0; i < n; i++)
+        kern_matmul_f32act(isa, E, y[i] + (size_t)t0 * n_out[i], x + (size_t)t0 * n_in, w[i], type[i], n_out[i],
+                           n_in, nt);
+}
+
+static void r8_q8_matmul(int impl, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
+                         const int *type, const int *n_out, int n_in, int n_tok) {
     const int nb = n_in / 32;
     const size_t quad = (size_t)nb * sizeof(kern_block_q8x4);
     const int n_quads = (n_tok + 3) / 4;
     const kern_r8_leaves *lv = kern_r8_leaves_for(impl);
-    const int ti = type == CF_Q8_0_R8;
     r8_job j = {.isa = impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_AVX2,
-                .gemm = lv->gemm[ti],
-                .gemm2 = n_tok >= R8_GEMM2_MIN_TOK ? lv->gemm2[ti] : NULL,
-                .y = y, .x = x, .w = w, .n_out = n_out, .n_in = n_in, .n_tok = n_tok, .nb = nb,
-                .bb = kern_r8_block_bytes(type)};
+                .x = x, .n_in = n_in, .n_tok = n_tok, .nb = nb, .n_part = n};
+    long n_groups = 0, rows = 0;
+    int pairs = 0;
+    for (int i = 0; i < n; i++) {
+        const int ti = type[i] == CF_Q8_0_R8;
+        j.part[i] = (r8_part){.gemm = lv->gemm[ti], .gemm2 = n_tok >= R8_GEMM2_MIN_TOK ? lv->gemm2[ti] : NULL,
+                              .w = w[i], .n_out = n_out[i], .bb = kern_r8_block_bytes(type[i]), .g0 = n_groups};
+        n_groups += n_out[i] / 8;
+        rows += n_out[i];
+        pairs |= j.part[i].gemm2 != NULL;
+    }
     /* the converted activations: thread 0's scratch after the attention/tile area */
     size_t have = 0;
     uint8_t *p = pool_scratch((pool *)E->pool, 0, &have);
@@ -223,27 +254,25 @@ static void r8_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
         fit = (long)(sizeof stack_buf / quad);
         buf = stack_buf;
         if (fit < 1) { /* one quad does not fit (n_in > ~23k): exact f32 activations */
-            kern_matmul_f32act(j.isa, E, y, x, w, type,
-                               n_out, n_in, n_tok);
+            r8_f32act_parts(j.isa, E, n, y, x, w, type, n_out, n_in, 0, n_tok);
             return;
         }
     }
     const int chunk = fit >= n_quads ? n_tok : (int)fit * 4;
     for (int t0 = 0; t0 < n_tok; t0 += chunk) {
         const int nt = n_tok - t0 < chunk ? n_tok - t0 : chunk;
-        j.y = y + (size_t)t0 * n_out;
+        for (int i = 0; i < n; i++) j.part[i].y = y[i] + (size_t)t0 * n_out[i];
         j.x = x + (size_t)t0 * n_in;
         j.n_tok = nt;
         j.a = (kern_block_q8x4 *)buf;
-        kern_r8_takes_reset(&j.takes, n_out / 8, pool_n_threads((pool *)E->pool), j.gemm2 != NULL);
+        kern_r8_takes_reset(&j.takes, n_groups, pool_n_threads((pool *)E->pool), pairs);
         /* the quantize splits by quads of 4 tokens: up to 4 tokens (decode) it
          * is one thread's work, so no fork-join for it */
         r8_run(E, nt > 4 ? (long)nt * n_in * 8 : 0, r8_quant_worker, &j);
-        r8_run(E, (long)n_out * n_in * nt, r8_mm_worker, &j);
+        r8_run(E, rows * n_in * nt, r8_mm_worker, &j);
         for (int t = 0; t < nt; t++) /* a token whose Q8_0 scales overflowed: f32 activations */
             if (kern_q8x4_overflows(j.a + (size_t)(t / 4) * nb, nb, t % 4))
-                kern_matmul_f32act(j.isa, E, j.y + (size_t)t * n_out, j.x + (size_t)t * n_in, w, type,
-                                   n_out, n_in, 1);
+                r8_f32act_parts(j.isa, E, n, y, x, w, type, n_out, n_in, t0 + t, 1);
     }
 }
 
@@ -251,24 +280,35 @@ static void fill_nan(float *y, long n) {
     for (long i = 0; i < n; i++) y[i] = NAN;
 }
 
-void kern_r8_matmul_impl(int impl, cf_env *E, float *y, const float *x, const void *w, int type,
-                         int n_out, int n_in, int n_tok) {
-    if (!kern_type_is_r8(type) || n_out % 8 || n_in % 32 || n_out <= 0 || n_in <= 0 ||
-        !kern_r8_impl_available(impl)) {
-        fill_nan(y, (long)(n_out > 0 ? n_out : 0) * n_tok);
+void kern_r8_matmul_n_impl(int impl, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
+                           const int *type, const int *n_out, int n_in, int n_tok) {
+    int ok = n >= 1 && n <= CF_MATMUL_N_MAX && n_in % 32 == 0 && n_in > 0 && kern_r8_impl_available(impl);
+    for (int i = 0; ok && i < n; i++) ok = kern_type_is_r8(type[i]) && n_out[i] % 8 == 0 && n_out[i] > 0;
+    if (!ok) {
+        for (int i = 0; i < n && i < CF_MATMUL_N_MAX; i++) fill_nan(y[i], (long)(n_out[i] > 0 ? n_out[i] : 0) * n_tok);
         return;
     }
     if (E->act_quant) {
-        r8_q8_matmul(impl, E, y, x, w, type, n_out, n_in, n_tok);
+        r8_q8_matmul(impl, E, n, y, x, w, type, n_out, n_in, n_tok);
         return;
     }
     /* f32 activations: kern.c's driver with this file's row-group leaves (the
      * AVX2 and VNNI impls share them) */
-    kern_matmul_f32act(impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_AVX2, E, y, x, w, type, n_out,
-                       n_in, n_tok);
+    r8_f32act_parts(impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_AVX2, E, n, y, x, w, type, n_out, n_in, 0,
+                    n_tok);
+}
+
+void kern_r8_matmul_impl(int impl, cf_env *E, float *y, const float *x, const void *w, int type,
+                         int n_out, int n_in, int n_tok) {
+    kern_r8_matmul_n_impl(impl, E, 1, &y, x, &w, &type, &n_out, n_in, n_tok);
 }
 
 void kern_r8_matmul(int isa, cf_env *E, float *y, const float *x, const void *w, int type, int n_out,
                     int n_in, int n_tok) {
     kern_r8_matmul_impl(kern_r8_impl_for_isa(isa), E, y, x, w, type, n_out, n_in, n_tok);
+}
+
+void kern_r8_matmul_n(int isa, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
+                      const int *type, const int *n_out, int n_in, int n_tok) {
+    kern_r8_matmul_n_impl(kern_r8_impl_for_isa(isa), E, n, y, x, w, type, n_out, n_in, n_tok);
 }

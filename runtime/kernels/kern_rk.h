@@ -75,6 +75,12 @@ void kern_rk_matmul(int isa, cf_env *E, float *y, const float *x, const void *w,
                     int n_in, int n_tok);
 void kern_rk_matmul_impl(int impl, cf_env *E, float *y, const float *x, const void *w, int type,
                          int n_out, int n_in, int n_tok);
+/* cf_kernels.matmul_n for RK weights (kern_r8.h kern_r8_matmul_n, Q8_K
+ * activations: every type[i] an RK type). */
+void kern_rk_matmul_n(int isa, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
+                      const int *type, const int *n_out, int n_in, int n_tok);
+void kern_rk_matmul_n_impl(int impl, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
+                           const int *type, const int *n_out, int n_in, int n_tok);
 
 /* Repack src (n_rows x n_cols, the RK type's native ggml type, or already
  * dst_type) as dst_type.  0, or -1 with a one-line message in err. */

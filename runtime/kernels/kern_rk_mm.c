@@ -73,14 +73,21 @@ int kern_rk_repack(int dst_type, int src_type, const void *src, int n_rows, int 
 
 /* ==== the integer (act_quant) driver ==================================================== */
 
+/* One weight of a call (kern_rk_matmul_n: up to CF_MATMUL_N_MAX, one input). */
 typedef struct {
-    int isa; /* quantizer */
     kern_rk_gemm_fn gemm, gemm2; /* gemm2: two groups per call, or NULL */
     float *y;
-    const float *x;
     const uint8_t *w;
+    int n_out, bb;
+    long g0; /* its first row group in the call's numbering (the weights' groups in order) */
+} rk_part;
+
+typedef struct {
+    int isa; /* quantizer */
+    const float *x;
     kern_block_q8_k *a; /* n_tok rows of nb blocks */
-    int n_out, n_in, n_tok, nb, bb;
+    int n_in, n_tok, nb, n_part;
+    rk_part part[CF_MATMUL_N_MAX];
     kern_r8_takes takes;
 } rk_job;
 
@@ -93,12 +100,12 @@ static void rk_quant_worker(void *arg, int ith, int nth) {
     for (long t = t0; t < t1; t++) quant(j->x + (size_t)t * j->n_in, j->a + (size_t)t * j->nb, j->n_in);
 }
 
-static void rk_mm_range(const void *job, long g0, long g1) {
-    const rk_job *j = job;
-    const size_t grp = (size_t)j->nb * j->bb, tok = (size_t)j->nb * sizeof(kern_block_q8_k);
+/* Row groups [g0, g1) of one weight, every token. */
+static void rk_part_range(const rk_job *j, const rk_part *pt, long g0, long g1) {
+    const size_t grp = (size_t)j->nb * pt->bb, tok = (size_t)j->nb * sizeof(kern_block_q8_k);
     long gstep = (long)(RK_WBLOCK / grp);
     if (gstep < 1) gstep = 1;
-    if (j->gemm2) gstep = gstep < 2 ? 2 : gstep & ~1L;
+    if (pt->gemm2) gstep = gstep < 2 ? 2 : gstep & ~1L;
     int tstep = (int)(RK_ABLOCK / tok);
     if (tstep < KERN_RK_NT) tstep = KERN_RK_NT;
     tstep -= tstep % KERN_RK_NT;
@@ -107,16 +114,26 @@ static void rk_mm_range(const void *job, long g0, long g1) {
         for (int tb = 0; tb < j->n_tok; tb += tstep) {
             const int te = tb + tstep < j->n_tok ? tb + tstep : j->n_tok;
             for (long g = gb; g < ge;) {
-                const int two = j->gemm2 && g + 1 < ge;
-                const kern_rk_gemm_fn fn = two ? j->gemm2 : j->gemm;
+                const int two = pt->gemm2 && g + 1 < ge;
+                const kern_rk_gemm_fn fn = two ? pt->gemm2 : pt->gemm;
                 for (int t = tb; t < te; t += KERN_RK_NT) {
                     const int nt = te - t < KERN_RK_NT ? te - t : KERN_RK_NT;
-                    fn(j->w + (size_t)g * grp, j->a + (size_t)t * j->nb, (size_t)j->nb, j->nb, nt,
-                       j->y + (size_t)t * j->n_out + 8 * g, (size_t)j->n_out);
+                    fn(pt->w + (size_t)g * grp, j->a + (size_t)t * j->nb, (size_t)j->nb, j->nb, nt,
+                       pt->y + (size_t)t * pt->n_out + 8 * g, (size_t)pt->n_out);
                 }
                 g += two ? 2 : 1;
             }
         }
+    }
+}
+
+/* Groups [g0, g1) of the call: the parts of the weights they cover. */
+static void rk_mm_range(const void *job, long g0, long g1) {
+    const rk_job *j = job;
+    for (int i = 0; i < j->n_part; i++) {
+        const rk_part *pt = &j->part[i];
+        const long lo = g0 > pt->g0 ? g0 : pt->g0, e = pt->g0 + pt->n_out / 8, hi = g1 < e ? g1 : e;
+        if (lo < hi) rk_part_range(j, pt, lo - pt->g0, hi - pt->g0);
     }
 }
 
@@ -134,17 +151,30 @@ static void rk_run(cf_env *E, long work, void (*fn)(void *, int, int), void *arg
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-static void rk_q8_matmul(int impl, cf_env *E, float *y, const float *x, const void *w, int type, int n_out,
-                         int n_in, int n_tok) {
+/* The f32-activation path for every weight. */
+static void rk_f32act_parts(int isa, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
+                            const int *type, const int *n_out, int n_in, int n_tok) {
+    for (int i = 0; i < n; i++) kern_matmul_f32act(isa, E, y[i], x, w[i], type[i], n_out[i], n_in, n_tok);
+}
+
+static void rk_q8_matmul(int impl, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
+                         const int *type, const int *n_out, int n_in, int n_tok) {
     const int nb = n_in / KERN_QK_K;
     const size_t tok = (size_t)nb * sizeof(kern_block_q8_k);
     const kern_rk_leaves *lv = kern_rk_leaves_for(impl);
-    const int ti = kern_rk_index(type);
     rk_job j = {.isa = impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD,
-                .gemm = lv->gemm[ti] ? lv->gemm[ti] : kern_rk_scalar_leaves()->gemm[ti],
-                .gemm2 = lv->gemm[ti] && n_tok >= RK_GEMM2_MIN_TOK ? lv->gemm2[ti] : NULL,
-                .y = y, .x = x, .w = w, .n_out = n_out, .n_in = n_in, .n_tok = n_tok, .nb = nb,
-                .bb = kern_rk_block_bytes(type)};
+                .x = x, .n_in = n_in, .n_tok = n_tok, .nb = nb, .n_part = n};
+    long n_groups = 0, rows = 0;
+    int pairs = 0;
+    for (int i = 0; i < n; i++) {
+        const int ti = kern_rk_index(type[i]);
+        j.part[i] = (rk_part){.gemm = lv->gemm[ti] ? lv->gemm[ti] : kern_rk_scalar_leaves()->gemm[ti],
+                              .gemm2 = lv->gemm[ti] && n_tok >= RK_GEMM2_MIN_TOK ? lv->gemm2[ti] : NULL,
+                              .w = w[i], .n_out = n_out[i], .bb = kern_rk_block_bytes(type[i]), .g0 = n_groups};
+        n_groups += n_out[i] / 8;
+        rows += n_out[i];
+        pairs |= j.part[i].gemm2 != NULL;
+    }
     size_t have = 0;
     uint8_t *p = E->pool ? pool_scratch((pool *)E->pool, 0, &have) : NULL;
     const size_t off = align64(kern_scratch_bytes(E->n_ctx));
@@ -163,38 +193,50 @@ static void rk_q8_matmul(int impl, cf_env *E, float *y, const float *x, const vo
         fit = (long)(sizeof stack_buf / tok);
         buf = stack_buf;
         if (fit < 1) { /* one token does not fit (n_in > ~114k): exact f32 activations */
-            kern_matmul_f32act(j.isa, E, y, x, w, type, n_out, n_in, n_tok);
+            rk_f32act_parts(j.isa, E, n, y, x, w, type, n_out, n_in, n_tok);
             return;
         }
     }
     const int chunk = fit >= n_tok ? n_tok : (int)fit;
     for (int t0 = 0; t0 < n_tok; t0 += chunk) {
         const int nt = n_tok - t0 < chunk ? n_tok - t0 : chunk;
-        j.y = y + (size_t)t0 * n_out;
+        for (int i = 0; i < n; i++) j.part[i].y = y[i] + (size_t)t0 * n_out[i];
         j.x = x + (size_t)t0 * n_in;
         j.n_tok = nt;
         j.a = (kern_block_q8_k *)buf;
         /* the quantize splits by tokens: one token (decode) is one thread's
          * work, so no fork-join for it */
         rk_run(E, nt > 1 ? (long)nt * n_in * 8 : 0, rk_quant_worker, &j);
-        kern_r8_takes_reset(&j.takes, n_out / 8, pool_n_threads((pool *)E->pool), j.gemm2 != NULL);
-        rk_run(E, (long)n_out * n_in * nt, rk_mm_worker, &j);
+        kern_r8_takes_reset(&j.takes, n_groups, pool_n_threads((pool *)E->pool), pairs);
+        rk_run(E, rows * n_in * nt, rk_mm_worker, &j);
     }
+}
+
+void kern_rk_matmul_n_impl(int impl, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
+                           const int *type, const int *n_out, int n_in, int n_tok) {
+    int ok = n >= 1 && n <= CF_MATMUL_N_MAX && n_in % KERN_QK_K == 0 && n_in > 0 && kern_r8_impl_available(impl);
+    for (int i = 0; ok && i < n; i++) ok = kern_rk_block_bytes(type[i]) && n_out[i] % 8 == 0 && n_out[i] > 0;
+    if (!ok) {
+        for (int i = 0; i < n && i < CF_MATMUL_N_MAX; i++)
+            for (long k = 0; k < (long)(n_out[i] > 0 ? n_out[i] : 0) * n_tok; k++) y[i][k] = NAN;
+        return;
+    }
+    if (E->act_quant) {
+        rk_q8_matmul(impl, E, n, y, x, w, type, n_out, n_in, n_tok);
+        return;
+    }
+    rk_f32act_parts(impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD, E, n, y, x, w, type, n_out, n_in,
+                    n_tok);
 }
 
 void kern_rk_matmul_impl(int impl, cf_env *E, float *y, const float *x, const void *w, int type, int n_out,
                          int n_in, int n_tok) {
-    if (!kern_rk_block_bytes(type) || n_out % 8 || n_in % KERN_QK_K || n_out <= 0 || n_in <= 0 ||
-        !kern_r8_impl_available(impl)) {
-        for (long i = 0; i < (long)(n_out > 0 ? n_out : 0) * n_tok; i++) y[i] = NAN;
-        return;
-    }
-    if (E->act_quant) {
-        rk_q8_matmul(impl, E, y, x, w, type, n_out, n_in, n_tok);
-        return;
-    }
-    kern_matmul_f32act(impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD, E, y, x, w, type, n_out, n_in,
-                       n_tok);
+    kern_rk_matmul_n_impl(impl, E, 1, &y, x, &w, &type, &n_out, n_in, n_tok);
+}
+
+void kern_rk_matmul_n(int isa, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
+                      const int *type, const int *n_out, int n_in, int n_tok) {
+    kern_rk_matmul_n_impl(kern_r8_impl_for_isa(isa), E, n, y, x, w, type, n_out, n_in, n_tok);
 }
 
 void kern_rk_matmul(int isa, cf_env *E, float *y, const float *x, const void *w, int type, int n_out, int n_in,

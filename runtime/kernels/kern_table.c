@@ -20,6 +20,11 @@
                              int n_out, int n_in, int n_tok) {                              \
         kern_matmul_dispatch(ISA, E, y, x, w, type, n_out, n_in, n_tok);                    \
     }                                                                                       \
+    static void matmul_n_##sfx(cf_env *E, int n_w, float *const *y, const float *x,         \
+                               const void *const *w, const int *type, const int *n_out,     \
+                               int n_in, int n_tok) {                                       \
+        kern_matmul_n_dispatch(ISA, E, n_w, y, x, w, type, n_out, n_in, n_tok);             \
+    }                                                                                       \
     static void get_rows_##sfx(cf_env *E, float *y, const void *w, int type, int n,         \
                                const int *ids, int n_tok) {                                 \
         kern_drv_get_rows(ISA, E, y, w, type, n, ids, n_tok);                                    \
@@ -73,6 +78,7 @@
     }                                                                                       \
     static const cf_kernels g_table_##sfx = {                                               \
         .matmul = matmul_##sfx,                                                             \
+        .matmul_n = matmul_n_##sfx,                                                         \
         .get_rows = get_rows_##sfx,                                                         \
         .rms_norm = rms_norm_##sfx,                                                         \
         .rope = kern_drv_rope,                                                                   \
