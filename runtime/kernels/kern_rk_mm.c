@@ -87,21 +87,34 @@ typedef struct {
     const float *x;
     kern_block_q8_k *a; /* n_tok rows of nb blocks */
     int n_in, n_tok, nb, n_part;
+    int own_act;        /* decode: each pool slot converts the token into its own scratch */
+    pool *pool;
+    size_t act_off;     /* ... at this offset */
     rk_part part[CF_MATMUL_N_MAX];
     kern_r8_takes takes;
 } rk_job;
 
-static void rk_quant_worker(void *arg, int ith, int nth) {
-    const rk_job *j = arg;
+/* What one slot's takes read: the job and the activations it converted. */
+typedef struct {
+    const rk_job *j;
+    const kern_block_q8_k *a;
+} rk_slot;
+
+/* tokens [t0, t1) to Q8_K rows in a */
+static void rk_quant_rows(const rk_job *j, kern_block_q8_k *a, long t0, long t1) {
     /* every ISA's quantizer writes the same bytes; NEON uses the scalar one */
     const kern_quant_fn quant = j->isa == KERN_ISA_SIMD ? KERN_SIMD(kern_avx2_quantize_q8_k, kern_sc_quantize_q8_k)
                                                         : kern_sc_quantize_q8_k;
-    const long t0 = (long)j->n_tok * ith / nth, t1 = (long)j->n_tok * (ith + 1) / nth;
-    for (long t = t0; t < t1; t++) quant(j->x + (size_t)t * j->n_in, j->a + (size_t)t * j->nb, j->n_in);
+    for (long t = t0; t < t1; t++) quant(j->x + (size_t)t * j->n_in, a + (size_t)t * j->nb, j->n_in);
+}
+
+static void rk_quant_worker(void *arg, int ith, int nth) {
+    const rk_job *j = arg;
+    rk_quant_rows(j, j->a, (long)j->n_tok * ith / nth, (long)j->n_tok * (ith + 1) / nth);
 }
 
 /* Row groups [g0, g1) of one weight, every token. */
-static void rk_part_range(const rk_job *j, const rk_part *pt, long g0, long g1) {
+static void rk_part_range(const rk_job *j, const kern_block_q8_k *a, const rk_part *pt, long g0, long g1) {
     const size_t grp = (size_t)j->nb * pt->bb, tok = (size_t)j->nb * sizeof(kern_block_q8_k);
     long gstep = (long)(RK_WBLOCK / grp);
     if (gstep < 1) gstep = 1;
@@ -118,7 +131,7 @@ static void rk_part_range(const rk_job *j, const rk_part *pt, long g0, long g1) 
                 const kern_rk_gemm_fn fn = two ? pt->gemm2 : pt->gemm;
                 for (int t = tb; t < te; t += KERN_RK_NT) {
                     const int nt = te - t < KERN_RK_NT ? te - t : KERN_RK_NT;
-                    fn(pt->w + (size_t)g * grp, j->a + (size_t)t * j->nb, (size_t)j->nb, j->nb, nt,
+                    fn(pt->w + (size_t)g * grp, a + (size_t)t * j->nb, (size_t)j->nb, j->nb, nt,
                        pt->y + (size_t)t * pt->n_out + 8 * g, (size_t)pt->n_out);
                 }
                 g += two ? 2 : 1;
@@ -128,20 +141,30 @@ static void rk_part_range(const rk_job *j, const rk_part *pt, long g0, long g1) 
 }
 
 /* Groups [g0, g1) of the call: the parts of the weights they cover. */
-static void rk_mm_range(const void *job, long g0, long g1) {
-    const rk_job *j = job;
+static void rk_mm_range(const void *slot, long g0, long g1) {
+    const rk_slot *sl = slot;
+    const rk_job *j = sl->j;
     for (int i = 0; i < j->n_part; i++) {
         const rk_part *pt = &j->part[i];
         const long lo = g0 > pt->g0 ? g0 : pt->g0, e = pt->g0 + pt->n_out / 8, hi = g1 < e ? g1 : e;
-        if (lo < hi) rk_part_range(j, pt, lo - pt->g0, hi - pt->g0);
+        if (lo < hi) rk_part_range(j, sl->a, pt, lo - pt->g0, hi - pt->g0);
     }
 }
 
-/* Row groups in takes from the thread's own segment, then the others' (kern_r8.h "takes"). */
+/* Row groups in takes from the thread's own segment, then the others'
+ * (kern_r8.h "takes"); own_act (decode) first converts the token into the
+ * slot's own scratch (kern_r8_mm.c r8_mm_worker: why). */
 static void rk_mm_worker(void *arg, int ith, int nth) {
     rk_job *j = arg;
     (void)nth;
-    kern_r8_takes_run(&j->takes, ith, rk_mm_range, j);
+    rk_slot sl = {j, j->a};
+    if (j->own_act) {
+        kern_block_q8_k *a = ith ? (kern_block_q8_k *)((uint8_t *)pool_scratch(j->pool, ith, NULL) + j->act_off)
+                                 : j->a;
+        rk_quant_rows(j, a, 0, 1);
+        sl.a = a;
+    }
+    kern_r8_takes_run(&j->takes, ith, rk_mm_range, &sl);
 }
 
 static void rk_run(cf_env *E, long work, void (*fn)(void *, int, int), void *arg) {
@@ -198,15 +221,25 @@ static void rk_q8_matmul(int impl, cf_env *E, int n, float *const *y, const floa
         }
     }
     const int chunk = fit >= n_tok ? n_tok : (int)fit;
+    /* own_act needs one token in every slot's scratch, after the same offset */
+    const int n_thr = pool_n_threads((pool *)E->pool);
+    int own_fits = p && buf == p + off && n_thr > 1;
+    for (int t = 1; t < n_thr && own_fits; t++) {
+        size_t h = 0;
+        own_fits = pool_scratch((pool *)E->pool, t, &h) && h >= off + tok;
+    }
+    j.pool = (pool *)E->pool;
+    j.act_off = off;
     for (int t0 = 0; t0 < n_tok; t0 += chunk) {
         const int nt = n_tok - t0 < chunk ? n_tok - t0 : chunk;
         for (int i = 0; i < n; i++) j.part[i].y = y[i] + (size_t)t0 * n_out[i];
         j.x = x + (size_t)t0 * n_in;
         j.n_tok = nt;
         j.a = (kern_block_q8_k *)buf;
-        /* the quantize splits by tokens: one token (decode) is one thread's
-         * work, so no fork-join for it */
-        rk_run(E, nt > 1 ? (long)nt * n_in * 8 : 0, rk_quant_worker, &j);
+        /* the quantize splits by tokens: one token (decode) every slot of
+         * the matmul's run converts for itself, first */
+        j.own_act = nt == 1 && own_fits;
+        if (!j.own_act) rk_run(E, nt > 1 ? (long)nt * n_in * 8 : 0, rk_quant_worker, &j);
         kern_r8_takes_reset(&j.takes, n_groups, pool_n_threads((pool *)E->pool), pairs);
         rk_run(E, rows * n_in * nt, rk_mm_worker, &j);
     }
