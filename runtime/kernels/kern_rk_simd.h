@@ -313,6 +313,22 @@ INLINE __m512i q45_u2(const uint8_t *b0, const uint8_t *b1, int five, int j, int
     return u;
 }
 
+/* lane r of each group: sub-block j's 6-bit scale (sc) or min (mn) of a
+ * Q4_K/Q5_K super-block (kern_rk.h layout: bytes 32.. low 6 bits, 96.. the
+ * high ones) */
+INLINE __m512i q45_sc2(const uint8_t *b0, const uint8_t *b1, int j, int min) {
+    const __m512i m15 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3);
+    const __m512i lo = ld8x2u(b0 + 32 + 8 * j, b1 + 32 + 8 * j);
+    const __m512i h = _mm512_srli_epi32(ld8x2u(b0 + 96 + 8 * (j / 2), b1 + 96 + 8 * (j / 2)), 4 * (j & 1));
+    return min ? _mm512_or_si512(_mm512_srli_epi32(lo, 4),
+                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 2), m3), 4))
+               : _mm512_or_si512(_mm512_and_si512(lo, m15), _mm512_slli_epi32(_mm512_and_si512(h, m3), 4));
+}
+
+/* Sub-block outer, tokens inner: one sub-block's 8 code vectors stay in
+ * registers for all NTOK tokens (16: 16 sums + 8 codes + temporaries in 32
+ * zmm), so the nibble unpacking is paid once per 16 tokens, not once per 4
+ * (a scale/min/code set per token blocked in registers spilled at 16). */
 INLINE void gemm2_q45(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,
                       size_t ldy, const int five, const int NTOK) {
     const int bb = five ? KERN_Q5_K_R8_BLOCK : KERN_Q4_K_R8_BLOCK;
@@ -320,29 +336,25 @@ INLINE void gemm2_q45(const uint8_t *wg, const kern_block_q8_k *a, size_t as, in
     TOKEN_PTRS(at, a, as, nt, NTOK);
     __m512 acc[NTOK];
     UNROLL for (int t = 0; t < NTOK; t++) acc[t] = _mm512_setzero_ps();
-    const __m512i m15 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3);
     for (int b = 0; b < nb; b++) {
         const uint8_t *b0 = wg + (size_t)b * bb, *b1 = b0 + gbytes;
-        __m512i sc[8], mp[8]; /* lane r: scale (int32); (min, min) as int16 pair */
-        UNROLL for (int j = 0; j < 8; j++) {
-            const __m512i lo = ld8x2u(b0 + 32 + 8 * j, b1 + 32 + 8 * j);
-            const __m512i h = _mm512_srli_epi32(ld8x2u(b0 + 96 + 8 * (j / 2), b1 + 96 + 8 * (j / 2)), 4 * (j & 1));
-            sc[j] = _mm512_or_si512(_mm512_and_si512(lo, m15), _mm512_slli_epi32(_mm512_and_si512(h, m3), 4));
-            const __m512i m = _mm512_or_si512(_mm512_srli_epi32(lo, 4),
-                                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 2), m3), 4));
-            mp[j] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
-        }
         __m512i S[NTOK];
         UNROLL for (int t = 0; t < NTOK; t++) S[t] = _mm512_setzero_si512();
-        for (int j = 0; j < 8; j++) {
+        UNROLL for (int j = 0; j < 8; j++) {
             __m512i u[8];
             UNROLL for (int c = 0; c < 8; c++) u[c] = q45_u2(b0, b1, five, j, c);
+            const __m512i sc = q45_sc2(b0, b1, j, 0);
             UNROLL for (int t = 0; t < NTOK; t++) {
                 const int8_t *q = at[t][b].qs + 32 * j;
                 __m512i s = _mm512_setzero_si512();
                 UNROLL for (int c = 0; c < 8; c++) s = _mm512_dpbusd_epi32(s, u[c], bcz(q + 4 * c));
-                S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(s, sc[j]));
+                S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(s, sc));
             }
+        }
+        __m512i mp[8]; /* lane r: (min, min) as an int16 pair */
+        UNROLL for (int j = 0; j < 8; j++) {
+            const __m512i m = q45_sc2(b0, b1, j, 1);
+            mp[j] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
         }
         const __m512 dw = dw16(b0, b1), dm = dw16(b0 + 16, b1 + 16);
         UNROLL for (int t = 0; t < NTOK; t++) {
@@ -371,6 +383,14 @@ INLINE __m512i q6_u2(const uint8_t *b0, const uint8_t *b1, int j, int c) {
     return _mm512_or_si512(lo, _mm512_and_si512(hb, m30));
 }
 
+/* lane r of each group: the int8 scales (sc_2k, sc_2k+1) of Q6_K row r as an int16 pair */
+INLINE __m512i q6_scp2(const uint8_t *b0, const uint8_t *b1, int k) {
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 16 + 16 * k))),
+                                              _mm_loadu_si128((const __m128i *)(b1 + 16 + 16 * k)), 1);
+    return _mm512_cvtepi8_epi16(v);
+}
+
+/* Sub-block outer, tokens inner, as gemm2_q45 (why there). */
 INLINE void gemm2_q6(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,
                      size_t ldy, const int NTOK) {
     const size_t gbytes = (size_t)nb * KERN_Q6_K_R8_BLOCK;
@@ -379,21 +399,14 @@ INLINE void gemm2_q6(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int
     UNROLL for (int t = 0; t < NTOK; t++) acc[t] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *b0 = wg + (size_t)b * KERN_Q6_K_R8_BLOCK, *b1 = b0 + gbytes;
-        /* scp[k]: lane r = (sc_2k, sc_2k+1) of row r as int16; sc[s] per sub-block of 16 */
-        __m512i scp[8], sc[16];
-        UNROLL for (int k = 0; k < 8; k++) {
-            const __m256i v = _mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 16 + 16 * k))),
-                _mm_loadu_si128((const __m128i *)(b1 + 16 + 16 * k)), 1);
-            scp[k] = _mm512_cvtepi8_epi16(v);
-            sc[2 * k] = _mm512_srai_epi32(_mm512_slli_epi32(scp[k], 16), 16);
-            sc[2 * k + 1] = _mm512_srai_epi32(scp[k], 16);
-        }
         __m512i S[NTOK];
         UNROLL for (int t = 0; t < NTOK; t++) S[t] = _mm512_setzero_si512();
-        for (int j = 0; j < 8; j++) {
+        UNROLL for (int j = 0; j < 8; j++) {
             __m512i u[8];
             UNROLL for (int c = 0; c < 8; c++) u[c] = q6_u2(b0, b1, j, c);
+            /* the scales of the 16-column sub-blocks 2j and 2j + 1 (int32 per lane) */
+            const __m512i scp = q6_scp2(b0, b1, j);
+            const __m512i sc0 = _mm512_srai_epi32(_mm512_slli_epi32(scp, 16), 16), sc1 = _mm512_srai_epi32(scp, 16);
             UNROLL for (int t = 0; t < NTOK; t++) {
                 const int8_t *q = at[t][b].qs + 32 * j;
                 __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
@@ -401,10 +414,11 @@ INLINE void gemm2_q6(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int
                     s0 = _mm512_dpbusd_epi32(s0, u[c], bcz(q + 4 * c));
                     s1 = _mm512_dpbusd_epi32(s1, u[4 + c], bcz(q + 16 + 4 * c));
                 }
-                S[t] = _mm512_add_epi32(S[t], _mm512_add_epi32(_mm512_mullo_epi32(s0, sc[2 * j]),
-                                                               _mm512_mullo_epi32(s1, sc[2 * j + 1])));
+                S[t] = _mm512_add_epi32(S[t], _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0), _mm512_mullo_epi32(s1, sc1)));
             }
         }
+        __m512i scp[8];
+        UNROLL for (int k = 0; k < 8; k++) scp[k] = q6_scp2(b0, b1, k);
         const __m512 dw = dw16(b0, b1);
         UNROLL for (int t = 0; t < NTOK; t++) {
             const kern_block_q8_k *ab = at[t] + b;
@@ -439,24 +453,22 @@ INLINE void gemm2_iq4(const uint8_t *wg, const kern_block_q8_k *a, size_t as, in
         const uint8_t *b0 = wg + (size_t)b * KERN_IQ4_XS_R8_BLOCK, *b1 = b0 + gbytes;
         const __m512i sh = _mm512_cvtepu16_epi32(_mm256_inserti128_si256(
             _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 16))), _mm_loadu_si128((const __m128i *)(b1 + 16)), 1));
-        __m512i sc[8], scp[8];
-        UNROLL for (int j = 0; j < 8; j++) {
+        __m512i scp[8]; /* lane r: (sc_j, sc_j) as an int16 pair, for the offset term */
+        __m512i S[NTOK];
+        UNROLL for (int t = 0; t < NTOK; t++) S[t] = _mm512_setzero_si512();
+        UNROLL for (int j = 0; j < 8; j++) { /* sub-block outer, tokens inner, as gemm2_q45 */
             const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(ld8x2u(b0 + 32 + 8 * (j / 2), b1 + 32 + 8 * (j / 2)),
                                                                   4 * (j & 1)), m15);
             const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(sh, 2 * j), m3);
-            sc[j] = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), k32);
-            scp[j] = _mm512_or_si512(_mm512_and_si512(sc[j], lo16), _mm512_slli_epi32(sc[j], 16));
-        }
-        __m512i S[NTOK];
-        UNROLL for (int t = 0; t < NTOK; t++) S[t] = _mm512_setzero_si512();
-        for (int j = 0; j < 8; j++) {
+            const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), k32);
+            scp[j] = _mm512_or_si512(_mm512_and_si512(sc, lo16), _mm512_slli_epi32(sc, 16));
             __m512i u[8];
             UNROLL for (int k = 0; k < 8; k++) u[k] = _mm512_shuffle_epi8(tu, iq4_idx2(b0, b1, j, k));
             UNROLL for (int t = 0; t < NTOK; t++) {
                 const int8_t *q = at[t][b].qs + 32 * j;
                 __m512i s = _mm512_setzero_si512();
                 UNROLL for (int k = 0; k < 8; k++) s = _mm512_dpbusd_epi32(s, u[k], bcz(q + 4 * k));
-                S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(s, sc[j]));
+                S[t] = _mm512_add_epi32(S[t], _mm512_mullo_epi32(s, sc));
             }
         }
         const __m512 dw = dw16(b0, b1);
