@@ -412,6 +412,8 @@ static void emit_region(sbuf *b, const char *name, const ir_program *p, const em
         uint64_t *seen = NULL; /* kernels: the signatures already emitted */
         int n_seen = 0;
         if (*kind == 'k' && !(seen = malloc(((size_t)p->n_ops + 1) * sizeof *seen))) b->oom = 1;
+        /* runs of matmuls of one input become one matmul_n line where the template has one */
+        const int group_mm = *kind == 'o' && !op_template(ops, kind, "matmul_n", &t);
         for (int i = 0; i < p->n_ops && !*rc && !b->oom; i++) {
             const ir_op *op = &p->ops[i];
             char sig[17];
@@ -427,11 +429,9 @@ static void emit_region(sbuf *b, const char *name, const ir_program *p, const em
                 if (dup) continue;
                 seen[n_seen++] = h;
             }
-            /* a run of matmuls of one input: one matmul_n line where the template
-             * has one, then the run's bias adds */
+            /* a run of matmuls of one input: the matmul_n line, then the run's bias adds */
             int group[CF_MATMUL_N_MAX], n_group = 0;
-            const int span = *kind == 'o' ? matmul_group(p, i, val_off, o->n_batch, group, &n_group) : 1;
-            if (n_group && op_template(ops, kind, "matmul_n", &t)) n_group = 0;
+            const int span = group_mm ? matmul_group(p, i, val_off, o->n_batch, group, &n_group) : 1;
             if (!n_group) {
                 *rc = emit_line(b, &t, p, i, kind, NULL, 0, ops, tpl_name, val_off, scratch_off[i],
                                 have_sig ? sig : NULL, err, err_len);

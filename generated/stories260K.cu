@@ -288,7 +288,7 @@ typedef struct cf_kernels {
     /* n_w matmuls of one input (q, k and v of a layer; gate and up): for
      * each i, y[i] (n_tokens, n_out[i]) = x (n_tokens, n_in) · w[i]ᵀ, w[i]
      * of ggml type type[i] — the same numbers as n_w matmul calls, run as
-     * one job (the activations converted once, one thread-pool run).  The
+     * one job (the activations converted for all, one thread-pool run).  The
      * y[i] overlap neither x nor each other; 1 <= n_w <= CF_MATMUL_N_MAX. */
     void (*matmul_n)(cf_env *E, int n_w, float *const *y, const float *x, const void *const *w,
                      const int *type, const int *n_out, int n_in, int n_tokens);

@@ -134,6 +134,58 @@ TEST(compile, archspec_errors_name_file_and_line) {
     EXPECT(spec_error(model, "io.open('/etc/passwd')\n", err, sizeof err) != 0);
 }
 
+/* compiler/emit.c matmul_group: consecutive matmuls of one input become one
+ * matmul_n line with their in-place bias adds after it; a matmul whose
+ * output is never read (its buffer freed at once, so the next output may
+ * take it) is not grouped; runs of more than CF_MATMUL_N_MAX split. */
+TEST(compile, matmuls_of_one_input_are_grouped) {
+    NEED_SHARED(m, "models/stories260K/stories260K.gguf");
+    char path[512], err[1024];
+    snprintf(path, sizeof path, "%s/group.lua", test_tmpdir());
+    FILE *f = fopen(path, "w");
+    fputs("model{n_vocab = 512, n_embd = 64, n_layer = 5}\n"
+          "local tok = weight('token_embd.weight', {64, 512})\n"
+          "local b = weight('blk.0.attn_norm.weight', {64})\n"
+          "local h = embed(tok)\n"
+          "local q = matmul(weight('blk.0.attn_q.weight', {64, 64}), h, b)\n"      /* q and o: one group, */
+          "local o = matmul(weight('blk.0.attn_output.weight', {64, 64}), h, b)\n" /* the bias adds after */
+          "local x = add(q, o)\n"
+          "local dead = matmul(weight('blk.0.attn_k.weight', {64, 32}), x)\n"      /* never read: alone */
+          "local ms = {}\n"                                                        /* 9 more of x: 8 + 1 */
+          "for i = 1, 9 do ms[i] = matmul(weight('blk.' .. (i % 5) .. '.attn_q.weight', {64, 64}), x) end\n"
+          "local s = x\n"
+          "for i = 1, 9 do s = add(s, ms[i]) end\n"
+          "logits(tok, s)\n",
+          f);
+    fclose(f);
+    gguf_file *g = NULL;
+    char *src = NULL;
+    size_t len;
+    cc_options o = {.archspec_path = path};
+    EXPECT_MSG(!gguf_open(m, &g, err, sizeof err) && !cc_generate(g, &o, &src, &len, err, sizeof err), "%s", err);
+    gguf_close(g);
+    if (!src) return;
+    const char *body = strstr(src, "void cf_forward(cf_env *E) {");
+    EXPECT(body != NULL);
+    if (!body) {
+        free(src);
+        return;
+    }
+    /* q and o: one call, then both bias adds */
+    const char *g2 = strstr(body, "K->matmul_n(E, 2, ");
+    EXPECT_MSG(g2 && strstr(g2, "blk.0.attn_q.weight, blk.0.attn_output.weight */"), "q/o not grouped:\n%s", body);
+    const char *a1 = g2 ? strstr(g2, "K->add_row(") : NULL, *a2 = a1 ? strstr(a1 + 1, "K->add_row(") : NULL;
+    const char *next_mm = g2 ? strstr(g2 + 1, "K->matmul") : NULL;
+    EXPECT_MSG(a1 && a2 && next_mm && a2 < next_mm, "the bias adds do not follow the group");
+    /* the dead output alone, then the 9 others as 8 + 1 */
+    EXPECT_MSG(strstr(body, "T); /* blk.0.attn_k.weight */") && !strstr(body, "blk.0.attn_k.weight, "),
+               "a matmul whose output is never read was grouped:\n%s", body);
+    const char *g8 = strstr(body, "K->matmul_n(E, 8, ");
+    EXPECT_MSG(g8, "no group of CF_MATMUL_N_MAX:\n%s", body);
+    EXPECT_MSG(g8 && strstr(g8, "K->matmul(E, A + ") && !strstr(g8 + 1, "K->matmul_n("), "the ninth is not alone");
+    free(src);
+}
+
 /* The ops of the issue-19 families check what they are given, at the line
  * that called them. */
 TEST(compile, family_op_errors_name_the_line) {

@@ -163,7 +163,7 @@ TEST(kern, isa_tables) {
     EXPECT_EQ_I(kern_table(KERN_ISA_AVX2) != NULL, kern_isa_available(KERN_ISA_AVX2));
     const cf_kernels *K = kern_table(best);
     EXPECT(K->matmul && K->get_rows && K->rms_norm && K->rope && K->attention && K->swiglu &&
-           K->add && K->last_row);
+           K->add && K->last_row && K->matmul_n);
 }
 
 TEST(kern, type_table) {

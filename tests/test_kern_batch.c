@@ -267,17 +267,19 @@ TEST(kern_batch, matmul_huge_activations) {
 
 /* cf_kernels.matmul_n (one job for several weights of one input) gives every
  * output the bits of its own matmul call: R8 groups (Q4_0_R8 and Q8_0_R8
- * mixed), RK groups (every RK type), a group the drivers cannot fuse (F16 +
- * Q4_0: matmul by matmul), decode and batch token counts, both activation
+ * mixed), RK groups (every RK type; CF_MATMUL_N_MAX weights with odd group
+ * counts between, so later parts' groups start odd), a group the drivers
+ * cannot fuse (F16 + Q4_0: matmul by matmul), decode and batch token counts, both activation
  * modes, every ISA and R8 impl, with the pool, without, and with a pool of 3
  * threads (segments whose bounds fall inside a weight). */
 static void check_matmul_n(const cf_kernels *K, pool *P, const int *types, const int *src, int n, int n_in,
                            const char *label) {
-    static const int n_outs[] = {40, 16, 24, 8};
+    static const int n_outs[CF_MATMUL_N_MAX] = {40, 16, 24, 8, 8, 32, 16, 8};
     enum { NT = 11 };
-    uint8_t *w[4];
-    float *y[4], *y1[4];
-    int n_out[4];
+    uint8_t *w[CF_MATMUL_N_MAX];
+    const void *wv[CF_MATMUL_N_MAX];
+    float *y[CF_MATMUL_N_MAX], *y1[CF_MATMUL_N_MAX];
+    int n_out[CF_MATMUL_N_MAX];
     for (int i = 0; i < n; i++) {
         n_out[i] = n_outs[i];
         const btype T = {src[i], "src", src[i]};
@@ -289,6 +291,7 @@ static void check_matmul_n(const cf_kernels *K, pool *P, const int *types, const
             free(w[i]);
             w[i] = r;
         }
+        wv[i] = w[i];
         y[i] = malloc(sizeof(float) * (size_t)n_out[i] * NT);
         y1[i] = malloc(sizeof(float) * (size_t)n_out[i] * NT);
     }
@@ -299,7 +302,7 @@ static void check_matmul_n(const cf_kernels *K, pool *P, const int *types, const
         for (int k = 0; k < (int)(sizeof toks / sizeof toks[0]); k++) {
             const int nt = toks[k];
             cf_env E = {.K = K, .pool = P, .n_ctx = 16, .act_quant = aq};
-            K->matmul_n(&E, n, y, x, (const void *const *)w, types, n_out, n_in, nt);
+            K->matmul_n(&E, n, y, x, wv, types, n_out, n_in, nt);
             for (int i = 0; i < n; i++) {
                 K->matmul(&E, y1[i], x, w[i], types[i], n_out[i], n_in, nt);
                 const long at = first_diff(y[i], y1[i], (long)n_out[i] * nt);
@@ -315,13 +318,15 @@ static void check_matmul_n(const cf_kernels *K, pool *P, const int *types, const
 
 TEST(kern_batch, matmul_n_equals_each) {
     static const struct {
-        int n, n_in, type[4], src[4];
+        int n, n_in, type[CF_MATMUL_N_MAX], src[CF_MATMUL_N_MAX];
     } groups[] = {
         {3, 2112, {CF_Q4_0_R8, CF_Q4_0_R8, CF_Q8_0_R8}, {CF_Q4_0, CF_Q4_0, CF_Q8_0}},
         {4, 2304, {CF_Q4_K_R8, CF_Q5_K_R8, CF_Q6_K_R8, CF_IQ4_XS_R8}, {12, 13, 14, 23}},
         {2, 2304, {CF_Q4_K_R8, CF_Q4_K_R8}, {12, 12}},
         {2, 2112, {CF_F16, CF_Q4_0}, {CF_F16, CF_Q4_0}},
         {2, 2304, {CF_Q4_0_R8, CF_Q6_K_R8}, {CF_Q4_0, 14}},
+        {8, 2304, {CF_Q4_K_R8, CF_Q6_K_R8, CF_Q4_K_R8, CF_Q5_K_R8, CF_Q4_K_R8, CF_IQ4_XS_R8, CF_Q6_K_R8, CF_Q4_K_R8},
+         {12, 14, 12, 13, 12, 23, 14, 12}}, /* CF_MATMUL_N_MAX, odd group counts between */
     };
     pool *P2 = NULL, *P3 = NULL;
     EXPECT_EQ_I(pool_new(2, &P2), 0);

@@ -40,8 +40,10 @@
 #        vocabulary; 1.41B parameters) by `archgen --bench granitehybrid` as
 #        F32, quantized with `cinfer quantize`: q8_0, q4_0 (--pure); the
 #        recurrent-layer kernels' table (bench_ssm) follows the summary;
-#   3. measures memory read bandwidth (membw, median) at every thread count
-#      used, before and after the runs; the higher is used
+#   3. measures memory read bandwidth (membw, median of 7) at every thread
+#      count used: at the start, before each table file and at the end; the
+#      bound uses the median of those samples (one sample of this VM's
+#      membw swung from 27 to 40 GB/s within minutes)
 #   4. for each file, BENCH_ROUNDS times: cinfer bench, then the peer, so
 #      A B A B stay close in time: pp and tg at BENCH_THREADS, then tg alone at
 #      each other count of BENCH_TG_THREADS.  The peer is llama.cpp's own
@@ -253,14 +255,17 @@ make_part() {
 }
 
 # ---- memory bandwidth ----------------------------------------------------------------
-# at every thread count used, before and after the runs; the bound uses the
-# higher median, since a busy machine only ever lowers the measurement
+# at every thread count used: at the start, before each table file and at the
+# end (bw_sample); the bound uses the median of the samples (bw), robust to
+# both a busy spell and a transient high reading
 TLIST=$(printf '%s\n' "$THREADS" $TG_THREADS | awk 'NF && !seen[$0]++' | tr '\n' ' ')
 median() { sed -n 's/.*median \([0-9.]*\) GB\/s.*/\1/p'; }
 membw() { "$BUILD/tools/membw" 1024 "$1" 7 | tee -a "$RES/membw.txt" | median; }
-max() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > b ? a : b) }'; }
-bw() { eval "echo \$BW_$1"; }
-for t in $TLIST; do eval "BW_$t=$(membw "$t")"; done
+bw_samples() { eval "echo \$BWS_$1"; }
+bw_sample() { for t in $TLIST; do eval "BWS_$t=\"$(bw_samples "$t") $(membw "$t")\""; done; }
+bw() { bw_samples "$1" | tr ' ' '\n' | awk 'NF' | sort -g |
+       awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+bw_sample
 say "bench: memory read bandwidth (median) $(for t in $TLIST; do printf '%s GB/s on %s thread(s); ' "$(bw "$t")" "$t"; done)"
 
 # ---- interleaved runs -----------------------------------------------------------------
@@ -298,6 +303,7 @@ SKIPPED=""
 # measure_table FILE: the table runs, ROUNDS times
 measure_table() {
     f=$1
+    bw_sample
     b=$(basename "$f" .gguf)
     q=$(quant_for "$f")
     r=$(r_for "$f")
@@ -364,7 +370,7 @@ done
 [ -n "$TABLE_FILES$DEPTH_FILES" ] || die "no model file to run"
 
 echo "load at end: $(load)" | tee -a "$RES/machine.txt" >&2
-for t in $TLIST; do eval "BW_$t=$(max "$(bw "$t")" "$(membw "$t")")"; done
+bw_sample
 
 # ---- summary ---------------------------------------------------------------------------
 JQ_DEFS='
@@ -424,7 +430,7 @@ depth_rows() {
     echo
     if [ -n "$TABLE_FILES" ]; then
         echo "pp and tg at -t $THREADS, tg alone at the other thread counts; -r $R repetitions per run ($NAME_1B, $NAME_7B: -r $R_LARGE); peer with its defaults (flash attention auto)."
-        echo "Decode bound = membw median at that thread count (the higher of start and end) / weight bytes a token reads (all tensors but token_embd, of which a token reads one row unless it is also the output)."
+        echo "Decode bound = membw at that thread count (the median of its samples: at the start, before each table file, at the end) / weight bytes a token reads (all tensors but token_embd, of which a token reads one row unless it is also the output)."
         echo
         echo "| file | cinfer --quant | MiB | threads | cinfer pp$P | peer pp$P | pp ratio | cinfer tg$N | peer tg$N | tg ratio | membw GB/s | bound t/s | cinfer/bound | peer/bound |"
         echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -452,7 +458,7 @@ depth_rows() {
             echo
         fi ;;
     esac
-    echo "membw medians (higher of start and end): $(for t in $TLIST; do printf '%s GB/s (%s thread(s)) ' "$(bw "$t")" "$t"; done)"
+    echo "membw (median of the samples): $(for t in $TLIST; do printf '%s GB/s on %s thread(s) (samples:%s); ' "$(bw "$t")" "$t" "$(bw_samples "$t")"; done)"
     cat "$RES/machine.txt"
     echo "time taken (whole run $(($(now) - T_START)) s):"
     cat "$TIMES"

@@ -75,7 +75,7 @@ typedef struct {
     int snap_deferred; /* 1: the state is the snapshot of n_past, not yet copied (eng_snapshot_deferred) */
     cf_env env;     /* CPU; on CUDA only env.hidden is read (embeddings) */
     const cf_kernels *kern_base; /* the ISA's kernel table; env.K is kern_stream when streaming */
-    cf_kernels kern_stream;      /* kern_base with matmul reporting its weight to the stream */
+    cf_kernels kern_stream;      /* kern_base with matmul (and matmul_n, weight by weight) reporting its weight to the stream */
     struct ecu_ctx *cuda; /* --device cuda: KV cache, arena and graph on the GPU; kv_k, kv_v,
                            * arena and pool are NULL */
 } eng_ctx;

@@ -168,7 +168,7 @@ int kern_dot_q_rows(int isa, int type, const void *w_row, const void *a, size_t 
 /* Per-thread scratch for every kernel including act_quant matmuls of up to
  * n_batch tokens and n_in_max inputs (pool_reserve argument); thread 0's
  * buffer holds the converted activations after the kern_scratch_bytes(n_ctx)
- * the other kernels use.  Without it (or without a pool) act_quant matmuls
+ * the other kernels use (decode: every thread's, its own copy).  Without it (or without a pool) act_quant matmuls
  * convert tokens in chunks through a 128 KiB stack buffer. */
 size_t kern_scratch_bytes_act(int n_ctx, int n_batch, int n_in_max);
 

@@ -35,10 +35,11 @@ void kern_matmul_n_dispatch(int isa, cf_env *E, int n, float *const *y, const fl
     }
     if (r8) kern_r8_matmul_n(isa, E, n, y, x, w, type, n_out, n_in, n_tok);
     else if (rk) kern_rk_matmul_n(isa, E, n, y, x, w, type, n_out, n_in, n_tok);
-    else kern_matmul_n_each(E, n, y, x, w, type, n_out, n_in, n_tok);
+    else
+        for (int i = 0; i < n; i++) kern_matmul_dispatch(isa, E, y[i], x, w[i], type[i], n_out[i], n_in, n_tok);
 }
 
 void kern_matmul_n_each(cf_env *E, int n, float *const *y, const float *x, const void *const *w, const int *type,
                         const int *n_out, int n_in, int n_tok) {
-    for (int i = 0; i < n && i < CF_MATMUL_N_MAX; i++) E->K->matmul(E, y[i], x, w[i], type[i], n_out[i], n_in, n_tok);
+    for (int i = 0; i < n; i++) E->K->matmul(E, y[i], x, w[i], type[i], n_out[i], n_in, n_tok);
 }

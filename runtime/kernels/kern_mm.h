@@ -15,8 +15,9 @@
 void kern_matmul_dispatch(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
                           int n_out, int n_in, int n_tok);
 
-/* cf_kernels.matmul_n: all-R8 or all-RK weights as one job (kern_r8.h
- * kern_r8_matmul_n, kern_rk.h), any other mix matmul by matmul. */
+/* cf_kernels.matmul_n: all-R8 or all-RK weights (at most CF_MATMUL_N_MAX)
+ * as one job (kern_r8.h kern_r8_matmul_n, kern_rk.h), anything else matmul
+ * by matmul through kern_matmul_dispatch. */
 void kern_matmul_n_dispatch(int isa, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
                             const int *type, const int *n_out, int n_in, int n_tok);
 /* cf_kernels.matmul_n as n calls of E->K->matmul: for tables that wrap

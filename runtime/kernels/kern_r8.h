@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/pool.h"
+
 #include "kern.h"
 #include "kern_q8.h"
 
@@ -63,8 +65,8 @@ void kern_r8_matmul(int isa, cf_env *E, float *y, const float *x, const void *w,
 void kern_r8_matmul_impl(int impl, cf_env *E, float *y, const float *x, const void *w, int type,
                          int n_out, int n_in, int n_tok);
 /* cf_kernels.matmul_n for R8 weights (every type[i] an R8 type, n_out[i] %
- * 8 == 0; otherwise every y[i] = NaN): the activations converted once, one
- * pool run over all the weights' row groups; each y[i] has the bits
+ * 8 == 0; otherwise every y[i] = NaN): the activations converted for all
+ * the weights, one pool run over their row groups; each y[i] has the bits
  * kern_r8_matmul gives it alone.  _impl: an explicit impl (tests). */
 void kern_r8_matmul_n(int isa, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
                       const int *type, const int *n_out, int n_in, int n_tok);
@@ -192,11 +194,23 @@ static inline int kern_r8_takes_take(kern_r8_takes *tk, int s, int back, long *g
     }
 }
 
+/* 1 when every slot of pool P but slot 0 has bytes of scratch after off
+ * (the drivers' decode copies of the converted activations, "own_act" in
+ * kern_r8_mm.c); 0 for a pool of one thread or none. */
+static inline int kern_r8_slots_fit(pool *P, size_t off, size_t bytes) {
+    const int n = pool_n_threads(P);
+    for (int t = 1; t < n; t++) {
+        size_t have = 0;
+        if (!pool_scratch(P, t, &have) || have < off + bytes) return 0;
+    }
+    return n > 1;
+}
+
 /* Worker ith's share: range(job, g0, g1) for each take [g0, g1) it gets —
  * its own segment front to back, then the others' from their backs — until
  * no group is left. */
-static inline void kern_r8_takes_run(kern_r8_takes *tk, int ith, void (*range)(const void *job, long g0, long g1),
-                                     const void *job) {
+static inline void kern_r8_takes_run(kern_r8_takes *tk, int ith, void (*range)(void *job, long g0, long g1),
+                                     void *job) {
     long g0, g1;
     const int own = ith % tk->n_seg;
     while (kern_r8_takes_take(tk, own, 0, &g0, &g1)) range(job, g0, g1);

@@ -3,12 +3,16 @@
  * CF_Q8_0_R8 (kern_r8.h) and the matmul driver of their integer (act_quant)
  * path; the leaves are kern_r8.c, kern_r8_avx2.c and kern_r8_vnni.c.
  *
- * The integer driver.  Activations are quantized to Q8_0 and packed into
- * 4-token kern_block_q8x4 quads once per call (threads split the quads),
- * into thread 0's pool scratch after the kern_scratch_bytes(n_ctx) the other
- * kernels use — the same place and budget as kern_q8_mm.c (kern_scratch_bytes_act
- * covers it: a quad takes 44 bytes per 32 elements and token, less than the
- * 4 bytes per element reserved).  Threads then take contiguous ranges of row
+ * The integer driver.  A call is one or more weights of one input (the
+ * parts; cf_kernels.matmul_n), their row groups numbered in order.
+ * Activations are quantized to Q8_0 and packed into 4-token
+ * kern_block_q8x4 quads once per call (threads split the quads), into
+ * thread 0's pool scratch after the kern_scratch_bytes(n_ctx) the other
+ * kernels use — the same place and budget as kern_q8_mm.c
+ * (kern_scratch_bytes_act covers it: a quad takes 44 bytes per 32 elements
+ * and token, less than the 4 bytes per element reserved); up to 4 tokens
+ * (decode) every pool slot converts its own copy into its own scratch at
+ * the same offset instead (r8_mm_worker).  Threads then take ranges of row
  * groups.  Within its range a thread walks blocks of row groups whose weights
  * fit R8_WBLOCK bytes and, for each, blocks of tokens whose activations fit
  * R8_ABLOCK bytes, so both stay in L2 while the leaf runs every group of the
@@ -133,10 +137,12 @@ typedef struct {
     kern_r8_takes takes;
 } r8_job;
 
-/* What one slot's takes read: the job and the activations it converted. */
+/* What one slot's takes read: the job and the activations (own_act: NULL
+ * until its first take converts them into dst). */
 typedef struct {
     const r8_job *j;
     const kern_block_q8x4 *a;
+    kern_block_q8x4 *dst;
 } r8_slot;
 
 
@@ -196,9 +202,13 @@ static void r8_part_range(const r8_job *j, const kern_block_q8x4 *a, const r8_pa
 }
 
 /* Groups [g0, g1) of the call: the parts of the weights they cover. */
-static void r8_mm_range(const void *slot, long g0, long g1) {
-    const r8_slot *sl = slot;
+static void r8_mm_range(void *slot, long g0, long g1) {
+    r8_slot *sl = slot;
     const r8_job *j = sl->j;
+    if (!sl->a) {
+        r8_quant_quads(j, sl->dst, 0, 1);
+        sl->a = sl->dst;
+    }
     for (int i = 0; i < j->n_part; i++) {
         const r8_part *pt = &j->part[i];
         const long lo = g0 > pt->g0 ? g0 : pt->g0, e = pt->g0 + pt->n_out / 8, hi = g1 < e ? g1 : e;
@@ -206,8 +216,10 @@ static void r8_mm_range(const void *slot, long g0, long g1) {
     }
 }
 
-/* own_act (decode): the slot first converts the token(s) into its own
- * scratch (slot 0's copy is j->a, which the overflow check reads).
+/* own_act (decode): each slot converts the token(s) into its own scratch —
+ * slot 0 first thing (its copy is j->a, which the overflow check reads
+ * after the run), the others at their first take (a late one that finds
+ * nothing left converts nothing).
  * Otherwise the owner converts them alone while the others wait, and its
  * writes take back the lines the other cores read in the last call: in
  * decode that pack ran ~5x slower at 2 threads than at 1 (perf, 336M Q4_0
@@ -215,12 +227,11 @@ static void r8_mm_range(const void *slot, long g0, long g1) {
 static void r8_mm_worker(void *arg, int ith, int nth) {
     r8_job *j = arg;
     (void)nth;
-    r8_slot sl = {j, j->a};
-    if (j->own_act) {
-        kern_block_q8x4 *a = ith ? (kern_block_q8x4 *)((uint8_t *)pool_scratch(j->pool, ith, NULL) + j->act_off)
-                                 : j->a;
-        r8_quant_quads(j, a, 0, 1);
-        sl.a = a;
+    r8_slot sl = {j, j->a, NULL};
+    if (j->own_act && ith == 0) r8_quant_quads(j, j->a, 0, 1);
+    else if (j->own_act) {
+        sl.dst = (kern_block_q8x4 *)((uint8_t *)pool_scratch(j->pool, ith, NULL) + j->act_off);
+        sl.a = NULL;
     }
     kern_r8_takes_run(&j->takes, ith, r8_mm_range, &sl);
 }
@@ -253,7 +264,9 @@ static void r8_q8_matmul(int impl, cf_env *E, int n, float *const *y, const floa
     for (int i = 0; i < n; i++) {
         const int ti = type[i] == CF_Q8_0_R8;
         j.part[i] = (r8_part){.gemm = lv->gemm[ti], .gemm2 = n_tok >= R8_GEMM2_MIN_TOK ? lv->gemm2[ti] : NULL,
-                              .w = w[i], .n_out = n_out[i], .bb = kern_r8_block_bytes(type[i]), .g0 = n_groups};
+                              .w = w[i], .n_out = n_out[i], .bb = kern_r8_block_bytes(type[i])};
+        if (j.part[i].gemm2) n_groups = (n_groups + 1) & ~1L; /* pairs stay pairs (a group number unused) */
+        j.part[i].g0 = n_groups;
         n_groups += n_out[i] / 8;
         rows += n_out[i];
         pairs |= j.part[i].gemm2 != NULL;
@@ -283,12 +296,7 @@ static void r8_q8_matmul(int impl, cf_env *E, int n, float *const *y, const floa
     }
     const int chunk = fit >= n_quads ? n_tok : (int)fit * 4;
     /* own_act needs one quad in every slot's scratch, after the same offset */
-    const int n_thr = pool_n_threads((pool *)E->pool);
-    int own_fits = p && buf == p + off && n_thr > 1;
-    for (int t = 1; t < n_thr && own_fits; t++) {
-        size_t h = 0;
-        own_fits = pool_scratch((pool *)E->pool, t, &h) && h >= off + quad;
-    }
+    const int own_fits = p && buf == p + off && kern_r8_slots_fit((pool *)E->pool, off, quad);
     j.pool = (pool *)E->pool;
     j.act_off = off;
     for (int t0 = 0; t0 < n_tok; t0 += chunk) {
@@ -297,12 +305,13 @@ static void r8_q8_matmul(int impl, cf_env *E, int n, float *const *y, const floa
         j.x = x + (size_t)t0 * n_in;
         j.n_tok = nt;
         j.a = (kern_block_q8x4 *)buf;
-        kern_r8_takes_reset(&j.takes, n_groups, pool_n_threads((pool *)E->pool), pairs);
+        const long work = rows * n_in * nt;
+        kern_r8_takes_reset(&j.takes, n_groups, work < R8_PAR_MIN_WORK ? 1 : pool_n_threads((pool *)E->pool), pairs);
         /* the quantize splits by quads of 4 tokens: up to 4 tokens (decode)
          * every slot of the matmul's run converts its own copy, first */
         j.own_act = nt <= 4 && own_fits;
         if (!j.own_act) r8_run(E, nt > 4 ? (long)nt * n_in * 8 : 0, r8_quant_worker, &j);
-        r8_run(E, rows * n_in * nt, r8_mm_worker, &j);
+        r8_run(E, work, r8_mm_worker, &j);
         for (int t = 0; t < nt; t++) /* a token whose Q8_0 scales overflowed: f32 activations */
             if (kern_q8x4_overflows(j.a + (size_t)(t / 4) * nb, nb, t % 4))
                 r8_f32act_parts(j.isa, E, n, y, x, w, type, n_out, n_in, t0 + t, 1);
@@ -318,7 +327,7 @@ void kern_r8_matmul_n_impl(int impl, cf_env *E, int n, float *const *y, const fl
     int ok = n >= 1 && n <= CF_MATMUL_N_MAX && n_in % 32 == 0 && n_in > 0 && kern_r8_impl_available(impl);
     for (int i = 0; ok && i < n; i++) ok = kern_type_is_r8(type[i]) && n_out[i] % 8 == 0 && n_out[i] > 0;
     if (!ok) {
-        for (int i = 0; i < n && i < CF_MATMUL_N_MAX; i++) fill_nan(y[i], (long)(n_out[i] > 0 ? n_out[i] : 0) * n_tok);
+        for (int i = 0; i < n; i++) fill_nan(y[i], (long)(n_out[i] > 0 ? n_out[i] : 0) * n_tok);
         return;
     }
     if (E->act_quant) {

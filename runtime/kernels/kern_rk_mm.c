@@ -3,13 +3,16 @@
  * and the matmul driver of their integer (act_quant) path; the leaves are
  * kern_rk.c (scalar), kern_rk_avx2.c and kern_rk_vnni.c.
  *
- * The driver is kern_r8_mm.c's with Q8_K activations: each token is
- * quantized once per call to n_in/256 ggml block_q8_K (threads split the
- * tokens) into thread 0's pool scratch after kern_scratch_bytes(n_ctx)
- * (292 bytes per 256 elements and token, inside the 4 bytes per element
- * kern_scratch_bytes_act reserves), or a stack buffer without a pool.
- * Threads take contiguous ranges of row groups and walk them in blocks of
- * RK_WBLOCK weight bytes x RK_ABLOCK activation bytes (both L2-resident).
+ * The driver is kern_r8_mm.c's with Q8_K activations (one or more weights
+ * of one input, cf_kernels.matmul_n): each token is quantized once per call
+ * to n_in/256 ggml block_q8_K (threads split the tokens) into thread 0's
+ * pool scratch after kern_scratch_bytes(n_ctx) (292 bytes per 256 elements
+ * and token, inside the 4 bytes per element kern_scratch_bytes_act
+ * reserves), or a stack buffer without a pool; one token (decode): every
+ * pool slot converts its own copy into its own scratch (rk_mm_worker).
+ * Threads take ranges of row groups (kern_r8.h "takes") and walk them in
+ * blocks of RK_WBLOCK weight bytes x RK_ABLOCK activation bytes (both
+ * L2-resident).
  * Every (row, token) result is one leaf's sum over all super-blocks in
  * order, so it depends neither on the thread count nor on the token count.
  */
@@ -94,10 +97,12 @@ typedef struct {
     kern_r8_takes takes;
 } rk_job;
 
-/* What one slot's takes read: the job and the activations it converted. */
+/* What one slot's takes read: the job and the activations (own_act: NULL
+ * until its first take converts them into dst). */
 typedef struct {
     const rk_job *j;
     const kern_block_q8_k *a;
+    kern_block_q8_k *dst;
 } rk_slot;
 
 /* tokens [t0, t1) to Q8_K rows in a */
@@ -141,9 +146,13 @@ static void rk_part_range(const rk_job *j, const kern_block_q8_k *a, const rk_pa
 }
 
 /* Groups [g0, g1) of the call: the parts of the weights they cover. */
-static void rk_mm_range(const void *slot, long g0, long g1) {
-    const rk_slot *sl = slot;
+static void rk_mm_range(void *slot, long g0, long g1) {
+    rk_slot *sl = slot;
     const rk_job *j = sl->j;
+    if (!sl->a) {
+        rk_quant_rows(j, sl->dst, 0, 1);
+        sl->a = sl->dst;
+    }
     for (int i = 0; i < j->n_part; i++) {
         const rk_part *pt = &j->part[i];
         const long lo = g0 > pt->g0 ? g0 : pt->g0, e = pt->g0 + pt->n_out / 8, hi = g1 < e ? g1 : e;
@@ -152,17 +161,17 @@ static void rk_mm_range(const void *slot, long g0, long g1) {
 }
 
 /* Row groups in takes from the thread's own segment, then the others'
- * (kern_r8.h "takes"); own_act (decode) first converts the token into the
- * slot's own scratch (kern_r8_mm.c r8_mm_worker: why). */
+ * (kern_r8.h "takes"); own_act (decode): each slot converts the token into
+ * its own scratch, slot 0 first thing, the others at their first take
+ * (kern_r8_mm.c r8_mm_worker: why). */
 static void rk_mm_worker(void *arg, int ith, int nth) {
     rk_job *j = arg;
     (void)nth;
-    rk_slot sl = {j, j->a};
-    if (j->own_act) {
-        kern_block_q8_k *a = ith ? (kern_block_q8_k *)((uint8_t *)pool_scratch(j->pool, ith, NULL) + j->act_off)
-                                 : j->a;
-        rk_quant_rows(j, a, 0, 1);
-        sl.a = a;
+    rk_slot sl = {j, j->a, NULL};
+    if (j->own_act && ith == 0) rk_quant_rows(j, j->a, 0, 1);
+    else if (j->own_act) {
+        sl.dst = (kern_block_q8_k *)((uint8_t *)pool_scratch(j->pool, ith, NULL) + j->act_off);
+        sl.a = NULL;
     }
     kern_r8_takes_run(&j->takes, ith, rk_mm_range, &sl);
 }
@@ -193,7 +202,9 @@ static void rk_q8_matmul(int impl, cf_env *E, int n, float *const *y, const floa
         const int ti = kern_rk_index(type[i]);
         j.part[i] = (rk_part){.gemm = lv->gemm[ti] ? lv->gemm[ti] : kern_rk_scalar_leaves()->gemm[ti],
                               .gemm2 = lv->gemm[ti] && n_tok >= RK_GEMM2_MIN_TOK ? lv->gemm2[ti] : NULL,
-                              .w = w[i], .n_out = n_out[i], .bb = kern_rk_block_bytes(type[i]), .g0 = n_groups};
+                              .w = w[i], .n_out = n_out[i], .bb = kern_rk_block_bytes(type[i])};
+        if (j.part[i].gemm2) n_groups = (n_groups + 1) & ~1L; /* pairs stay pairs (a group number unused) */
+        j.part[i].g0 = n_groups;
         n_groups += n_out[i] / 8;
         rows += n_out[i];
         pairs |= j.part[i].gemm2 != NULL;
@@ -222,12 +233,7 @@ static void rk_q8_matmul(int impl, cf_env *E, int n, float *const *y, const floa
     }
     const int chunk = fit >= n_tok ? n_tok : (int)fit;
     /* own_act needs one token in every slot's scratch, after the same offset */
-    const int n_thr = pool_n_threads((pool *)E->pool);
-    int own_fits = p && buf == p + off && n_thr > 1;
-    for (int t = 1; t < n_thr && own_fits; t++) {
-        size_t h = 0;
-        own_fits = pool_scratch((pool *)E->pool, t, &h) && h >= off + tok;
-    }
+    const int own_fits = p && buf == p + off && kern_r8_slots_fit((pool *)E->pool, off, tok);
     j.pool = (pool *)E->pool;
     j.act_off = off;
     for (int t0 = 0; t0 < n_tok; t0 += chunk) {
@@ -240,8 +246,10 @@ static void rk_q8_matmul(int impl, cf_env *E, int n, float *const *y, const floa
          * the matmul's run converts for itself, first */
         j.own_act = nt == 1 && own_fits;
         if (!j.own_act) rk_run(E, nt > 1 ? (long)nt * n_in * 8 : 0, rk_quant_worker, &j);
-        kern_r8_takes_reset(&j.takes, n_groups, pool_n_threads((pool *)E->pool), pairs);
-        rk_run(E, rows * n_in * nt, rk_mm_worker, &j);
+        const long work = rows * n_in * nt;
+        kern_r8_takes_reset(&j.takes, n_groups,
+                            work < RK_PAR_MIN_WORK || !E->pool ? 1 : pool_n_threads((pool *)E->pool), pairs);
+        rk_run(E, work, rk_mm_worker, &j);
     }
 }
 
@@ -250,7 +258,7 @@ void kern_rk_matmul_n_impl(int impl, cf_env *E, int n, float *const *y, const fl
     int ok = n >= 1 && n <= CF_MATMUL_N_MAX && n_in % KERN_QK_K == 0 && n_in > 0 && kern_r8_impl_available(impl);
     for (int i = 0; ok && i < n; i++) ok = kern_rk_block_bytes(type[i]) && n_out[i] % 8 == 0 && n_out[i] > 0;
     if (!ok) {
-        for (int i = 0; i < n && i < CF_MATMUL_N_MAX; i++)
+        for (int i = 0; i < n; i++)
             for (long k = 0; k < (long)(n_out[i] > 0 ? n_out[i] : 0) * n_tok; k++) y[i][k] = NAN;
         return;
     }

@@ -325,10 +325,10 @@ INLINE __m512i q45_sc2(const uint8_t *b0, const uint8_t *b1, int j, int min) {
                : _mm512_or_si512(_mm512_and_si512(lo, m15), _mm512_slli_epi32(_mm512_and_si512(h, m3), 4));
 }
 
-/* Sub-block outer, tokens inner: one sub-block's 8 code vectors stay in
- * registers for all NTOK tokens (16: 16 sums + 8 codes + temporaries in 32
- * zmm), so the nibble unpacking is paid once per 16 tokens, not once per 4
- * (a scale/min/code set per token blocked in registers spilled at 16). */
+/* Sub-block outer, tokens inner, each sub-block's scale decoded at its turn
+ * and the mins after the sub-block loop: 16 sums + 8 code vectors +
+ * temporaries fit the 32 zmm at NTOK 16, where all 8 scales and 8 mins
+ * decoded up front (the loop over sub-blocks not unrolled) spilled. */
 INLINE void gemm2_q45(const uint8_t *wg, const kern_block_q8_k *a, size_t as, int nb, int nt, float *y,
                       size_t ldy, const int five, const int NTOK) {
     const int bb = five ? KERN_Q5_K_R8_BLOCK : KERN_Q4_K_R8_BLOCK;
