@@ -371,6 +371,15 @@ const kern_type_ops *kern_type_ops_get(int type); /* NULL when unsupported */
  * runs it on rounded activations for F16/BF16 weights. */
 void kern_matmul_f32act(int isa, cf_env *E, float *y, const float *x, const void *w, int type,
                         int n_out, int n_in, int n_tok);
+/* The same for n weights of one input (cf_kernels.matmul_n's arrays), tokens
+ * [t0, t0 + nt) only. */
+static inline void kern_matmul_f32act_n(int isa, cf_env *E, int n, float *const *y, const float *x,
+                                        const void *const *w, const int *type, const int *n_out, int n_in, int t0,
+                                        int nt) {
+    for (int i = 0; i < n; i++)
+        kern_matmul_f32act(isa, E, y[i] + (size_t)t0 * n_out[i], x + (size_t)t0 * n_in, w[i], type[i], n_out[i],
+                           n_in, nt);
+}
 
 /* The f32 drivers of kern.c (threading, tiling, KV-cache writes) behind the
  * cf_kernels entries of the same names (templates/prelude.h documents the

@@ -243,14 +243,6 @@ static void r8_run(cf_env *E, long work, void (*fn)(void *, int, int), void *arg
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* The f32-activation path for weights [0, n) (tokens [t0, t0 + nt)). */
-static void r8_f32act_parts(int isa, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
-                            const int *type, const int *n_out, int n_in, int t0, int nt) {
-    for (int i = 0; i < n; i++)
-        kern_matmul_f32act(isa, E, y[i] + (size_t)t0 * n_out[i], x + (size_t)t0 * n_in, w[i], type[i], n_out[i],
-                           n_in, nt);
-}
-
 static void r8_q8_matmul(int impl, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
                          const int *type, const int *n_out, int n_in, int n_tok) {
     const int nb = n_in / 32;
@@ -290,7 +282,7 @@ static void r8_q8_matmul(int impl, cf_env *E, int n, float *const *y, const floa
         fit = (long)(sizeof stack_buf / quad);
         buf = stack_buf;
         if (fit < 1) { /* one quad does not fit (n_in > ~23k): exact f32 activations */
-            r8_f32act_parts(j.isa, E, n, y, x, w, type, n_out, n_in, 0, n_tok);
+            kern_matmul_f32act_n(j.isa, E, n, y, x, w, type, n_out, n_in, 0, n_tok);
             return;
         }
     }
@@ -314,7 +306,7 @@ static void r8_q8_matmul(int impl, cf_env *E, int n, float *const *y, const floa
         r8_run(E, work, r8_mm_worker, &j);
         for (int t = 0; t < nt; t++) /* a token whose Q8_0 scales overflowed: f32 activations */
             if (kern_q8x4_overflows(j.a + (size_t)(t / 4) * nb, nb, t % 4))
-                r8_f32act_parts(j.isa, E, n, y, x, w, type, n_out, n_in, t0 + t, 1);
+                kern_matmul_f32act_n(j.isa, E, n, y, x, w, type, n_out, n_in, t0 + t, 1);
     }
 }
 
@@ -336,7 +328,7 @@ void kern_r8_matmul_n_impl(int impl, cf_env *E, int n, float *const *y, const fl
     }
     /* f32 activations: kern.c's driver with this file's row-group leaves (the
      * AVX2 and VNNI impls share them) */
-    r8_f32act_parts(impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_AVX2, E, n, y, x, w, type, n_out, n_in, 0,
+    kern_matmul_f32act_n(impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_AVX2, E, n, y, x, w, type, n_out, n_in, 0,
                     n_tok);
 }
 

@@ -183,12 +183,6 @@ static void rk_run(cf_env *E, long work, void (*fn)(void *, int, int), void *arg
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* The f32-activation path for every weight. */
-static void rk_f32act_parts(int isa, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
-                            const int *type, const int *n_out, int n_in, int n_tok) {
-    for (int i = 0; i < n; i++) kern_matmul_f32act(isa, E, y[i], x, w[i], type[i], n_out[i], n_in, n_tok);
-}
-
 static void rk_q8_matmul(int impl, cf_env *E, int n, float *const *y, const float *x, const void *const *w,
                          const int *type, const int *n_out, int n_in, int n_tok) {
     const int nb = n_in / KERN_QK_K;
@@ -227,7 +221,7 @@ static void rk_q8_matmul(int impl, cf_env *E, int n, float *const *y, const floa
         fit = (long)(sizeof stack_buf / tok);
         buf = stack_buf;
         if (fit < 1) { /* one token does not fit (n_in > ~114k): exact f32 activations */
-            rk_f32act_parts(j.isa, E, n, y, x, w, type, n_out, n_in, n_tok);
+            kern_matmul_f32act_n(j.isa, E, n, y, x, w, type, n_out, n_in, 0, n_tok);
             return;
         }
     }
@@ -266,8 +260,8 @@ void kern_rk_matmul_n_impl(int impl, cf_env *E, int n, float *const *y, const fl
         rk_q8_matmul(impl, E, n, y, x, w, type, n_out, n_in, n_tok);
         return;
     }
-    rk_f32act_parts(impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD, E, n, y, x, w, type, n_out, n_in,
-                    n_tok);
+    kern_matmul_f32act_n(impl == KERN_R8_SCALAR ? KERN_ISA_SCALAR : KERN_ISA_SIMD, E, n, y, x, w, type, n_out, n_in,
+                         0, n_tok);
 }
 
 void kern_rk_matmul_impl(int impl, cf_env *E, float *y, const float *x, const void *w, int type, int n_out,
